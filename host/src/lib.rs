@@ -1,0 +1,1 @@
+//! wasm-operator host.

@@ -1,0 +1,195 @@
+//! Structured logging from a plugin into the host's `tracing` output.
+//!
+//! On `wasm32` every call goes to the imported `jinghzhu:operator/log`
+//! function; the host tags the line with the plugin and the object being
+//! reconciled. On other targets (native `cargo test` of plugin logic) the
+//! import does not exist, so a call is instead written to stderr (which the
+//! test harness captures) and recorded in a per-thread buffer that tests read
+//! with [`take_captured`]. The buffer keeps the most recent
+//! [`CAPTURE_LIMIT`] records.
+//!
+//! ```
+//! use jinghzhu_plugin_sdk::log;
+//!
+//! log::info("scaling up", &[("from", "1"), ("to", "3")]);
+//! # #[cfg(not(target_arch = "wasm32"))]
+//! assert_eq!(log::take_captured()[0].message, "scaling up");
+//! ```
+
+pub use crate::types::Level;
+
+/// One log call, as recorded on native targets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Severity.
+    pub level: Level,
+    /// The message.
+    pub message: String,
+    /// Structured fields, in the order given.
+    pub fields: Vec<(String, String)>,
+}
+
+impl Record {
+    /// The value of field `key`, if the record has it.
+    pub fn field(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// How many records the native capture buffer keeps per thread; older ones
+/// are dropped first.
+pub const CAPTURE_LIMIT: usize = 10_000;
+
+/// Writes one log line at `level` with structured `fields`.
+pub fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
+    imp::log(level, message, fields);
+}
+
+/// Logs at [`Level::Trace`].
+pub fn trace(message: &str, fields: &[(&str, &str)]) {
+    log(Level::Trace, message, fields);
+}
+
+/// Logs at [`Level::Debug`].
+pub fn debug(message: &str, fields: &[(&str, &str)]) {
+    log(Level::Debug, message, fields);
+}
+
+/// Logs at [`Level::Info`].
+pub fn info(message: &str, fields: &[(&str, &str)]) {
+    log(Level::Info, message, fields);
+}
+
+/// Logs at [`Level::Warn`].
+pub fn warn(message: &str, fields: &[(&str, &str)]) {
+    log(Level::Warn, message, fields);
+}
+
+/// Logs at [`Level::Error`].
+pub fn error(message: &str, fields: &[(&str, &str)]) {
+    log(Level::Error, message, fields);
+}
+
+/// The lower-case name of a level, as the host prints it.
+pub fn level_name(level: Level) -> &'static str {
+    match level {
+        Level::Trace => "trace",
+        Level::Debug => "debug",
+        Level::Info => "info",
+        Level::Warn => "warn",
+        Level::Error => "error",
+    }
+}
+
+/// Returns and clears the records this thread logged so far (native targets
+/// only; each test runs on its own thread, so tests do not see each other's).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn take_captured() -> Vec<Record> {
+    imp::CAPTURED.with(|c| std::mem::take(&mut *c.borrow_mut()).into())
+}
+
+#[cfg(target_arch = "wasm32")]
+mod imp {
+    use crate::bindings::jinghzhu::operator::log as host;
+    use crate::types::{KeyValue, Level};
+
+    pub(super) fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
+        let fields: Vec<KeyValue> = fields.iter().map(|(k, v)| KeyValue::new(*k, *v)).collect();
+        host::log(level, message, &fields);
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod imp {
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+    use std::fmt::Write as _;
+
+    use super::{CAPTURE_LIMIT, Record, level_name};
+    use crate::types::Level;
+
+    thread_local! {
+        pub(super) static CAPTURED: RefCell<VecDeque<Record>> = const { RefCell::new(VecDeque::new()) };
+    }
+
+    pub(super) fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
+        let mut line = format!("[plugin {}] {message}", level_name(level));
+        for (k, v) in fields {
+            // Writing into a `String` cannot fail.
+            let _ = write!(line, " {k}={v:?}");
+        }
+        // `eprintln!` (not a raw stderr handle) so the test harness captures
+        // the line and shows it only for failing tests.
+        eprintln!("{line}");
+        let record = Record {
+            level,
+            message: message.to_owned(),
+            fields: fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        };
+        CAPTURED.with(|c| {
+            let mut c = c.borrow_mut();
+            while c.len() >= CAPTURE_LIMIT {
+                c.pop_front();
+            }
+            c.push_back(record);
+        });
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_every_level_with_fields() {
+        take_captured();
+        trace("t", &[]);
+        debug("d", &[("k", "v")]);
+        info("i", &[("a", "1"), ("b", "2")]);
+        warn("w", &[]);
+        error("e", &[]);
+        let got = take_captured();
+        let levels: Vec<Level> = got.iter().map(|r| r.level).collect();
+        assert_eq!(
+            levels,
+            [
+                Level::Trace,
+                Level::Debug,
+                Level::Info,
+                Level::Warn,
+                Level::Error
+            ]
+        );
+        assert_eq!(got[2].message, "i");
+        assert_eq!(got[2].field("b"), Some("2"));
+        assert_eq!(got[1].field("missing"), None);
+        assert!(
+            take_captured().is_empty(),
+            "take_captured clears the buffer"
+        );
+    }
+
+    #[test]
+    fn capture_is_bounded() {
+        take_captured();
+        for _ in 0..CAPTURE_LIMIT + 5 {
+            imp::CAPTURED.with(|c| {
+                c.borrow_mut().push_back(Record {
+                    level: Level::Info,
+                    message: String::new(),
+                    fields: Vec::new(),
+                });
+            });
+        }
+        info("last", &[]);
+        let got = take_captured();
+        assert_eq!(got.len(), CAPTURE_LIMIT);
+        assert_eq!(got.last().map(|r| r.message.as_str()), Some("last"));
+    }
+}

@@ -1,0 +1,383 @@
+//! Finding or building the control plane's binaries.
+//!
+//! `etcd` comes from the `etcd-bin-vendored-linux-amd64` crate. The Kubernetes
+//! binaries are built with `go build` from the small Go module in
+//! `tests/control-plane/kubernetes/` (it only requires `k8s.io/kubernetes` and
+//! pins each staging module). Builds land in a cache directory outside the
+//! repository, keyed by the Kubernetes version and a hash of `go.mod`/`go.sum`,
+//! so a second run takes no time. A file lock keeps concurrent test binaries
+//! from building twice.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+/// The Kubernetes release the local control plane runs.
+pub const KUBERNETES_VERSION: &str = "v1.34.4";
+
+/// Directory of the Go module that builds the Kubernetes binaries.
+const GO_MODULE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kubernetes");
+
+/// The Go packages we build, and the file name of each binary.
+const KUBE_COMMANDS: [(&str, &str); 3] = [
+    ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
+    (
+        "kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+    ),
+    ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
+];
+
+/// Paths of every binary the control plane needs.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub etcd: PathBuf,
+    pub kube_apiserver: PathBuf,
+    pub kube_controller_manager: PathBuf,
+    pub kubectl: PathBuf,
+}
+
+/// Why the binaries could not be had. Every message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum BinaryBuildError {
+    #[error(
+        "the Go toolchain was not found (tried `{go}`): the local control plane builds \
+         kube-apiserver, kube-controller-manager and kubectl {version} from the k8s.io/kubernetes \
+         Go module. Install Go 1.24 or newer and put `go` on PATH (or set GO=/path/to/go), or set \
+         WASM_OPERATOR_KUBE_BIN_DIR to a directory that already holds those three binaries"
+    )]
+    GoMissing { go: String, version: &'static str },
+    #[error(
+        "building {what} {version} with `go build` failed (exit status {status}). Check that the \
+         Go module proxy is reachable (GOPROXY) and that there is disk space, then run \
+         `cargo run -p local-control-plane -- build` to retry. Last lines of the build output:\n{output_tail}"
+    )]
+    BuildFailed {
+        what: String,
+        version: &'static str,
+        status: String,
+        output_tail: String,
+    },
+    #[error(
+        "WASM_OPERATOR_KUBE_BIN_DIR={dir} does not contain `{missing}`: put kube-apiserver, \
+         kube-controller-manager and kubectl there, or unset the variable to build them"
+    )]
+    PrebuiltMissing { dir: String, missing: String },
+    #[error("cache directory {dir}: {source}")]
+    Cache {
+        dir: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Builds the Kubernetes binaries on demand and caches them.
+#[derive(Debug, Clone)]
+pub struct BinaryBuilder {
+    /// The `go` command to run.
+    pub go: OsString,
+    /// Root of the cache; binaries go in `<root>/kubernetes-<version>-<hash>/`.
+    pub cache_root: PathBuf,
+    /// The Go module to build from.
+    pub module_dir: PathBuf,
+}
+
+impl Default for BinaryBuilder {
+    fn default() -> Self {
+        Self {
+            go: std::env::var_os("GO").unwrap_or_else(|| "go".into()),
+            cache_root: default_cache_root(),
+            module_dir: PathBuf::from(GO_MODULE_DIR),
+        }
+    }
+}
+
+/// `$WASM_OPERATOR_CACHE_DIR`, else `$XDG_CACHE_HOME/wasm-operator`, else
+/// `~/.cache/wasm-operator`, else the system temp dir.
+pub fn default_cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("WASM_OPERATOR_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("wasm-operator");
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        return PathBuf::from(home).join(".cache").join("wasm-operator");
+    }
+    std::env::temp_dir().join("wasm-operator-cache")
+}
+
+/// The etcd binary shipped inside the `etcd-bin-vendored-linux-amd64` crate.
+pub fn etcd_path() -> PathBuf {
+    match etcd_bin_vendored_linux_amd64::etcd_bin_path() {
+        Ok(path) => path.to_path_buf(),
+        Err(never) => match never {},
+    }
+}
+
+/// Returns every binary, building the Kubernetes ones first if needed.
+///
+/// Honours `WASM_OPERATOR_KUBE_BIN_DIR` (use prebuilt binaries from there).
+pub fn ensure_binaries() -> Result<Binaries, BinaryBuildError> {
+    if let Some(dir) = std::env::var_os("WASM_OPERATOR_KUBE_BIN_DIR") {
+        return prebuilt(Path::new(&dir));
+    }
+    BinaryBuilder::default().ensure()
+}
+
+fn prebuilt(dir: &Path) -> Result<Binaries, BinaryBuildError> {
+    for (name, _) in KUBE_COMMANDS {
+        if !dir.join(name).is_file() {
+            return Err(BinaryBuildError::PrebuiltMissing {
+                dir: dir.display().to_string(),
+                missing: name.to_string(),
+            });
+        }
+    }
+    Ok(binaries_in(dir))
+}
+
+fn binaries_in(dir: &Path) -> Binaries {
+    Binaries {
+        etcd: etcd_path(),
+        kube_apiserver: dir.join("kube-apiserver"),
+        kube_controller_manager: dir.join("kube-controller-manager"),
+        kubectl: dir.join("kubectl"),
+    }
+}
+
+impl BinaryBuilder {
+    /// The directory the binaries of this module's pins are cached in.
+    pub fn cache_dir(&self) -> PathBuf {
+        let mut hasher = Sha256::new();
+        for file in ["go.mod", "go.sum"] {
+            // A missing file just changes the key; `go build` reports it.
+            hasher.update(fs::read(self.module_dir.join(file)).unwrap_or_default());
+        }
+        let hash = hex::encode(hasher.finalize());
+        self.cache_root
+            .join(format!("kubernetes-{KUBERNETES_VERSION}-{}", &hash[..12]))
+    }
+
+    /// Returns the cached binaries, building whatever is missing.
+    pub fn ensure(&self) -> Result<Binaries, BinaryBuildError> {
+        let dir = self.cache_dir();
+        let cache_err = |source| BinaryBuildError::Cache {
+            dir: dir.display().to_string(),
+            source,
+        };
+        fs::create_dir_all(&dir).map_err(cache_err)?;
+        let _lock = FileLock::acquire(&dir.join(".lock")).map_err(cache_err)?;
+
+        let missing: Vec<_> = KUBE_COMMANDS
+            .iter()
+            .filter(|(name, _)| !dir.join(name).is_file())
+            .collect();
+        if !missing.is_empty() {
+            self.check_go()?;
+            let staging = dir.join(".building");
+            let _ = fs::remove_dir_all(&staging);
+            fs::create_dir_all(&staging).map_err(cache_err)?;
+            let names: Vec<_> = missing.iter().map(|(name, _)| *name).collect();
+            eprintln!(
+                "local-control-plane: building {} {KUBERNETES_VERSION} with Go into {} \
+                 (once; takes several minutes on a cold cache)",
+                names.join(", "),
+                dir.display()
+            );
+            let mut cmd = Command::new(&self.go);
+            cmd.current_dir(&self.module_dir)
+                .arg("build")
+                .arg("-trimpath")
+                .arg("-ldflags")
+                .arg(version_ldflags())
+                .arg("-o")
+                .arg(&staging)
+                .args(missing.iter().map(|(_, pkg)| *pkg))
+                .env("CGO_ENABLED", "0")
+                .env("GOTOOLCHAIN", "local")
+                .env("GOFLAGS", "-mod=readonly");
+            let output = cmd.output().map_err(|_| BinaryBuildError::GoMissing {
+                go: self.go.to_string_lossy().into_owned(),
+                version: KUBERNETES_VERSION,
+            })?;
+            if !output.status.success() {
+                let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
+                text.push_str(&String::from_utf8_lossy(&output.stdout));
+                return Err(BinaryBuildError::BuildFailed {
+                    what: names.join(", "),
+                    version: KUBERNETES_VERSION,
+                    status: output.status.to_string(),
+                    output_tail: tail_lines(&text, 20),
+                });
+            }
+            for name in names {
+                fs::rename(staging.join(name), dir.join(name)).map_err(cache_err)?;
+            }
+            let _ = fs::remove_dir_all(&staging);
+        }
+        Ok(binaries_in(&dir))
+    }
+
+    fn check_go(&self) -> Result<(), BinaryBuildError> {
+        let found = Command::new(&self.go)
+            .arg("version")
+            .output()
+            .map(|out| out.status.success())
+            .unwrap_or(false);
+        if found {
+            Ok(())
+        } else {
+            Err(BinaryBuildError::GoMissing {
+                go: self.go.to_string_lossy().into_owned(),
+                version: KUBERNETES_VERSION,
+            })
+        }
+    }
+}
+
+/// Stamps the version into the binaries as Kubernetes' own release build does,
+/// so `--version` and the API's `/version` report it instead of `v0.0.0`.
+fn version_ldflags() -> String {
+    let (major, minor) = KUBERNETES_VERSION
+        .trim_start_matches('v')
+        .split_once('.')
+        .map(|(major, rest)| (major, rest.split('.').next().unwrap_or(rest)))
+        .unwrap_or(("1", "0"));
+    let base = "k8s.io/client-go/pkg/version";
+    let component = "k8s.io/component-base/version";
+    let mut flags = Vec::new();
+    for pkg in [base, component] {
+        flags.push(format!("-X {pkg}.gitVersion={KUBERNETES_VERSION}"));
+        flags.push(format!("-X {pkg}.gitMajor={major}"));
+        flags.push(format!("-X {pkg}.gitMinor={minor}"));
+        flags.push(format!("-X {pkg}.gitTreeState=clean"));
+    }
+    flags.join(" ")
+}
+
+/// The last `n` lines of `text`.
+pub(crate) fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// An exclusive `flock(2)` on a file, released on drop.
+struct FileLock(fs::File);
+
+impl FileLock {
+    fn acquire(path: &Path) -> std::io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        // SAFETY: flock on a file descriptor we own; no memory is shared.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut file = file;
+        let _ = writeln!(file, "{}", std::process::id());
+        Ok(Self(file))
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as above.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// The first line each binary prints for `--version`.
+pub fn versions(bins: &Binaries) -> Vec<(String, String)> {
+    let run = |path: &Path, args: &[&str]| -> String {
+        Command::new(path)
+            .args(args)
+            .output()
+            .ok()
+            .map(|out| {
+                let text = String::from_utf8_lossy(&out.stdout);
+                text.lines().next().unwrap_or("").trim().to_string()
+            })
+            .unwrap_or_else(|| "unknown".into())
+    };
+    vec![
+        ("etcd".into(), run(&bins.etcd, &["--version"])),
+        (
+            "kube-apiserver".into(),
+            run(&bins.kube_apiserver, &["--version"]),
+        ),
+        (
+            "kube-controller-manager".into(),
+            run(&bins.kube_controller_manager, &["--version"]),
+        ),
+        ("kubectl".into(), run(&bins.kubectl, &["version", "--client"])),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_go_names_the_fix() {
+        let builder = BinaryBuilder {
+            go: "/nonexistent/go-toolchain/bin/go".into(),
+            cache_root: tempfile::tempdir().expect("tempdir").keep(),
+            module_dir: PathBuf::from(GO_MODULE_DIR),
+        };
+        let err = builder.ensure().expect_err("must fail without Go");
+        let msg = err.to_string();
+        assert!(matches!(err, BinaryBuildError::GoMissing { .. }), "{msg}");
+        assert!(msg.contains("Install Go"), "{msg}");
+        assert!(msg.contains("WASM_OPERATOR_KUBE_BIN_DIR"), "{msg}");
+        let _ = fs::remove_dir_all(&builder.cache_root);
+    }
+
+    #[test]
+    fn failed_build_shows_output_and_the_fix() {
+        let root = tempfile::tempdir().expect("tempdir");
+        // A stand-in `go` that answers `version` but fails to build.
+        let fake_go = root.path().join("go");
+        fs::write(
+            &fake_go,
+            "#!/bin/sh\nif [ \"$1\" = version ]; then echo go version fake; exit 0; fi\n\
+             echo 'cannot find module providing package k8s.io/kubernetes/cmd/kube-apiserver' >&2\nexit 1\n",
+        )
+        .expect("write fake go");
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&fake_go, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let builder = BinaryBuilder {
+            go: fake_go.into_os_string(),
+            cache_root: root.path().join("cache"),
+            module_dir: PathBuf::from(GO_MODULE_DIR),
+        };
+        let err = builder.ensure().expect_err("must fail");
+        let msg = err.to_string();
+        assert!(matches!(err, BinaryBuildError::BuildFailed { .. }), "{msg}");
+        assert!(msg.contains("cannot find module providing package"), "{msg}");
+        assert!(msg.contains("GOPROXY"), "{msg}");
+        assert!(!builder.cache_dir().join("kube-apiserver").exists());
+    }
+
+    #[test]
+    fn prebuilt_dir_must_hold_every_binary() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = prebuilt(dir.path()).expect_err("empty dir");
+        assert!(err.to_string().contains("kube-apiserver"), "{err}");
+    }
+
+    #[test]
+    fn ldflags_stamp_the_version() {
+        let flags = version_ldflags();
+        assert!(flags.contains("gitVersion=v1.34.4"), "{flags}");
+        assert!(flags.contains("gitMinor=34"), "{flags}");
+    }
+}

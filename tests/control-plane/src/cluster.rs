@@ -1,0 +1,496 @@
+//! Starting, waiting for and stopping a local control plane.
+//!
+//! Start order is etcd, kube-apiserver (wait for `/readyz`), then
+//! kube-controller-manager with the garbage-collector, namespace and
+//! ServiceAccount controllers (wait for the `default` ServiceAccount, which
+//! proves it is working). Stop order is the reverse. Everything lives in one
+//! temporary directory that is removed on shutdown.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, PostParams};
+
+use crate::binaries::{self, Binaries};
+use crate::kubeconfig::{self, Credentials};
+use crate::pki::Pki;
+use crate::process::{self, Supervised};
+
+/// Prefix of every control plane's temporary directory.
+const DIR_PREFIX: &str = "wasm-operator-cp-";
+
+/// The controllers kube-controller-manager runs by default here.
+pub const DEFAULT_CONTROLLERS: [&str; 4] = [
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+];
+
+/// What to start and how long to wait.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneOptions {
+    /// Start kube-controller-manager (garbage collection, namespace deletion,
+    /// default ServiceAccounts). On by default.
+    pub controller_manager: bool,
+    /// The kube-controller-manager controllers to enable.
+    pub controllers: Vec<String>,
+    /// How long each component may take to become ready.
+    pub startup_timeout: Duration,
+    /// Keep the directory (certificates, kubeconfig, logs) after shutdown.
+    pub keep_dir: bool,
+}
+
+impl Default for ControlPlaneOptions {
+    fn default() -> Self {
+        Self {
+            controller_manager: true,
+            controllers: DEFAULT_CONTROLLERS.iter().map(|c| c.to_string()).collect(),
+            startup_timeout: Duration::from_secs(90),
+            keep_dir: false,
+        }
+    }
+}
+
+/// A running etcd + kube-apiserver (+ kube-controller-manager).
+///
+/// Dropping it (or calling [`ControlPlane::shutdown`]) stops every process and
+/// removes its directory.
+#[derive(Debug)]
+pub struct ControlPlane {
+    dir: PathBuf,
+    keep_dir: bool,
+    server: String,
+    kubeconfig: PathBuf,
+    pki: Pki,
+    binaries: Binaries,
+    /// In start order; stopped in reverse.
+    processes: Mutex<Vec<Supervised>>,
+}
+
+impl ControlPlane {
+    /// Starts a control plane with default options. Blocks until it is ready.
+    pub fn start() -> Result<Self> {
+        Self::start_with(ControlPlaneOptions::default())
+    }
+
+    /// Starts a control plane. Blocks until it is ready (safe to call from
+    /// inside a tokio runtime; the readiness checks run on their own thread).
+    pub fn start_with(options: ControlPlaneOptions) -> Result<Self> {
+        remove_stale_dirs();
+        let binaries = binaries::ensure_binaries()?;
+        // A free port can be taken by someone else before we bind it: retry.
+        let mut last_err = None;
+        for _attempt in 0..3 {
+            match Self::start_once(&options, &binaries) {
+                Ok(cp) => return Ok(cp),
+                Err(err) if format!("{err:#}").contains("address already in use") => {
+                    last_err = Some(err);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| anyhow!("control plane did not start")))
+    }
+
+    /// The control plane shared by every test in this process, started on
+    /// first use and stopped when the process exits.
+    pub fn shared() -> Result<&'static ControlPlane> {
+        static SHARED: OnceLock<std::result::Result<ControlPlane, String>> = OnceLock::new();
+        extern "C" fn shutdown_shared() {
+            if let Some(Ok(cp)) = SHARED.get() {
+                cp.shutdown();
+            }
+        }
+        let result = SHARED.get_or_init(|| {
+            let started = ControlPlane::start().map_err(|err| format!("{err:#}"));
+            if started.is_ok() {
+                // SAFETY: registering a plain function to run at exit.
+                unsafe { libc::atexit(shutdown_shared) };
+            }
+            started
+        });
+        result
+            .as_ref()
+            .map_err(|err| anyhow!("the shared local control plane failed to start: {err}"))
+    }
+
+    fn start_once(options: &ControlPlaneOptions, binaries: &Binaries) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .context("creating the control plane's temporary directory")?
+            .keep();
+        let mut cp = Self {
+            dir: dir.clone(),
+            keep_dir: options.keep_dir,
+            server: String::new(),
+            kubeconfig: dir.join("admin.kubeconfig"),
+            pki: Pki::generate(&dir.join("pki"))?,
+            binaries: binaries.clone(),
+            processes: Mutex::new(Vec::new()),
+        };
+        // From here on, dropping `cp` on error stops what was started.
+        let etcd_port = free_port()?;
+        let etcd_peer_port = free_port()?;
+        let apiserver_port = free_port()?;
+        cp.server = format!("https://127.0.0.1:{apiserver_port}");
+
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
+        let mut etcd = Command::new(&binaries.etcd);
+        etcd.arg("--name=local")
+            .arg(format!("--data-dir={}", dir.join("etcd").display()))
+            .arg(format!("--listen-client-urls={etcd_url}"))
+            .arg(format!("--advertise-client-urls={etcd_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=local={peer_url}"))
+            .arg("--unsafe-no-fsync")
+            .arg("--log-level=warn");
+        cp.spawn("etcd", etcd)?;
+        cp.wait_for("etcd", options.startup_timeout, || {
+            Ok(http_get_plain(etcd_port, "/health")?.contains("\"health\":\"true\""))
+        })?;
+
+        let sa_public_key = dir.join("pki").join("service-account.pub");
+        fs::write(
+            &sa_public_key,
+            rcgen::KeyPair::from_pem(&fs::read_to_string(&cp.pki.service_account_key)?)?
+                .public_key_pem(),
+        )?;
+        let mut apiserver = Command::new(&binaries.kube_apiserver);
+        apiserver
+            .arg(format!("--etcd-servers={etcd_url}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={apiserver_port}"))
+            .arg(format!("--cert-dir={}", dir.join("apiserver").display()))
+            .arg(format!("--tls-cert-file={}", cp.pki.serving_cert.display()))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                cp.pki.serving_key.display()
+            ))
+            .arg(format!("--client-ca-file={}", cp.pki.ca_cert.display()))
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg(format!(
+                "--service-account-key-file={}",
+                sa_public_key.display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                cp.pki.service_account_key.display()
+            ))
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--authorization-mode=RBAC")
+            .arg("--allow-privileged=true")
+            .arg("--profiling=false")
+            .arg("--v=1");
+        cp.spawn("kube-apiserver", apiserver)?;
+
+        kubeconfig::write(
+            &cp.kubeconfig,
+            &cp.server,
+            &cp.pki.ca_cert,
+            "admin",
+            &Credentials::ClientCertificate {
+                cert: cp.pki.admin_cert.clone(),
+                key: cp.pki.admin_key.clone(),
+            },
+        )?;
+        let kubeconfig = cp.kubeconfig.clone();
+        cp.wait_for("kube-apiserver", options.startup_timeout, || {
+            on_private_runtime(|| {
+                let kubeconfig = kubeconfig.clone();
+                async move {
+                    let client = kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
+                    let req = http::Request::get("/readyz").body(Vec::new())?;
+                    Ok(client.request_text(req).await.is_ok_and(|body| body == "ok"))
+                }
+            })
+        })?;
+
+        if options.controller_manager {
+            let mut kcm = Command::new(&binaries.kube_controller_manager);
+            kcm.arg(format!("--kubeconfig={}", cp.kubeconfig.display()))
+                .arg(format!("--controllers={}", options.controllers.join(",")))
+                .arg("--leader-elect=false")
+                .arg("--secure-port=0")
+                .arg("--use-service-account-credentials=false")
+                .arg(format!(
+                    "--service-account-private-key-file={}",
+                    cp.pki.service_account_key.display()
+                ))
+                .arg(format!("--root-ca-file={}", cp.pki.ca_cert.display()))
+                .arg("--concurrent-gc-syncs=5")
+                .arg("--v=1");
+            cp.spawn("kube-controller-manager", kcm)?;
+            cp.wait_for("kube-controller-manager", options.startup_timeout, || {
+                on_private_runtime(|| {
+                    let kubeconfig = kubeconfig.clone();
+                    async move {
+                        let client =
+                            kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
+                        let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
+                        Ok(sas.get_opt("default").await?.is_some())
+                    }
+                })
+            })?;
+        }
+        Ok(cp)
+    }
+
+    fn spawn(&self, name: &str, command: Command) -> Result<()> {
+        let log = self.dir.join(format!("{name}.log"));
+        let child = Supervised::spawn(name, command, &log)
+            .with_context(|| format!("starting {name}"))?;
+        self.processes
+            .lock()
+            .map_err(|_| anyhow!("process list lock poisoned"))?
+            .push(child);
+        Ok(())
+    }
+
+    /// Polls `ready` until it says yes, failing early if a process died.
+    fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut ready: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut last_error = String::new();
+        loop {
+            match ready() {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(err) => last_error = format!("{err:#}"),
+            }
+            let mut processes = self
+                .processes
+                .lock()
+                .map_err(|_| anyhow!("process list lock poisoned"))?;
+            for child in processes.iter_mut() {
+                if let Some(status) = child.exit_status() {
+                    bail!(
+                        "{} exited ({status}) while waiting for {what} to become ready. \
+                         Its last output:\n{}",
+                        child.name(),
+                        child.log_tail(30)
+                    );
+                }
+            }
+            if Instant::now() > deadline {
+                let tail = processes
+                    .iter()
+                    .map(|child| format!("--- {} ---\n{}", child.name(), child.log_tail(15)))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                bail!(
+                    "{what} was not ready after {timeout:?} (last error: {last_error}). \
+                     Recent output:\n{tail}"
+                );
+            }
+            drop(processes);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The API server's URL, e.g. `https://127.0.0.1:39017`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Path of the admin kubeconfig.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The directory holding certificates, kubeconfigs, etcd data and logs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The binaries this control plane runs (kubectl included).
+    pub fn binaries(&self) -> &Binaries {
+        &self.binaries
+    }
+
+    /// Process ids of the running components, by name.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.processes
+            .lock()
+            .map(|procs| {
+                procs
+                    .iter()
+                    .map(|p| (p.name().to_string(), p.pid()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A client configuration for the admin user.
+    pub async fn config(&self) -> Result<kube::Config> {
+        kubeconfig::load(&self.kubeconfig).await
+    }
+
+    /// A client for the admin user, bound to the caller's tokio runtime.
+    pub async fn client(&self) -> Result<kube::Client> {
+        Ok(kube::Client::try_from(self.config().await?)?)
+    }
+
+    /// Writes a kubeconfig that impersonates `user` (and `groups`), so RBAC
+    /// applies as it would to that user. Returns its path.
+    pub fn kubeconfig_impersonating(&self, user: &str, groups: &[&str]) -> Result<PathBuf> {
+        let path = self
+            .dir
+            .join(format!("impersonate-{}.kubeconfig", sanitize(user)));
+        kubeconfig::write(
+            &path,
+            &self.server,
+            &self.pki.ca_cert,
+            user,
+            &Credentials::Impersonate {
+                cert: self.pki.admin_cert.clone(),
+                key: self.pki.admin_key.clone(),
+                user: user.to_string(),
+                groups: groups.iter().map(|g| g.to_string()).collect(),
+            },
+        )?;
+        Ok(path)
+    }
+
+    /// Writes a kubeconfig that authenticates as the ServiceAccount
+    /// `namespace/name` with a one-hour bound token (creating the account if
+    /// it does not exist). Returns its path.
+    pub async fn kubeconfig_for_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PathBuf> {
+        let client = self.client().await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client, namespace);
+        if accounts.get_opt(name).await?.is_none() {
+            let mut account = ServiceAccount::default();
+            account.metadata.name = Some(name.to_string());
+            accounts.create(&PostParams::default(), &account).await?;
+        }
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let token = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await?
+            .status
+            .map(|status| status.token)
+            .ok_or_else(|| anyhow!("TokenRequest for {namespace}/{name} returned no token"))?;
+        let path = self
+            .dir
+            .join(format!("sa-{}-{}.kubeconfig", sanitize(namespace), sanitize(name)));
+        kubeconfig::write(
+            &path,
+            &self.server,
+            &self.pki.ca_cert,
+            &format!("system:serviceaccount:{namespace}:{name}"),
+            &Credentials::Token(token),
+        )?;
+        Ok(path)
+    }
+
+    /// Stops every process (newest first) and removes the directory. Safe to
+    /// call more than once.
+    pub fn shutdown(&self) {
+        if let Ok(mut processes) = self.processes.lock() {
+            while let Some(mut child) = processes.pop() {
+                child.stop(Duration::from_secs(5));
+            }
+        }
+        if !self.keep_dir {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free loopback port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A minimal HTTP/1.0 GET on loopback (for etcd's `/health`).
+fn http_get_plain(port: u16, path: &str) -> Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body)?;
+    Ok(body)
+}
+
+/// Runs an async check on a fresh single-threaded runtime in its own thread,
+/// so callers may be inside or outside a tokio runtime.
+fn on_private_runtime<F, Fut>(make: F) -> Result<bool>
+where
+    F: FnOnce() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(async {
+                    tokio::time::timeout(Duration::from_secs(5), make())
+                        .await
+                        .unwrap_or_else(|_| Ok(false))
+                })
+            })
+            .join()
+            .map_err(|_| anyhow!("readiness check panicked"))?
+    })
+}
+
+/// Removes directories of control planes whose process is gone (killed
+/// without a chance to clean up).
+fn remove_stale_dirs() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)) else {
+            continue;
+        };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && pid != std::process::id()
+            && !process::is_alive(pid)
+        {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
