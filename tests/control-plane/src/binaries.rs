@@ -318,7 +318,10 @@ pub fn versions(bins: &Binaries) -> Vec<(String, String)> {
             "kube-controller-manager".into(),
             run(&bins.kube_controller_manager, &["--version"]),
         ),
-        ("kubectl".into(), run(&bins.kubectl, &["version", "--client"])),
+        (
+            "kubectl".into(),
+            run(&bins.kubectl, &["version", "--client"]),
+        ),
     ]
 }
 
@@ -362,7 +365,10 @@ mod tests {
         let err = builder.ensure().expect_err("must fail");
         let msg = err.to_string();
         assert!(matches!(err, BinaryBuildError::BuildFailed { .. }), "{msg}");
-        assert!(msg.contains("cannot find module providing package"), "{msg}");
+        assert!(
+            msg.contains("cannot find module providing package"),
+            "{msg}"
+        );
         assert!(msg.contains("GOPROXY"), "{msg}");
         assert!(!builder.cache_dir().join("kube-apiserver").exists());
     }

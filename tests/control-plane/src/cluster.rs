@@ -213,7 +213,10 @@ impl ControlPlane {
                 async move {
                     let client = kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
                     let req = http::Request::get("/readyz").body(Vec::new())?;
-                    Ok(client.request_text(req).await.is_ok_and(|body| body == "ok"))
+                    Ok(client
+                        .request_text(req)
+                        .await
+                        .is_ok_and(|body| body == "ok"))
                 }
             })
         })?;
@@ -237,8 +240,7 @@ impl ControlPlane {
                 on_private_runtime(|| {
                     let kubeconfig = kubeconfig.clone();
                     async move {
-                        let client =
-                            kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
+                        let client = kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
                         let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
                         Ok(sas.get_opt("default").await?.is_some())
                     }
@@ -250,8 +252,8 @@ impl ControlPlane {
 
     fn spawn(&self, name: &str, command: Command) -> Result<()> {
         let log = self.dir.join(format!("{name}.log"));
-        let child = Supervised::spawn(name, command, &log)
-            .with_context(|| format!("starting {name}"))?;
+        let child =
+            Supervised::spawn(name, command, &log).with_context(|| format!("starting {name}"))?;
         self.processes
             .lock()
             .map_err(|_| anyhow!("process list lock poisoned"))?
@@ -396,9 +398,11 @@ impl ControlPlane {
             .status
             .map(|status| status.token)
             .ok_or_else(|| anyhow!("TokenRequest for {namespace}/{name} returned no token"))?;
-        let path = self
-            .dir
-            .join(format!("sa-{}-{}.kubeconfig", sanitize(namespace), sanitize(name)));
+        let path = self.dir.join(format!(
+            "sa-{}-{}.kubeconfig",
+            sanitize(namespace),
+            sanitize(name)
+        ));
         kubeconfig::write(
             &path,
             &self.server,
@@ -475,8 +479,8 @@ where
 }
 
 /// Removes directories of control planes whose process is gone (killed
-/// without a chance to clean up).
-fn remove_stale_dirs() {
+/// without a chance to clean up). Every start calls it.
+pub fn remove_stale_dirs() {
     let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
         return;
     };

@@ -83,9 +83,11 @@ pub fn write(
 pub async fn load(path: &Path) -> Result<kube::Config> {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await
-            .with_context(|| format!("loading kubeconfig {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .with_context(|| format!("loading kubeconfig {}", path.display()))?;
     Ok(config)
 }

@@ -158,7 +158,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut cmd = Command::new("sleep");
         cmd.arg("600");
-        let mut child = Supervised::spawn("sleep", cmd, &dir.path().join("sleep.log")).expect("spawn");
+        let mut child =
+            Supervised::spawn("sleep", cmd, &dir.path().join("sleep.log")).expect("spawn");
         let pid = child.pid();
         assert!(is_alive(pid));
         child.stop(Duration::from_secs(2));
@@ -177,7 +178,10 @@ mod tests {
         .join()
         .expect("join");
         thread::sleep(Duration::from_millis(200));
-        assert!(is_alive(child.pid()), "PDEATHSIG must not fire when a short-lived thread ends");
+        assert!(
+            is_alive(child.pid()),
+            "PDEATHSIG must not fire when a short-lived thread ends"
+        );
         let pid = child.pid();
         drop(child);
         assert!(!is_alive(pid));

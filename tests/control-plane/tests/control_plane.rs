@@ -1,0 +1,386 @@
+//! The harness against the real thing: etcd + kube-apiserver +
+//! kube-controller-manager built from source, on loopback.
+//!
+//! Tests share one control plane (started on first use) and isolate
+//! themselves with their own namespaces. The teardown tests start private
+//! control planes, since they have to kill them.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::{Client, ResourceExt};
+use local_control_plane::process::is_alive;
+use local_control_plane::{ControlPlane, ControlPlaneOptions};
+
+/// Creates a namespace unique to this test and returns its name.
+async fn test_namespace(client: &Client, prefix: &str) -> String {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{prefix}-")),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace")
+        .name_any()
+}
+
+fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..Default::default()
+    }
+}
+
+async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn readyz_ok_and_configmaps_can_be_created_listed_and_watched() {
+    let cp = ControlPlane::shared().expect("control plane");
+    let client = cp.client().await.expect("client");
+
+    let readyz = client
+        .request_text(
+            http::Request::get("/readyz")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("GET /readyz");
+    assert_eq!(readyz, "ok");
+
+    let ns = test_namespace(&client, "crud").await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    maps.create(&PostParams::default(), &config_map("first", &[("a", "1")]))
+        .await
+        .expect("create first");
+
+    let listed = maps.list(&ListParams::default()).await.expect("list");
+    let names: Vec<_> = listed.items.iter().map(|cm| cm.name_any()).collect();
+    assert!(names.contains(&"first".to_string()), "listed {names:?}");
+
+    // Watch from the list's resourceVersion: the next create must arrive.
+    let version = listed
+        .metadata
+        .resource_version
+        .expect("list resourceVersion");
+    let mut stream = maps
+        .watch(&WatchParams::default().timeout(60), &version)
+        .await
+        .expect("watch")
+        .boxed();
+    maps.create(&PostParams::default(), &config_map("second", &[("b", "2")]))
+        .await
+        .expect("create second");
+    let seen = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(event) = stream.try_next().await.expect("watch stream") {
+            if let WatchEvent::Added(cm) = event
+                && cm.name_any() == "second"
+            {
+                return cm;
+            }
+        }
+        panic!("watch ended before `second` was seen");
+    })
+    .await
+    .expect("watch event for `second` within 30 s");
+    assert_eq!(
+        seen.data.and_then(|d| d.get("b").cloned()).as_deref(),
+        Some("2")
+    );
+}
+
+#[tokio::test]
+async fn garbage_collector_deletes_dependents_of_a_deleted_owner() {
+    let cp = ControlPlane::shared().expect("control plane");
+    let client = cp.client().await.expect("client");
+    let ns = test_namespace(&client, "gc").await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    let owner = maps
+        .create(&PostParams::default(), &config_map("owner", &[]))
+        .await
+        .expect("create owner");
+    let mut dependent = config_map("dependent", &[]);
+    dependent.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: owner.name_any(),
+        uid: owner.uid().expect("owner uid"),
+        ..Default::default()
+    }]);
+    maps.create(&PostParams::default(), &dependent)
+        .await
+        .expect("create dependent");
+
+    maps.delete("owner", &DeleteParams::background())
+        .await
+        .expect("delete owner");
+    eventually(
+        "the garbage collector deletes the dependent ConfigMap",
+        Duration::from_secs(60),
+        || async { maps.get_opt("dependent").await.expect("get").is_none() },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn service_account_kubeconfig_is_subject_to_rbac() {
+    let cp = ControlPlane::shared().expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let ns = test_namespace(&admin, "rbac").await;
+
+    let path = cp
+        .kubeconfig_for_service_account(&ns, "operator")
+        .await
+        .expect("service account kubeconfig");
+    let config = local_control_plane::kubeconfig::load(&path)
+        .await
+        .expect("load kubeconfig");
+    let as_operator = Client::try_from(config).expect("client");
+    let pods: Api<Pod> = Api::namespaced(as_operator.clone(), &ns);
+
+    let denied = pods.list(&ListParams::default()).await;
+    assert!(
+        matches!(&denied, Err(kube::Error::Api(status)) if status.code == 403),
+        "a ServiceAccount without RBAC must be forbidden, got {denied:?}"
+    );
+
+    let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
+    roles
+        .create(
+            &PostParams::default(),
+            &Role {
+                metadata: ObjectMeta {
+                    name: Some("pod-reader".into()),
+                    ..Default::default()
+                },
+                rules: Some(vec![PolicyRule {
+                    api_groups: Some(vec![String::new()]),
+                    resources: Some(vec!["pods".into()]),
+                    verbs: vec!["list".into()],
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await
+        .expect("create role");
+    let bindings: Api<RoleBinding> = Api::namespaced(admin, &ns);
+    bindings
+        .create(
+            &PostParams::default(),
+            &RoleBinding {
+                metadata: ObjectMeta {
+                    name: Some("operator-reads-pods".into()),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: "pod-reader".into(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "ServiceAccount".into(),
+                    name: "operator".into(),
+                    namespace: Some(ns.clone()),
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await
+        .expect("create role binding");
+    eventually(
+        "the RoleBinding takes effect",
+        Duration::from_secs(30),
+        || async { pods.list(&ListParams::default()).await.is_ok() },
+    )
+    .await;
+
+    // Impersonation: the same rules apply to an impersonated user.
+    let path = cp
+        .kubeconfig_impersonating("jane", &["developers"])
+        .expect("impersonating kubeconfig");
+    let config = local_control_plane::kubeconfig::load(&path)
+        .await
+        .expect("load kubeconfig");
+    let as_jane: Api<Pod> = Api::namespaced(Client::try_from(config).expect("client"), &ns);
+    let denied = as_jane.list(&ListParams::default()).await;
+    assert!(
+        matches!(&denied, Err(kube::Error::Api(status)) if status.code == 403),
+        "impersonated user without RBAC must be forbidden, got {denied:?}"
+    );
+}
+
+fn assert_all_gone(pids: &[(String, u32)], dir: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let alive: Vec<_> = pids.iter().filter(|(_, pid)| is_alive(*pid)).collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes left behind: {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !dir.exists(),
+        "temporary directory left behind: {}",
+        dir.display()
+    );
+}
+
+#[test]
+fn a_panicking_test_leaves_no_process_behind() {
+    let mut seen = None;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let cp = ControlPlane::start_with(ControlPlaneOptions::default()).expect("start");
+        let pids = cp.pids();
+        assert_eq!(
+            pids.len(),
+            3,
+            "etcd, kube-apiserver, kube-controller-manager: {pids:?}"
+        );
+        assert!(pids.iter().all(|(_, pid)| is_alive(*pid)));
+        seen = Some((pids, cp.dir().to_path_buf()));
+        panic!("a test failing while it holds a control plane");
+    }));
+    assert!(outcome.is_err(), "the closure panics");
+    let (pids, dir) = seen.expect("the control plane started");
+    assert_all_gone(&pids, &dir);
+}
+
+/// Starts the `local-control-plane` command and reads its output up to
+/// "ready": the pids it prints and the KUBECONFIG it exports.
+fn start_cli() -> (std::process::Child, Vec<(String, u32)>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_local-control-plane"))
+        .arg("up")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn local-control-plane");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut pids = Vec::new();
+    let mut kubeconfig = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read stdout");
+        if let Some(rest) = line.strip_prefix("pid ")
+            && let Some((name, pid)) = rest.split_once('=')
+        {
+            pids.push((name.to_string(), pid.parse().expect("pid")));
+        }
+        if let Some(path) = line.strip_prefix("export KUBECONFIG=") {
+            kubeconfig = path.to_string();
+        }
+        if line.starts_with("ready") {
+            break;
+        }
+    }
+    assert_eq!(pids.len(), 3, "pids printed: {pids:?}");
+    assert!(!kubeconfig.is_empty(), "KUBECONFIG printed");
+    (child, pids, kubeconfig)
+}
+
+#[test]
+fn the_command_serves_kubectl_and_stops_cleanly_on_ctrl_c() {
+    let (mut child, pids, kubeconfig) = start_cli();
+    let dir = std::path::Path::new(&kubeconfig)
+        .parent()
+        .expect("kubeconfig dir")
+        .to_path_buf();
+
+    let kubectl = local_control_plane::binaries::ensure_binaries()
+        .expect("binaries")
+        .kubectl;
+    let out = Command::new(kubectl)
+        .args(["get", "ns", "-o", "name"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("run kubectl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("namespace/default"),
+        "kubectl get ns: {stdout}"
+    );
+
+    // SAFETY: sending SIGINT to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "exit after Ctrl-C: {status}");
+    assert_all_gone(&pids, &dir);
+}
+
+#[test]
+fn killing_the_command_outright_still_stops_its_processes() {
+    let (mut child, pids, kubeconfig) = start_cli();
+    let dir = std::path::Path::new(&kubeconfig)
+        .parent()
+        .expect("kubeconfig dir")
+        .to_path_buf();
+    // SIGKILL runs no cleanup at all: the kernel's parent-death signal must
+    // take the children down.
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let alive: Vec<_> = pids.iter().filter(|(_, pid)| is_alive(*pid)).collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "orphans after SIGKILL: {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Nothing ran to remove the directory; the next start sweeps it away.
+    assert!(
+        dir.exists(),
+        "{} was expected to survive SIGKILL",
+        dir.display()
+    );
+    local_control_plane::cluster::remove_stale_dirs();
+    assert!(
+        !dir.exists(),
+        "stale directory not swept: {}",
+        dir.display()
+    );
+}
