@@ -1,0 +1,195 @@
+//! Hot-swapping plugins: the slot every reconcile takes its plugin from,
+//! switched atomically between reconciles.
+//!
+//! A reconcile clones the current `Arc` at its start and finishes on that
+//! plugin even if a swap happens meanwhile; every later reconcile gets the
+//! new one, and a swap re-queues every known object once. The previous
+//! plugin is kept for automatic rollback.
+
+pub mod candidate;
+pub mod shadow;
+pub mod sources;
+pub mod swapper;
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::watch;
+
+use crate::actions::ProposedActions;
+use crate::controller::metrics::Metrics;
+use crate::crd::Jinghzhu;
+use crate::runtime::LoadedPlugin;
+
+/// When to roll back to the previous plugin.
+#[derive(Debug, Clone)]
+pub struct RollbackPolicy {
+    /// How long after a swap failures are watched.
+    pub window: Duration,
+    /// Share of failed reconciles (0..=1) in the window that triggers a rollback.
+    pub max_failure_ratio: f64,
+    /// Fewest reconciles in the window before the ratio is trusted.
+    pub min_calls: u32,
+}
+
+impl Default for RollbackPolicy {
+    fn default() -> Self {
+        Self {
+            window: Duration::from_secs(60),
+            max_failure_ratio: 0.5,
+            min_calls: 5,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Probation {
+    digest: String,
+    since: Instant,
+    calls: u32,
+    failures: u32,
+}
+
+/// The active plugin, the one before it, and an optional shadow candidate.
+pub struct ActivePlugin {
+    current: RwLock<Arc<LoadedPlugin>>,
+    previous: Mutex<Option<Arc<LoadedPlugin>>>,
+    probation: Mutex<Option<Probation>>,
+    policy: RollbackPolicy,
+    generation: watch::Sender<u64>,
+    shadow: RwLock<Option<Arc<LoadedPlugin>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl ActivePlugin {
+    /// A slot serving `plugin`.
+    pub fn new(plugin: Arc<LoadedPlugin>, policy: RollbackPolicy, metrics: Arc<Metrics>) -> Self {
+        Self {
+            current: RwLock::new(plugin),
+            previous: Mutex::new(None),
+            probation: Mutex::new(None),
+            policy,
+            generation: watch::Sender::new(0),
+            shadow: RwLock::new(None),
+            metrics,
+        }
+    }
+
+    /// The plugin a reconcile starting now uses.
+    pub fn current(&self) -> Arc<LoadedPlugin> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Makes `plugin` the active one (it has passed every check already).
+    pub fn swap(&self, plugin: Arc<LoadedPlugin>) {
+        let old = {
+            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut *current, plugin.clone())
+        };
+        tracing::info!(
+            old = %old.describe(),
+            new = %plugin.describe(),
+            "plugin swapped; re-queueing every object"
+        );
+        *self.probation.lock().unwrap_or_else(|e| e.into_inner()) = Some(Probation {
+            digest: plugin.digest().to_string(),
+            since: Instant::now(),
+            calls: 0,
+            failures: 0,
+        });
+        *self.previous.lock().unwrap_or_else(|e| e.into_inner()) = Some(old);
+        self.metrics.plugin_swaps.inc();
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// A stream that yields once per swap (the controller re-queues all objects on it).
+    pub fn swaps(&self) -> impl Stream<Item = ()> + Send + 'static {
+        let mut rx = self.generation.subscribe();
+        rx.mark_unchanged();
+        futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        })
+    }
+
+    /// Counts how many swaps happened (0 at start).
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
+    /// Records the outcome of a reconcile by plugin `digest`; rolls back if
+    /// the plugin swapped in last fails too often within the window.
+    pub fn record_outcome(&self, digest: &str, ok: bool) {
+        let rollback = {
+            let mut probation = self.probation.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(p) = probation.as_mut() else { return };
+            if p.digest != digest {
+                return;
+            }
+            if p.since.elapsed() > self.policy.window {
+                *probation = None;
+                return;
+            }
+            p.calls += 1;
+            if !ok {
+                p.failures += 1;
+            }
+            let ratio = f64::from(p.failures) / f64::from(p.calls);
+            let failing = p.calls >= self.policy.min_calls && ratio > self.policy.max_failure_ratio;
+            if failing {
+                *probation = None;
+            }
+            failing.then(|| (ratio, p.calls))
+        };
+        if let Some((ratio, calls)) = rollback {
+            let Some(previous) = self.previous.lock().unwrap_or_else(|e| e.into_inner()).take()
+            else {
+                return;
+            };
+            tracing::error!(
+                failing = digest,
+                failure_ratio = ratio,
+                calls,
+                back_to = %previous.describe(),
+                "plugin fails too often after the swap; rolling back"
+            );
+            {
+                let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+                *current = previous;
+            }
+            self.metrics.plugin_rollbacks.inc();
+            self.generation.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// Sets (or clears) the shadow plugin.
+    pub fn set_shadow(&self, plugin: Option<Arc<LoadedPlugin>>) {
+        self.metrics.shadow_active.set(i64::from(plugin.is_some()));
+        *self.shadow.write().unwrap_or_else(|e| e.into_inner()) = plugin;
+    }
+
+    /// Runs the shadow plugin (if any) on the same input and logs where it
+    /// differs from `active`. Nothing of the shadow's output is applied.
+    pub async fn shadow_compare(
+        &self,
+        jz: &Jinghzhu,
+        pods: &[Pod],
+        key: &str,
+        active: &ProposedActions,
+        metrics: &Metrics,
+    ) {
+        let shadow = self
+            .shadow
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(shadow) = shadow {
+            shadow::compare(&shadow, jz, pods, key, active, metrics).await;
+        }
+    }
+}

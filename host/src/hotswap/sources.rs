@@ -1,0 +1,155 @@
+//! Where plugin bytes come from, each watched for changes:
+//!
+//! - a file: watched through its directory (with `notify`), so an editor's
+//!   write-then-rename and a ConfigMap volume's `..data` symlink swap are
+//!   both seen; a slow poll backs the watch up. A change is the *content*
+//!   changing (by digest), not an event firing.
+//! - a ConfigMap in the cluster (`namespace/name`, a key of `binaryData`),
+//!   watched through the API.
+//!
+//! Each source sends `(bytes, label)` to the swapper whenever the content
+//! differs from what it sent last.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::runtime::digest_of;
+
+/// New plugin bytes from a source.
+#[derive(Debug)]
+pub struct Candidate {
+    /// The bytes.
+    pub bytes: Vec<u8>,
+    /// Where they came from, for logs (`file:/path` or `configmap:ns/name#key`).
+    pub source: String,
+    /// Set when the source is a ConfigMap (refusals are recorded on it).
+    pub configmap: Option<(String, String)>,
+    /// When the change was seen.
+    pub seen_at: std::time::Instant,
+}
+
+/// Watches `path` and sends its content whenever it changes. `initial` is
+/// the digest already loaded (so the first read is not a "change").
+pub fn watch_file(path: PathBuf, initial: String, tx: mpsc::Sender<Candidate>) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let (notify_tx, mut notify_rx) = mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            let _ = notify_tx.send(());
+        }
+    })?;
+    // The directory, not the file: renames and symlink swaps replace the file.
+    watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+    tokio::spawn(async move {
+        let _watcher = watcher; // dropped (and stopped) with this task
+        let mut last = initial;
+        let mut poll = tokio::time::interval(Duration::from_secs(2));
+        loop {
+            tokio::select! {
+                got = notify_rx.recv() => {
+                    if got.is_none() { break; }
+                    // Let a burst of events (write, chmod, rename) settle.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    while notify_rx.try_recv().is_ok() {}
+                }
+                _ = poll.tick() => {}
+            }
+            let seen_at = std::time::Instant::now();
+            let Ok(bytes) = tokio::fs::read(&path).await else {
+                continue; // mid-rename or deleted: wait for the next event
+            };
+            let digest = digest_of(&bytes);
+            if digest == last {
+                continue;
+            }
+            last = digest;
+            let candidate = Candidate {
+                bytes,
+                source: format!("file:{}", path.display()),
+                configmap: None,
+                seen_at,
+            };
+            if tx.send(candidate).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Reads `key` of the ConfigMap `namespace/name` (binaryData, or data as a fallback).
+pub async fn read_configmap(client: &Client, namespace: &str, name: &str, key: &str) -> anyhow::Result<Vec<u8>> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = api.get(name).await.map_err(|err| {
+        anyhow::anyhow!("reading the plugin from ConfigMap {namespace}/{name}: {err}")
+    })?;
+    configmap_bytes(&cm, key).ok_or_else(|| {
+        anyhow::anyhow!(
+            "ConfigMap {namespace}/{name} has no key {key:?} in binaryData; create it with \
+             `kubectl create configmap {name} --from-file={key}=plugin.wasm`"
+        )
+    })
+}
+
+fn configmap_bytes(cm: &ConfigMap, key: &str) -> Option<Vec<u8>> {
+    cm.binary_data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .or_else(|| cm.data.as_ref().and_then(|d| d.get(key)).map(|s| s.as_bytes().to_vec()))
+}
+
+/// Watches the ConfigMap `namespace/name` and sends `key`'s bytes whenever they change.
+pub fn watch_configmap(
+    client: Client,
+    namespace: String,
+    name: String,
+    key: String,
+    initial: String,
+    tx: mpsc::Sender<Candidate>,
+) {
+    tokio::spawn(async move {
+        let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let mut stream = watcher(api, config).default_backoff().applied_objects().boxed();
+        let mut last = initial;
+        while let Some(item) = stream.next().await {
+            let cm = match item {
+                Ok(cm) => cm,
+                Err(err) => {
+                    tracing::warn!(configmap = %format!("{namespace}/{name}"), error = %err, "plugin ConfigMap watch error; retrying");
+                    continue;
+                }
+            };
+            let seen_at = std::time::Instant::now();
+            let Some(bytes) = configmap_bytes(&cm, &key) else {
+                tracing::warn!(configmap = %format!("{namespace}/{name}"), key = %key, "plugin ConfigMap has no such key; keeping the current plugin");
+                continue;
+            };
+            let digest = digest_of(&bytes);
+            if digest == last {
+                continue;
+            }
+            last = digest;
+            let candidate = Candidate {
+                bytes,
+                source: format!("configmap:{namespace}/{name}#{key}"),
+                configmap: Some((namespace.clone(), name.clone())),
+                seen_at,
+            };
+            if tx.send(candidate).await.is_err() {
+                break;
+            }
+        }
+    });
+}

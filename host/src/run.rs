@@ -1,0 +1,203 @@
+//! `wasm-operator run`: connect to the cluster, load and vet the plugin,
+//! start the plugin sources, the swapper, the metrics/status endpoint and
+//! the controller, and stop cleanly on Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use kube::api::{Api, ListParams};
+use kube::Client;
+use tokio::sync::mpsc;
+
+use crate::apply::Limits;
+use crate::controller::{self, ControllerConfig, metrics::Metrics};
+use crate::crd::Jinghzhu;
+use crate::hotswap::candidate::vet;
+use crate::hotswap::swapper::{self, SwapHistory};
+use crate::hotswap::{ActivePlugin, RollbackPolicy, sources};
+use crate::runtime::{Runtime, RuntimeConfig};
+use crate::serve;
+
+/// Options of `wasm-operator run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The plugin file (.wasm component). Watched: replacing it swaps the plugin live.
+    #[arg(long, required_unless_present = "plugin_configmap", conflicts_with = "plugin_configmap")]
+    pub plugin: Option<PathBuf>,
+    /// Take the plugin from a ConfigMap, `namespace/name`, and swap it when the ConfigMap changes.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub plugin_configmap: Option<String>,
+    /// The ConfigMap key (in binaryData) holding the plugin.
+    #[arg(long, default_value = "plugin.wasm")]
+    pub plugin_key: String,
+    /// Only load a plugin with this sha256 digest (hex, optionally prefixed `sha256:`).
+    #[arg(long, value_name = "HEX")]
+    pub plugin_sha256: Option<String>,
+    /// Run this candidate plugin on the same inputs, log where it differs, apply nothing of it.
+    #[arg(long)]
+    pub shadow_plugin: Option<PathBuf>,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// Reconciles running at once (one per object at a time regardless).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
+    /// CPU deadline of one plugin call, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub plugin_timeout_ms: u64,
+    /// Memory cap of one plugin instance, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub plugin_memory_mib: u64,
+    /// Serve `/metrics` (Prometheus), `/status` (JSON) and `/healthz` here.
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    pub metrics_addr: SocketAddr,
+    /// Roll back a swapped-in plugin failing more than this share of reconciles…
+    #[arg(long, default_value_t = 0.5)]
+    pub rollback_failure_ratio: f64,
+    /// …within this many seconds after the swap.
+    #[arg(long, default_value_t = 60)]
+    pub rollback_window_secs: u64,
+    /// Most pods one reconcile may create.
+    #[arg(long, default_value_t = 500)]
+    pub max_creates: usize,
+}
+
+/// Runs the host until Ctrl-C or SIGTERM.
+pub async fn run(args: RunArgs) -> Result<()> {
+    let client = connect().await?;
+    check_crd(&client).await?;
+
+    let runtime = Arc::new(Runtime::new(RuntimeConfig {
+        deadline: Duration::from_millis(args.plugin_timeout_ms),
+        memory_limit_bytes: args.plugin_memory_mib * 1024 * 1024,
+        ..RuntimeConfig::default()
+    })?);
+    let metrics = Arc::new(Metrics::default());
+
+    let configmap = args
+        .plugin_configmap
+        .as_deref()
+        .map(|spec| {
+            spec.split_once('/')
+                .map(|(ns, name)| (ns.to_string(), name.to_string()))
+                .ok_or_else(|| anyhow!("--plugin-configmap must be NAMESPACE/NAME, got {spec:?}"))
+        })
+        .transpose()?;
+    let (bytes, source) = match (&args.plugin, &configmap) {
+        (Some(path), _) => (
+            std::fs::read(path).with_context(|| format!("reading the plugin {}", path.display()))?,
+            format!("file:{}", path.display()),
+        ),
+        (None, Some((ns, name))) => (
+            sources::read_configmap(&client, ns, name, &args.plugin_key).await?,
+            format!("configmap:{ns}/{name}#{}", args.plugin_key),
+        ),
+        (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
+    };
+    let plugin = vet(&runtime, &bytes, &source, args.plugin_sha256.as_deref())
+        .await
+        .map_err(|refusal| anyhow!("the plugin from {source} cannot serve: {refusal}"))?;
+    tracing::info!(plugin = %plugin.describe(), %source, "plugin loaded");
+    let initial_digest = plugin.digest().to_string();
+
+    let active = Arc::new(ActivePlugin::new(
+        plugin,
+        RollbackPolicy {
+            window: Duration::from_secs(args.rollback_window_secs),
+            max_failure_ratio: args.rollback_failure_ratio,
+            ..RollbackPolicy::default()
+        },
+        metrics.clone(),
+    ));
+    if let Some(path) = &args.shadow_plugin {
+        let bytes = std::fs::read(path).with_context(|| format!("reading the shadow plugin {}", path.display()))?;
+        let shadow = vet(&runtime, &bytes, &format!("file:{}", path.display()), None)
+            .await
+            .map_err(|refusal| anyhow!("the shadow plugin cannot run: {refusal}"))?;
+        tracing::info!(shadow = %shadow.describe(), "shadow plugin runs beside the active one; nothing of it is applied");
+        active.set_shadow(Some(shadow));
+    }
+
+    let (tx, rx) = mpsc::channel(4);
+    match (&args.plugin, configmap) {
+        (Some(path), _) => sources::watch_file(path.clone(), initial_digest, tx)?,
+        (None, Some((ns, name))) => {
+            sources::watch_configmap(client.clone(), ns, name, args.plugin_key.clone(), initial_digest, tx)
+        }
+        (None, None) => {}
+    }
+    let history = Arc::new(Mutex::new(SwapHistory::default()));
+    tokio::spawn(swapper::run(
+        rx,
+        runtime.clone(),
+        active.clone(),
+        args.plugin_sha256.clone(),
+        Some(client.clone()),
+        metrics.clone(),
+        history.clone(),
+    ));
+    serve::spawn(args.metrics_addr, metrics.clone(), active.clone(), history).await?;
+
+    let config = ControllerConfig {
+        namespace: args.namespace.clone(),
+        workers: args.workers,
+        limits: Limits {
+            max_creates: args.max_creates,
+            ..Limits::default()
+        },
+        ..ControllerConfig::default()
+    };
+    tracing::info!(
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        workers = args.workers,
+        "controller starting"
+    );
+    controller::run(client, active, config, metrics, shutdown_signal()).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn connect() -> Result<Client> {
+    let config = kube::Config::infer().await.map_err(|err| {
+        anyhow!(
+            "no Kubernetes configuration found ({err}). Set KUBECONFIG or create ~/.kube/config, \
+             or run in a cluster. For a local control plane: `cargo run -p local-control-plane` \
+             and export the KUBECONFIG it prints"
+        )
+    })?;
+    let server = config.cluster_url.to_string();
+    let client = Client::try_from(config).context("building the Kubernetes client")?;
+    client
+        .apiserver_version()
+        .await
+        .map_err(|err| anyhow!("cannot reach the API server at {server}: {err}"))?;
+    Ok(client)
+}
+
+async fn check_crd(client: &Client) -> Result<()> {
+    let api: Api<Jinghzhu> = Api::all(client.clone());
+    match api.list(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => bail!(
+            "the Jinghzhu CRD is not installed: run `wasm-operator crd | kubectl apply -f -` \
+             (or `kubectl apply -f examples/crd.yaml`)"
+        ),
+        Err(err) => Err(anyhow!("listing Jinghzhus failed: {err}")),
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down: letting running reconciles finish");
+}
