@@ -37,12 +37,42 @@
 //! # fn main() {}
 //! ```
 //!
-//! The plugin crate needs `crate-type = ["cdylib"]` (add `"rlib"` to reuse its
-//! logic natively) and builds with `cargo build --target wasm32-wasip2`.
-//! The `export!` macro takes a plain identifier, and expects this crate under
-//! its own name `jinghzhu_plugin_sdk` (do not rename the dependency). Call it
-//! exactly once per component: two crates that both call it cannot be linked
-//! into the same component.
+//! The plugin crate needs `crate-type = ["cdylib"]` (add `"rlib"` so its
+//! `tests/` can call it natively) and builds with
+//! `cargo build --target wasm32-wasip2`, or `cargo component build` (see
+//! `plugins/README.md`). Logic other plugins should reuse belongs in a
+//! separate library crate (see below).
+//!
+//! # How `export!` works
+//!
+//! [`export!`] takes a plain identifier and expands, on `wasm32` only, to the
+//! macro `wit_bindgen::generate!` produced for the world. That emits the
+//! component's export functions (`jinghzhu:operator/reconciler@0.1.0#reconcile`
+//! and `#info`, plus their `cabi_post_` cleanup functions) which call the
+//! type's [`Guest`] methods, and a custom section describing the world, from
+//! which the component is assembled at link time (`wasm32-wasip2`) or by
+//! `cargo component`. On other targets it expands to nothing, so a `cdylib`
+//! plugin crate unit-tests natively with plain `cargo test` (natively, those
+//! `:`/`@`/`#` symbol names would not even link into a shared library).
+//!
+//! Call it exactly once per component: two crates that both call it cannot
+//! be linked into one component (duplicate export symbols).
+//!
+//! # Reusing a plugin's logic in another plugin
+//!
+//! Put the logic in a plain library crate (rlib only) and keep the plugin
+//! crate a thin `cdylib` that calls `export!`; other plugins depend on the
+//! library. Do not depend on a plugin `cdylib` crate, even with its `export!`
+//! behind a cargo feature: cargo builds every crate-type of a dependency, and
+//! a path `cdylib`'s output carries no hash in its file name, so building the
+//! dependent rebuilds `target/<triple>/<profile>/<plugin>.wasm` in place with
+//! the dependent's feature set (observed: the replicaset component silently
+//! replaced by a 14 KB module without exports). This workspace does it with
+//! `plugins/replicaset-logic` (library), `plugins/replicaset` (component) and
+//! `tests/plugins/misbehaving` (another component reusing the library).
+//!
+//! The macro refers to this crate only through `$crate`, so renaming the
+//! dependency is fine.
 
 #![warn(missing_docs)]
 
@@ -115,8 +145,20 @@ pub mod prelude {
 pub use bindings::exports::jinghzhu::operator::reconciler::Guest;
 
 /// Exports a type implementing [`Guest`] as the component's
-/// `jinghzhu:operator/reconciler@0.1.0` interface: `jinghzhu_plugin_sdk::export!(MyPlugin);`.
-pub use bindings::export;
+/// `jinghzhu:operator/reconciler@0.1.0` interface:
+/// `jinghzhu_plugin_sdk::export!(MyPlugin);` at the plugin crate's top level.
+///
+/// Expands to the `export!` macro `wit-bindgen` generated for the world, on
+/// `wasm32` targets only; elsewhere to nothing. Call it once per component;
+/// see the [crate documentation](crate#how-export-works) for how it works and
+/// how to reuse a plugin's logic without linking its export twice.
+#[macro_export]
+macro_rules! export {
+    ($ty:ident) => {
+        #[cfg(target_arch = "wasm32")]
+        $crate::bindings::export!($ty with_types_in $crate::bindings);
+    };
+}
 
 pub use kv::{annotation, label};
 pub use output::empty_output;

@@ -49,17 +49,36 @@ pub fn generate_name(jinghzhu: &Jinghzhu) -> String {
     format!("{}-", jinghzhu.metadata.name)
 }
 
+/// The Pod spec used when the Jinghzhu has no template (or its template has
+/// an empty spec): one container running the pause image.
+pub const DEFAULT_POD_SPEC_JSON: &str =
+    r#"{"containers":[{"name":"app","image":"registry.k8s.io/pause:3.10"}]}"#;
+
 /// A [`PodCreate`] for one new Pod of `jinghzhu`: `generate-name`
-/// `<jinghzhu-name>-`, labels, annotations and spec from the template, or no
-/// labels and an empty `spec-json` (the host's default template) without one.
+/// `<jinghzhu-name>-`, labels and annotations from the template (none without
+/// one), and the template's spec, or [`DEFAULT_POD_SPEC_JSON`] when there is
+/// no template or its `spec-json` is empty.
+///
+/// ```
+/// use jinghzhu_plugin_sdk::pod::{from_template, DEFAULT_POD_SPEC_JSON};
+/// use jinghzhu_plugin_sdk::testing::jinghzhu;
+///
+/// let create = from_template(&jinghzhu("web", "default", 1).build());
+/// assert_eq!(create.generate_name.as_deref(), Some("web-"));
+/// assert_eq!(create.spec_json, DEFAULT_POD_SPEC_JSON);
+/// ```
 pub fn from_template(jinghzhu: &Jinghzhu) -> PodCreate {
     let template = jinghzhu.spec.template.as_ref();
+    let spec_json = match template {
+        Some(t) if !t.spec_json.trim().is_empty() => t.spec_json.clone(),
+        _ => DEFAULT_POD_SPEC_JSON.to_owned(),
+    };
     PodCreate {
         name: None,
         generate_name: Some(generate_name(jinghzhu)),
         labels: template.map(|t| t.labels.clone()).unwrap_or_default(),
         annotations: template.map(|t| t.annotations.clone()).unwrap_or_default(),
-        spec_json: template.map(|t| t.spec_json.clone()).unwrap_or_default(),
+        spec_json,
     }
 }
 
@@ -134,12 +153,30 @@ mod tests {
     }
 
     #[test]
-    fn create_without_template() {
+    fn create_without_template_uses_default_spec() {
         let c = from_template(&jinghzhu("demo", "default", 1).build());
+        assert_eq!(c.name, None);
         assert_eq!(c.generate_name.as_deref(), Some("demo-"));
-        assert!(c.labels.is_empty() && c.annotations.is_empty() && c.spec_json.is_empty());
-        assert_eq!(PodCreate::with_generate_name("demo-"), c);
+        assert!(c.labels.is_empty() && c.annotations.is_empty());
+        assert_eq!(c.spec_json, DEFAULT_POD_SPEC_JSON);
+        let mut expected = PodCreate::with_generate_name("demo-");
+        expected.spec_json = DEFAULT_POD_SPEC_JSON.to_owned();
+        assert_eq!(c, expected);
         assert_eq!(PodCreate::named("x").name.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn template_with_empty_spec_uses_default_spec() {
+        let jz = jinghzhu("demo", "default", 1)
+            .template(PodTemplate {
+                labels: kv::from_pairs([("app", "demo")]),
+                annotations: Vec::new(),
+                spec_json: " ".to_owned(),
+            })
+            .build();
+        let c = from_template(&jz);
+        assert_eq!(kv::label(&c.labels, "app"), Some("demo"));
+        assert_eq!(c.spec_json, DEFAULT_POD_SPEC_JSON);
     }
 
     #[test]

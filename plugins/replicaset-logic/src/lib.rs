@@ -1,0 +1,28 @@
+//! The ReplicaSet-like reconcile logic of wasm-operator's `replicaset`
+//! plugin, as a plain library.
+//!
+//! Keeps `spec.desired` live Pods for a Jinghzhu, the way Kubernetes'
+//! ReplicaSet controller keeps `spec.replicas`:
+//!
+//! * live Pods are the ones controlled by this Jinghzhu (by uid) that are
+//!   neither terminating nor finished (`Succeeded`/`Failed`);
+//! * too few: create the difference from the template (`generate-name`
+//!   `<jinghzhu-name>-`), at most [`BURST_REPLICAS`] per reconcile;
+//! * too many: delete the surplus in the order of [`deletion`];
+//! * the status describes the observed live Pods, and is returned only when
+//!   it differs from the one the Jinghzhu has.
+//!
+//! Modules: [`plan`] (the reconcile itself), [`deletion`] (which Pods go
+//! first), [`message`] (status and event texts, and the `v2` variant).
+//!
+//! The component is `plugins/replicaset` (crate `replicaset-plugin`); other
+//! plugins (e.g. `tests/plugins/misbehaving`) reuse this crate rather than
+//! depending on that `cdylib` (see the SDK's `export!` documentation for
+//! why). Its scenario and golden-fixture tests live in `replicaset-plugin`.
+
+pub mod deletion;
+pub mod message;
+pub mod plan;
+
+pub use message::Variant;
+pub use plan::{BURST_REPLICAS, live_pods, observed_status, reconcile_with, state};

@@ -1,0 +1,135 @@
+//! The texts the plugin writes: status messages, event messages, and the
+//! `v2` variant that marks them (used to see a hot swap happen).
+
+use std::fmt::Write as _;
+
+/// Which build of the plugin is speaking. `V2` (the replicaset plugin's
+/// cargo feature `v2`) prefixes status messages with `[v2] ` and its version
+/// ends with `+v2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// The ordinary build.
+    V1,
+    /// The build with the `v2` feature.
+    V2,
+}
+
+impl Variant {
+    /// What the status message starts with.
+    pub fn message_prefix(self) -> &'static str {
+        match self {
+            Variant::V1 => "",
+            Variant::V2 => "[v2] ",
+        }
+    }
+
+    /// What `info().version` ends with.
+    pub fn version_suffix(self) -> &'static str {
+        match self {
+            Variant::V1 => "",
+            Variant::V2 => "+v2",
+        }
+    }
+}
+
+/// What a reconcile does about the Pods, as the status message tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// Nothing to do: the live Pods match `desired`.
+    Steady,
+    /// Creating this many Pods.
+    Creating(usize),
+    /// Deleting this many Pods.
+    Deleting(usize),
+    /// The Jinghzhu is being deleted; Pods are left to garbage collection.
+    OwnerDeleting,
+}
+
+/// The status message: `"<current>/<desired> pods"`, then `; creating N`,
+/// `; deleting N` or `; Jinghzhu is being deleted` when that applies, with
+/// the variant's prefix; e.g. `"2/3 pods; creating 1"`.
+pub fn status_message(
+    current: usize,
+    desired: u32,
+    activity: Activity,
+    variant: Variant,
+) -> String {
+    let mut text = format!("{}{current}/{desired} pods", variant.message_prefix());
+    // Writing into a `String` cannot fail.
+    let _ = match activity {
+        Activity::Steady => Ok(()),
+        Activity::Creating(n) => write!(text, "; creating {n}"),
+        Activity::Deleting(n) => write!(text, "; deleting {n}"),
+        Activity::OwnerDeleting => write!(text, "; Jinghzhu is being deleted"),
+    };
+    text
+}
+
+/// How many Pod names a `ScalingDown` event lists before summarising.
+pub const EVENT_NAME_LIMIT: usize = 10;
+
+/// The message of the `ScalingUp` event: `"Creating N pod(s)"`.
+pub fn scaling_up_event(count: usize) -> String {
+    format!("Creating {count} pod(s)")
+}
+
+/// The message of the `ScalingDown` event: `"Deleting N pod(s): a, b"`,
+/// listing at most [`EVENT_NAME_LIMIT`] names and then `and K more`.
+pub fn scaling_down_event(names: &[String]) -> String {
+    let listed = names
+        .iter()
+        .take(EVENT_NAME_LIMIT)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut text = format!("Deleting {} pod(s): {listed}", names.len());
+    if names.len() > EVENT_NAME_LIMIT {
+        let _ = write!(text, " and {} more", names.len() - EVENT_NAME_LIMIT);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_messages() {
+        let v1 = Variant::V1;
+        assert_eq!(
+            status_message(2, 3, Activity::Creating(1), v1),
+            "2/3 pods; creating 1"
+        );
+        assert_eq!(
+            status_message(3, 1, Activity::Deleting(2), v1),
+            "3/1 pods; deleting 2"
+        );
+        assert_eq!(status_message(3, 3, Activity::Steady, v1), "3/3 pods");
+        assert_eq!(
+            status_message(1, 3, Activity::OwnerDeleting, v1),
+            "1/3 pods; Jinghzhu is being deleted"
+        );
+    }
+
+    #[test]
+    fn v2_prefixes_the_message_and_suffixes_the_version() {
+        assert_eq!(
+            status_message(0, 1, Activity::Creating(1), Variant::V2),
+            "[v2] 0/1 pods; creating 1"
+        );
+        assert_eq!(Variant::V2.version_suffix(), "+v2");
+        assert_eq!(Variant::V1.version_suffix(), "");
+    }
+
+    #[test]
+    fn event_messages() {
+        assert_eq!(scaling_up_event(3), "Creating 3 pod(s)");
+        let two = vec!["a".to_owned(), "b".to_owned()];
+        assert_eq!(scaling_down_event(&two), "Deleting 2 pod(s): a, b");
+        let many: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
+        assert_eq!(
+            scaling_down_event(&many),
+            "Deleting 12 pod(s): p0, p1, p2, p3, p4, p5, p6, p7, p8, p9 and 2 more"
+        );
+    }
+}

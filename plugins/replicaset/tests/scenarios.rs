@@ -1,0 +1,273 @@
+//! Scenario tests of the replicaset plugin's reconcile, built with the SDK's
+//! `testing` builders: scaling up and down (which Pods go), terminating and
+//! finished Pods, desired 0, no status write when nothing changed, foreign
+//! Pods, a Jinghzhu being deleted, the per-reconcile cap, and the `v2`
+//! variant.
+
+use jinghzhu_plugin_sdk::types::{Event, JinghzhuStatus, ReconcileInput, ReconcileOutput};
+use jinghzhu_plugin_sdk::{log, status};
+use replicaset_plugin::{BURST_REPLICAS, Variant, reconcile, reconcile_with};
+
+use jinghzhu_plugin_sdk::kv;
+use jinghzhu_plugin_sdk::pod::DEFAULT_POD_SPEC_JSON;
+use jinghzhu_plugin_sdk::testing::{InputBuilder, jinghzhu, pod};
+use jinghzhu_plugin_sdk::types::{EventType, PodPhase, PodTemplate};
+
+fn v1(input: impl Into<ReconcileInput>) -> ReconcileOutput {
+    reconcile_with(&input.into(), Variant::V1)
+}
+
+fn status_of(out: &ReconcileOutput) -> &JinghzhuStatus {
+    out.status.as_ref().expect("a status patch")
+}
+
+fn web(desired: u32) -> InputBuilder {
+    jinghzhu("web", "default", desired).generation(2).input()
+}
+
+#[test]
+fn scale_0_to_1_creates_one_from_the_default_spec() {
+    log::take_captured();
+    let out = v1(web(1));
+    assert_eq!(out.create_pods.len(), 1);
+    let create = &out.create_pods[0];
+    assert_eq!(create.name, None);
+    assert_eq!(create.generate_name.as_deref(), Some("web-"));
+    assert_eq!(create.spec_json, DEFAULT_POD_SPEC_JSON);
+    assert!(out.delete_pods.is_empty());
+    assert_eq!(
+        out.events,
+        [Event::normal("ScalingUp", "Creating 1 pod(s)")]
+    );
+    let s = status_of(&out);
+    assert_eq!((s.current, s.state.as_str()), (0, "Pending"));
+    assert!(s.pod_list.is_empty());
+    assert_eq!(s.message, "0/1 pods; creating 1");
+    assert_eq!(s.observed_generation, Some(2));
+    assert_eq!(out.requeue_after_ms, None);
+    let logged = log::take_captured();
+    assert_eq!(logged.len(), 1);
+    assert_eq!(logged[0].message, "scaling up");
+    assert_eq!(logged[0].field("creating"), Some("1"));
+}
+
+#[test]
+fn scale_0_to_3_uses_the_template() {
+    let template = PodTemplate {
+        labels: kv::from_pairs([("app", "web"), ("tier", "front")]),
+        annotations: kv::from_pairs([("note", "hi")]),
+        spec_json: r#"{"containers":[{"name":"web","image":"nginx:1.27"}]}"#.to_owned(),
+    };
+    let input = jinghzhu("web", "default", 3)
+        .template(template.clone())
+        .input();
+    let out = v1(input);
+    assert_eq!(out.create_pods.len(), 3);
+    for c in &out.create_pods {
+        assert_eq!(c.generate_name.as_deref(), Some("web-"));
+        assert_eq!(c.labels, template.labels);
+        assert_eq!(c.annotations, template.annotations);
+        assert_eq!(c.spec_json, template.spec_json);
+    }
+    assert_eq!(out.events[0].message, "Creating 3 pod(s)");
+    assert_eq!(status_of(&out).message, "0/3 pods; creating 3");
+}
+
+#[test]
+fn partial_scale_up_is_scaling() {
+    let out = v1(web(3)
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Pending)));
+    assert_eq!(out.create_pods.len(), 1);
+    let s = status_of(&out);
+    assert_eq!((s.current, s.state.as_str()), (2, "Scaling"));
+    assert_eq!(s.pod_list, ["web-a", "web-b"]);
+    assert_eq!(s.message, "2/3 pods; creating 1");
+}
+
+#[test]
+fn scale_3_to_1_deletes_pending_and_not_ready_and_newest_first() {
+    let input = web(1)
+        .pod(pod("web-old", PodPhase::Running).created_at(100))
+        .pod(pod("web-new", PodPhase::Running).created_at(500))
+        .pod(
+            pod("web-slow", PodPhase::Running)
+                .ready(false)
+                .created_at(50),
+        );
+    let out = v1(input.clone());
+    assert_eq!(out.delete_pods, ["web-slow", "web-new"]);
+    assert!(out.create_pods.is_empty());
+    assert_eq!(
+        out.events,
+        [Event::normal(
+            "ScalingDown",
+            "Deleting 2 pod(s): web-slow, web-new"
+        )]
+    );
+    let s = status_of(&out);
+    assert_eq!((s.current, s.state.as_str()), (3, "Scaling"));
+    assert_eq!(s.pod_list, ["web-new", "web-old", "web-slow"]);
+    assert_eq!(s.message, "3/1 pods; deleting 2");
+
+    let with_pending = v1(input.pod(pod("web-pending", PodPhase::Pending).created_at(10)));
+    assert_eq!(
+        with_pending.delete_pods,
+        ["web-pending", "web-slow", "web-new"]
+    );
+}
+
+#[test]
+fn terminating_pods_are_neither_counted_nor_deleted_again() {
+    // Desired met by the others: nothing to do, and the converged status
+    // (which does not list the terminating pod) is already there.
+    let converged = status::build(["web-a", "web-b"], "Running", "2/2 pods", Some(2));
+    let input = jinghzhu("web", "default", 2)
+        .generation(2)
+        .status(converged)
+        .input()
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Running))
+        .pod(pod("web-c", PodPhase::Running).terminating());
+    assert!(v1(input).is_empty());
+
+    // Desired not met: replacements are created right away, the
+    // terminating pods are left alone.
+    let out = v1(web(2)
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Running).terminating())
+        .pod(pod("web-c", PodPhase::Running).terminating()));
+    assert_eq!(out.create_pods.len(), 1);
+    assert!(out.delete_pods.is_empty());
+    assert_eq!(status_of(&out).pod_list, ["web-a"]);
+
+    // Too many live pods besides a terminating one: only live ones go.
+    let out = v1(web(1)
+        .pod(pod("web-a", PodPhase::Running).created_at(1))
+        .pod(pod("web-b", PodPhase::Running).created_at(2))
+        .pod(pod("web-c", PodPhase::Pending).terminating()));
+    assert_eq!(out.delete_pods, ["web-b"]);
+}
+
+#[test]
+fn finished_pods_do_not_count() {
+    let out = v1(web(2)
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-done", PodPhase::Succeeded))
+        .pod(pod("web-failed", PodPhase::Failed)));
+    assert_eq!(out.create_pods.len(), 1);
+    assert!(out.delete_pods.is_empty());
+    assert_eq!(status_of(&out).pod_list, ["web-a"]);
+}
+
+#[test]
+fn desired_0_deletes_everything_live() {
+    let out = v1(web(0)
+        .pod(pod("web-a", PodPhase::Running).created_at(1))
+        .pod(pod("web-b", PodPhase::Pending).created_at(2)));
+    assert_eq!(out.delete_pods, ["web-b", "web-a"]);
+    let s = status_of(&out);
+    assert_eq!((s.current, s.state.as_str()), (2, "Scaling"));
+    assert_eq!(s.message, "2/0 pods; deleting 2");
+
+    let empty = v1(web(0));
+    assert!(empty.create_pods.is_empty() && empty.delete_pods.is_empty());
+    let s = status_of(&empty);
+    assert_eq!((s.current, s.state.as_str()), (0, "Running"));
+    assert_eq!(s.message, "0/0 pods");
+}
+
+#[test]
+fn unchanged_state_gives_no_status_patch() {
+    let first = v1(web(2)
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Pending)));
+    let written = status_of(&first).clone();
+    assert_eq!(written.state, "Running");
+    assert!(first.events.is_empty() && first.create_pods.is_empty());
+
+    let again = jinghzhu("web", "default", 2)
+        .generation(2)
+        .status(written.clone())
+        .input()
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Pending));
+    assert!(v1(again).is_empty());
+
+    // A new generation with the same pods is a change worth writing.
+    let bumped = jinghzhu("web", "default", 2)
+        .generation(3)
+        .status(written)
+        .input()
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Pending));
+    assert_eq!(status_of(&v1(bumped)).observed_generation, Some(3));
+}
+
+#[test]
+fn pods_of_other_owners_are_ignored() {
+    let other = jinghzhu("other", "default", 1).build();
+    let out = v1(web(1)
+        .pod(pod("web-stray", PodPhase::Running).unowned())
+        .pod(pod("other-a", PodPhase::Running).owned_by(&other)));
+    assert_eq!(out.create_pods.len(), 1);
+    assert!(out.delete_pods.is_empty());
+    assert!(status_of(&out).pod_list.is_empty());
+}
+
+#[test]
+fn nothing_is_created_or_deleted_while_the_owner_is_deleted() {
+    let input = jinghzhu("web", "default", 3)
+        .deleting_at(5)
+        .input()
+        .pod(pod("web-a", PodPhase::Running));
+    let out = v1(input);
+    assert!(out.create_pods.is_empty() && out.delete_pods.is_empty() && out.events.is_empty());
+    assert_eq!(
+        status_of(&out).message,
+        "1/3 pods; Jinghzhu is being deleted"
+    );
+}
+
+#[test]
+fn creates_and_deletes_are_capped_per_reconcile() {
+    let out = v1(web(2_000));
+    assert_eq!(out.create_pods.len(), BURST_REPLICAS);
+    assert_eq!(status_of(&out).message, "0/2000 pods; creating 500");
+
+    let many: Vec<_> = (0..600)
+        .map(|i| pod(&format!("web-{i:03}"), PodPhase::Running))
+        .collect();
+    let out = v1(web(0).pods(many));
+    assert_eq!(out.delete_pods.len(), BURST_REPLICAS);
+    assert_eq!(out.events[0].event_type, EventType::Normal);
+    assert!(out.events[0].message.ends_with(" and 490 more"));
+}
+
+#[test]
+fn v2_prefixes_the_status_message() {
+    let out = reconcile_with(&web(1).build(), Variant::V2);
+    assert_eq!(status_of(&out).message, "[v2] 0/1 pods; creating 1");
+    // The v1 status is stale for a v2 plugin: it rewrites the message.
+    let v1_status = status_of(&v1(web(0))).clone();
+    let input = jinghzhu("web", "default", 0)
+        .generation(2)
+        .status(v1_status)
+        .input()
+        .build();
+    assert!(reconcile_with(&input, Variant::V1).is_empty());
+    assert_eq!(
+        status_of(&reconcile_with(&input, Variant::V2)).message,
+        "[v2] 0/0 pods"
+    );
+    assert_eq!(
+        reconcile(&input) == reconcile_with(&input, Variant::V2),
+        cfg!(feature = "v2")
+    );
+}
+
+#[test]
+fn no_observed_generation_when_untracked() {
+    let input = jinghzhu("web", "default", 0).generation(0).input().build();
+    assert_eq!(status_of(&v1(input)).observed_generation, None);
+}

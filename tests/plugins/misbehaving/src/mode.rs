@@ -1,0 +1,91 @@
+//! The misbehaviours a Jinghzhu can ask for, by annotation.
+
+use jinghzhu_plugin_sdk::kv;
+use jinghzhu_plugin_sdk::types::Jinghzhu;
+
+/// The annotation that selects a [`Mode`].
+pub const MISBEHAVE_ANNOTATION: &str = "test.jinghzhu.io/misbehave";
+
+/// What the plugin does instead of (or on top of) reconciling normally.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `spin`: loops forever (the host's deadline must stop it).
+    Spin,
+    /// `hog`: allocates and touches memory in 1 MiB chunks forever (the
+    /// host's memory cap must stop it).
+    Hog,
+    /// `panic`: panics, which traps the component.
+    Panic,
+    /// `error`: returns a retryable error.
+    Error,
+    /// `fatal`: returns a non-retryable error.
+    Fatal,
+    /// `delete-foreign`: the normal output plus a delete of the pod
+    /// `not-owned-by-me`.
+    DeleteForeign,
+    /// `bad-name`: the normal output plus a create of a pod named
+    /// `Invalid_Name!`.
+    BadName,
+    /// `many`: the normal output with 100000 pod creates instead.
+    Many,
+    /// `log`: five log lines through the `log` import (levels info, info,
+    /// info, warn, error; fields `misbehave=log`, `line=1..5`,
+    /// `jinghzhu=<name>`), one line on stdout and one on stderr, then the
+    /// normal output.
+    Log,
+    /// Any other value: logs a warning and behaves normally.
+    Unknown(String),
+}
+
+impl Mode {
+    /// The mode `jinghzhu` asks for, if any.
+    pub fn of(jinghzhu: &Jinghzhu) -> Option<Mode> {
+        kv::annotation(&jinghzhu.metadata.annotations, MISBEHAVE_ANNOTATION).map(Mode::parse)
+    }
+
+    /// The mode an annotation value names.
+    pub fn parse(value: &str) -> Mode {
+        match value.trim() {
+            "spin" => Mode::Spin,
+            "hog" => Mode::Hog,
+            "panic" => Mode::Panic,
+            "error" => Mode::Error,
+            "fatal" => Mode::Fatal,
+            "delete-foreign" => Mode::DeleteForeign,
+            "bad-name" => Mode::BadName,
+            "many" => Mode::Many,
+            "log" => Mode::Log,
+            other => Mode::Unknown(other.to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jinghzhu_plugin_sdk::testing::jinghzhu;
+
+    #[test]
+    fn parses_every_mode() {
+        let cases = [
+            ("spin", Mode::Spin),
+            ("hog", Mode::Hog),
+            ("panic", Mode::Panic),
+            ("error", Mode::Error),
+            ("fatal", Mode::Fatal),
+            ("delete-foreign", Mode::DeleteForeign),
+            ("bad-name", Mode::BadName),
+            ("many", Mode::Many),
+            (" log ", Mode::Log),
+            ("other", Mode::Unknown("other".into())),
+        ];
+        for (value, mode) in cases {
+            assert_eq!(Mode::parse(value), mode, "{value}");
+        }
+        assert_eq!(Mode::of(&jinghzhu("a", "b", 1).build()), None);
+        let jz = jinghzhu("a", "b", 1)
+            .annotation(MISBEHAVE_ANNOTATION, "hog")
+            .build();
+        assert_eq!(Mode::of(&jz), Some(Mode::Hog));
+    }
+}
