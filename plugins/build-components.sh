@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the plugin components and checks that every artifact is a
+# WebAssembly component (header `00 61 73 6d 0d 00 01 00`: magic, then
+# version 0x0d with layer 1) exporting the interface it should.
+#
+#   plugins/build-components.sh            # build everything, then check
+#   plugins/build-components.sh --check    # only check existing artifacts
+#
+# Artifacts (T = ${CARGO_TARGET_DIR:-target}):
+#   T/wasm32-wasip2/release/replicaset_plugin.wasm               cargo build --target wasm32-wasip2
+#   T/wasm32-wasip1/release/replicaset_plugin.wasm               cargo component build (if installed)
+#   T/v2/wasm32-wasip2/release/replicaset_plugin.wasm            --features v2 (hot-swap tests)
+#   T/wasm32-wasip2/release/misbehaving_plugin.wasm
+#   T/always-trap/wasm32-wasip2/release/misbehaving_plugin.wasm  --features always-trap
+#   T/wasm32-wasip2/release/other_world_plugin.wasm
+set -euo pipefail
+cd "$(dirname "$0")/.."
+T=${CARGO_TARGET_DIR:-target}
+
+if [[ "${1:-}" != "--check" ]]; then
+    # One package per invocation: features are never unified across them.
+    cargo build --release --target wasm32-wasip2 -p replicaset-plugin
+    cargo build --release --target wasm32-wasip2 -p replicaset-plugin --features v2 --target-dir "$T/v2"
+    cargo build --release --target wasm32-wasip2 -p misbehaving-plugin
+    cargo build --release --target wasm32-wasip2 -p misbehaving-plugin --features always-trap --target-dir "$T/always-trap"
+    cargo build --release --target wasm32-wasip2 -p other-world-plugin
+    if cargo component --version >/dev/null 2>&1; then
+        cargo component build --release -p replicaset-plugin
+    else
+        echo "cargo-component not installed (cargo install cargo-component --locked): skipping the wasm32-wasip1 build" >&2
+    fi
+fi
+
+status=0
+# check FILE INTERFACE...: a component that names every INTERFACE.
+check() {
+    local file=$1; shift
+    if [[ ! -f "$file" ]]; then
+        echo "MISSING  $file"; status=1; return
+    fi
+    local header
+    header=$(head -c 8 "$file" | od -An -tx1 | tr -d ' \n')
+    if [[ "$header" != "0061736d0d000100" ]]; then
+        echo "NOT A COMPONENT (header $header)  $file"; status=1; return
+    fi
+    for interface in "$@"; do
+        if ! grep -aq -- "$interface" "$file"; then
+            echo "NO $interface  $file"; status=1; return
+        fi
+    done
+    printf 'ok %8d bytes  %s\n' "$(stat -c %s "$file")" "$file"
+}
+
+reconciler=jinghzhu:operator/reconciler@0.1.0
+check "$T/wasm32-wasip2/release/replicaset_plugin.wasm" "$reconciler"
+if cargo component --version >/dev/null 2>&1 || [[ -f "$T/wasm32-wasip1/release/replicaset_plugin.wasm" ]]; then
+    check "$T/wasm32-wasip1/release/replicaset_plugin.wasm" "$reconciler"
+fi
+check "$T/v2/wasm32-wasip2/release/replicaset_plugin.wasm" "$reconciler" "+v2"
+check "$T/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler"
+check "$T/always-trap/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler" "+always-trap"
+check "$T/wasm32-wasip2/release/other_world_plugin.wasm" jinghzhu:operator/reconciler@0.2.0
+exit $status
