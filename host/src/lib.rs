@@ -1,1 +1,25 @@
-//! wasm-operator host.
+//! The wasm-operator host: a Kubernetes operator whose reconcile logic is a
+//! sandboxed WebAssembly component.
+//!
+//! - [`crd`]: the `Jinghzhu` custom resource.
+//! - [`actions`]: what a plugin proposes, in the host's types.
+//! - [`ownership`]: what makes a Pod ours (labels, controller ownerReference).
+//! - [`runtime`]: the Wasm side: engine, loading, limits, calling `reconcile`.
+//! - [`controller`]: the Kubernetes side: informers, workqueue, reconcile loop.
+//! - [`apply`]: validating and applying a proposal.
+//! - [`hotswap`]: plugin sources, vetting, the atomic switch, shadow mode, rollback.
+//! - [`offline`]: running a plugin on files, golden fixtures (`wasm-operator reconcile`).
+//! - [`run`] and [`serve`]: the `run` command and its metrics/status endpoint.
+//! - [`cli`]: the command line.
+
+pub mod actions;
+pub mod apply;
+pub mod cli;
+pub mod controller;
+pub mod crd;
+pub mod hotswap;
+pub mod offline;
+pub mod ownership;
+pub mod run;
+pub mod runtime;
+pub mod serve;

@@ -16,7 +16,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 
 use super::expectations::Expectations;
 use crate::crd::Jinghzhu;
-use crate::labels::MANAGED_BY_SELECTOR;
+use crate::ownership::MANAGED_BY_SELECTOR;
 
 type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
 

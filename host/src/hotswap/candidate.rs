@@ -59,7 +59,7 @@ pub async fn vet(
 
 /// One reconcile of a synthetic Jinghzhu with no pods: it must not trap.
 /// (A plugin error value is acceptable: it may reject the synthetic input.)
-async fn smoke_test(plugin: &LoadedPlugin) -> Result<(), Refusal> {
+async fn smoke_test(plugin: &Arc<LoadedPlugin>) -> Result<(), Refusal> {
     let mut jz = Jinghzhu::new(
         "wasm-operator-smoke-test",
         JinghzhuSpec {

@@ -140,11 +140,12 @@ impl ActivePlugin {
                 p.failures += 1;
             }
             let ratio = f64::from(p.failures) / f64::from(p.calls);
-            let failing = p.calls >= self.policy.min_calls && ratio > self.policy.max_failure_ratio;
+            let calls = p.calls;
+            let failing = calls >= self.policy.min_calls && ratio > self.policy.max_failure_ratio;
             if failing {
                 *probation = None;
             }
-            failing.then(|| (ratio, p.calls))
+            failing.then_some((ratio, calls))
         };
         if let Some((ratio, calls)) = rollback {
             let Some(previous) = self.previous.lock().unwrap_or_else(|e| e.into_inner()).take()

@@ -11,7 +11,7 @@ use crate::runtime::LoadedPlugin;
 
 /// Runs `shadow` and logs how its proposal differs from `active`'s.
 pub async fn compare(
-    shadow: &LoadedPlugin,
+    shadow: &std::sync::Arc<LoadedPlugin>,
     jz: &Jinghzhu,
     pods: &[Pod],
     key: &str,

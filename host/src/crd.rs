@@ -1,0 +1,106 @@
+//! The `Jinghzhu` custom resource (`jinghzhu.io/v1`), defined by Rust types;
+//! its CRD is generated from them (`wasm-operator crd`) and
+//! `examples/crd.yaml` is kept identical by a test.
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A ReplicaSet-like object: keep `desired` pods of a template running.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "jinghzhu.io",
+    version = "v1",
+    kind = "Jinghzhu",
+    plural = "jinghzhus",
+    shortname = "jz",
+    namespaced,
+    status = "JinghzhuStatus",
+    printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".spec.desired"}"#,
+    printcolumn = r#"{"name":"Current","type":"integer","jsonPath":".status.current"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct JinghzhuSpec {
+    /// How many pods should run (0 or more).
+    #[schemars(range(min = 0))]
+    pub desired: u32,
+    /// The pods to run. When absent, the plugin picks a default (the
+    /// example plugin runs a pause container).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "pod_template_schema")]
+    pub template: Option<PodTemplateSpec>,
+}
+
+/// What the operator observed, written by the host from the plugin's proposal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JinghzhuStatus {
+    /// Live (not terminating) pods owned by this object.
+    #[serde(default)]
+    pub current: u32,
+    /// Their names, sorted.
+    #[serde(default)]
+    pub pod_list: Vec<String>,
+    /// `Running` when current == desired, otherwise e.g. `Pending` or `Scaling`.
+    #[serde(default)]
+    pub state: String,
+    /// A sentence for humans.
+    #[serde(default)]
+    pub message: String,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// A pod template is open-ended (the API server validates pods when they
+/// are created), so the CRD keeps it as an object with unknown fields
+/// preserved rather than inlining the whole PodSpec schema.
+fn pod_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "description": "A pod template (metadata.labels, metadata.annotations, spec).",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// The CRD as YAML, as `wasm-operator crd` prints it.
+pub fn crd_yaml() -> anyhow::Result<String> {
+    use kube::CustomResourceExt;
+    Ok(serde_yaml::to_string(&Jinghzhu::crd())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_crd_yaml_is_the_generated_crd() {
+        let generated = crd_yaml().expect("crd yaml");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/crd.yaml");
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "examples/crd.yaml differs from the CRD generated from host/src/crd.rs; regenerate it with \
+             `cargo run -p wasm-operator -- crd > examples/crd.yaml`"
+        );
+    }
+
+    #[test]
+    fn status_round_trips_in_camel_case() {
+        let status = JinghzhuStatus {
+            current: 1,
+            pod_list: vec!["web-abcde".into()],
+            state: "Running".into(),
+            message: "1/1 pods".into(),
+            observed_generation: Some(2),
+        };
+        let json = serde_json::to_value(&status).expect("json");
+        assert_eq!(json["podList"][0], "web-abcde");
+        assert_eq!(json["observedGeneration"], 2);
+        assert_eq!(serde_json::from_value::<JinghzhuStatus>(json).expect("back"), status);
+    }
+}
