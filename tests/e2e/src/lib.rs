@@ -1,1 +1,302 @@
-//! End-to-end test support.
+//! Support for the end-to-end tests: a namespace of one's own on the shared
+//! local control plane, the CRD installed once, a host running in-process
+//! against that namespace, and waiting helpers that say what they waited for.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use local_control_plane::ControlPlane;
+use tokio::sync::{OnceCell, oneshot};
+use wasm_operator::controller::metrics::Metrics;
+use wasm_operator::controller::{self, ControllerConfig};
+use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
+use wasm_operator::ownership::is_controlled_by;
+use wasm_operator::runtime::{Runtime, RuntimeConfig};
+
+/// A test's own namespace on the shared control plane, with the CRD installed.
+pub struct TestEnv {
+    /// The shared control plane.
+    pub control_plane: &'static ControlPlane,
+    /// Admin client.
+    pub client: Client,
+    /// This test's namespace.
+    pub namespace: String,
+}
+
+static CRD_INSTALLED: OnceCell<()> = OnceCell::const_new();
+
+impl TestEnv {
+    /// Creates a fresh namespace named after `prefix` (the CRD is installed once per process).
+    pub async fn new(prefix: &str) -> Result<Self> {
+        let control_plane = ControlPlane::shared()?;
+        let client = control_plane.client().await?;
+        CRD_INSTALLED
+            .get_or_try_init(|| install_crd(control_plane))
+            .await?;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns = namespaces
+            .create(
+                &PostParams::default(),
+                &Namespace {
+                    metadata: ObjectMeta {
+                        generate_name: Some(format!("{prefix}-")),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await?
+            .name_any();
+        // Pods are admitted only once the namespace's default ServiceAccount exists.
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+        wait_for(
+            "the default ServiceAccount",
+            Duration::from_secs(30),
+            || async { Ok(accounts.get_opt("default").await?.is_some()) },
+        )
+        .await?;
+        Ok(Self {
+            control_plane,
+            client,
+            namespace: ns,
+        })
+    }
+
+    /// The Jinghzhu API of this namespace.
+    pub fn jinghzhus(&self) -> Api<Jinghzhu> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The Pod API of this namespace.
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Creates a Jinghzhu with `desired` replicas (and optional annotations).
+    pub async fn create(
+        &self,
+        name: &str,
+        desired: u32,
+        annotations: &[(&str, &str)],
+    ) -> Result<Jinghzhu> {
+        let mut jz = Jinghzhu::new(
+            name,
+            JinghzhuSpec {
+                desired,
+                template: None,
+            },
+        );
+        if !annotations.is_empty() {
+            jz.metadata.annotations = Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        Ok(self.jinghzhus().create(&PostParams::default(), &jz).await?)
+    }
+
+    /// Sets `spec.desired`.
+    pub async fn scale(&self, name: &str, desired: u32) -> Result<()> {
+        let patch = serde_json::json!({ "spec": { "desired": desired } });
+        self.jinghzhus()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// All pods controlled by the Jinghzhu `name`, terminating ones included.
+    pub async fn owned_pods(&self, name: &str) -> Result<Vec<Pod>> {
+        let jz = self.jinghzhus().get(name).await?;
+        let uid = jz.uid().context("Jinghzhu without uid")?;
+        Ok(self
+            .pods()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| is_controlled_by(p, &uid))
+            .collect())
+    }
+
+    /// Live (not terminating) pods controlled by `name`.
+    pub async fn live_pods(&self, name: &str) -> Result<Vec<Pod>> {
+        Ok(self
+            .owned_pods(name)
+            .await?
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect())
+    }
+
+    /// Waits until `name` has exactly `desired` live pods and a status that
+    /// says so (`current`, `podList` matching the pods, state `Running`).
+    pub async fn wait_converged(
+        &self,
+        name: &str,
+        desired: u32,
+        timeout: Duration,
+    ) -> Result<(Jinghzhu, Vec<Pod>)> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let jz = self.jinghzhus().get(name).await?;
+            let mut pods = self.live_pods(name).await?;
+            pods.sort_by_key(|p| p.name_any());
+            let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+            if let Some(status) = &jz.status
+                && pods.len() == desired as usize
+                && status.current == desired
+                && status.pod_list == names
+                && status.state == "Running"
+            {
+                return Ok((jz, pods));
+            }
+            let last = format!("{} live pods {names:?}, status {:?}", pods.len(), jz.status);
+            if Instant::now() > deadline {
+                bail!(
+                    "{}/{name} did not converge to {desired} within {timeout:?}: {last}",
+                    self.namespace
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Events recorded on the Jinghzhu `name`.
+    pub async fn events_of(&self, name: &str) -> Result<Vec<Event>> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.kind.as_deref() == Some("Jinghzhu")
+                    && e.involved_object.name.as_deref() == Some(name)
+            })
+            .collect())
+    }
+}
+
+async fn install_crd(control_plane: &ControlPlane) -> Result<()> {
+    let client = control_plane.client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let crd = Jinghzhu::crd();
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply("e2e-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+    )
+    .await
+    .context("the CRD was not established within 30 s")??;
+    Ok(())
+}
+
+/// Polls `check` until it returns true.
+pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_err = String::new();
+    loop {
+        match check().await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(err) => last_err = format!("{err:#}"),
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what} {last_err}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A host running in-process, watching one namespace.
+pub struct RunningHost {
+    /// Its counters.
+    pub metrics: Arc<Metrics>,
+    /// Its plugin slot (for swaps).
+    pub plugin: Arc<ActivePlugin>,
+    /// Its runtime (to load more plugins).
+    pub runtime: Arc<Runtime>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningHost {
+    /// Starts a host with the plugin at `plugin_path` for `env`'s namespace.
+    pub async fn start(env: &TestEnv, plugin_path: &std::path::Path) -> Result<Self> {
+        Self::start_with(env, plugin_path, ControllerConfig::default()).await
+    }
+
+    /// Same as [`RunningHost::start`] with a chosen configuration (its namespace is overridden).
+    pub async fn start_with(
+        env: &TestEnv,
+        plugin_path: &std::path::Path,
+        mut config: ControllerConfig,
+    ) -> Result<Self> {
+        config.namespace = Some(env.namespace.clone());
+        let metrics = Arc::new(Metrics::default());
+        let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
+        let bytes = std::fs::read(plugin_path)
+            .with_context(|| format!("reading {}", plugin_path.display()))?;
+        let loaded = runtime.load(&bytes, &plugin_path.display().to_string())?;
+        let plugin = Arc::new(ActivePlugin::new(
+            loaded,
+            RollbackPolicy::default(),
+            metrics.clone(),
+        ));
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(controller::run(
+            env.client.clone(),
+            plugin.clone(),
+            config,
+            metrics.clone(),
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        Ok(Self {
+            metrics,
+            plugin,
+            runtime,
+            shutdown: Some(tx),
+            task,
+        })
+    }
+
+    /// Aborts the host at once, mid-reconcile if one is running: what a crash
+    /// or a SIGKILL does to in-flight work.
+    pub async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// Stops the host and waits for running reconciles to finish.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
+    }
+}
+
+/// Path of a plugin artifact, built on first use.
+pub fn plugin(package: &str, features: &[&str]) -> std::path::PathBuf {
+    wasm_artifacts::build(package, features, wasm_artifacts::Toolchain::Wasip2)
+}

@@ -1,0 +1,278 @@
+//! The host end to end: real etcd + kube-apiserver + kube-controller-manager,
+//! the example plugin built for wasm32-wasip2, the host running in-process
+//! against one namespace per test.
+
+use std::time::Duration;
+
+use e2e_tests::{RunningHost, TestEnv, plugin, wait_for};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+
+const CONVERGE: Duration = Duration::from_secs(60);
+
+fn replicaset() -> std::path::PathBuf {
+    plugin("replicaset-plugin", &[])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn desired_one_gives_one_owned_pod_a_running_status_and_events() -> anyhow::Result<()> {
+    let env = TestEnv::new("one").await?;
+    let host = RunningHost::start(&env, &replicaset()).await?;
+    env.create("web", 1, &[]).await?;
+
+    let (jz, pods) = env.wait_converged("web", 1, CONVERGE).await?;
+    let status = jz.status.expect("status");
+    assert_eq!(status.current, 1);
+    assert_eq!(status.pod_list, vec![pods[0].name_any()]);
+    assert_eq!(status.state, "Running");
+    assert!(!status.message.is_empty(), "a human message");
+    assert!(
+        pods[0].name_any().starts_with("web-"),
+        "generateName: {}",
+        pods[0].name_any()
+    );
+    let owner = &pods[0].owner_references()[0];
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(owner.block_owner_deletion, Some(true));
+    assert_eq!(
+        pods[0]
+            .labels()
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("wasm-operator")
+    );
+
+    wait_for(
+        "a SuccessfulCreate Event on the Jinghzhu",
+        Duration::from_secs(20),
+        || async {
+            Ok(env
+                .events_of("web")
+                .await?
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("SuccessfulCreate")))
+        },
+    )
+    .await?;
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_1_5_2_0_keeps_exact_counts() -> anyhow::Result<()> {
+    let env = TestEnv::new("scale").await?;
+    let host = RunningHost::start(&env, &replicaset()).await?;
+    env.create("web", 1, &[]).await?;
+    env.wait_converged("web", 1, CONVERGE).await?;
+    for desired in [5, 2, 0] {
+        env.scale("web", desired).await?;
+        let (jz, pods) = env.wait_converged("web", desired, CONVERGE).await?;
+        assert_eq!(pods.len(), desired as usize);
+        assert_eq!(jz.status.expect("status").current, desired);
+    }
+    // Exactly 5 pods were ever created: 1, then 4 more; none re-created.
+    assert_eq!(host.metrics.pods_created.get(), 5);
+    assert_eq!(host.metrics.pods_deleted.get(), 5);
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_pod_is_replaced_and_a_foreign_pod_is_never_touched() -> anyhow::Result<()> {
+    let env = TestEnv::new("replace").await?;
+    // Same labels as ours, but no ownerReference: not ours.
+    let foreign = Pod {
+        metadata: ObjectMeta {
+            name: Some("web-foreign".into()),
+            labels: Some(
+                [
+                    ("app.kubernetes.io/managed-by", "wasm-operator"),
+                    ("jinghzhu.io/owner", "web"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("registry.k8s.io/pause:3.10".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let foreign = env.pods().create(&PostParams::default(), &foreign).await?;
+    let host = RunningHost::start(&env, &replicaset()).await?;
+    env.create("web", 2, &[]).await?;
+    let (_, pods) = env.wait_converged("web", 2, CONVERGE).await?;
+
+    let victim = pods[0].name_any();
+    env.pods().delete(&victim, &DeleteParams::default()).await?;
+    wait_for("the deleted pod to be replaced", CONVERGE, || async {
+        let live = env.live_pods("web").await?;
+        Ok(live.len() == 2 && live.iter().all(|p| p.name_any() != victim))
+    })
+    .await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+
+    let still = env.pods().get(&foreign.name_any()).await?;
+    assert_eq!(still.uid(), foreign.uid(), "the foreign pod is untouched");
+    assert!(still.metadata.deletion_timestamp.is_none());
+    assert!(still.owner_references().is_empty(), "never adopted");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_created_before_start_converge_and_a_restart_mid_scale_does_not_over_create()
+-> anyhow::Result<()> {
+    let env = TestEnv::new("restart").await?;
+    env.create("early", 3, &[]).await?;
+    let host = RunningHost::start(&env, &replicaset()).await?;
+    env.wait_converged("early", 3, CONVERGE).await?;
+
+    // Scale up and crash the host while it is creating.
+    env.scale("early", 30).await?;
+    wait_for("the first of the new pods", CONVERGE, || async {
+        Ok(env.live_pods("early").await?.len() > 3)
+    })
+    .await?;
+    let first_metrics = host.metrics.clone();
+    host.crash().await;
+    // A create already on the wire when the host died may still land.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let at_crash = env.owned_pods("early").await?.len();
+    println!(
+        "crashed with {at_crash} pods (the first host counted {} creates)",
+        first_metrics.pods_created.get()
+    );
+
+    let second = RunningHost::start(&env, &replicaset()).await?;
+    env.wait_converged("early", 30, CONVERGE).await?;
+    let all = env.owned_pods("early").await?;
+    assert_eq!(all.len(), 30, "no surplus pods, not even terminating ones");
+    assert_eq!(
+        second.metrics.pods_created.get() as usize,
+        30 - at_crash,
+        "the second host creates exactly what was missing"
+    );
+    assert_eq!(
+        second.metrics.pods_deleted.get(),
+        0,
+        "nothing over-created had to be deleted"
+    );
+    second.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_objects_converge_and_reconciles_then_stay_flat() -> anyhow::Result<()> {
+    let env = TestEnv::new("hundred").await?;
+    let host = RunningHost::start(&env, &replicaset()).await?;
+    let creates = (0..100).map(|i| {
+        let env = &env;
+        async move { env.create(&format!("jz-{i:03}"), (i % 3) + 1, &[]).await }
+    });
+    for result in futures::future::join_all(creates).await {
+        result?;
+    }
+    for i in 0..100u32 {
+        env.wait_converged(&format!("jz-{i:03}"), (i % 3) + 1, Duration::from_secs(180))
+            .await?;
+    }
+    let expected: u32 = (0..100u32).map(|i| (i % 3) + 1).sum();
+    let pods = env.pods().list(&Default::default()).await?.items;
+    assert_eq!(
+        pods.len() as u32,
+        expected,
+        "exact pod count over all objects"
+    );
+    assert_eq!(host.metrics.pods_created.get(), u64::from(expected));
+
+    // Settle, then no more reconciles: status writes must not feed a loop.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = host.metrics.reconciles.get();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let after = host.metrics.reconciles.get();
+    println!("reconciles: {before} after convergence, {after} 30 s later");
+    assert_eq!(
+        after, before,
+        "reconciles kept happening with nothing changing"
+    );
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_jinghzhu_garbage_collects_its_pods() -> anyhow::Result<()> {
+    let env = TestEnv::new("gc").await?;
+    let host = RunningHost::start(&env, &replicaset()).await?;
+    env.create("web", 3, &[]).await?;
+    env.wait_converged("web", 3, CONVERGE).await?;
+    env.jinghzhus()
+        .delete("web", &DeleteParams::foreground())
+        .await?;
+    wait_for(
+        "the garbage collector to delete the pods",
+        CONVERGE,
+        || async { Ok(env.pods().list(&Default::default()).await?.items.is_empty()) },
+    )
+    .await?;
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_that_breaks_the_rules_is_rejected_whole() -> anyhow::Result<()> {
+    let env = TestEnv::new("reject").await?;
+    let host = RunningHost::start(&env, &plugin("misbehaving-plugin", &[])).await?;
+    // delete-foreign also proposes the normal creates: none may be applied.
+    env.create(
+        "thief",
+        2,
+        &[("test.jinghzhu.io/misbehave", "delete-foreign")],
+    )
+    .await?;
+    env.create("badname", 1, &[("test.jinghzhu.io/misbehave", "bad-name")])
+        .await?;
+    for name in ["thief", "badname"] {
+        wait_for(
+            &format!("a RejectedOutput Event on {name}"),
+            CONVERGE,
+            || async {
+                Ok(env.events_of(name).await?.iter().any(|e| {
+                    e.reason.as_deref() == Some("RejectedOutput")
+                        && e.type_.as_deref() == Some("Warning")
+                }))
+            },
+        )
+        .await?;
+    }
+    let events = env.events_of("thief").await?;
+    let rejected = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("RejectedOutput"))
+        .and_then(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(
+        rejected.contains("not-owned-by-me"),
+        "the Event says why: {rejected}"
+    );
+    assert!(env.owned_pods("thief").await?.is_empty(), "nothing applied");
+    assert!(
+        env.owned_pods("badname").await?.is_empty(),
+        "nothing applied"
+    );
+    assert!(
+        env.jinghzhus().get("thief").await?.status.is_none(),
+        "no status written"
+    );
+    assert!(host.metrics.rejected_outputs.get() >= 2);
+    host.stop().await;
+    Ok(())
+}
