@@ -139,11 +139,20 @@ events:
 "#;
         let actions: ProposedActions = serde_yaml::from_str(yaml).expect("parse");
         assert_eq!(actions.requeue_after, Some(Duration::from_secs(30)));
-        assert_eq!(actions.create_pods[0].generate_name.as_deref(), Some("web-"));
+        assert_eq!(
+            actions.create_pods[0].generate_name.as_deref(),
+            Some("web-")
+        );
         assert_eq!(actions.status.as_ref().map(|s| s.current), Some(1));
         let back: ProposedActions =
-            serde_yaml::from_str(&serde_yaml::to_string(&actions).expect("print")).expect("reparse");
+            serde_yaml::from_str(&serde_yaml::to_string(&actions).expect("print"))
+                .expect("reparse");
         assert_eq!(back, actions);
-        assert_eq!(serde_yaml::to_string(&ProposedActions::default()).expect("print").trim(), "{}");
+        assert_eq!(
+            serde_yaml::to_string(&ProposedActions::default())
+                .expect("print")
+                .trim(),
+            "{}"
+        );
     }
 }

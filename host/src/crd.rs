@@ -101,6 +101,9 @@ mod tests {
         let json = serde_json::to_value(&status).expect("json");
         assert_eq!(json["podList"][0], "web-abcde");
         assert_eq!(json["observedGeneration"], 2);
-        assert_eq!(serde_json::from_value::<JinghzhuStatus>(json).expect("back"), status);
+        assert_eq!(
+            serde_json::from_value::<JinghzhuStatus>(json).expect("back"),
+            status
+        );
     }
 }

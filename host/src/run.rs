@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use kube::api::{Api, ListParams};
 use kube::Client;
+use kube::api::{Api, ListParams};
 use tokio::sync::mpsc;
 
 use crate::apply::Limits;
@@ -25,7 +25,11 @@ use crate::serve;
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// The plugin file (.wasm component). Watched: replacing it swaps the plugin live.
-    #[arg(long, required_unless_present = "plugin_configmap", conflicts_with = "plugin_configmap")]
+    #[arg(
+        long,
+        required_unless_present = "plugin_configmap",
+        conflicts_with = "plugin_configmap"
+    )]
     pub plugin: Option<PathBuf>,
     /// Take the plugin from a ConfigMap, `namespace/name`, and swap it when the ConfigMap changes.
     #[arg(long, value_name = "NAMESPACE/NAME")]
@@ -88,7 +92,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .transpose()?;
     let (bytes, source) = match (&args.plugin, &configmap) {
         (Some(path), _) => (
-            std::fs::read(path).with_context(|| format!("reading the plugin {}", path.display()))?,
+            std::fs::read(path)
+                .with_context(|| format!("reading the plugin {}", path.display()))?,
             format!("file:{}", path.display()),
         ),
         (None, Some((ns, name))) => (
@@ -113,7 +118,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
         metrics.clone(),
     ));
     if let Some(path) = &args.shadow_plugin {
-        let bytes = std::fs::read(path).with_context(|| format!("reading the shadow plugin {}", path.display()))?;
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("reading the shadow plugin {}", path.display()))?;
         let shadow = vet(&runtime, &bytes, &format!("file:{}", path.display()), None)
             .await
             .map_err(|refusal| anyhow!("the shadow plugin cannot run: {refusal}"))?;
@@ -124,9 +130,14 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let (tx, rx) = mpsc::channel(4);
     match (&args.plugin, configmap) {
         (Some(path), _) => sources::watch_file(path.clone(), initial_digest, tx)?,
-        (None, Some((ns, name))) => {
-            sources::watch_configmap(client.clone(), ns, name, args.plugin_key.clone(), initial_digest, tx)
-        }
+        (None, Some((ns, name))) => sources::watch_configmap(
+            client.clone(),
+            ns,
+            name,
+            args.plugin_key.clone(),
+            initial_digest,
+            tx,
+        ),
         (None, None) => {}
     }
     let history = Arc::new(Mutex::new(SwapHistory::default()));

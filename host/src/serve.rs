@@ -43,9 +43,9 @@ pub async fn spawn(
         .route("/status", get(status))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the metrics address {addr} (change it with --metrics-addr)"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("binding the metrics address {addr} (change it with --metrics-addr)")
+    })?;
     tracing::info!(%addr, "serving /metrics, /status and /healthz");
     tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, app).await {
@@ -60,7 +60,10 @@ async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
     match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
         Ok(()) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
             body,
         ),
         Err(err) => (
@@ -73,11 +76,7 @@ async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
 
 async fn status(State(state): State<AppState>) -> impl IntoResponse {
     let plugin = state.active.current();
-    let history = state
-        .history
-        .lock()
-        .map(|h| h.clone())
-        .unwrap_or_default();
+    let history = state.history.lock().map(|h| h.clone()).unwrap_or_default();
     axum::Json(serde_json::json!({
         "plugin": {
             "name": plugin.info().name,

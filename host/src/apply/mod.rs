@@ -147,7 +147,11 @@ pub async fn apply(
 
     // Deletes, each guarded by the UID we saw (never a same-named newcomer).
     for name in &proposal.delete_pods {
-        let Some(uid) = owned.iter().find(|p| &p.name_any() == name).and_then(|p| p.uid()) else {
+        let Some(uid) = owned
+            .iter()
+            .find(|p| &p.name_any() == name)
+            .and_then(|p| p.uid())
+        else {
             continue; // validation guarantees it is owned; nothing to do otherwise
         };
         let params = DeleteParams {
@@ -196,7 +200,11 @@ pub async fn apply(
         let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &namespace);
         let patch = serde_json::json!({ "status": status });
         jinghzhus
-            .patch_status(&jz.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &jz.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(|source| ApplyError::Api {
                 what: format!("patching the status of {}", target.key),
@@ -223,7 +231,11 @@ pub async fn apply(
             "metadata": { "annotations": { RECONCILED_BY_ANNOTATION: stamp } }
         });
         jinghzhus
-            .patch(&jz.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &jz.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(|source| ApplyError::Api {
                 what: format!("annotating {}", target.key),

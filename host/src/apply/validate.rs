@@ -78,7 +78,8 @@ pub fn validate(
             limits.max_creates
         ));
     }
-    let after = (live.len() + proposal.create_pods.len()).saturating_sub(proposal.delete_pods.len());
+    let after =
+        (live.len() + proposal.create_pods.len()).saturating_sub(proposal.delete_pods.len());
     if after > limits.max_pods_per_object {
         broken.push(format!(
             "the proposal leaves {after} pods, more than the limit of {} per object",
@@ -110,7 +111,9 @@ pub fn validate(
                 jz.name_any()
             ));
         } else if !live_names.contains(name) {
-            broken.push(format!("delete of pod {name:?}, which is already terminating"));
+            broken.push(format!(
+                "delete of pod {name:?}, which is already terminating"
+            ));
         }
     }
 
@@ -141,11 +144,18 @@ pub fn validate(
             ));
         }
         if event.message.len() > 1024 {
-            broken.push(format!("event {:?} has a message over 1024 bytes", event.reason));
+            broken.push(format!(
+                "event {:?} has a message over 1024 bytes",
+                event.reason
+            ));
         }
     }
 
-    if broken.is_empty() { Ok(()) } else { Err(Rejection(broken)) }
+    if broken.is_empty() {
+        Ok(())
+    } else {
+        Err(Rejection(broken))
+    }
 }
 
 fn check_create(
@@ -226,7 +236,10 @@ fn pod_policy(spec: &PodSpec) -> Vec<String> {
             problems.push(format!("container {:?} is privileged", c.name));
         }
         if sc.and_then(|s| s.allow_privilege_escalation) == Some(true) {
-            problems.push(format!("container {:?} allows privilege escalation", c.name));
+            problems.push(format!(
+                "container {:?} allows privilege escalation",
+                c.name
+            ));
         }
     }
     for v in spec.volumes.iter().flatten() {

@@ -142,7 +142,10 @@ mod tests {
     fn deletes_wait_until_the_pod_is_gone_or_terminating() {
         let e = Expectations::new(Duration::from_secs(300));
         e.expect_deleted("k", "u1");
-        assert!(!e.satisfied("k", |_| Some(false)), "still live in the cache");
+        assert!(
+            !e.satisfied("k", |_| Some(false)),
+            "still live in the cache"
+        );
         assert!(e.satisfied("k", |_| Some(true)), "terminating counts");
         e.expect_deleted("k", "u2");
         assert!(e.satisfied("k", |_| None), "gone counts");

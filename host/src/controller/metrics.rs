@@ -57,25 +57,53 @@ impl Metrics {
             "Reconciles deferred until the cache showed our own writes",
             self.waited_for_cache.clone(),
         );
-        r.register("plugin_calls", "Plugin reconcile calls", self.plugin_calls.clone());
-        r.register("plugin_errors", "Failed plugin reconcile calls", self.plugin_errors.clone());
+        r.register(
+            "plugin_calls",
+            "Plugin reconcile calls",
+            self.plugin_calls.clone(),
+        );
+        r.register(
+            "plugin_errors",
+            "Failed plugin reconcile calls",
+            self.plugin_errors.clone(),
+        );
         r.register(
             "rejected_outputs",
             "Plugin outputs rejected by validation",
             self.rejected_outputs.clone(),
         );
-        r.register("apply_errors", "API errors while applying", self.apply_errors.clone());
+        r.register(
+            "apply_errors",
+            "API errors while applying",
+            self.apply_errors.clone(),
+        );
         r.register("pods_created", "Pods created", self.pods_created.clone());
         r.register("pods_deleted", "Pods deleted", self.pods_deleted.clone());
-        r.register("status_patches", "Status patches written", self.status_patches.clone());
-        r.register("plugin_swaps", "Plugins swapped in", self.plugin_swaps.clone());
+        r.register(
+            "status_patches",
+            "Status patches written",
+            self.status_patches.clone(),
+        );
+        r.register(
+            "plugin_swaps",
+            "Plugins swapped in",
+            self.plugin_swaps.clone(),
+        );
         r.register(
             "plugin_swaps_refused",
             "Plugin candidates refused",
             self.plugin_swaps_refused.clone(),
         );
-        r.register("plugin_rollbacks", "Automatic rollbacks", self.plugin_rollbacks.clone());
-        r.register("shadow_active", "1 while a shadow plugin runs", self.shadow_active.clone());
+        r.register(
+            "plugin_rollbacks",
+            "Automatic rollbacks",
+            self.plugin_rollbacks.clone(),
+        );
+        r.register(
+            "shadow_active",
+            "1 while a shadow plugin runs",
+            self.shadow_active.clone(),
+        );
         r.register(
             "shadow_differences",
             "Reconciles where the shadow plugin proposed something else",

@@ -25,10 +25,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::Client;
 use kube::runtime::Controller;
 use kube::runtime::controller::Config as RuntimeConfig;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::Client;
 
 use crate::apply::Limits;
 use crate::hotswap::ActivePlugin;

@@ -223,7 +223,13 @@ pub fn error_policy(jz: Arc<Jinghzhu>, err: &ReconcileError, ctx: Arc<Context>) 
 }
 
 /// Records an Event on the Jinghzhu; a failure to record is logged, not fatal.
-pub async fn publish(recorder: &Recorder, jz: &Jinghzhu, type_: EventType, reason: &str, note: &str) {
+pub async fn publish(
+    recorder: &Recorder,
+    jz: &Jinghzhu,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
     let event = Event {
         type_,
         reason: reason.to_string(),

@@ -34,9 +34,16 @@ pub struct Watches {
 
 impl Watches {
     /// Builds the streams (they start when polled by the controller).
-    pub fn start(client: &Client, namespace: Option<&str>, expectations: Arc<Expectations>) -> Self {
+    pub fn start(
+        client: &Client,
+        namespace: Option<&str>,
+        expectations: Arc<Expectations>,
+    ) -> Self {
         let (jinghzhu_api, pod_api): (Api<Jinghzhu>, Api<Pod>) = match namespace {
-            Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
             None => (Api::all(client.clone()), Api::all(client.clone())),
         };
 
@@ -55,32 +62,35 @@ impl Watches {
             });
 
         let (pod_cache, pod_writer) = reflector::store();
-        let pods = watcher(pod_api, watcher::Config::default().labels(MANAGED_BY_SELECTOR))
-            .default_backoff()
-            .modify(|pod: &mut Pod| pod.managed_fields_mut().clear())
-            .inspect_ok(move |event| {
-                if let watcher::Event::Delete(pod) = event
-                    && let Some(uid) = pod.uid()
-                {
-                    expectations.observe_gone(&uid);
-                }
-            })
-            .reflect(pod_writer)
-            .touched_objects()
-            .inspect_ok(|pod: &Pod| {
-                let owner = pod
-                    .owner_references()
-                    .iter()
-                    .find(|o| o.controller == Some(true))
-                    .map(|o| format!("{}/{}", pod.namespace().unwrap_or_default(), o.name));
-                tracing::debug!(
-                    pod = %object_key(pod),
-                    owner = owner.as_deref().unwrap_or("-"),
-                    phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("-"),
-                    terminating = pod.metadata.deletion_timestamp.is_some(),
-                    "event seen: Pod changed; owner queued"
-                );
-            });
+        let pods = watcher(
+            pod_api,
+            watcher::Config::default().labels(MANAGED_BY_SELECTOR),
+        )
+        .default_backoff()
+        .modify(|pod: &mut Pod| pod.managed_fields_mut().clear())
+        .inspect_ok(move |event| {
+            if let watcher::Event::Delete(pod) = event
+                && let Some(uid) = pod.uid()
+            {
+                expectations.observe_gone(&uid);
+            }
+        })
+        .reflect(pod_writer)
+        .touched_objects()
+        .inspect_ok(|pod: &Pod| {
+            let owner = pod
+                .owner_references()
+                .iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| format!("{}/{}", pod.namespace().unwrap_or_default(), o.name));
+            tracing::debug!(
+                pod = %object_key(pod),
+                owner = owner.as_deref().unwrap_or("-"),
+                phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("-"),
+                terminating = pod.metadata.deletion_timestamp.is_some(),
+                "event seen: Pod changed; owner queued"
+            );
+        });
 
         Self {
             jinghzhus: Box::pin(jinghzhus),

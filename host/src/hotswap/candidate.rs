@@ -74,7 +74,10 @@ async fn smoke_test(plugin: &Arc<LoadedPlugin>) -> Result<(), Refusal> {
         generation: Some(1),
         ..ObjectMeta::default()
     };
-    match plugin.reconcile(&jz, &[], "default/wasm-operator-smoke-test").await {
+    match plugin
+        .reconcile(&jz, &[], "default/wasm-operator-smoke-test")
+        .await
+    {
         Ok(_) => Ok(()),
         Err(err) if err.is_returned_error() => Ok(()),
         Err(err) => Err(Refusal::SmokeTest(err.to_string())),

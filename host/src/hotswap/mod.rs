@@ -148,7 +148,11 @@ impl ActivePlugin {
             failing.then_some((ratio, calls))
         };
         if let Some((ratio, calls)) = rollback {
-            let Some(previous) = self.previous.lock().unwrap_or_else(|e| e.into_inner()).take()
+            let Some(previous) = self
+                .previous
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
             else {
                 return;
             };

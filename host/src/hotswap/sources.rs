@@ -37,7 +37,11 @@ pub struct Candidate {
 
 /// Watches `path` and sends its content whenever it changes. `initial` is
 /// the digest already loaded (so the first read is not a "change").
-pub fn watch_file(path: PathBuf, initial: String, tx: mpsc::Sender<Candidate>) -> anyhow::Result<()> {
+pub fn watch_file(
+    path: PathBuf,
+    initial: String,
+    tx: mpsc::Sender<Candidate>,
+) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .map(Path::to_path_buf)
@@ -88,7 +92,12 @@ pub fn watch_file(path: PathBuf, initial: String, tx: mpsc::Sender<Candidate>) -
 }
 
 /// Reads `key` of the ConfigMap `namespace/name` (binaryData, or data as a fallback).
-pub async fn read_configmap(client: &Client, namespace: &str, name: &str, key: &str) -> anyhow::Result<Vec<u8>> {
+pub async fn read_configmap(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> anyhow::Result<Vec<u8>> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let cm = api.get(name).await.map_err(|err| {
         anyhow::anyhow!("reading the plugin from ConfigMap {namespace}/{name}: {err}")
@@ -106,7 +115,12 @@ fn configmap_bytes(cm: &ConfigMap, key: &str) -> Option<Vec<u8>> {
         .as_ref()
         .and_then(|d| d.get(key))
         .map(|b| b.0.clone())
-        .or_else(|| cm.data.as_ref().and_then(|d| d.get(key)).map(|s| s.as_bytes().to_vec()))
+        .or_else(|| {
+            cm.data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|s| s.as_bytes().to_vec())
+        })
 }
 
 /// Watches the ConfigMap `namespace/name` and sends `key`'s bytes whenever they change.
@@ -121,7 +135,10 @@ pub fn watch_configmap(
     tokio::spawn(async move {
         let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let mut stream = watcher(api, config).default_backoff().applied_objects().boxed();
+        let mut stream = watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+            .boxed();
         let mut last = initial;
         while let Some(item) = stream.next().await {
             let cm = match item {

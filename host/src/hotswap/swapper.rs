@@ -56,7 +56,13 @@ pub async fn run(
     while let Some(candidate) = rx.recv().await {
         let digest = digest_of(&candidate.bytes);
         let started = Instant::now();
-        let outcome = vet(&runtime, &candidate.bytes, &candidate.source, pinned_sha256.as_deref()).await;
+        let outcome = vet(
+            &runtime,
+            &candidate.bytes,
+            &candidate.source,
+            pinned_sha256.as_deref(),
+        )
+        .await;
         let at_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -123,7 +129,12 @@ async fn record_refusal(client: &Client, namespace: &str, name: &str, digest: &s
     let event = Event {
         type_: EventType::Warning,
         reason: "PluginRefused".into(),
-        note: Some(format!("plugin {digest} refused, the current plugin keeps serving: {reason}").chars().take(1000).collect()),
+        note: Some(
+            format!("plugin {digest} refused, the current plugin keeps serving: {reason}")
+                .chars()
+                .take(1000)
+                .collect(),
+        ),
         action: "HotSwap".into(),
         secondary: None,
     };

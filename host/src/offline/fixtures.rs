@@ -40,13 +40,21 @@ pub fn run_all(plugin: &Arc<LoadedPlugin>, dir: &Path, bless: bool) -> Result<Ve
         .collect();
     cases.sort();
     if cases.is_empty() {
-        return Err(anyhow!("no fixtures in {} (expected <case>/input.yaml and <case>/expected.yaml)", dir.display()));
+        return Err(anyhow!(
+            "no fixtures in {} (expected <case>/input.yaml and <case>/expected.yaml)",
+            dir.display()
+        ));
     }
     Ok(cases
         .iter()
         .map(|case| CaseResult {
-            name: case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-            failure: run_case(plugin, case, bless).err().map(|e| format!("{e:#}")),
+            name: case
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            failure: run_case(plugin, case, bless)
+                .err()
+                .map(|e| format!("{e:#}")),
         })
         .collect())
 }
@@ -63,8 +71,12 @@ fn run_case(plugin: &Arc<LoadedPlugin>, case: &Path, bless: bool) -> Result<()> 
     if bless {
         std::fs::write(&expected_path, serde_yaml::to_string(&actual)?)?;
     } else {
-        let text = std::fs::read_to_string(&expected_path)
-            .with_context(|| format!("reading {} (create it with --bless)", expected_path.display()))?;
+        let text = std::fs::read_to_string(&expected_path).with_context(|| {
+            format!(
+                "reading {} (create it with --bless)",
+                expected_path.display()
+            )
+        })?;
         let expected: ProposedActions = serde_yaml::from_str(&text)
             .with_context(|| format!("{} is not a proposal", expected_path.display()))?;
         if expected != actual {
@@ -79,18 +91,29 @@ fn run_case(plugin: &Arc<LoadedPlugin>, case: &Path, bless: bool) -> Result<()> 
 }
 
 /// Runs the plugin once on an offline input.
-pub fn reconcile(plugin: &Arc<LoadedPlugin>, input: &OfflineInput, now: SystemTime) -> Result<ProposedActions> {
+pub fn reconcile(
+    plugin: &Arc<LoadedPlugin>,
+    input: &OfflineInput,
+    now: SystemTime,
+) -> Result<ProposedActions> {
     let key = format!(
         "{}/{}",
         input.jinghzhu.namespace().unwrap_or_default(),
         input.jinghzhu.name_any()
     );
     let wit_input = convert::input(&input.jinghzhu, &input.pods, now);
-    let output = plugin.call_reconcile(&wit_input, &key).map_err(|e| anyhow!("the plugin {e}"))?;
+    let output = plugin
+        .call_reconcile(&wit_input, &key)
+        .map_err(|e| anyhow!("the plugin {e}"))?;
     Ok(convert::output(output))
 }
 
-fn check_idempotence(plugin: &Arc<LoadedPlugin>, input: OfflineInput, first: ProposedActions, now: SystemTime) -> Result<()> {
+fn check_idempotence(
+    plugin: &Arc<LoadedPlugin>,
+    input: OfflineInput,
+    first: ProposedActions,
+    now: SystemTime,
+) -> Result<()> {
     let applied = apply_offline(input, &first, 1);
     let second = reconcile(plugin, &applied, now)?;
     if !second.create_pods.is_empty() || !second.delete_pods.is_empty() {
@@ -114,15 +137,24 @@ fn check_idempotence(plugin: &Arc<LoadedPlugin>, input: OfflineInput, first: Pro
 /// What the API server would make of `input` after `actions`: created pods
 /// get a deterministic generated name, are Pending and not ready; deleted
 /// pods vanish; the status is replaced.
-pub fn apply_offline(mut input: OfflineInput, actions: &ProposedActions, round: usize) -> OfflineInput {
+pub fn apply_offline(
+    mut input: OfflineInput,
+    actions: &ProposedActions,
+    round: usize,
+) -> OfflineInput {
     let namespace = input.jinghzhu.namespace();
     let owner = controller_reference(&input.jinghzhu);
-    input.pods.retain(|p| !actions.delete_pods.contains(&p.name_any()));
+    input
+        .pods
+        .retain(|p| !actions.delete_pods.contains(&p.name_any()));
     for (i, create) in actions.create_pods.iter().enumerate() {
-        let name = create
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("{}{}", create.generate_name.clone().unwrap_or_default(), suffix(round, i)));
+        let name = create.name.clone().unwrap_or_else(|| {
+            format!(
+                "{}{}",
+                create.generate_name.clone().unwrap_or_default(),
+                suffix(round, i)
+            )
+        });
         let mut labels = create.labels.clone();
         labels.extend(operator_labels(&input.jinghzhu));
         input.pods.push(Pod {
@@ -165,7 +197,11 @@ fn suffix(round: usize, index: usize) -> String {
 
 /// Parses an RFC 3339 time.
 pub fn parse_time(text: &str) -> Result<SystemTime> {
-    let ts: k8s_openapi::jiff::Timestamp = text.parse().with_context(|| format!("{text:?} is not an RFC 3339 time"))?;
+    let ts: k8s_openapi::jiff::Timestamp = text
+        .parse()
+        .with_context(|| format!("{text:?} is not an RFC 3339 time"))?;
     let secs = u64::try_from(ts.as_second()).map_err(|_| anyhow!("{text:?} is before 1970"))?;
-    Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_nanos(ts.subsec_nanosecond().max(0) as u64))
+    Ok(SystemTime::UNIX_EPOCH
+        + Duration::from_secs(secs)
+        + Duration::from_nanos(ts.subsec_nanosecond().max(0) as u64))
 }

@@ -25,8 +25,10 @@ pub fn read(paths: &[impl AsRef<Path>]) -> Result<OfflineInput> {
     let mut objects = Vec::new();
     for path in paths {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        objects.extend(parse_objects(&text).with_context(|| format!("parsing {}", path.display()))?);
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        objects
+            .extend(parse_objects(&text).with_context(|| format!("parsing {}", path.display()))?);
     }
     from_objects(objects)
 }
@@ -44,7 +46,12 @@ pub fn parse_objects(text: &str) -> Result<Vec<serde_json::Value>> {
 fn flatten(value: serde_json::Value, out: &mut Vec<serde_json::Value>) {
     match value {
         serde_json::Value::Null => {}
-        serde_json::Value::Object(ref map) if map.get("kind").and_then(|k| k.as_str()).is_some_and(|k| k.ends_with("List")) => {
+        serde_json::Value::Object(ref map)
+            if map
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .is_some_and(|k| k.ends_with("List")) =>
+        {
             if let Some(serde_json::Value::Array(items)) = map.get("items") {
                 for item in items.clone() {
                     flatten(item, out);
@@ -59,12 +66,22 @@ fn from_objects(objects: Vec<serde_json::Value>) -> Result<OfflineInput> {
     let mut jinghzhus = Vec::new();
     let mut pods = Vec::new();
     for object in objects {
-        let kind = object.get("kind").and_then(|k| k.as_str()).unwrap_or_default().to_string();
+        let kind = object
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default()
+            .to_string();
         match kind.as_str() {
-            "Jinghzhu" => jinghzhus.push(serde_json::from_value::<Jinghzhu>(object).context("invalid Jinghzhu")?),
+            "Jinghzhu" => jinghzhus
+                .push(serde_json::from_value::<Jinghzhu>(object).context("invalid Jinghzhu")?),
             "Pod" => pods.push(serde_json::from_value::<Pod>(object).context("invalid Pod")?),
-            "" => bail!("an object without `kind`: inputs are Kubernetes objects (kubectl get -o yaml)"),
-            other => tracing::debug!(kind = other, "ignoring an object that is neither a Jinghzhu nor a Pod"),
+            "" => bail!(
+                "an object without `kind`: inputs are Kubernetes objects (kubectl get -o yaml)"
+            ),
+            other => tracing::debug!(
+                kind = other,
+                "ignoring an object that is neither a Jinghzhu nor a Pod"
+            ),
         }
     }
     let jinghzhu = match jinghzhus.len() {
@@ -73,7 +90,9 @@ fn from_objects(objects: Vec<serde_json::Value>) -> Result<OfflineInput> {
         n => bail!("{n} Jinghzhus in the input; give exactly one"),
     };
     if jinghzhu.metadata.uid.is_none() && !pods.is_empty() {
-        bail!("the Jinghzhu has no metadata.uid, so no pod can be owned by it: add a uid (kubectl output has one)");
+        bail!(
+            "the Jinghzhu has no metadata.uid, so no pod can be owned by it: add a uid (kubectl output has one)"
+        );
     }
     let pods = owned_pods(&pods, &jinghzhu);
     Ok(OfflineInput { jinghzhu, pods })

@@ -22,7 +22,11 @@ pub struct ReconcileArgs {
     #[arg(long)]
     pub plugin: PathBuf,
     /// Files holding the Jinghzhu and its pods (YAML or JSON; kubectl output works).
-    #[arg(long, required_unless_present = "fixtures", conflicts_with = "fixtures")]
+    #[arg(
+        long,
+        required_unless_present = "fixtures",
+        conflicts_with = "fixtures"
+    )]
     pub input: Vec<PathBuf>,
     /// A directory of golden cases (<case>/input.yaml, <case>/expected.yaml) to check.
     #[arg(long)]
@@ -44,7 +48,8 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
         deadline: std::time::Duration::from_millis(args.plugin_timeout_ms),
         ..RuntimeConfig::default()
     })?;
-    let bytes = std::fs::read(&args.plugin).with_context(|| format!("reading {}", args.plugin.display()))?;
+    let bytes = std::fs::read(&args.plugin)
+        .with_context(|| format!("reading {}", args.plugin.display()))?;
     let plugin = runtime.load(&bytes, &args.plugin.display().to_string())?;
 
     if let Some(dir) = &args.fixtures {
@@ -62,7 +67,11 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
             results.len() - failed,
             plugin.describe()
         );
-        return Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        return Ok(if failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
     }
 
     let input = input::read(&args.input)?;
@@ -83,5 +92,8 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
 }
 
 fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

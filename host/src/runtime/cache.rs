@@ -55,7 +55,12 @@ impl PrecompiledCache {
 
     /// The component for `bytes` (whose sha256 is `digest_hex`): from the
     /// cache when a good artifact is there, else compiled (and stored).
-    pub fn load(&self, engine: &Engine, bytes: &[u8], digest_hex: &str) -> anyhow::Result<(Component, LoadOutcome)> {
+    pub fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest_hex: &str,
+    ) -> anyhow::Result<(Component, LoadOutcome)> {
         let path = self.path_for(engine, digest_hex);
         if let Some(path) = path.as_deref().filter(|p| p.is_file()) {
             // SAFETY: `deserialize_file` trusts that the file is wasmtime's own
@@ -67,7 +72,9 @@ impl PrecompiledCache {
             // does not trust, as with any code cache.
             match unsafe { Component::deserialize_file(engine, path) } {
                 Ok(component) => return Ok((component, LoadOutcome::FromCache)),
-                Err(err) => tracing::warn!(path = %path.display(), error = %err, "unusable precompiled artifact; recompiling"),
+                Err(err) => {
+                    tracing::warn!(path = %path.display(), error = %err, "unusable precompiled artifact; recompiling")
+                }
             }
         }
         let precompiled = engine.precompile_component(bytes)?;

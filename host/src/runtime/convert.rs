@@ -19,8 +19,16 @@ pub fn input(jz: &Jinghzhu, pods: &[Pod], now: std::time::SystemTime) -> wit::Re
             spec: wit::JinghzhuSpec {
                 desired: jz.spec.desired,
                 template: jz.spec.template.as_ref().map(|t| wit::PodTemplate {
-                    labels: t.metadata.as_ref().map(|m| kvs(&m.labels)).unwrap_or_default(),
-                    annotations: t.metadata.as_ref().map(|m| kvs(&m.annotations)).unwrap_or_default(),
+                    labels: t
+                        .metadata
+                        .as_ref()
+                        .map(|m| kvs(&m.labels))
+                        .unwrap_or_default(),
+                    annotations: t
+                        .metadata
+                        .as_ref()
+                        .map(|m| kvs(&m.annotations))
+                        .unwrap_or_default(),
                     spec_json: t
                         .spec
                         .as_ref()
@@ -127,8 +135,13 @@ pub fn output(out: wit::ReconcileOutput) -> ProposedActions {
                 name: c.name,
                 generate_name: c.generate_name,
                 labels: c.labels.into_iter().map(|kv| (kv.key, kv.value)).collect(),
-                annotations: c.annotations.into_iter().map(|kv| (kv.key, kv.value)).collect(),
-                spec: serde_json::from_str(&c.spec_json).unwrap_or(serde_json::Value::String(c.spec_json)),
+                annotations: c
+                    .annotations
+                    .into_iter()
+                    .map(|kv| (kv.key, kv.value))
+                    .collect(),
+                spec: serde_json::from_str(&c.spec_json)
+                    .unwrap_or(serde_json::Value::String(c.spec_json)),
             })
             .collect(),
         delete_pods: out.delete_pods,

@@ -43,13 +43,17 @@ impl Default for RuntimeConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// Not Wasm at all.
-    #[error("{from} is not a WebAssembly file (it does not start with \\0asm): build the plugin with `cargo component build --release` or `cargo build --release --target wasm32-wasip2`")]
+    #[error(
+        "{from} is not a WebAssembly file (it does not start with \\0asm): build the plugin with `cargo component build --release` or `cargo build --release --target wasm32-wasip2`"
+    )]
     NotWasm {
         /// Where the bytes came from.
         from: String,
     },
     /// A core module, not a component.
-    #[error("{from} is a core WebAssembly module, not a component: build with `cargo component build --release` or `cargo build --release --target wasm32-wasip2` (wasm32-wasip1 and wasm32-unknown-unknown produce core modules)")]
+    #[error(
+        "{from} is a core WebAssembly module, not a component: build with `cargo component build --release` or `cargo build --release --target wasm32-wasip2` (wasm32-wasip1 and wasm32-unknown-unknown produce core modules)"
+    )]
     CoreModule {
         /// Where the bytes came from.
         from: String,
@@ -63,7 +67,9 @@ pub enum LoadError {
         message: String,
     },
     /// A component, but not of our world.
-    #[error("{from} does not implement the world this host runs: it must export `{expected}` (WIT package jinghzhu:operator@0.1.0, see wit/operator.wit), but it exports [{exports}] and imports [{imports}]. {hint}")]
+    #[error(
+        "{from} does not implement the world this host runs: it must export `{expected}` (WIT package jinghzhu:operator@0.1.0, see wit/operator.wit), but it exports [{exports}] and imports [{imports}]. {hint}"
+    )]
     WrongWorld {
         /// Where the bytes came from.
         from: String,
@@ -176,18 +182,19 @@ impl Runtime {
         check_header(bytes, source)?;
         let digest = digest_of(bytes);
         let digest_hex = digest.trim_start_matches("sha256:").to_string();
-        let (component, outcome) = self
-            .cache
-            .load(&self.engine, bytes, &digest_hex)
-            .map_err(|err| LoadError::Compile {
-                from: source.to_string(),
-                message: format!("{err:#}"),
-            })?;
+        let (component, outcome) =
+            self.cache
+                .load(&self.engine, bytes, &digest_hex)
+                .map_err(|err| LoadError::Compile {
+                    from: source.to_string(),
+                    message: format!("{err:#}"),
+                })?;
         let instance_pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(|err| self.wrong_world(&component, source, err))?;
-        let pre = OperatorPre::new(instance_pre).map_err(|err| self.wrong_world(&component, source, err))?;
+        let pre = OperatorPre::new(instance_pre)
+            .map_err(|err| self.wrong_world(&component, source, err))?;
         let mut plugin = LoadedPlugin {
             pre,
             engine: self.engine.clone(),
@@ -214,7 +221,10 @@ impl Runtime {
 
     fn wrong_world(&self, component: &Component, source: &str, err: wasmtime::Error) -> LoadError {
         let ty = component.component_type();
-        let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
         let imports: Vec<String> = ty
             .imports(&self.engine)
             .map(|(name, _)| name.to_string())
@@ -229,7 +239,9 @@ impl Runtime {
             Some(found) => format!(
                 "It was built against `{found}`; this host supports jinghzhu:operator@0.1.0 only. Rebuild the plugin against this host's wit/ (or run a host that supports that version)."
             ),
-            None => format!("Rebuild the plugin with the jinghzhu-plugin-sdk crate or against wit/operator.wit ({err:#})."),
+            None => format!(
+                "Rebuild the plugin with the jinghzhu-plugin-sdk crate or against wit/operator.wit ({err:#})."
+            ),
         };
         LoadError::WrongWorld {
             from: source.to_string(),
@@ -357,7 +369,11 @@ impl LoadedPlugin {
 
     /// Runs `reconcile` on a WIT input in a fresh instance (blocking; use
     /// [`LoadedPlugin::reconcile`] from async code).
-    pub fn call_reconcile(&self, input: &wit::ReconcileInput, object: &str) -> Result<wit::ReconcileOutput, PluginError> {
+    pub fn call_reconcile(
+        &self,
+        input: &wit::ReconcileInput,
+        object: &str,
+    ) -> Result<wit::ReconcileOutput, PluginError> {
         let mut store = self.new_store(object);
         let operator = self
             .pre
@@ -377,13 +393,20 @@ impl LoadedPlugin {
     /// Reconciles `jz` with its owned `pods`, now: the call runs on tokio's
     /// blocking pool, so a plugin spending its whole deadline never stalls
     /// the async workers (watches, other reconciles).
-    pub async fn reconcile(self: &Arc<Self>, jz: &Jinghzhu, pods: &[Pod], object: &str) -> Result<ProposedActions, PluginError> {
+    pub async fn reconcile(
+        self: &Arc<Self>,
+        jz: &Jinghzhu,
+        pods: &[Pod],
+        object: &str,
+    ) -> Result<ProposedActions, PluginError> {
         let input = convert::input(jz, pods, SystemTime::now());
         let plugin = Arc::clone(self);
         let object = object.to_string();
         tokio::task::spawn_blocking(move || plugin.call_reconcile(&input, &object))
             .await
-            .map_err(|err| PluginError::Setup(format!("the plugin call panicked in the host: {err}")))?
+            .map_err(|err| {
+                PluginError::Setup(format!("the plugin call panicked in the host: {err}"))
+            })?
             .map(convert::output)
     }
 
@@ -409,7 +432,10 @@ pub struct ReusableInstance {
 
 impl ReusableInstance {
     /// One reconcile on the kept instance.
-    pub fn call_reconcile(&mut self, input: &wit::ReconcileInput) -> anyhow::Result<wit::ReconcileOutput> {
+    pub fn call_reconcile(
+        &mut self,
+        input: &wit::ReconcileInput,
+    ) -> anyhow::Result<wit::ReconcileOutput> {
         self.store.set_epoch_deadline(1_000_000);
         let out = self
             .operator

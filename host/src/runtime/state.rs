@@ -55,11 +55,11 @@ impl PluginState {
     pub fn flush_output(&self) -> String {
         let stdout = String::from_utf8_lossy(&self.stdout.contents()).into_owned();
         for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
-            tracing::info!(plugin = %self.plugin, object = %self.object, stream = "stdout", "{line}");
+            tracing::info!(target: "plugin", plugin = %self.plugin, object = %self.object, stream = "stdout", "{line}");
         }
         let stderr = String::from_utf8_lossy(&self.stderr.contents()).into_owned();
         for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
-            tracing::warn!(plugin = %self.plugin, object = %self.object, stream = "stderr", "{line}");
+            tracing::warn!(target: "plugin", plugin = %self.plugin, object = %self.object, stream = "stderr", "{line}");
         }
         if self.log_calls > MAX_LOG_CALLS {
             tracing::warn!(
@@ -97,11 +97,21 @@ impl bindings::jinghzhu::operator::log::Host for PluginState {
             .join(" ");
         let (plugin, object) = (&self.plugin, &self.object);
         match level {
-            Level::Trace => tracing::trace!(plugin = %plugin, object = %object, fields = %fields, "{message}"),
-            Level::Debug => tracing::debug!(plugin = %plugin, object = %object, fields = %fields, "{message}"),
-            Level::Info => tracing::info!(plugin = %plugin, object = %object, fields = %fields, "{message}"),
-            Level::Warn => tracing::warn!(plugin = %plugin, object = %object, fields = %fields, "{message}"),
-            Level::Error => tracing::error!(plugin = %plugin, object = %object, fields = %fields, "{message}"),
+            Level::Trace => {
+                tracing::trace!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
+            }
+            Level::Debug => {
+                tracing::debug!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
+            }
+            Level::Info => {
+                tracing::info!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
+            }
+            Level::Warn => {
+                tracing::warn!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
+            }
+            Level::Error => {
+                tracing::error!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
+            }
         }
     }
 }
@@ -120,7 +130,12 @@ impl MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.hit = true;
             return Err(wasmtime::Error::msg(format!(
@@ -131,7 +146,12 @@ impl ResourceLimiter for MemoryCap {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
     }
 }

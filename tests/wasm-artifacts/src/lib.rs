@@ -36,7 +36,8 @@ pub fn workspace_root() -> PathBuf {
 /// Builds `package` with `features` and returns the `.wasm` path. Panics
 /// with the fix when the toolchain is missing (tests cannot go on without it).
 pub fn build(package: &str, features: &[&str], toolchain: Toolchain) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<(String, Vec<String>, Toolchain), PathBuf>>> = OnceLock::new();
+    static BUILT: OnceLock<Mutex<HashMap<(String, Vec<String>, Toolchain), PathBuf>>> =
+        OnceLock::new();
     let key = (
         package.to_string(),
         features.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
@@ -87,7 +88,9 @@ fn run_build(package: &str, features: &[&str], toolchain: Toolchain) -> PathBuf 
         let stderr = String::from_utf8_lossy(&output.stderr);
         let hint = if stderr.contains("no such command: `component`") {
             "cargo-component is missing: run tests/setup.sh (or `cargo install cargo-component --locked`)"
-        } else if stderr.contains("target may not be installed") || stderr.contains("can't find crate for `std`") {
+        } else if stderr.contains("target may not be installed")
+            || stderr.contains("can't find crate for `std`")
+        {
             "the wasm targets are missing: run tests/setup.sh (or `rustup target add wasm32-wasip2 wasm32-wasip1`)"
         } else {
             "see the build output above"
@@ -98,6 +101,10 @@ fn run_build(package: &str, features: &[&str], toolchain: Toolchain) -> PathBuf 
         .join(triple)
         .join("release")
         .join(format!("{}.wasm", package.replace('-', "_")));
-    assert!(artifact.is_file(), "the build succeeded but {} is missing", artifact.display());
+    assert!(
+        artifact.is_file(),
+        "the build succeeded but {} is missing",
+        artifact.display()
+    );
     artifact
 }
