@@ -4,20 +4,18 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use kube::Client;
 use kube::api::{Api, ListParams};
-use tokio::sync::mpsc;
 
 use crate::apply::Limits;
 use crate::controller::{self, ControllerConfig, metrics::Metrics};
 use crate::crd::Jinghzhu;
-use crate::hotswap::candidate::vet;
-use crate::hotswap::swapper::{self, SwapHistory};
-use crate::hotswap::{ActivePlugin, RollbackPolicy, sources};
+use crate::hotswap::RollbackPolicy;
+use crate::hotswap::setup::{self, PluginOptions, PluginSource};
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::serve;
 
@@ -81,76 +79,29 @@ pub async fn run(args: RunArgs) -> Result<()> {
     })?);
     let metrics = Arc::new(Metrics::default());
 
-    let configmap = args
-        .plugin_configmap
-        .as_deref()
-        .map(|spec| {
-            spec.split_once('/')
-                .map(|(ns, name)| (ns.to_string(), name.to_string()))
-                .ok_or_else(|| anyhow!("--plugin-configmap must be NAMESPACE/NAME, got {spec:?}"))
-        })
-        .transpose()?;
-    let (bytes, source) = match (&args.plugin, &configmap) {
-        (Some(path), _) => (
-            std::fs::read(path)
-                .with_context(|| format!("reading the plugin {}", path.display()))?,
-            format!("file:{}", path.display()),
-        ),
-        (None, Some((ns, name))) => (
-            sources::read_configmap(&client, ns, name, &args.plugin_key).await?,
-            format!("configmap:{ns}/{name}#{}", args.plugin_key),
-        ),
+    let source = match (&args.plugin, &args.plugin_configmap) {
+        (Some(path), _) => PluginSource::File(path.clone()),
+        (None, Some(spec)) => PluginSource::configmap(spec, &args.plugin_key)?,
         (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
     };
-    let plugin = vet(&runtime, &bytes, &source, args.plugin_sha256.as_deref())
-        .await
-        .map_err(|refusal| anyhow!("the plugin from {source} cannot serve: {refusal}"))?;
-    tracing::info!(plugin = %plugin.describe(), %source, "plugin loaded");
-    let initial_digest = plugin.digest().to_string();
-
-    let active = Arc::new(ActivePlugin::new(
-        plugin,
-        RollbackPolicy {
-            window: Duration::from_secs(args.rollback_window_secs),
-            max_failure_ratio: args.rollback_failure_ratio,
-            ..RollbackPolicy::default()
+    let plugins = setup::start(
+        &client,
+        runtime,
+        PluginOptions {
+            source,
+            pinned_sha256: args.plugin_sha256.clone(),
+            shadow: args.shadow_plugin.clone(),
+            rollback: RollbackPolicy {
+                window: Duration::from_secs(args.rollback_window_secs),
+                max_failure_ratio: args.rollback_failure_ratio,
+                ..RollbackPolicy::default()
+            },
         },
         metrics.clone(),
-    ));
-    if let Some(path) = &args.shadow_plugin {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("reading the shadow plugin {}", path.display()))?;
-        let shadow = vet(&runtime, &bytes, &format!("file:{}", path.display()), None)
-            .await
-            .map_err(|refusal| anyhow!("the shadow plugin cannot run: {refusal}"))?;
-        tracing::info!(shadow = %shadow.describe(), "shadow plugin runs beside the active one; nothing of it is applied");
-        active.set_shadow(Some(shadow));
-    }
-
-    let (tx, rx) = mpsc::channel(4);
-    match (&args.plugin, configmap) {
-        (Some(path), _) => sources::watch_file(path.clone(), initial_digest, tx)?,
-        (None, Some((ns, name))) => sources::watch_configmap(
-            client.clone(),
-            ns,
-            name,
-            args.plugin_key.clone(),
-            initial_digest,
-            tx,
-        ),
-        (None, None) => {}
-    }
-    let history = Arc::new(Mutex::new(SwapHistory::default()));
-    tokio::spawn(swapper::run(
-        rx,
-        runtime.clone(),
-        active.clone(),
-        args.plugin_sha256.clone(),
-        Some(client.clone()),
-        metrics.clone(),
-        history.clone(),
-    ));
-    serve::spawn(args.metrics_addr, metrics.clone(), active.clone(), history).await?;
+    )
+    .await?;
+    let active = plugins.active.clone();
+    serve::spawn(args.metrics_addr, metrics.clone(), active.clone(), plugins.history).await?;
 
     let config = ControllerConfig {
         namespace: args.namespace.clone(),

@@ -7,6 +7,7 @@
 //! plugin is kept for automatic rollback.
 
 pub mod candidate;
+pub mod setup;
 pub mod shadow;
 pub mod sources;
 pub mod swapper;

@@ -13,9 +13,11 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use local_control_plane::ControlPlane;
 use tokio::sync::{OnceCell, oneshot};
-use wasm_operator::controller::metrics::Metrics;
+use wasm_operator::controller::metrics::{Metrics, PluginLabels};
 use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::hotswap::setup::{self, PluginOptions, PluginSource};
+use wasm_operator::hotswap::swapper::SwapHistory;
 use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
 use wasm_operator::ownership::is_controlled_by;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
@@ -102,6 +104,11 @@ impl TestEnv {
             );
         }
         Ok(self.jinghzhus().create(&PostParams::default(), &jz).await?)
+    }
+
+    /// [`TestEnv::create`] with an owned name (handy in `join_all`).
+    pub async fn create_owned(&self, name: String, desired: u32, annotations: &[(&str, &str)]) -> Result<Jinghzhu> {
+        self.create(&name, desired, annotations).await
     }
 
     /// Sets `spec.desired`.
@@ -226,46 +233,74 @@ where
     }
 }
 
-/// A host running in-process, watching one namespace.
+/// A host running in-process, watching one namespace, wired like
+/// `wasm-operator run` (same plugin setup, swapper and controller).
 pub struct RunningHost {
     /// Its counters.
     pub metrics: Arc<Metrics>,
-    /// Its plugin slot (for swaps).
+    /// Its plugin slot.
     pub plugin: Arc<ActivePlugin>,
-    /// Its runtime (to load more plugins).
-    pub runtime: Arc<Runtime>,
+    /// The last swap and refusal.
+    pub history: Arc<std::sync::Mutex<SwapHistory>>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// How to start a [`RunningHost`].
+pub struct HostOptions {
+    /// Where the plugin comes from.
+    pub source: PluginSource,
+    /// Only this digest may load.
+    pub pinned_sha256: Option<String>,
+    /// A shadow candidate.
+    pub shadow: Option<std::path::PathBuf>,
+    /// Rollback policy.
+    pub rollback: RollbackPolicy,
+    /// Controller settings (the namespace is set to the test's).
+    pub controller: ControllerConfig,
+}
+
+impl HostOptions {
+    /// Defaults with the plugin file at `path`.
+    pub fn file(path: &std::path::Path) -> Self {
+        Self {
+            source: PluginSource::File(path.to_path_buf()),
+            pinned_sha256: None,
+            shadow: None,
+            rollback: RollbackPolicy::default(),
+            controller: ControllerConfig::default(),
+        }
+    }
 }
 
 impl RunningHost {
     /// Starts a host with the plugin at `plugin_path` for `env`'s namespace.
     pub async fn start(env: &TestEnv, plugin_path: &std::path::Path) -> Result<Self> {
-        Self::start_with(env, plugin_path, ControllerConfig::default()).await
+        Self::start_with(env, HostOptions::file(plugin_path)).await
     }
 
-    /// Same as [`RunningHost::start`] with a chosen configuration (its namespace is overridden).
-    pub async fn start_with(
-        env: &TestEnv,
-        plugin_path: &std::path::Path,
-        mut config: ControllerConfig,
-    ) -> Result<Self> {
-        config.namespace = Some(env.namespace.clone());
+    /// Starts a host with `options` for `env`'s namespace.
+    pub async fn start_with(env: &TestEnv, mut options: HostOptions) -> Result<Self> {
+        options.controller.namespace = Some(env.namespace.clone());
         let metrics = Arc::new(Metrics::default());
         let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
-        let bytes = std::fs::read(plugin_path)
-            .with_context(|| format!("reading {}", plugin_path.display()))?;
-        let loaded = runtime.load(&bytes, &plugin_path.display().to_string())?;
-        let plugin = Arc::new(ActivePlugin::new(
-            loaded,
-            RollbackPolicy::default(),
+        let plugins = setup::start(
+            &env.client,
+            runtime,
+            PluginOptions {
+                source: options.source,
+                pinned_sha256: options.pinned_sha256,
+                shadow: options.shadow,
+                rollback: options.rollback,
+            },
             metrics.clone(),
-        ));
+        )
+        .await?;
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(controller::run(
             env.client.clone(),
-            plugin.clone(),
-            config,
+            plugins.active.clone(),
+            options.controller,
             metrics.clone(),
             async move {
                 let _ = rx.await;
@@ -273,8 +308,8 @@ impl RunningHost {
         ));
         Ok(Self {
             metrics,
-            plugin,
-            runtime,
+            plugin: plugins.active,
+            history: plugins.history,
             shutdown: Some(tx),
             task,
         })
@@ -293,6 +328,26 @@ impl RunningHost {
             let _ = tx.send(());
         }
         let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
+    }
+
+    /// Reconcile calls made by the plugin with this digest.
+    pub fn calls_by(&self, digest: &str) -> u64 {
+        self.metrics
+            .plugin_calls
+            .get_or_create(&PluginLabels {
+                plugin: digest.to_string(),
+            })
+            .get()
+    }
+
+    /// Failed reconcile calls of the plugin with this digest.
+    pub fn errors_by(&self, digest: &str) -> u64 {
+        self.metrics
+            .plugin_errors
+            .get_or_create(&PluginLabels {
+                plugin: digest.to_string(),
+            })
+            .get()
     }
 }
 
