@@ -258,6 +258,8 @@ pub struct HostOptions {
     pub rollback: RollbackPolicy,
     /// Controller settings (the namespace is set to the test's).
     pub controller: ControllerConfig,
+    /// Run as this client instead of the admin (e.g. a ServiceAccount's).
+    pub client: Option<Client>,
 }
 
 impl HostOptions {
@@ -269,6 +271,7 @@ impl HostOptions {
             shadow: None,
             rollback: RollbackPolicy::default(),
             controller: ControllerConfig::default(),
+            client: None,
         }
     }
 }
@@ -282,10 +285,11 @@ impl RunningHost {
     /// Starts a host with `options` for `env`'s namespace.
     pub async fn start_with(env: &TestEnv, mut options: HostOptions) -> Result<Self> {
         options.controller.namespace = Some(env.namespace.clone());
+        let client = options.client.clone().unwrap_or_else(|| env.client.clone());
         let metrics = Arc::new(Metrics::default());
         let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
         let plugins = setup::start(
-            &env.client,
+            &client,
             runtime,
             PluginOptions {
                 source: options.source,
@@ -298,7 +302,7 @@ impl RunningHost {
         .await?;
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(controller::run(
-            env.client.clone(),
+            client,
             plugins.active.clone(),
             options.controller,
             metrics.clone(),

@@ -276,3 +276,74 @@ async fn an_output_that_breaks_the_rules_is_rejected_whole() -> anyhow::Result<(
     host.stop().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_works_with_only_the_rbac_of_examples_deploy() -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding, RoleRef, Subject};
+    use kube::api::{Api, Patch, PatchParams};
+
+    let env = TestEnv::new("rbac").await?;
+    // The ClusterRole exactly as shipped, bound in this namespace only.
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/deploy/rbac.yaml"))?;
+    let role: ClusterRole = manifest
+        .split("\n---")
+        .find(|doc| doc.contains("kind: ClusterRole\n"))
+        .map(serde_yaml_doc)
+        .transpose()?
+        .ok_or_else(|| anyhow::anyhow!("no ClusterRole in rbac.yaml"))?;
+    let roles: Api<ClusterRole> = Api::all(env.client.clone());
+    roles
+        .patch("wasm-operator", &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&role))
+        .await?;
+    let bindings: Api<RoleBinding> = Api::namespaced(env.client.clone(), &env.namespace);
+    bindings
+        .create(
+            &PostParams::default(),
+            &RoleBinding {
+                metadata: ObjectMeta {
+                    name: Some("wasm-operator".into()),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "ClusterRole".into(),
+                    name: "wasm-operator".into(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "ServiceAccount".into(),
+                    name: "wasm-operator".into(),
+                    namespace: Some(env.namespace.clone()),
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await?;
+    let kubeconfig = env
+        .control_plane
+        .kubeconfig_for_service_account(&env.namespace, "wasm-operator")
+        .await?;
+    let client = kube::Client::try_from(local_control_plane::kubeconfig::load(&kubeconfig).await?)?;
+
+    let mut options = e2e_tests::HostOptions::file(&replicaset());
+    options.client = Some(client);
+    let host = RunningHost::start_with(&env, options).await?;
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+    env.scale("web", 1).await?;
+    env.wait_converged("web", 1, CONVERGE).await?;
+    wait_for("Events recorded as the ServiceAccount", Duration::from_secs(20), || async {
+        Ok(env
+            .events_of("web")
+            .await?
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("SuccessfulDelete")))
+    })
+    .await?;
+    assert_eq!(host.metrics.apply_errors.get(), 0, "no permission errors");
+    host.stop().await;
+    Ok(())
+}
+
+fn serde_yaml_doc<T: serde::de::DeserializeOwned>(doc: &str) -> anyhow::Result<T> {
+    Ok(serde_yaml::from_str(doc)?)
+}
