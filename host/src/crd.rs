@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct JinghzhuSpec {
     /// How many pods should run (0 or more).
-    #[schemars(range(min = 0))]
+    #[schemars(schema_with = "non_negative_count_schema")]
     pub desired: u32,
     /// The pods to run. When absent, the plugin picks a default (the
     /// example plugin runs a pause container).
@@ -40,6 +40,7 @@ pub struct JinghzhuSpec {
 pub struct JinghzhuStatus {
     /// Live (not terminating) pods owned by this object.
     #[serde(default)]
+    #[schemars(schema_with = "non_negative_count_schema")]
     pub current: u32,
     /// Their names, sorted.
     #[serde(default)]
@@ -64,6 +65,19 @@ fn pod_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "nullable": true,
         "description": "A pod template (metadata.labels, metadata.annotations, spec).",
         "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// A count (`u32` in Rust). Kubernetes knows the integer formats `int32`
+/// and `int64` only, so the schema says `int64` bounded to the `u32` range:
+/// the API server rejects what the host could not read back.
+fn non_negative_count_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "integer",
+        "format": "int64",
+        "minimum": 0,
+        "maximum": u32::MAX,
+        "description": "A count, 0 or more."
     })
 }
 

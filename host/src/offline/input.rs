@@ -94,6 +94,69 @@ fn from_objects(objects: Vec<serde_json::Value>) -> Result<OfflineInput> {
             "the Jinghzhu has no metadata.uid, so no pod can be owned by it: add a uid (kubectl output has one)"
         );
     }
+    // Like `kubectl apply`, an object without a namespace lands in the
+    // Jinghzhu's (files written by hand often leave it out).
+    for pod in &mut pods {
+        if pod.metadata.namespace.is_none() {
+            pod.metadata
+                .namespace
+                .clone_from(&jinghzhu.metadata.namespace);
+        }
+    }
+    let all = pods.len();
     let pods = owned_pods(&pods, &jinghzhu);
+    if pods.len() < all {
+        tracing::debug!(
+            ignored = all - pods.len(),
+            "ignoring pods not controlled by the Jinghzhu (no controller ownerReference with its uid)"
+        );
+    }
     Ok(OfflineInput { jinghzhu, pods })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JZ: &str = r#"{"apiVersion":"jinghzhu.io/v1","kind":"Jinghzhu","metadata":{"name":"web","namespace":"shop","uid":"u1"},"spec":{"desired":2}}"#;
+
+    fn pod(name: &str, owner_uid: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","ownerReferences":[{{"apiVersion":"jinghzhu.io/v1","kind":"Jinghzhu","name":"web","uid":"{owner_uid}","controller":true}}]}},"status":{{"phase":"Running"}}}}"#
+        )
+    }
+
+    fn owned_names(text: &str) -> Vec<String> {
+        let objects = parse_objects(text).expect("parse");
+        let input = from_objects(objects).expect("input");
+        input
+            .pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn reads_lists_multi_document_yaml_and_json() {
+        let list = format!(
+            r#"{{"apiVersion":"v1","kind":"List","items":[{JZ},{},{}]}}"#,
+            pod("web-b", "u1"),
+            pod("web-a", "u1")
+        );
+        assert_eq!(owned_names(&list), ["web-a", "web-b"]);
+        let multi = format!(
+            "{JZ}\n---\n{}\n---\n{}\n",
+            pod("web-a", "u1"),
+            pod("other", "u2")
+        );
+        assert_eq!(owned_names(&multi), ["web-a"]);
+    }
+
+    #[test]
+    fn needs_exactly_one_jinghzhu() {
+        let none = parse_objects(&pod("web-a", "u1")).expect("parse");
+        assert!(format!("{:#}", from_objects(none).expect_err("no jz")).contains("no Jinghzhu"));
+        let two = parse_objects(&format!("{JZ}\n---\n{JZ}")).expect("parse");
+        assert!(from_objects(two).is_err());
+    }
 }

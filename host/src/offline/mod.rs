@@ -4,16 +4,22 @@
 //!
 //! - [`input`]: reading kubectl-style YAML/JSON into one reconcile's input.
 //! - [`fixtures`]: golden cases and the idempotence check.
+//! - [`simulate`]: what the API server makes of an input after a proposal.
+//! - [`diff`]: readable differences between expected and actual proposals.
+//! - [`time`]: `--now` and fixture times.
 
+pub mod diff;
 pub mod fixtures;
 pub mod input;
+pub mod simulate;
+pub mod time;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::{Runtime, RuntimeArgs};
 
 /// Options of `wasm-operator reconcile`.
 #[derive(Debug, Clone, clap::Args)]
@@ -21,39 +27,40 @@ pub struct ReconcileArgs {
     /// The plugin (.wasm component).
     #[arg(long)]
     pub plugin: PathBuf,
-    /// Files holding the Jinghzhu and its pods (YAML or JSON; kubectl output works).
-    #[arg(
-        long,
-        required_unless_present = "fixtures",
-        conflicts_with = "fixtures"
-    )]
+    /// Files holding the Jinghzhu and its pods (YAML or JSON, one object,
+    /// several documents or a `kind: List`; `kubectl get -o yaml` output works).
+    #[arg(long, num_args = 1.., required_unless_present = "fixtures", conflicts_with = "fixtures")]
     pub input: Vec<PathBuf>,
-    /// A directory of golden cases (<case>/input.yaml, <case>/expected.yaml) to check.
-    #[arg(long)]
+    /// A directory of golden cases (<case>/input.yaml, <case>/expected.yaml,
+    /// optional <case>/now) to check, with an idempotence check each.
+    #[arg(long, value_name = "DIR")]
     pub fixtures: Option<PathBuf>,
-    /// With --fixtures: write the plugin's output to expected.yaml instead of comparing.
+    /// With --fixtures: write the plugin's proposals to expected.yaml instead of comparing.
     #[arg(long, requires = "fixtures")]
     pub bless: bool,
-    /// The time the plugin is told it is (RFC 3339). Default: now.
-    #[arg(long)]
+    /// The time the plugin is told it is (RFC 3339). Default: the current time
+    /// (with --fixtures: each case's `now` file, else 2026-01-01T00:00:00Z).
+    #[arg(long, value_name = "RFC3339", conflicts_with = "fixtures")]
     pub now: Option<String>,
-    /// CPU deadline of the call, in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    pub plugin_timeout_ms: u64,
+    /// Plugin limits and the precompiled cache.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
 }
 
-/// Runs the subcommand.
+/// Runs the subcommand: loads the plugin, then one input or all fixtures.
 pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
-    let runtime = Runtime::new(RuntimeConfig {
-        deadline: std::time::Duration::from_millis(args.plugin_timeout_ms),
-        ..RuntimeConfig::default()
-    })?;
+    let runtime = Runtime::new(args.runtime.config())?;
     let bytes = std::fs::read(&args.plugin)
         .with_context(|| format!("reading {}", args.plugin.display()))?;
     let plugin = runtime.load(&bytes, &args.plugin.display().to_string())?;
 
     if let Some(dir) = &args.fixtures {
-        let results = fixtures::run_all(&plugin, dir, args.bless)?;
+        let mode = if args.bless {
+            fixtures::Mode::Bless
+        } else {
+            fixtures::Mode::Check
+        };
+        let results = fixtures::run_all(&plugin, dir, mode)?;
         let failed = results.iter().filter(|r| r.failure.is_some()).count();
         for result in &results {
             match &result.failure {
@@ -61,9 +68,11 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
                 Some(why) => println!("FAILED  {}\n{}\n", result.name, indent(why)),
             }
         }
+        let verb = if args.bless { "blessed" } else { "passed" };
         println!(
-            "{} fixtures: {} passed, {failed} failed ({})",
+            "{} fixtures in {}: {} {verb}, {failed} failed ({})",
             results.len(),
+            dir.display(),
             results.len() - failed,
             plugin.describe()
         );
@@ -76,7 +85,7 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
 
     let input = input::read(&args.input)?;
     let now = match &args.now {
-        Some(text) => fixtures::parse_time(text)?,
+        Some(text) => time::parse_time(text)?,
         None => std::time::SystemTime::now(),
     };
     match fixtures::reconcile(&plugin, &input, now) {
@@ -85,7 +94,11 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!(
+                "error: {} on {}: {err:#}",
+                plugin.describe(),
+                crate::runtime::object_key(&input.jinghzhu)
+            );
             Ok(ExitCode::FAILURE)
         }
     }
@@ -93,7 +106,7 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
 
 fn indent(text: &str) -> String {
     text.lines()
-        .map(|l| format!("    {l}"))
+        .map(|line| format!("    {line}"))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -5,10 +5,13 @@
 wasmtime::component::bindgen!({
     world: "operator",
     path: "../wit",
+    additional_derives: [PartialEq],
 });
 
 pub use jinghzhu::operator::log::Level;
 pub use jinghzhu::operator::types::*;
 
+/// The WIT package this host implements.
+pub const WIT_PACKAGE: &str = "jinghzhu:operator@0.1.0";
 /// The interface every plugin must export, as the host names it in errors.
 pub const EXPECTED_EXPORT: &str = "jinghzhu:operator/reconciler@0.1.0";

@@ -11,7 +11,9 @@ use super::bindings as wit;
 use crate::actions::{EventType, PluginEvent, PodToCreate, ProposedActions};
 use crate::crd::{Jinghzhu, JinghzhuStatus};
 
-/// The WIT input for `jz` and its owned `pods` at `now`.
+/// The WIT input for `jz` and its owned `pods` at `now`. The caller picks
+/// the pods (see [`crate::ownership::owned_pods`]); they are passed on as
+/// given, sorted by name.
 pub fn input(jz: &Jinghzhu, pods: &[Pod], now: std::time::SystemTime) -> wit::ReconcileInput {
     wit::ReconcileInput {
         jinghzhu: wit::Jinghzhu {
@@ -38,9 +40,16 @@ pub fn input(jz: &Jinghzhu, pods: &[Pod], now: std::time::SystemTime) -> wit::Re
             },
             status: jz.status.as_ref().map(status_to_wit),
         },
-        pods: pods.iter().map(pod).collect(),
+        pods: sorted_by_name(pods.iter().map(pod).collect()),
         now: timestamp(now),
     }
+}
+
+/// The WIT contract promises pods sorted by name, whatever order the
+/// caller's cache had them in.
+fn sorted_by_name(mut pods: Vec<wit::Pod>) -> Vec<wit::Pod> {
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    pods
 }
 
 fn pod(pod: &Pod) -> wit::Pod {
@@ -124,9 +133,32 @@ fn status_to_wit(s: &JinghzhuStatus) -> wit::JinghzhuStatus {
     }
 }
 
-/// The host's view of a WIT output. A pod spec that is not JSON becomes a
-/// string value, which validation then rejects with a clear message.
-pub fn output(out: wit::ReconcileOutput) -> ProposedActions {
+/// The pod spec used when a plugin leaves `spec-json` empty and the
+/// Jinghzhu has no template spec: one pause container (as the SDK's default).
+pub const DEFAULT_POD_SPEC_JSON: &str =
+    r#"{"containers":[{"name":"app","image":"registry.k8s.io/pause:3.10"}]}"#;
+
+/// The host's view of the WIT output of a call on `input`. An empty
+/// `spec-json` becomes the template's spec (or [`DEFAULT_POD_SPEC_JSON`]),
+/// as the WIT contract promises. A spec that is not JSON becomes a string
+/// value, which validation then rejects with a clear message.
+pub fn output(out: wit::ReconcileOutput, input: &wit::ReconcileInput) -> ProposedActions {
+    let default_spec = input
+        .jinghzhu
+        .spec
+        .template
+        .as_ref()
+        .map(|t| t.spec_json.as_str())
+        .filter(|spec| !spec.trim().is_empty())
+        .unwrap_or(DEFAULT_POD_SPEC_JSON);
+    let parse = |spec: String| {
+        let text = if spec.trim().is_empty() {
+            default_spec
+        } else {
+            spec.as_str()
+        };
+        serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(spec.clone()))
+    };
     ProposedActions {
         create_pods: out
             .create_pods
@@ -140,8 +172,7 @@ pub fn output(out: wit::ReconcileOutput) -> ProposedActions {
                     .into_iter()
                     .map(|kv| (kv.key, kv.value))
                     .collect(),
-                spec: serde_json::from_str(&c.spec_json)
-                    .unwrap_or(serde_json::Value::String(c.spec_json)),
+                spec: parse(c.spec_json),
             })
             .collect(),
         delete_pods: out.delete_pods,
@@ -165,5 +196,172 @@ pub fn output(out: wit::ReconcileOutput) -> ProposedActions {
                 message: e.message,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus, PodTemplateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+    use crate::crd::JinghzhuSpec;
+
+    fn jinghzhu(template: Option<PodTemplateSpec>) -> Jinghzhu {
+        let mut jz = Jinghzhu::new(
+            "web",
+            JinghzhuSpec {
+                desired: 2,
+                template,
+            },
+        );
+        jz.metadata.namespace = Some("shop".into());
+        jz.metadata.uid = Some("uid-1".into());
+        jz.metadata.generation = Some(3);
+        jz.metadata.labels = Some(BTreeMap::from([
+            ("b".into(), "2".into()),
+            ("a".into(), "1".into()),
+        ]));
+        jz
+    }
+
+    fn pod(name: &str, phase: Option<&str>, ready: Option<&str>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "jinghzhu.io/v1".into(),
+                    kind: "Jinghzhu".into(),
+                    name: "web".into(),
+                    uid: "uid-1".into(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                phase: phase.map(String::from),
+                conditions: ready.map(|status| {
+                    vec![PodCondition {
+                        type_: "Ready".into(),
+                        status: status.into(),
+                        ..PodCondition::default()
+                    }]
+                }),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn input_carries_metadata_phase_readiness_and_time() {
+        let pods = [
+            pod("web-b", Some("Running"), Some("True")),
+            pod("web-a", None, Some("False")),
+            pod("web-c", Some("Failed"), None),
+        ];
+        let now = UNIX_EPOCH + Duration::new(1_767_225_600, 5);
+        let input = input(&jinghzhu(None), &pods, now);
+        let meta = &input.jinghzhu.metadata;
+        assert_eq!(
+            (meta.name.as_str(), meta.namespace.as_str(), meta.generation),
+            ("web", "shop", 3)
+        );
+        assert_eq!(
+            meta.labels
+                .iter()
+                .map(|kv| kv.key.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(input.jinghzhu.spec.desired, 2);
+        assert!(input.jinghzhu.spec.template.is_none());
+        let summary: Vec<_> = input
+            .pods
+            .iter()
+            .map(|p| (p.metadata.name.as_str(), p.phase, p.ready))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("web-a", wit::PodPhase::Pending, false),
+                ("web-b", wit::PodPhase::Running, true),
+                ("web-c", wit::PodPhase::Failed, false),
+            ]
+        );
+        assert!(input.pods[0].metadata.owner_references[0].controller);
+        assert_eq!(
+            (input.now.seconds, input.now.nanoseconds),
+            (1_767_225_600, 5)
+        );
+    }
+
+    #[test]
+    fn template_becomes_spec_json_and_fills_empty_creates() {
+        let template: PodTemplateSpec = serde_json::from_value(serde_json::json!({
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}
+        }))
+        .expect("template");
+        let input = input(&jinghzhu(Some(template)), &[], UNIX_EPOCH);
+        let wit_template = input.jinghzhu.spec.template.as_ref().expect("template");
+        assert_eq!(wit_template.labels[0].value, "web");
+        let spec: serde_json::Value = serde_json::from_str(&wit_template.spec_json).expect("json");
+        assert_eq!(spec["containers"][0]["image"], "nginx:1.27");
+
+        let create = |spec_json: &str| wit::PodCreate {
+            name: None,
+            generate_name: Some("web-".into()),
+            labels: vec![],
+            annotations: vec![],
+            spec_json: spec_json.into(),
+        };
+        let out = wit::ReconcileOutput {
+            create_pods: vec![
+                create(""),
+                create(r#"{"containers":[]}"#),
+                create("not json"),
+            ],
+            delete_pods: vec!["web-x".into()],
+            status: None,
+            requeue_after_ms: Some(1500),
+            events: vec![wit::Event {
+                event_type: wit::EventType::Warning,
+                reason: "Odd".into(),
+                message: "m".into(),
+            }],
+        };
+        let actions = output(out, &input);
+        assert_eq!(actions.create_pods[0].spec, spec);
+        assert_eq!(
+            actions.create_pods[1].spec,
+            serde_json::json!({"containers": []})
+        );
+        assert_eq!(actions.create_pods[2].spec, serde_json::json!("not json"));
+        assert_eq!(actions.requeue_after, Some(Duration::from_millis(1500)));
+        assert_eq!(actions.events[0].type_, EventType::Warning);
+    }
+
+    #[test]
+    fn empty_spec_without_template_gets_the_default() {
+        let input = input(&jinghzhu(None), &[], UNIX_EPOCH);
+        let out = wit::ReconcileOutput {
+            create_pods: vec![wit::PodCreate {
+                name: Some("web-0".into()),
+                generate_name: None,
+                labels: vec![],
+                annotations: vec![],
+                spec_json: String::new(),
+            }],
+            delete_pods: vec![],
+            status: None,
+            requeue_after_ms: None,
+            events: vec![],
+        };
+        let spec = &output(out, &input).create_pods[0].spec;
+        assert_eq!(spec["containers"][0]["image"], "registry.k8s.io/pause:3.10");
     }
 }

@@ -1,52 +1,93 @@
-//! The one wasmtime [`Engine`] of the process and its epoch ticker.
+//! The wasmtime [`Engine`] of a runtime and its epoch ticker.
 //!
-//! Epoch interruption bounds each call's CPU time far more cheaply than
-//! fuel: a background thread bumps the epoch every [`TICK`], and each store
-//! gets a deadline of `deadline / TICK` ticks.
+//! Epoch interruption bounds each call's time far more cheaply than fuel
+//! (no counting in the generated code, only a check at loop headers and
+//! function entries): a background thread bumps the epoch every [`TICK`],
+//! and each store traps once its deadline of ticks has passed. The deadline
+//! is wall-clock time while the guest runs, so it is at most one tick late.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-/// How often the epoch advances: the resolution of the CPU deadline.
+use super::config::RuntimeConfig;
+
+/// How often the epoch advances: the resolution of the deadline.
 pub const TICK: Duration = Duration::from_millis(10);
 
-/// Builds the engine: component model, epoch interruption, copy-on-write
-/// memory images (fast fresh instances).
-pub fn new_engine() -> anyhow::Result<Engine> {
-    let mut config = Config::new();
-    config.wasm_component_model(true);
-    config.epoch_interruption(true);
-    config.memory_init_cow(true);
-    // Guests get no more than a few MiB of stack.
-    config.max_wasm_stack(2 * 1024 * 1024);
-    let engine = Engine::new(&config)?;
-    start_ticker(&engine);
+/// Guest stack limit.
+const MAX_WASM_STACK: usize = 2 * 1024 * 1024;
+
+/// Builds the engine for `config` and starts its epoch ticker.
+pub fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true);
+    wasm.epoch_interruption(true);
+    // Fresh instances map their initial memory copy-on-write from the
+    // compiled image instead of copying data segments.
+    wasm.memory_init_cow(true);
+    wasm.max_wasm_stack(MAX_WASM_STACK);
+    if let Some(slots) = config.allocator.pool_size() {
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(config, slots)));
+    }
+    let engine = Engine::new(&wasm)?;
+    start_ticker(&engine)?;
     Ok(engine)
 }
 
-/// Starts (once per engine) the thread that advances the epoch.
-fn start_ticker(engine: &Engine) {
+/// A pool of `slots` component instances. A Rust component has a handful of
+/// core instances (the program, plus the wasip1 adapter's shims for
+/// cargo-component builds), usually one memory and a few tables each.
+fn pooling(config: &RuntimeConfig, slots: u32) -> PoolingAllocationConfig {
+    let max_memory = usize::try_from(config.memory_limit_bytes).unwrap_or(usize::MAX);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(8))
+        .total_memories(slots.saturating_mul(2))
+        .total_tables(slots.saturating_mul(8))
+        .max_memory_size(max_memory)
+        // Keep some slots' pages resident for reuse, zeroed lazily.
+        .max_unused_warm_slots(slots.min(16));
+    pool
+}
+
+/// Starts the thread that advances `engine`'s epoch. It holds only a weak
+/// reference and stops when the engine is dropped.
+fn start_ticker(engine: &Engine) -> anyhow::Result<()> {
     let weak = engine.weak();
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("wasm-epoch-ticker".into())
         .spawn(move || {
-            // Stops when the engine is dropped.
             while let Some(engine) = weak.upgrade() {
                 engine.increment_epoch();
                 drop(engine);
                 std::thread::sleep(TICK);
             }
-        });
-    if let Err(err) = spawned {
-        // Without the ticker no deadline ever fires; refuse loudly instead.
-        static WARNED: OnceLock<()> = OnceLock::new();
-        WARNED.get_or_init(|| tracing::error!(error = %err, "cannot start the epoch ticker: plugin deadlines will not fire"));
-    }
+        })
+        .map_err(|err| {
+            anyhow::anyhow!("cannot start the epoch ticker (plugin deadlines need it): {err}")
+        })?;
+    Ok(())
 }
 
-/// Ticks for a deadline (at least one).
+/// Ticks for a deadline: rounded up, plus one because the first tick may
+/// come at any moment after the deadline is set.
 pub fn deadline_ticks(deadline: Duration) -> u64 {
-    (deadline.as_millis() / TICK.as_millis()).max(1) as u64
+    let tick = TICK.as_nanos();
+    let ticks = deadline.as_nanos().div_ceil(tick);
+    u64::try_from(ticks)
+        .unwrap_or(u64::MAX - 1)
+        .saturating_add(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_never_fires_early() {
+        assert_eq!(deadline_ticks(Duration::from_secs(1)), 101);
+        assert_eq!(deadline_ticks(Duration::from_millis(1)), 2);
+        assert_eq!(deadline_ticks(Duration::from_millis(15)), 3);
+    }
 }

@@ -1,36 +1,43 @@
 //! What each plugin call's `Store` holds: a WASI context that grants
-//! nothing, captured stdout/stderr, the memory cap, and the tags (plugin,
-//! object) that the `log` import and captured output are reported under.
+//! nothing, stdout/stderr forwarded to `tracing`, the memory cap, and the
+//! host side of the `log` import.
+
+use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{self, Level};
+use super::output::{LineForwarder, StreamKind};
+use super::tags::CallTags;
 
-/// Bytes of stdout/stderr kept per call (the rest is dropped).
-const OUTPUT_CAPACITY: usize = 64 * 1024;
-/// Log calls honoured per reconcile; later ones are counted and dropped.
-const MAX_LOG_CALLS: u32 = 1000;
+/// Log calls honoured per call; later ones are counted and dropped.
+pub const MAX_LOG_CALLS: u32 = 1000;
+/// Most table elements an instance may have (tables hold function
+/// references; real plugins need a few hundred).
+const MAX_TABLE_ELEMENTS: usize = 100_000;
 
 /// Per-call store state.
 pub struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: MemoryCap,
-    pub(crate) stdout: MemoryOutputPipe,
-    pub(crate) stderr: MemoryOutputPipe,
-    pub(crate) plugin: String,
-    pub(crate) object: String,
+    stdout: LineForwarder,
+    stderr: LineForwarder,
+    tags: Arc<CallTags>,
     log_calls: u32,
 }
 
 impl PluginState {
-    /// A state with no filesystem, network, environment or arguments.
-    pub fn new(plugin: &str, object: &str, memory_limit: usize) -> Self {
-        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
-        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+    /// A state whose WASI context grants nothing: no preopened directories,
+    /// no environment variables, no arguments, no sockets or name lookups,
+    /// an empty stdin. Only the clocks and random numbers every WASI program
+    /// may read are there (a plugin is told the time in its input anyway).
+    pub fn new(tags: CallTags, memory_limit: usize) -> Self {
+        let tags = Arc::new(tags);
+        let stdout = LineForwarder::new(StreamKind::Stdout, Arc::clone(&tags));
+        let stderr = LineForwarder::new(StreamKind::Stderr, Arc::clone(&tags));
         let wasi = WasiCtx::builder()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -44,32 +51,34 @@ impl PluginState {
             limiter: MemoryCap::new(memory_limit),
             stdout,
             stderr,
-            plugin: plugin.to_string(),
-            object: object.to_string(),
+            tags,
             log_calls: 0,
         }
     }
 
-    /// Sends what the plugin printed to `tracing`, line by line, and
-    /// returns stderr's text (it holds a panic's message).
-    pub fn flush_output(&self) -> String {
-        let stdout = String::from_utf8_lossy(&self.stdout.contents()).into_owned();
-        for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
-            tracing::info!(target: "plugin", plugin = %self.plugin, object = %self.object, stream = "stdout", "{line}");
-        }
-        let stderr = String::from_utf8_lossy(&self.stderr.contents()).into_owned();
-        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
-            tracing::warn!(target: "plugin", plugin = %self.plugin, object = %self.object, stream = "stderr", "{line}");
-        }
+    /// The tags of this call.
+    pub fn tags(&self) -> &CallTags {
+        &self.tags
+    }
+
+    /// Ends the call's output: forwards unterminated last lines, reports
+    /// dropped output and log calls, and returns the last lines of stderr
+    /// (where a Rust panic's message is).
+    pub fn finish_output(&self) -> Vec<String> {
+        self.stdout.finish();
+        self.stderr.finish();
         if self.log_calls > MAX_LOG_CALLS {
+            let tags = &self.tags;
             tracing::warn!(
-                plugin = %self.plugin,
-                object = %self.object,
+                target: "plugin",
+                plugin = %tags.plugin,
+                digest = %tags.digest,
+                object = %tags.object,
                 dropped = self.log_calls - MAX_LOG_CALLS,
-                "plugin log calls over the limit were dropped"
+                "plugin log calls over the limit of {MAX_LOG_CALLS} per call were dropped"
             );
         }
-        stderr
+        self.stderr.tail()
     }
 }
 
@@ -86,63 +95,99 @@ impl bindings::jinghzhu::operator::types::Host for PluginState {}
 
 impl bindings::jinghzhu::operator::log::Host for PluginState {
     fn log(&mut self, level: Level, message: String, fields: Vec<bindings::KeyValue>) {
-        self.log_calls += 1;
+        self.log_calls = self.log_calls.saturating_add(1);
         if self.log_calls > MAX_LOG_CALLS {
             return;
         }
-        let fields = fields
-            .iter()
-            .map(|kv| format!("{}={}", kv.key, kv.value))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let (plugin, object) = (&self.plugin, &self.object);
+        let fields = format_fields(&fields);
+        let CallTags {
+            plugin,
+            digest,
+            object,
+        } = &*self.tags;
+        // `tracing` needs field names known at compile time, so the plugin's
+        // own fields travel as one `fields` value: `key=value key="a b"`.
+        macro_rules! forward {
+            ($macro:ident) => {
+                tracing::$macro!(
+                    target: "plugin",
+                    plugin = %plugin,
+                    digest = %digest,
+                    object = %object,
+                    fields = %fields,
+                    "{message}"
+                )
+            };
+        }
         match level {
-            Level::Trace => {
-                tracing::trace!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
-            }
-            Level::Debug => {
-                tracing::debug!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
-            }
-            Level::Info => {
-                tracing::info!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
-            }
-            Level::Warn => {
-                tracing::warn!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
-            }
-            Level::Error => {
-                tracing::error!(target: "plugin", plugin = %plugin, object = %object, fields = %fields, "{message}")
-            }
+            Level::Trace => forward!(trace),
+            Level::Debug => forward!(debug),
+            Level::Info => forward!(info),
+            Level::Warn => forward!(warn),
+            Level::Error => forward!(error),
         }
     }
 }
 
-/// Caps a store's linear memories; remembers whether the cap was hit so the
-/// resulting trap can be reported as what it is.
+/// `key=value` pairs separated by spaces; values with spaces, quotes or
+/// `=` are quoted.
+pub fn format_fields(fields: &[bindings::KeyValue]) -> String {
+    fields
+        .iter()
+        .map(|kv| {
+            let plain = !kv.value.is_empty()
+                && !kv
+                    .value
+                    .contains(|c: char| c.is_whitespace() || c == '"' || c == '=');
+            if plain {
+                format!("{}={}", kv.key, kv.value)
+            } else {
+                format!("{}={:?}", kv.key, kv.value)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Caps a store's linear memories (the total of all of them: a component
+/// may have several); remembers whether the cap was hit so the resulting
+/// trap can be reported as what it is.
 pub struct MemoryCap {
     limit: usize,
+    in_use: usize,
     pub(crate) hit: bool,
 }
 
 impl MemoryCap {
     fn new(limit: usize) -> Self {
-        Self { limit, hit: false }
+        Self {
+            limit,
+            in_use: 0,
+            hit: false,
+        }
     }
 }
 
 impl ResourceLimiter for MemoryCap {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.limit {
+        // Growing past the cap traps at once (rather than making
+        // `memory.grow` return -1): a Rust guest would abort on allocation
+        // failure anyway, and the trap names the cause.
+        let growth = desired.saturating_sub(current);
+        let total = self.in_use.saturating_add(growth);
+        if total > self.limit {
             self.hit = true;
             return Err(wasmtime::Error::msg(format!(
                 "memory cap of {} MiB reached",
                 self.limit / (1024 * 1024)
             )));
         }
+        self.in_use = total;
         Ok(true)
     }
 
@@ -152,6 +197,23 @@ impl ResourceLimiter for MemoryCap {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_quoted_when_needed() {
+        let kv = |k: &str, v: &str| bindings::KeyValue {
+            key: k.into(),
+            value: v.into(),
+        };
+        assert_eq!(
+            format_fields(&[kv("a", "1"), kv("b", "two words"), kv("c", "")]),
+            r#"a=1 b="two words" c="""#
+        );
     }
 }

@@ -1,17 +1,21 @@
 //! Builds the workspace's Wasm plugins for tests and benchmarks, once per
 //! process, and returns the artifact's path.
 //!
-//! Feature variants (e.g. the example plugin with `v2`) build into their own
-//! target directory under `target/wasm-artifacts/` so they never overwrite
-//! each other or the default artifacts. Running cargo from inside `cargo test`
-//! is fine: the build lock is released while tests run.
+//! Builds without features go to the workspace's `target/` (the same files
+//! `tests/setup.sh` and the README commands produce). Feature variants (e.g.
+//! the example plugin with `v2`) build into their own target directory,
+//! `target/wasm-artifacts/<package>-<features>/`, so variants never
+//! overwrite each other or the default artifacts. Running cargo from inside
+//! `cargo test` is fine: cargo releases the build lock while tests run.
 //!
 //! ```no_run
-//! let wasm = wasm_artifacts::build("replicaset-plugin", &[], wasm_artifacts::Toolchain::Wasip2);
+//! use wasm_artifacts::{Toolchain, build};
+//! let wasm = build("replicaset-plugin", &[], Toolchain::Wasip2);
 //! assert!(wasm.ends_with("replicaset_plugin.wasm"));
 //! ```
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
@@ -19,92 +23,195 @@ use std::sync::{Mutex, OnceLock};
 /// How a plugin is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Toolchain {
-    /// `cargo build --release --target wasm32-wasip2`.
+    /// `cargo build --release --target wasm32-wasip2`: rustc emits a component.
     Wasip2,
-    /// `cargo component build --release` (wasm32-wasip1 + adapter).
+    /// `cargo component build --release`: wasm32-wasip1 plus the WASI
+    /// adapter, wrapped into a component by cargo-component.
     CargoComponent,
 }
 
+impl Toolchain {
+    /// The target triple whose directory holds the artifact.
+    pub fn triple(self) -> &'static str {
+        match self {
+            Toolchain::Wasip2 => "wasm32-wasip2",
+            Toolchain::CargoComponent => "wasm32-wasip1",
+        }
+    }
+}
+
+/// Why a build failed.
+#[derive(Debug, Clone)]
+pub struct BuildError {
+    /// What was built.
+    pub what: String,
+    /// What to do about it.
+    pub hint: String,
+    /// Cargo's stderr (or the spawn error).
+    pub output: String,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "building {} failed: {}\n{}",
+            self.what, self.hint, self.output
+        )
+    }
+}
+
+impl std::error::Error for BuildError {}
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    here.canonicalize().unwrap_or(here)
 }
 
-/// Builds `package` with `features` and returns the `.wasm` path. Panics
-/// with the fix when the toolchain is missing (tests cannot go on without it).
+/// Builds `package` with `features` (once per process) and returns the
+/// `.wasm` path. Panics with the fix when the toolchain is missing: tests
+/// cannot go on without it.
 pub fn build(package: &str, features: &[&str], toolchain: Toolchain) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<(String, Vec<String>, Toolchain), PathBuf>>> =
-        OnceLock::new();
-    let key = (
-        package.to_string(),
-        features.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
-        toolchain,
-    );
-    let built = BUILT.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = built.get(&key) {
-        return path.clone();
+    match try_build(package, features, toolchain) {
+        Ok(path) => path,
+        Err(err) => panic!("{err}"),
     }
-    let path = run_build(package, features, toolchain);
-    built.insert(key, path.clone());
-    path
 }
 
-fn run_build(package: &str, features: &[&str], toolchain: Toolchain) -> PathBuf {
-    let root = workspace_root();
-    let mut target_dir = root.join("target");
-    if !features.is_empty() {
-        target_dir = target_dir
+/// Like [`build`], returning the error instead of panicking. A failure is
+/// remembered too, so a broken toolchain is reported once, not per test.
+pub fn try_build(
+    package: &str,
+    features: &[&str],
+    toolchain: Toolchain,
+) -> Result<PathBuf, BuildError> {
+    type Key = (String, Vec<String>, Toolchain);
+    static BUILT: OnceLock<Mutex<HashMap<Key, Result<PathBuf, BuildError>>>> = OnceLock::new();
+    let mut sorted: Vec<String> = features.iter().map(|f| f.to_string()).collect();
+    sorted.sort();
+    sorted.dedup();
+    let key = (package.to_string(), sorted.clone(), toolchain);
+    // Held during the build: concurrent tests wait for the one build.
+    let mut built = BUILT
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    built
+        .entry(key)
+        .or_insert_with(|| run_build(package, &sorted, toolchain))
+        .clone()
+}
+
+/// The target directory for a build of `package` with `features`.
+pub fn target_dir(package: &str, features: &[String]) -> PathBuf {
+    let target = workspace_root().join("target");
+    if features.is_empty() {
+        target
+    } else {
+        target
             .join("wasm-artifacts")
-            .join(format!("{package}-{}", features.join("-")));
+            .join(format!("{package}-{}", features.join("-")))
     }
+}
+
+fn run_build(
+    package: &str,
+    features: &[String],
+    toolchain: Toolchain,
+) -> Result<PathBuf, BuildError> {
+    let what = if features.is_empty() {
+        format!("{package} ({toolchain:?})")
+    } else {
+        format!(
+            "{package} with features {} ({toolchain:?})",
+            features.join(",")
+        )
+    };
+    let target_dir = target_dir(package, features);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    let triple = match toolchain {
-        Toolchain::Wasip2 => {
-            cmd.args(["build", "--release", "--target", "wasm32-wasip2"]);
-            "wasm32-wasip2"
-        }
-        Toolchain::CargoComponent => {
-            cmd.args(["component", "build", "--release"]);
-            "wasm32-wasip1"
-        }
+    match toolchain {
+        Toolchain::Wasip2 => cmd.args(["build", "--release", "--target", "wasm32-wasip2"]),
+        Toolchain::CargoComponent => cmd.args(["component", "build", "--release"]),
     };
-    cmd.current_dir(&root)
+    cmd.current_dir(workspace_root())
         .args(["-p", package])
         .arg("--target-dir")
-        .arg(&target_dir);
+        .arg(&target_dir)
+        // Flags meant for the host build of the tests must not leak into
+        // the plugin build (they would also invalidate its cache).
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET");
     if !features.is_empty() {
         cmd.args(["--features", &features.join(",")]);
     }
-    let output = match cmd.output() {
-        Ok(output) => output,
-        Err(err) => panic!("could not run cargo to build {package}: {err}"),
-    };
+    let output = cmd.output().map_err(|err| BuildError {
+        what: what.clone(),
+        hint: "could not run cargo".into(),
+        output: err.to_string(),
+    })?;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let hint = if stderr.contains("no such command: `component`") {
-            "cargo-component is missing: run tests/setup.sh (or `cargo install cargo-component --locked`)"
-        } else if stderr.contains("target may not be installed")
-            || stderr.contains("can't find crate for `std`")
-        {
-            "the wasm targets are missing: run tests/setup.sh (or `rustup target add wasm32-wasip2 wasm32-wasip1`)"
-        } else {
-            "see the build output above"
-        };
-        panic!("building {package} ({toolchain:?}) failed: {hint}\n{stderr}");
+        return Err(BuildError {
+            what,
+            hint: hint(&stderr).into(),
+            output: stderr,
+        });
     }
     let artifact = target_dir
-        .join(triple)
+        .join(toolchain.triple())
         .join("release")
         .join(format!("{}.wasm", package.replace('-', "_")));
-    assert!(
-        artifact.is_file(),
-        "the build succeeded but {} is missing",
-        artifact.display()
-    );
-    artifact
+    if !artifact.is_file() {
+        return Err(BuildError {
+            what,
+            hint: format!("cargo succeeded but {} is missing", artifact.display()),
+            output: stderr,
+        });
+    }
+    Ok(artifact)
+}
+
+/// What to do about a failed build, from cargo's stderr.
+fn hint(stderr: &str) -> &'static str {
+    if stderr.contains("no such command: `component`")
+        || stderr.contains("no such subcommand: `component`")
+    {
+        "cargo-component is missing: run tests/setup.sh (it installs cargo-component)"
+    } else if stderr.contains("may not be installed")
+        || stderr.contains("can't find crate for `core`")
+        || stderr.contains("can't find crate for `std`")
+    {
+        "a wasm target is missing: run tests/setup.sh (it runs `rustup target add wasm32-wasip2 wasm32-wasip1`)"
+    } else {
+        "see cargo's output below"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_name_the_setup_script() {
+        assert!(hint("error: no such command: `component`").contains("tests/setup.sh"));
+        assert!(
+            hint("note: the `wasm32-wasip2` target may not be installed")
+                .contains("rustup target add")
+        );
+        assert_eq!(
+            hint("error[E0308]: mismatched types"),
+            "see cargo's output below"
+        );
+    }
+
+    #[test]
+    fn variants_get_their_own_target_dir() {
+        let plain = target_dir("replicaset-plugin", &[]);
+        let v2 = target_dir("replicaset-plugin", &["v2".to_string()]);
+        assert!(plain.ends_with("target"));
+        assert!(v2.ends_with("target/wasm-artifacts/replicaset-plugin-v2"));
+    }
 }

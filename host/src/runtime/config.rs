@@ -1,0 +1,113 @@
+//! How the runtime runs plugins: the per-call limits, the instance
+//! allocator and where precompiled artifacts go; plus the command-line flags
+//! that set them (shared by every subcommand that runs plugins).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::cache::PrecompiledCache;
+
+/// Default CPU deadline of one plugin call.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
+/// Default memory cap of one plugin instance.
+pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Limits and locations for every plugin of a [`Runtime`](super::Runtime).
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Time one call may run (measured in epoch ticks of wall-clock time
+    /// while the guest runs; see [`engine`](super::engine)).
+    pub deadline: Duration,
+    /// Linear memory one instance may grow to, all its memories together.
+    pub memory_limit_bytes: u64,
+    /// Directory of precompiled artifacts (`None`: no cache).
+    pub cache_dir: Option<PathBuf>,
+    /// How instances get their memory.
+    pub allocator: InstanceAllocator,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            deadline: DEFAULT_DEADLINE,
+            memory_limit_bytes: DEFAULT_MEMORY_LIMIT_BYTES,
+            cache_dir: PrecompiledCache::default_dir(),
+            allocator: InstanceAllocator::default(),
+        }
+    }
+}
+
+/// How wasmtime allocates instances (measured in `host/benches/reconcile.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceAllocator {
+    /// mmap per instance, with copy-on-write memory images. No fixed limit
+    /// on concurrent instances.
+    OnDemand,
+    /// Slots reserved up front and reused: faster fresh instances, at the
+    /// price of a fixed number of instances alive at once (an instantiation
+    /// beyond it fails that call) and a large virtual (not resident)
+    /// reservation.
+    Pooling {
+        /// Plugin instances alive at once (concurrent reconciles, plus a
+        /// few for loading and vetting).
+        max_instances: u32,
+    },
+}
+
+impl Default for InstanceAllocator {
+    fn default() -> Self {
+        InstanceAllocator::Pooling {
+            max_instances: DEFAULT_POOL_INSTANCES,
+        }
+    }
+}
+
+/// Default pool size: more than the `run`
+/// command's maximum number of workers (64) plus loads and shadow calls.
+pub const DEFAULT_POOL_INSTANCES: u32 = 128;
+
+impl InstanceAllocator {
+    /// The pool size, if pooling.
+    pub fn pool_size(self) -> Option<u32> {
+        match self {
+            InstanceAllocator::OnDemand => None,
+            InstanceAllocator::Pooling { max_instances } => Some(max_instances.max(1)),
+        }
+    }
+}
+
+/// Command-line flags for the plugin runtime (`#[command(flatten)]` them).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RuntimeArgs {
+    /// CPU deadline of one plugin call, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub plugin_timeout_ms: u64,
+    /// Memory cap of one plugin instance, in MiB.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub plugin_memory_mib: u64,
+    /// Where precompiled plugins are cached
+    /// (default: $XDG_CACHE_HOME/wasm-operator/precompiled or ~/.cache/...).
+    #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Compile plugins every time; never read or write the precompiled cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    pub no_precompiled_cache: bool,
+}
+
+impl RuntimeArgs {
+    /// The runtime configuration these flags describe.
+    pub fn config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            deadline: Duration::from_millis(self.plugin_timeout_ms),
+            memory_limit_bytes: self.plugin_memory_mib * 1024 * 1024,
+            cache_dir: if self.no_precompiled_cache {
+                None
+            } else {
+                self.cache_dir
+                    .clone()
+                    .or_else(PrecompiledCache::default_dir)
+            },
+            ..RuntimeConfig::default()
+        }
+    }
+}

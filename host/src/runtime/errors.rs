@@ -1,0 +1,113 @@
+//! The two ways the runtime fails: bytes that cannot become a plugin
+//! ([`LoadError`]) and a call that did not produce a proposal
+//! ([`PluginError`]). Each message says what happened and, for load errors,
+//! what to do about it.
+
+use std::time::Duration;
+
+use super::bindings::{EXPECTED_EXPORT, WIT_PACKAGE};
+
+/// Why bytes could not become a plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Not Wasm at all.
+    #[error(
+        "{from} is not a WebAssembly file (it does not start with \\0asm): build the plugin with `cargo component build --release` or `cargo build --release --target wasm32-wasip2`"
+    )]
+    NotWasm {
+        /// Where the bytes came from.
+        from: String,
+    },
+    /// A core module, not a component.
+    #[error(
+        "{from} is a core Wasm module, not a component: build with `cargo component build` or `--target wasm32-wasip2` (wasm32-wasip1 and wasm32-unknown-unknown produce core modules)"
+    )]
+    CoreModule {
+        /// Where the bytes came from.
+        from: String,
+    },
+    /// Cranelift or the validator refused it.
+    #[error("{from} does not compile: {message}")]
+    Compile {
+        /// Where the bytes came from.
+        from: String,
+        /// The compiler's message.
+        message: String,
+    },
+    /// A component, but not of our world.
+    #[error(
+        "{from} does not implement the world this host runs: this host expects a component exporting `{EXPECTED_EXPORT}` (WIT package {WIT_PACKAGE}, see wit/operator.wit); {found}"
+    )]
+    WrongWorld {
+        /// Where the bytes came from.
+        from: String,
+        /// What the component targets and what to do.
+        found: String,
+    },
+    /// Its `info()` failed.
+    #[error("{from}: calling info() failed: {source}")]
+    Info {
+        /// Where the bytes came from.
+        from: String,
+        /// What happened.
+        source: PluginError,
+    },
+}
+
+/// Why one call failed. The host keeps running in every case; the instance
+/// of the call is dropped.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The CPU deadline hit.
+    #[error("the plugin exceeded its CPU deadline of {0:?}")]
+    Deadline(Duration),
+    /// The memory cap hit.
+    #[error("the plugin exceeded its memory cap of {} MiB", .0 / (1024 * 1024))]
+    MemoryCap(u64),
+    /// The plugin trapped (a Rust panic aborts, which traps).
+    #[error("the plugin trapped: {message}")]
+    Trap {
+        /// The panic message when the plugin printed one, else the trap.
+        message: String,
+    },
+    /// The plugin returned an error value.
+    #[error("the plugin returned an error{}: {message}", if *.retryable { " (retryable)" } else { " (not retryable)" })]
+    Returned {
+        /// Its message.
+        message: String,
+        /// Whether it says retrying makes sense.
+        retryable: bool,
+    },
+    /// The host could not set up or finish the call (e.g. no free instance
+    /// slot, or the blocking task was lost).
+    #[error("the host could not run the plugin: {0}")]
+    Host(String),
+}
+
+impl PluginError {
+    /// Whether trying again (with backoff) can help.
+    pub fn retryable(&self) -> bool {
+        match self {
+            PluginError::Returned { retryable, .. } => *retryable,
+            // Traps and limits may depend on the input; a changed object or a
+            // new plugin may fix them, and backoff keeps retries cheap.
+            _ => true,
+        }
+    }
+
+    /// True when the plugin itself returned the error (it ran fine).
+    pub fn is_returned_error(&self) -> bool {
+        matches!(self, PluginError::Returned { .. })
+    }
+
+    /// A short machine-friendly kind, for metrics and log fields.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PluginError::Deadline(_) => "deadline",
+            PluginError::MemoryCap(_) => "memory-cap",
+            PluginError::Trap { .. } => "trap",
+            PluginError::Returned { .. } => "returned",
+            PluginError::Host(_) => "host",
+        }
+    }
+}

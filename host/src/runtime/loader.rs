@@ -1,0 +1,217 @@
+//! Turning bytes into a [`LoadedPlugin`]: check that they are a component,
+//! compile them (or take them precompiled from the cache), link them against
+//! the host's imports, check they implement the `operator` world, and ask
+//! their `info()`.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::{Component, HasSelf, Linker};
+
+use super::bindings::{EXPECTED_EXPORT, Operator, OperatorPre, WIT_PACKAGE};
+use super::cache::PrecompiledCache;
+use super::config::RuntimeConfig;
+use super::engine::new_engine;
+use super::errors::LoadError;
+use super::plugin::LoadedPlugin;
+use super::state::PluginState;
+
+/// `sha256:<hex>` of some bytes: how plugins are identified everywhere.
+pub fn digest_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// The engine, linker and precompiled cache shared by every plugin. Create
+/// one per process and share it (`Arc<Runtime>`); it is `Send + Sync`.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    cache: PrecompiledCache,
+    config: RuntimeConfig,
+}
+
+impl Runtime {
+    /// A runtime with its engine and epoch ticker.
+    pub fn new(config: RuntimeConfig) -> anyhow::Result<Self> {
+        let engine = new_engine(&config)?;
+        let mut linker = Linker::new(&engine);
+        // Rust guests import wasi:cli, wasi:io, wasi:clocks... even when they
+        // use none of it. Each store's WASI context grants nothing (see
+        // `state`), so providing the interfaces gives no authority.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        Operator::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        Ok(Self {
+            engine,
+            linker,
+            cache: PrecompiledCache::new(config.cache_dir.clone()),
+            config,
+        })
+    }
+
+    /// The engine (for benchmarks and tools).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// The precompiled-artifact cache.
+    pub fn cache(&self) -> &PrecompiledCache {
+        &self.cache
+    }
+
+    /// Checks, compiles (or fetches precompiled), links and pre-instantiates
+    /// `bytes`, then calls the plugin's `info()` once. `source` names the
+    /// bytes in messages (a path, a ConfigMap key...). Blocking: compiling
+    /// takes tens of milliseconds; from async code use `spawn_blocking`.
+    pub fn load(&self, bytes: &[u8], source: &str) -> Result<Arc<LoadedPlugin>, LoadError> {
+        check_header(bytes, source)?;
+        let digest = digest_of(bytes);
+        let digest_hex = digest.trim_start_matches("sha256:");
+        let (component, outcome) =
+            self.cache
+                .load(&self.engine, bytes, digest_hex)
+                .map_err(|err| LoadError::Compile {
+                    from: source.to_string(),
+                    message: format!("{err:#}"),
+                })?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(OperatorPre::new)
+            .map_err(|err| wrong_world(&self.engine, &component, source, &err))?;
+        let plugin = LoadedPlugin::new(
+            pre,
+            self.engine.clone(),
+            &self.config,
+            digest,
+            source,
+            outcome,
+        )?;
+        Ok(Arc::new(plugin))
+    }
+}
+
+/// Tells a component from a core module from anything else by the header:
+/// `\0asm`, then version 1 for core modules or `0d 00 01 00` (version 13,
+/// layer 1) for components.
+fn check_header(bytes: &[u8], source: &str) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm {
+            from: source.to_string(),
+        });
+    }
+    if bytes[4..8] == [1, 0, 0, 0] {
+        return Err(LoadError::CoreModule {
+            from: source.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Explains why a component does not fit the world: which WIT package and
+/// version it was built for, or which of its imports the host lacks.
+fn wrong_world(
+    engine: &Engine,
+    component: &Component,
+    source: &str,
+    err: &wasmtime::Error,
+) -> LoadError {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let imports: Vec<String> = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let ours = |name: &&String| name.starts_with("jinghzhu:operator/");
+    let other_versions: Vec<&String> = exports
+        .iter()
+        .chain(&imports)
+        .filter(ours)
+        .filter(|name| version_of(name) != version_of(EXPECTED_EXPORT))
+        .collect();
+    let found = if let Some(first) = other_versions.first() {
+        let package = package_of(first);
+        format!(
+            "it targets WIT package {package} (it exports [{}]{}); rebuild it against this host's wit/ ({WIT_PACKAGE}), or run a host that supports {package}",
+            exports.join(", "),
+            list_if_any(", and imports ", &imports)
+        )
+    } else if !exports.iter().any(|e| e == EXPECTED_EXPORT) {
+        format!(
+            "it exports [{}]{}, not the reconciler; build it with the jinghzhu-plugin-sdk crate or bindings generated from wit/operator.wit",
+            exports.join(", "),
+            list_if_any(" and imports ", &imports)
+        )
+    } else {
+        format!("linking it failed (does it import something the host does not provide?): {err:#}")
+    };
+    LoadError::WrongWorld {
+        from: source.to_string(),
+        found,
+    }
+}
+
+fn list_if_any(prefix: &str, items: &[String]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}[{}]", items.join(", "))
+    }
+}
+
+/// `0.1.0` of `jinghzhu:operator/reconciler@0.1.0` (empty when unversioned).
+fn version_of(name: &str) -> &str {
+    name.rsplit_once('@').map(|(_, v)| v).unwrap_or("")
+}
+
+/// `jinghzhu:operator@0.2.0` of `jinghzhu:operator/reconciler@0.2.0`.
+fn package_of(name: &str) -> String {
+    let package = name.split('/').next().unwrap_or(name);
+    match name.rsplit_once('@') {
+        Some((_, version)) => format!("{package}@{version}"),
+        None => package.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse() {
+        assert_eq!(version_of("jinghzhu:operator/reconciler@0.2.0"), "0.2.0");
+        assert_eq!(
+            package_of("jinghzhu:operator/reconciler@0.2.0"),
+            "jinghzhu:operator@0.2.0"
+        );
+        assert_eq!(
+            package_of("jinghzhu:operator/reconciler"),
+            "jinghzhu:operator"
+        );
+    }
+
+    #[test]
+    fn headers_are_told_apart() {
+        assert!(matches!(
+            check_header(b"hello world", "x"),
+            Err(LoadError::NotWasm { .. })
+        ));
+        assert!(matches!(
+            check_header(b"\0asm", "x"),
+            Err(LoadError::NotWasm { .. })
+        ));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0", "x"),
+            Err(LoadError::CoreModule { .. })
+        ));
+        assert!(check_header(b"\0asm\x0d\0\x01\0", "x").is_ok());
+    }
+}

@@ -1,0 +1,481 @@
+//! The Wasm runtime against real components: the example plugin built both
+//! ways, the misbehaving plugin's hazards, a component of another world,
+//! files that are not components, and the precompiled cache.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use support::*;
+use tempfile::TempDir;
+use wasm_artifacts::Toolchain;
+use wasm_operator::actions::ProposedActions;
+use wasm_operator::offline::input;
+use wasm_operator::runtime::{
+    InstanceAllocator, LoadError, LoadOutcome, LoadedPlugin, PluginError, Runtime, RuntimeConfig,
+};
+
+fn config() -> RuntimeConfig {
+    RuntimeConfig {
+        cache_dir: None,
+        ..RuntimeConfig::default()
+    }
+}
+
+fn load(runtime: &Runtime, path: &std::path::Path) -> Result<Arc<LoadedPlugin>, LoadError> {
+    let bytes = std::fs::read(path).expect("read artifact");
+    runtime.load(&bytes, &path.display().to_string())
+}
+
+fn now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600)
+}
+
+/// Inputs covering scale up, down, converged, terminating-free mixes of
+/// phases and readiness, plus every golden fixture's input.
+fn sample_inputs() -> Vec<input::OfflineInput> {
+    let mut inputs = Vec::new();
+    for (desired, pods) in [(0, 0), (1, 0), (3, 0), (1, 3), (3, 3), (2, 5), (0, 4)] {
+        let jz = jinghzhu("web", desired);
+        let pods = (0..pods)
+            .map(|i| {
+                let phase = ["Running", "Pending", "Failed"][i % 3];
+                pod(
+                    &jz,
+                    &format!("web-{i:05}"),
+                    phase,
+                    i % 2 == 0,
+                    100 + i as i64,
+                )
+            })
+            .collect();
+        inputs.push(input::OfflineInput { jinghzhu: jz, pods });
+    }
+    let dir = fixtures_dir();
+    if dir.is_dir() {
+        for case in wasm_operator::offline::fixtures::cases(&dir).expect("fixture cases") {
+            inputs.push(input::read(&[case.join("input.yaml")]).expect("fixture input"));
+        }
+    }
+    inputs
+}
+
+#[test]
+fn both_builds_of_the_example_plugin_load_and_agree() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let wasip2 = load(&runtime, &replicaset(Toolchain::Wasip2)).expect("wasip2 build loads");
+    let component = load(&runtime, &replicaset(Toolchain::CargoComponent))
+        .expect("cargo-component build loads");
+    assert_ne!(
+        wasip2.digest(),
+        component.digest(),
+        "two different artifacts"
+    );
+    assert_eq!(wasip2.info().name, "replicaset");
+    assert_eq!(wasip2.info(), component.info());
+
+    let inputs = sample_inputs();
+    assert!(inputs.len() >= 7);
+    let mut creating = 0;
+    let mut deleting = 0;
+    for input in &inputs {
+        let a = wasip2
+            .reconcile_blocking(&input.jinghzhu, &input.pods, now())
+            .expect("wasip2 reconcile");
+        let b = component
+            .reconcile_blocking(&input.jinghzhu, &input.pods, now())
+            .expect("cargo-component reconcile");
+        assert_eq!(a, b, "the two builds disagree on {:?}", input.jinghzhu.spec);
+        creating += usize::from(!a.create_pods.is_empty());
+        deleting += usize::from(!a.delete_pods.is_empty());
+    }
+    assert!(
+        creating >= 2 && deleting >= 2,
+        "the inputs exercise both directions"
+    );
+}
+
+#[test]
+fn scale_up_from_nothing_creates_the_difference() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let plugin = load(&runtime, &replicaset(Toolchain::Wasip2)).expect("load");
+    let jz = jinghzhu("web", 3);
+    let out = plugin
+        .reconcile_blocking(&jz, &[], now())
+        .expect("reconcile");
+    assert_eq!(out.create_pods.len(), 3);
+    assert!(
+        out.create_pods
+            .iter()
+            .all(|c| c.generate_name.as_deref() == Some("web-"))
+    );
+    let status = out.status.expect("a status");
+    assert_eq!((status.current, status.observed_generation), (0, Some(1)));
+}
+
+#[test]
+fn a_runaway_plugin_hits_the_deadline_and_the_plugin_keeps_working() {
+    let deadline = Duration::from_millis(300);
+    let runtime = Runtime::new(RuntimeConfig {
+        deadline,
+        ..config()
+    })
+    .expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let started = Instant::now();
+    let err = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("spin"), &[], now())
+        .expect_err("spin must not finish");
+    let took = started.elapsed();
+    assert!(
+        matches!(err, PluginError::Deadline(d) if d == deadline),
+        "{err:?}"
+    );
+    assert!(took >= deadline, "stopped early: {took:?}");
+    assert!(
+        took < deadline + Duration::from_secs(2),
+        "stopped late: {took:?}"
+    );
+    assert!(err.to_string().contains("deadline"), "{err}");
+    assert!(err.retryable());
+
+    let fine = plugin
+        .reconcile_blocking(&jinghzhu("web", 1), &[], now())
+        .expect("the same plugin still reconciles");
+    assert_eq!(fine.create_pods.len(), 1);
+}
+
+#[test]
+fn a_memory_hog_hits_the_cap_and_the_plugin_keeps_working() {
+    let runtime = Runtime::new(RuntimeConfig {
+        memory_limit_bytes: 32 * 1024 * 1024,
+        ..config()
+    })
+    .expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let err = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("hog"), &[], now())
+        .expect_err("hog must not finish");
+    assert!(
+        matches!(err, PluginError::MemoryCap(cap) if cap == 32 * 1024 * 1024),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("32 MiB"), "{err}");
+    plugin
+        .reconcile_blocking(&jinghzhu("web", 1), &[], now())
+        .expect("the same plugin still reconciles");
+}
+
+#[test]
+fn a_panic_is_a_trap_error_with_the_panic_message() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let err = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("panic"), &[], now())
+        .expect_err("panic");
+    let PluginError::Trap { message } = &err else {
+        panic!("expected a trap, got {err:?}");
+    };
+    assert!(
+        message.contains("misbehaving plugin: asked to panic by test.jinghzhu.io/misbehave on bad"),
+        "{message}"
+    );
+    assert!(message.contains("panicked at"), "{message}");
+    plugin
+        .reconcile_blocking(&jinghzhu("web", 1), &[], now())
+        .expect("still works");
+}
+
+#[test]
+fn returned_errors_keep_their_retryability() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let retryable = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("error"), &[], now())
+        .expect_err("error");
+    assert!(
+        matches!(&retryable, PluginError::Returned { retryable: true, message } if message.contains("retryable error")),
+        "{retryable:?}"
+    );
+    assert!(retryable.retryable() && retryable.is_returned_error());
+    let fatal = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("fatal"), &[], now())
+        .expect_err("fatal");
+    assert!(
+        matches!(&fatal, PluginError::Returned { retryable: false, message } if message.contains("fatal error")),
+        "{fatal:?}"
+    );
+    assert!(!fatal.retryable());
+}
+
+#[test]
+fn log_calls_stdout_and_stderr_reach_tracing_with_tags() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let capture = Capture::global();
+    let mut jz = misbehaving_jinghzhu("log");
+    jz.metadata.name = Some("chatty".into());
+    let out = plugin.reconcile_blocking(&jz, &[], now());
+    assert_eq!(out.expect("log mode still reconciles").create_pods.len(), 1);
+
+    // Other tests run at the same time: keep this call's lines only.
+    let events: Vec<Captured> = capture
+        .events()
+        .into_iter()
+        .filter(|e| e.target == "plugin" && e.field("object") == Some("shop/chatty"))
+        .collect();
+    for event in &events {
+        assert_eq!(event.field("plugin"), Some("misbehaving"), "{event:?}");
+        assert_eq!(
+            event.field("digest"),
+            Some(&plugin.digest()[..19]),
+            "{event:?}"
+        );
+    }
+    let logged: Vec<&Captured> = events
+        .iter()
+        .filter(|e| {
+            e.field("fields")
+                .is_some_and(|f| f.contains("misbehave=log"))
+        })
+        .collect();
+    let levels: Vec<tracing::Level> = logged.iter().map(|e| e.level).collect();
+    use tracing::Level;
+    assert_eq!(
+        levels,
+        [
+            Level::INFO,
+            Level::INFO,
+            Level::INFO,
+            Level::WARN,
+            Level::ERROR
+        ]
+    );
+    assert!(
+        logged[0]
+            .field("message")
+            .is_some_and(|m| m.contains("log line 1 of 5"))
+    );
+    assert!(
+        logged[4]
+            .field("fields")
+            .is_some_and(|f| f.contains("line=5") && f.contains("jinghzhu=chatty"))
+    );
+
+    let stdout = events
+        .iter()
+        .find(|e| e.field("stream") == Some("stdout"))
+        .expect("stdout line");
+    assert_eq!(stdout.level, Level::INFO);
+    assert_eq!(
+        stdout.field("message"),
+        Some("misbehaving plugin: a line on stdout for chatty")
+    );
+    let stderr = events
+        .iter()
+        .find(|e| e.field("stream") == Some("stderr"))
+        .expect("stderr line");
+    assert_eq!(stderr.level, Level::WARN);
+    assert_eq!(
+        stderr.field("message"),
+        Some("misbehaving plugin: a line on stderr for chatty")
+    );
+}
+
+#[test]
+fn a_component_of_another_world_is_refused_naming_both_versions() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let err = load(&runtime, &other_world()).expect_err("other world");
+    assert!(matches!(err, LoadError::WrongWorld { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("jinghzhu:operator@0.2.0"), "{message}");
+    assert!(
+        message.contains("jinghzhu:operator/reconciler@0.1.0"),
+        "{message}"
+    );
+}
+
+#[test]
+fn files_that_are_not_components_are_refused_clearly() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let text = runtime
+        .load(b"# just a text file\nhello\n", "notes.txt")
+        .expect_err("text");
+    assert!(matches!(text, LoadError::NotWasm { .. }));
+    assert!(
+        text.to_string()
+            .contains("notes.txt is not a WebAssembly file"),
+        "{text}"
+    );
+
+    // The smallest core module: magic and version 1, no sections.
+    let core = runtime
+        .load(b"\0asm\x01\0\0\0", "core.wasm")
+        .expect_err("core");
+    assert!(matches!(core, LoadError::CoreModule { .. }));
+    let message = core.to_string();
+    assert!(
+        message.contains("is a core Wasm module, not a component"),
+        "{message}"
+    );
+    assert!(
+        message.contains("cargo component build") && message.contains("wasm32-wasip2"),
+        "{message}"
+    );
+
+    let mangled = runtime
+        .load(b"\0asm\x0d\0\x01\0garbage", "mangled.wasm")
+        .expect_err("mangled");
+    assert!(matches!(mangled, LoadError::Compile { .. }), "{mangled:?}");
+}
+
+#[test]
+fn precompiled_artifacts_are_reused_and_corrupt_ones_recompiled() {
+    let cache = TempDir::new().expect("temp dir");
+    let config = RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..RuntimeConfig::default()
+    };
+    let path = replicaset(Toolchain::Wasip2);
+    let jz = jinghzhu("web", 2);
+
+    let first = load(&Runtime::new(config.clone()).expect("runtime"), &path).expect("load");
+    assert_eq!(first.load_outcome(), LoadOutcome::Compiled);
+    let expected = first
+        .reconcile_blocking(&jz, &[], now())
+        .expect("reconcile");
+    let artifacts: Vec<_> = std::fs::read_dir(cache.path())
+        .expect("cache dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(
+        artifacts.len(),
+        1,
+        "one artifact, no temporary files left: {artifacts:?}"
+    );
+    let artifact = &artifacts[0];
+    let digest_hex = first.digest().trim_start_matches("sha256:");
+    assert!(
+        artifact
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(digest_hex))
+    );
+
+    // A new runtime, as after a restart: the artifact is used.
+    let second = load(&Runtime::new(config.clone()).expect("runtime"), &path).expect("load");
+    assert_eq!(second.load_outcome(), LoadOutcome::FromCache);
+    assert_eq!(
+        second
+            .reconcile_blocking(&jz, &[], now())
+            .expect("reconcile"),
+        expected
+    );
+
+    // Garbage, a truncated file, one flipped bit in the code: each is
+    // compiled again and replaced (while `second` still uses its copy).
+    let good = std::fs::read(artifact).expect("artifact");
+    let mut flipped = good.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x10;
+    for corrupt in [
+        b"not an artifact at all".to_vec(),
+        good[..good.len() / 2].to_vec(),
+        flipped,
+    ] {
+        std::fs::write(artifact, &corrupt).expect("corrupt the cache");
+        let again = load(&Runtime::new(config.clone()).expect("runtime"), &path)
+            .expect("load despite corruption");
+        assert_eq!(again.load_outcome(), LoadOutcome::Compiled);
+        assert_eq!(
+            again
+                .reconcile_blocking(&jz, &[], now())
+                .expect("reconcile"),
+            expected
+        );
+        let healed = load(&Runtime::new(config.clone()).expect("runtime"), &path).expect("load");
+        assert_eq!(
+            healed.load_outcome(),
+            LoadOutcome::FromCache,
+            "the bad file was replaced"
+        );
+    }
+    assert_eq!(
+        second
+            .reconcile_blocking(&jz, &[], now())
+            .expect("reconcile"),
+        expected
+    );
+
+    // Caching off: always compiled, nothing written.
+    let off = RuntimeConfig {
+        cache_dir: None,
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(off).expect("runtime");
+    assert_eq!(
+        load(&runtime, &path).expect("load").load_outcome(),
+        LoadOutcome::Compiled
+    );
+    assert_eq!(
+        load(&runtime, &path).expect("load").load_outcome(),
+        LoadOutcome::Compiled
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_async_reconciles_each_get_their_own_instance() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let plugin = load(&runtime, &replicaset(Toolchain::Wasip2)).expect("load");
+    let calls = (0..32).map(|i| {
+        let plugin = Arc::clone(&plugin);
+        tokio::spawn(async move {
+            let jz = jinghzhu(&format!("web{i}"), i % 4);
+            let key = format!("shop/web{i}");
+            let out: ProposedActions = plugin.reconcile(&jz, &[], &key).await.expect("reconcile");
+            (i, out.create_pods.len() as u32)
+        })
+    });
+    for call in calls {
+        let (i, creates) = call.await.expect("task");
+        assert_eq!(creates, i % 4);
+    }
+    let at = plugin
+        .reconcile_at(&jinghzhu("web", 1), &[], now())
+        .await
+        .expect("reconcile_at");
+    assert_eq!(at.create_pods.len(), 1);
+}
+
+#[test]
+fn an_exhausted_instance_pool_fails_the_call_not_the_host() {
+    let runtime = Runtime::new(RuntimeConfig {
+        allocator: InstanceAllocator::Pooling { max_instances: 1 },
+        ..config()
+    })
+    .expect("runtime");
+    let plugin = load(&runtime, &replicaset(Toolchain::Wasip2)).expect("load");
+    let held = plugin.reusable_instance().expect("the one slot");
+    let err = plugin
+        .reconcile_blocking(&jinghzhu("web", 1), &[], now())
+        .expect_err("no slot left");
+    assert!(matches!(err, PluginError::Host(_)), "{err:?}");
+    drop(held);
+    plugin
+        .reconcile_blocking(&jinghzhu("web", 1), &[], now())
+        .expect("a slot again");
+}
+
+#[test]
+fn on_demand_allocation_works_too() {
+    let runtime = Runtime::new(RuntimeConfig {
+        allocator: InstanceAllocator::OnDemand,
+        ..config()
+    })
+    .expect("runtime");
+    let plugin = load(&runtime, &replicaset(Toolchain::Wasip2)).expect("load");
+    let out = plugin
+        .reconcile_blocking(&jinghzhu("web", 2), &[], now())
+        .expect("reconcile");
+    assert_eq!(out.create_pods.len(), 2);
+}

@@ -1,0 +1,151 @@
+//! Shared helpers of the host's integration tests: plugin artifacts,
+//! objects to reconcile, and a `tracing` capture.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use wasm_artifacts::{Toolchain, build};
+use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+
+/// The annotation that makes misbehaving-plugin misbehave.
+pub const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
+
+pub fn replicaset(toolchain: Toolchain) -> PathBuf {
+    build("replicaset-plugin", &[], toolchain)
+}
+
+pub fn misbehaving() -> PathBuf {
+    build("misbehaving-plugin", &[], Toolchain::Wasip2)
+}
+
+pub fn other_world() -> PathBuf {
+    build("other-world-plugin", &[], Toolchain::Wasip2)
+}
+
+/// The example plugin's golden fixtures.
+pub fn fixtures_dir() -> PathBuf {
+    wasm_artifacts::workspace_root().join("plugins/replicaset/fixtures")
+}
+
+/// A Jinghzhu `shop/<name>` with uid `uid-<name>`.
+pub fn jinghzhu(name: &str, desired: u32) -> Jinghzhu {
+    let mut jz = Jinghzhu::new(
+        name,
+        JinghzhuSpec {
+            desired,
+            template: None,
+        },
+    );
+    jz.metadata.namespace = Some("shop".into());
+    jz.metadata.uid = Some(format!("uid-{name}"));
+    jz.metadata.generation = Some(1);
+    jz.metadata.creation_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+    jz
+}
+
+pub fn misbehaving_jinghzhu(mode: &str) -> Jinghzhu {
+    let mut jz = jinghzhu("bad", 1);
+    jz.metadata.annotations = Some(BTreeMap::from([(MISBEHAVE.to_string(), mode.to_string())]));
+    jz
+}
+
+/// A pod controlled by `owner`, created `age_secs` after the epoch.
+pub fn pod(owner: &Jinghzhu, name: &str, phase: &str, ready: bool, created_secs: i64) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: owner.metadata.namespace.clone(),
+            uid: Some(format!("uid-{name}")),
+            creation_timestamp: Timestamp::from_second(created_secs).ok().map(Time),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "jinghzhu.io/v1".into(),
+                kind: "Jinghzhu".into(),
+                name: owner.metadata.name.clone().unwrap_or_default(),
+                uid: owner.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: None,
+        status: Some(PodStatus {
+            phase: Some(phase.into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: if ready { "True" } else { "False" }.into(),
+                ..PodCondition::default()
+            }]),
+            ..PodStatus::default()
+        }),
+    }
+}
+
+/// One captured `tracing` event.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub level: tracing::Level,
+    pub target: String,
+    pub fields: BTreeMap<String, String>,
+}
+
+impl Captured {
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).map(String::as_str)
+    }
+}
+
+/// Collects every event into a shared list.
+#[derive(Clone, Default)]
+pub struct Capture(pub Arc<Mutex<Vec<Captured>>>);
+
+impl Capture {
+    pub fn events(&self) -> Vec<Captured> {
+        self.0.lock().expect("capture lock").clone()
+    }
+
+    /// The process-wide capture, installed as the global subscriber on
+    /// first use. (A thread-scoped subscriber misses events whose callsite
+    /// another test thread registered first, while no subscriber wanted it.)
+    pub fn global() -> &'static Capture {
+        static GLOBAL: OnceLock<Capture> = OnceLock::new();
+        GLOBAL.get_or_init(|| {
+            let capture = Capture::default();
+            let subscriber = tracing_subscriber::registry().with(capture.clone());
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber in this test binary");
+            capture
+        })
+    }
+}
+
+struct FieldVisitor<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for FieldVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_string(), value.to_string());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .insert(field.name().to_string(), format!("{value:?}"));
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut FieldVisitor(&mut fields));
+        self.0.lock().expect("capture lock").push(Captured {
+            level: *event.metadata().level(),
+            target: event.metadata().target().to_string(),
+            fields,
+        });
+    }
+}
