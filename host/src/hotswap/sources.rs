@@ -22,6 +22,12 @@ use tokio::sync::mpsc;
 
 use crate::runtime::digest_of;
 
+/// How long a burst of file events (write, chmod, rename) may take to
+/// settle before the file is read. An in-place write caught half-way is
+/// refused by vetting and retried on its next event, so this only needs to
+/// cover the common bursts.
+const SETTLE: Duration = Duration::from_millis(15);
+
 /// New plugin bytes from a source.
 #[derive(Debug)]
 pub struct Candidate {
@@ -63,7 +69,7 @@ pub fn watch_file(
                 got = notify_rx.recv() => {
                     if got.is_none() { break; }
                     // Let a burst of events (write, chmod, rename) settle.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(SETTLE).await;
                     while notify_rx.try_recv().is_ok() {}
                 }
                 _ = poll.tick() => {}
