@@ -183,15 +183,21 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
     match applied {
         Ok(summary) => {
             ctx.backoff.succeeded(&key);
+            if !summary.created.is_empty() || !summary.deleted.is_empty() || summary.status_written {
+                tracing::info!(
+                    object = %key,
+                    created = ?summary.created,
+                    deleted = ?summary.deleted,
+                    status_written = summary.status_written,
+                    "actions applied"
+                );
+            }
             let action = match proposal.requeue_after {
                 Some(after) => Action::requeue(after),
                 None => Action::await_change(),
             };
             tracing::info!(
                 object = %key,
-                created = ?summary.created,
-                deleted = ?summary.deleted,
-                status_written = summary.status_written,
                 events = summary.events,
                 requeue_after = ?proposal.requeue_after,
                 elapsed_ms = started.elapsed().as_millis() as u64,

@@ -54,8 +54,10 @@ impl Watches {
             .reflect(jinghzhu_writer)
             .applied_objects()
             .inspect_ok(|jz: &Jinghzhu| {
-                tracing::debug!(
+                tracing::info!(
                     object = %object_key(jz),
+                    generation = jz.metadata.generation.unwrap_or_default(),
+                    desired = jz.spec.desired,
                     resource_version = jz.resource_version().unwrap_or_default(),
                     "event seen: Jinghzhu changed; queued"
                 );
@@ -83,7 +85,7 @@ impl Watches {
                 .iter()
                 .find(|o| o.controller == Some(true))
                 .map(|o| format!("{}/{}", pod.namespace().unwrap_or_default(), o.name));
-            tracing::debug!(
+            tracing::info!(
                 pod = %object_key(pod),
                 owner = owner.as_deref().unwrap_or("-"),
                 phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("-"),
