@@ -78,18 +78,13 @@ pub fn watch_file(
             let Ok(bytes) = tokio::fs::read(&path).await else {
                 continue; // mid-rename or deleted: wait for the next event
             };
-            let digest = digest_of(&bytes);
-            if digest == last {
-                continue;
-            }
-            last = digest;
             let candidate = Candidate {
                 bytes,
                 source: format!("file:{}", path.display()),
                 configmap: None,
                 seen_at,
             };
-            if tx.send(candidate).await.is_err() {
+            if !send_if_changed(&tx, &mut last, candidate).await {
                 break;
             }
         }
@@ -159,20 +154,30 @@ pub fn watch_configmap(
                 tracing::warn!(configmap = %format!("{namespace}/{name}"), key = %key, "plugin ConfigMap has no such key; keeping the current plugin");
                 continue;
             };
-            let digest = digest_of(&bytes);
-            if digest == last {
-                continue;
-            }
-            last = digest;
             let candidate = Candidate {
                 bytes,
                 source: format!("configmap:{namespace}/{name}#{key}"),
                 configmap: Some((namespace.clone(), name.clone())),
                 seen_at,
             };
-            if tx.send(candidate).await.is_err() {
+            if !send_if_changed(&tx, &mut last, candidate).await {
                 break;
             }
         }
     });
+}
+
+/// Sends `candidate` unless its digest is `last` (and remembers it).
+/// Returns false once the swapper is gone.
+async fn send_if_changed(
+    tx: &mpsc::Sender<Candidate>,
+    last: &mut String,
+    candidate: Candidate,
+) -> bool {
+    let digest = digest_of(&candidate.bytes);
+    if digest == *last {
+        return true;
+    }
+    *last = digest;
+    tx.send(candidate).await.is_ok()
 }

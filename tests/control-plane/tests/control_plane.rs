@@ -243,19 +243,21 @@ async fn service_account_kubeconfig_is_subject_to_rbac() {
     );
 }
 
-fn assert_all_gone(pids: &[(String, u32)], dir: &std::path::Path) {
+/// Waits (up to 15 s) until none of `pids` is alive.
+fn assert_processes_gone(pids: &[(String, u32)], what: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let alive: Vec<_> = pids.iter().filter(|(_, pid)| is_alive(*pid)).collect();
         if alive.is_empty() {
-            break;
+            return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "processes left behind: {alive:?}"
-        );
+        assert!(Instant::now() < deadline, "{what}: {alive:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn assert_all_gone(pids: &[(String, u32)], dir: &std::path::Path) {
+    assert_processes_gone(pids, "processes left behind");
     assert!(
         !dir.exists(),
         "temporary directory left behind: {}",
@@ -359,18 +361,7 @@ fn killing_the_command_outright_still_stops_its_processes() {
     // take the children down.
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let alive: Vec<_> = pids.iter().filter(|(_, pid)| is_alive(*pid)).collect();
-        if alive.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "orphans after SIGKILL: {alive:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert_processes_gone(&pids, "orphans after SIGKILL");
     // Nothing ran to remove the directory; the next start sweeps it away.
     assert!(
         dir.exists(),
