@@ -26,8 +26,13 @@ const SWAPS: usize = 20;
 fn main() -> anyhow::Result<()> {
     let v1 = std::fs::read(build("replicaset-plugin", &[], Toolchain::Wasip2))?;
     let v2 = std::fs::read(build("replicaset-plugin", &["v2"], Toolchain::Wasip2))?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    for (mode, warm) in [("cold cache (compile included)", false), ("warm precompiled cache", true)] {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    for (mode, warm) in [
+        ("cold cache (compile included)", false),
+        ("warm precompiled cache", true),
+    ] {
         let latencies = rt.block_on(measure(&v1, &v2, warm))?;
         report(mode, &latencies);
     }
@@ -56,12 +61,28 @@ async fn measure(v1: &[u8], v2: &[u8], warm: bool) -> anyhow::Result<Vec<Duratio
     }
     let metrics = Arc::new(Metrics::default());
     let first = candidate::vet(&runtime, v1, "v1", None).await?;
-    let active = Arc::new(ActivePlugin::new(first, RollbackPolicy::default(), metrics.clone()));
+    let active = Arc::new(ActivePlugin::new(
+        first,
+        RollbackPolicy::default(),
+        metrics.clone(),
+    ));
     let (tx, rx) = mpsc::channel(4);
     sources::watch_file(live.clone(), digest_of(v1), tx)?;
     let history = Arc::new(Mutex::new(SwapHistory::default()));
-    let swapper_runtime = if warm { runtime.clone() } else { Arc::new(Runtime::new(config(1))?) };
-    tokio::spawn(swapper::run(rx, swapper_runtime, active.clone(), None, None, metrics, history));
+    let swapper_runtime = if warm {
+        runtime.clone()
+    } else {
+        Arc::new(Runtime::new(config(1))?)
+    };
+    tokio::spawn(swapper::run(
+        rx,
+        swapper_runtime,
+        active.clone(),
+        None,
+        None,
+        metrics,
+        history,
+    ));
     // Cold: every candidate gets a unique trailing custom section, so its
     // digest (the cache key) is new and it must be compiled. Warm: plain
     // v1/v2, both already precompiled.
@@ -74,7 +95,10 @@ async fn measure(v1: &[u8], v2: &[u8], warm: bool) -> anyhow::Result<Vec<Duratio
         let changed = Instant::now();
         std::fs::rename(&tmp, &live)?;
         while active.current().digest() != digest {
-            anyhow::ensure!(changed.elapsed() < Duration::from_secs(30), "swap {i} never happened");
+            anyhow::ensure!(
+                changed.elapsed() < Duration::from_secs(30),
+                "swap {i} never happened"
+            );
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
         latencies.push(changed.elapsed());

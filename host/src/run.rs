@@ -101,7 +101,13 @@ pub async fn run(args: RunArgs) -> Result<()> {
     )
     .await?;
     let active = plugins.active.clone();
-    serve::spawn(args.metrics_addr, metrics.clone(), active.clone(), plugins.history).await?;
+    serve::spawn(
+        args.metrics_addr,
+        metrics.clone(),
+        active.clone(),
+        plugins.history,
+    )
+    .await?;
 
     let config = ControllerConfig {
         namespace: args.namespace.clone(),

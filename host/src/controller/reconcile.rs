@@ -183,7 +183,8 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
     match applied {
         Ok(summary) => {
             ctx.backoff.succeeded(&key);
-            if !summary.created.is_empty() || !summary.deleted.is_empty() || summary.status_written {
+            if !summary.created.is_empty() || !summary.deleted.is_empty() || summary.status_written
+            {
                 tracing::info!(
                     object = %key,
                     created = ?summary.created,

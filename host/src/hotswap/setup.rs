@@ -87,8 +87,9 @@ pub async fn start(
 ) -> Result<Plugins> {
     let label = options.source.label();
     let bytes = match &options.source {
-        PluginSource::File(path) => std::fs::read(path)
-            .with_context(|| format!("reading the plugin {}", path.display()))?,
+        PluginSource::File(path) => {
+            std::fs::read(path).with_context(|| format!("reading the plugin {}", path.display()))?
+        }
         PluginSource::ConfigMap {
             namespace,
             name,
@@ -100,7 +101,11 @@ pub async fn start(
         .map_err(|refusal| anyhow!("the plugin from {label} cannot serve: {refusal}"))?;
     tracing::info!(plugin = %plugin.describe(), source = %label, "plugin loaded");
     let initial_digest = plugin.digest().to_string();
-    let active = Arc::new(ActivePlugin::new(plugin, options.rollback.clone(), metrics.clone()));
+    let active = Arc::new(ActivePlugin::new(
+        plugin,
+        options.rollback.clone(),
+        metrics.clone(),
+    ));
 
     if let Some(path) = &options.shadow {
         let bytes = std::fs::read(path)

@@ -107,7 +107,12 @@ impl TestEnv {
     }
 
     /// [`TestEnv::create`] with an owned name (handy in `join_all`).
-    pub async fn create_owned(&self, name: String, desired: u32, annotations: &[(&str, &str)]) -> Result<Jinghzhu> {
+    pub async fn create_owned(
+        &self,
+        name: String,
+        desired: u32,
+        annotations: &[(&str, &str)],
+    ) -> Result<Jinghzhu> {
         self.create(&name, desired, annotations).await
     }
 

@@ -284,7 +284,10 @@ async fn the_host_works_with_only_the_rbac_of_examples_deploy() -> anyhow::Resul
 
     let env = TestEnv::new("rbac").await?;
     // The ClusterRole exactly as shipped, bound in this namespace only.
-    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/deploy/rbac.yaml"))?;
+    let manifest = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/deploy/rbac.yaml"
+    ))?;
     let role: ClusterRole = manifest
         .split("\n---")
         .find(|doc| doc.contains("kind: ClusterRole\n"))
@@ -293,7 +296,11 @@ async fn the_host_works_with_only_the_rbac_of_examples_deploy() -> anyhow::Resul
         .ok_or_else(|| anyhow::anyhow!("no ClusterRole in rbac.yaml"))?;
     let roles: Api<ClusterRole> = Api::all(env.client.clone());
     roles
-        .patch("wasm-operator", &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&role))
+        .patch(
+            "wasm-operator",
+            &PatchParams::apply("e2e-tests").force(),
+            &Patch::Apply(&role),
+        )
         .await?;
     let bindings: Api<RoleBinding> = Api::namespaced(env.client.clone(), &env.namespace);
     bindings
@@ -331,13 +338,17 @@ async fn the_host_works_with_only_the_rbac_of_examples_deploy() -> anyhow::Resul
     env.wait_converged("web", 2, CONVERGE).await?;
     env.scale("web", 1).await?;
     env.wait_converged("web", 1, CONVERGE).await?;
-    wait_for("Events recorded as the ServiceAccount", Duration::from_secs(20), || async {
-        Ok(env
-            .events_of("web")
-            .await?
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("SuccessfulDelete")))
-    })
+    wait_for(
+        "Events recorded as the ServiceAccount",
+        Duration::from_secs(20),
+        || async {
+            Ok(env
+                .events_of("web")
+                .await?
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("SuccessfulDelete")))
+        },
+    )
     .await?;
     assert_eq!(host.metrics.apply_errors.get(), 0, "no permission errors");
     host.stop().await;

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::ResourceExt;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use wasm_operator::hotswap::RollbackPolicy;
 use wasm_operator::hotswap::setup::PluginSource;
 use wasm_operator::runtime::digest_of;
@@ -33,7 +33,13 @@ fn replace_file(path: &Path, bytes: &[u8]) {
 }
 
 /// Creates `count` objects with `desired` pods, 20 at a time.
-async fn create_many(env: &TestEnv, prefix: &str, count: usize, desired: u32, annotations: &[(&str, &str)]) -> anyhow::Result<()> {
+async fn create_many(
+    env: &TestEnv,
+    prefix: &str,
+    count: usize,
+    desired: u32,
+    annotations: &[(&str, &str)],
+) -> anyhow::Result<()> {
     for chunk in (0..count).collect::<Vec<_>>().chunks(20) {
         let creates = chunk
             .iter()
@@ -47,7 +53,12 @@ async fn create_many(env: &TestEnv, prefix: &str, count: usize, desired: u32, an
 
 /// Waits until every Jinghzhu of the namespace is converged and its message
 /// satisfies `message_ok`.
-async fn wait_all(env: &TestEnv, count: usize, timeout: Duration, message_ok: impl Fn(&str) -> bool) -> anyhow::Result<()> {
+async fn wait_all(
+    env: &TestEnv,
+    count: usize,
+    timeout: Duration,
+    message_ok: impl Fn(&str) -> bool,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let list = env.jinghzhus().list(&Default::default()).await?.items;
@@ -85,14 +96,27 @@ async fn swapping_the_plugin_file_while_200_objects_reconcile() -> anyhow::Resul
     let changed = Instant::now();
     replace_file(&live, &v2_bytes);
     while host.calls_by(&v2_digest) == 0 {
-        anyhow::ensure!(changed.elapsed() < Duration::from_secs(30), "v2 never reconciled");
+        anyhow::ensure!(
+            changed.elapsed() < Duration::from_secs(30),
+            "v2 never reconciled"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let first_v2 = changed.elapsed();
-    println!("file change -> first v2 reconcile: {} ms", first_v2.as_millis());
+    println!(
+        "file change -> first v2 reconcile: {} ms",
+        first_v2.as_millis()
+    );
 
-    wait_all(&env, 200, Duration::from_secs(300), |m| m.starts_with(V2_PREFIX)).await?;
-    assert_eq!(host.errors_by(&v1_digest) + host.errors_by(&v2_digest), 0, "no reconcile error");
+    wait_all(&env, 200, Duration::from_secs(300), |m| {
+        m.starts_with(V2_PREFIX)
+    })
+    .await?;
+    assert_eq!(
+        host.errors_by(&v1_digest) + host.errors_by(&v2_digest),
+        0,
+        "no reconcile error"
+    );
     assert_eq!(host.metrics.plugin_swaps.get(), 1);
     let pods = env.pods().list(&Default::default()).await?.items;
     assert_eq!(pods.len(), 200, "exactly one pod per object");
@@ -116,7 +140,10 @@ fn plugin_configmap(bytes: Vec<u8>) -> ConfigMap {
             name: Some("operator-plugin".into()),
             ..Default::default()
         },
-        binary_data: Some(BTreeMap::from([("plugin.wasm".to_string(), ByteString(bytes))])),
+        binary_data: Some(BTreeMap::from([(
+            "plugin.wasm".to_string(),
+            ByteString(bytes),
+        )])),
         ..Default::default()
     }
 }
@@ -127,7 +154,12 @@ async fn swapping_through_a_configmap_and_refusing_a_corrupt_one() -> anyhow::Re
     let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     // What `kubectl create configmap ... --dry-run=client -o yaml | kubectl apply -f -` sends.
     let apply = PatchParams::apply("kubectl-client-side-apply").force();
-    maps.patch("operator-plugin", &apply, &Patch::Apply(&plugin_configmap(v1()))).await?;
+    maps.patch(
+        "operator-plugin",
+        &apply,
+        &Patch::Apply(&plugin_configmap(v1())),
+    )
+    .await?;
 
     let mut options = HostOptions::file(Path::new("-"));
     options.source = PluginSource::ConfigMap {
@@ -137,26 +169,54 @@ async fn swapping_through_a_configmap_and_refusing_a_corrupt_one() -> anyhow::Re
     };
     let host = RunningHost::start_with(&env, options).await?;
     create_many(&env, "jz", 20, 1, &[]).await?;
-    wait_all(&env, 20, Duration::from_secs(120), |m| !m.starts_with(V2_PREFIX)).await?;
+    wait_all(&env, 20, Duration::from_secs(120), |m| {
+        !m.starts_with(V2_PREFIX)
+    })
+    .await?;
 
-    maps.patch("operator-plugin", &apply, &Patch::Apply(&plugin_configmap(v2()))).await?;
-    wait_all(&env, 20, Duration::from_secs(120), |m| m.starts_with(V2_PREFIX)).await?;
+    maps.patch(
+        "operator-plugin",
+        &apply,
+        &Patch::Apply(&plugin_configmap(v2())),
+    )
+    .await?;
+    wait_all(&env, 20, Duration::from_secs(120), |m| {
+        m.starts_with(V2_PREFIX)
+    })
+    .await?;
     assert_eq!(host.metrics.plugin_swaps.get(), 1);
 
     // A corrupt plugin is refused, visibly, and v2 keeps serving.
-    maps.patch("operator-plugin", &apply, &Patch::Apply(&plugin_configmap(b"not a plugin".to_vec())))
-        .await?;
-    wait_for("a PluginRefused Event on the ConfigMap", Duration::from_secs(30), || async {
-        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(env.client.clone(), &env.namespace);
-        Ok(events.list(&Default::default()).await?.items.iter().any(|e| {
-            e.reason.as_deref() == Some("PluginRefused") && e.involved_object.name.as_deref() == Some("operator-plugin")
-        }))
-    })
+    maps.patch(
+        "operator-plugin",
+        &apply,
+        &Patch::Apply(&plugin_configmap(b"not a plugin".to_vec())),
+    )
+    .await?;
+    wait_for(
+        "a PluginRefused Event on the ConfigMap",
+        Duration::from_secs(30),
+        || async {
+            let events: Api<k8s_openapi::api::core::v1::Event> =
+                Api::namespaced(env.client.clone(), &env.namespace);
+            Ok(events
+                .list(&Default::default())
+                .await?
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("PluginRefused")
+                        && e.involved_object.name.as_deref() == Some("operator-plugin")
+                }))
+        },
+    )
     .await?;
     assert_eq!(host.metrics.plugin_swaps_refused.get(), 1);
     assert!(host.plugin.current().info().version.ends_with("+v2"));
     env.create("after-refusal", 2, &[]).await?;
-    let (jz, _) = env.wait_converged("after-refusal", 2, Duration::from_secs(60)).await?;
+    let (jz, _) = env
+        .wait_converged("after-refusal", 2, Duration::from_secs(60))
+        .await?;
     assert!(jz.status.expect("status").message.starts_with(V2_PREFIX));
     host.stop().await;
     Ok(())
@@ -174,10 +234,14 @@ async fn broken_candidates_are_refused_and_v1_keeps_working() -> anyhow::Result<
     options.pinned_sha256 = Some(digest_of(&v1_bytes));
     let host = RunningHost::start_with(&env, options).await?;
     env.create("web", 1, &[]).await?;
-    env.wait_converged("web", 1, Duration::from_secs(60)).await?;
+    env.wait_converged("web", 1, Duration::from_secs(60))
+        .await?;
 
     let candidates: Vec<(&str, Vec<u8>)> = vec![
-        ("corrupt file", b"\0asm garbage that is no component".to_vec()),
+        (
+            "corrupt file",
+            b"\0asm garbage that is no component".to_vec(),
+        ),
         (
             "component for another world",
             std::fs::read(plugin("other-world-plugin", &[]))?,
@@ -186,9 +250,13 @@ async fn broken_candidates_are_refused_and_v1_keeps_working() -> anyhow::Result<
     ];
     for (expected_refusals, (what, bytes)) in candidates.into_iter().enumerate() {
         replace_file(&live, &bytes);
-        wait_for(&format!("the {what} to be refused"), Duration::from_secs(30), || async {
-            Ok(host.metrics.plugin_swaps_refused.get() == expected_refusals as u64 + 1)
-        })
+        wait_for(
+            &format!("the {what} to be refused"),
+            Duration::from_secs(30),
+            || async {
+                Ok(host.metrics.plugin_swaps_refused.get() == expected_refusals as u64 + 1)
+            },
+        )
         .await?;
         let refusal = host
             .history
@@ -199,13 +267,23 @@ async fn broken_candidates_are_refused_and_v1_keeps_working() -> anyhow::Result<
             .map(|r| r.outcome)
             .unwrap_or_default();
         println!("{what}: refused: {refusal}");
-        assert_eq!(host.plugin.current().digest(), digest_of(&v1_bytes), "v1 still serves");
+        assert_eq!(
+            host.plugin.current().digest(),
+            digest_of(&v1_bytes),
+            "v1 still serves"
+        );
     }
-    let refusal = host.history.lock().map(|h| h.last_refusal.clone()).ok().flatten();
+    let refusal = host
+        .history
+        .lock()
+        .map(|h| h.last_refusal.clone())
+        .ok()
+        .flatten();
     assert!(refusal.is_some_and(|r| r.outcome.contains("digest mismatch")));
 
     env.scale("web", 3).await?;
-    env.wait_converged("web", 3, Duration::from_secs(60)).await?;
+    env.wait_converged("web", 3, Duration::from_secs(60))
+        .await?;
     assert_eq!(host.metrics.plugin_swaps.get(), 0);
     host.stop().await;
     Ok(())
@@ -226,27 +304,46 @@ async fn a_plugin_that_traps_is_refused_or_rolled_back() -> anyhow::Result<()> {
     };
     let host = RunningHost::start_with(&env, options).await?;
     // v1 ignores this annotation; the misbehaving plugin panics on it.
-    create_many(&env, "jz", 10, 1, &[("test.jinghzhu.io/misbehave", "panic")]).await?;
+    create_many(
+        &env,
+        "jz",
+        10,
+        1,
+        &[("test.jinghzhu.io/misbehave", "panic")],
+    )
+    .await?;
     wait_all(&env, 10, Duration::from_secs(120), |_| true).await?;
 
     // One that traps on every call does not even pass the smoke reconcile.
-    replace_file(&live, &std::fs::read(plugin("misbehaving-plugin", &["always-trap"]))?);
-    wait_for("the always-trapping plugin to be refused", Duration::from_secs(30), || async {
-        Ok(host.metrics.plugin_swaps_refused.get() == 1)
-    })
+    replace_file(
+        &live,
+        &std::fs::read(plugin("misbehaving-plugin", &["always-trap"]))?,
+    );
+    wait_for(
+        "the always-trapping plugin to be refused",
+        Duration::from_secs(30),
+        || async { Ok(host.metrics.plugin_swaps_refused.get() == 1) },
+    )
     .await?;
 
     // One that passes the smoke reconcile but traps on the real objects is
     // swapped in, then rolled back.
     replace_file(&live, &std::fs::read(plugin("misbehaving-plugin", &[]))?);
-    wait_for("the automatic rollback", Duration::from_secs(60), || async {
-        Ok(host.metrics.plugin_rollbacks.get() == 1)
-    })
+    wait_for(
+        "the automatic rollback",
+        Duration::from_secs(60),
+        || async { Ok(host.metrics.plugin_rollbacks.get() == 1) },
+    )
     .await?;
     assert_eq!(host.metrics.plugin_swaps.get(), 1);
-    assert_eq!(host.plugin.current().digest(), digest_of(&v1_bytes), "back on v1");
+    assert_eq!(
+        host.plugin.current().digest(),
+        digest_of(&v1_bytes),
+        "back on v1"
+    );
     env.create("after-rollback", 2, &[]).await?;
-    env.wait_converged("after-rollback", 2, Duration::from_secs(60)).await?;
+    env.wait_converged("after-rollback", 2, Duration::from_secs(60))
+        .await?;
     host.stop().await;
     Ok(())
 }
@@ -258,7 +355,10 @@ async fn shadow_mode_compares_and_applies_nothing() -> anyhow::Result<()> {
     options.shadow = Some(plugin("replicaset-plugin", &["v2"]));
     let host = RunningHost::start_with(&env, options).await?;
     create_many(&env, "jz", 5, 2, &[]).await?;
-    wait_all(&env, 5, Duration::from_secs(120), |m| !m.starts_with(V2_PREFIX)).await?;
+    wait_all(&env, 5, Duration::from_secs(120), |m| {
+        !m.starts_with(V2_PREFIX)
+    })
+    .await?;
     assert!(
         host.metrics.shadow_differences.get() >= 5,
         "the v2 shadow's different message is noticed ({} differences)",
