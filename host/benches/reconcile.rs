@@ -1,1 +1,198 @@
-fn main() {}
+//! What one reconcile costs, and what loading a plugin costs.
+//!
+//! - `reconcile_10_pods`: the example plugin on a Jinghzhu with 10 owned
+//!   pods (desired 10, so the plugin reads them all and proposes nothing).
+//!   `fresh_instance/*` is what the host does on every reconcile: a new
+//!   `Store` and instance from the `InstancePre`, the call, the drop; with
+//!   the pooling allocator and with on-demand mmap (the default).
+//!   `reused_instance` calls one kept instance again and again (the host
+//!   never does this; it is the floor a fresh instance is compared with).
+//!   `fresh_instance_with_conversion` adds building the WIT input from the
+//!   Kubernetes objects and converting the output back.
+//!   `store_setup_only` is the `Store` and WASI context alone.
+//! - `load`: `Runtime::load` of the component with Cranelift compiling it
+//!   (cache off) versus from a warm precompiled cache (read, checksum,
+//!   deserialize); both include linking and the `info()` call.
+//!
+//! Run: `cargo bench -p wasm-operator --bench reconcile`
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use wasm_artifacts::{Toolchain, build};
+use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::runtime::config::DEFAULT_POOL_INSTANCES;
+use wasm_operator::runtime::state::PluginState;
+use wasm_operator::runtime::tags::CallTags;
+use wasm_operator::runtime::{InstanceAllocator, LoadOutcome, Runtime, RuntimeConfig, convert};
+
+const PODS: usize = 10;
+
+fn plugin_bytes() -> Vec<u8> {
+    let path = build("replicaset-plugin", &[], Toolchain::Wasip2);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+fn objects() -> (Jinghzhu, Vec<Pod>) {
+    let mut jz = Jinghzhu::new(
+        "web",
+        JinghzhuSpec {
+            desired: PODS as u32,
+            template: None,
+        },
+    );
+    jz.metadata.namespace = Some("default".into());
+    jz.metadata.uid = Some("uid-web".into());
+    jz.metadata.generation = Some(1);
+    let pods = (0..PODS)
+        .map(|i| Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("web-{i:05}")),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-pod-{i}")),
+                labels: Some(
+                    [
+                        ("app.kubernetes.io/managed-by", "wasm-operator"),
+                        ("jinghzhu.io/owner", "web"),
+                    ]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+                ),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "jinghzhu.io/v1".into(),
+                    kind: "Jinghzhu".into(),
+                    name: "web".into(),
+                    uid: "uid-web".into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            }),
+        })
+        .collect();
+    (jz, pods)
+}
+
+fn runtime(allocator: InstanceAllocator, cache_dir: Option<&Path>) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        allocator,
+        cache_dir: cache_dir.map(Path::to_path_buf),
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+fn reconcile(c: &mut Criterion) {
+    let bytes = plugin_bytes();
+    let (jz, pods) = objects();
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+    let input = convert::input(&jz, &pods, now);
+    let mut group = c.benchmark_group("reconcile_10_pods");
+
+    for (name, allocator) in [
+        (
+            "fresh_instance/pooling",
+            InstanceAllocator::Pooling {
+                max_instances: DEFAULT_POOL_INSTANCES,
+            },
+        ),
+        ("fresh_instance/on_demand", InstanceAllocator::OnDemand),
+    ] {
+        let runtime = runtime(allocator, None);
+        let plugin = runtime.load(&bytes, "bench").expect("load");
+        let check = plugin
+            .call_reconcile(&input, "default/web")
+            .expect("reconcile");
+        assert!(check.create_pods.is_empty() && check.delete_pods.is_empty());
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                black_box(
+                    plugin
+                        .call_reconcile(black_box(&input), "default/web")
+                        .expect("reconcile"),
+                )
+            })
+        });
+    }
+
+    let runtime = runtime(InstanceAllocator::default(), None);
+    let plugin = runtime.load(&bytes, "bench").expect("load");
+    let mut reused = plugin.reusable_instance().expect("instance");
+    group.bench_function("reused_instance", |b| {
+        b.iter(|| black_box(reused.call_reconcile(black_box(&input)).expect("reconcile")))
+    });
+    drop(reused);
+    group.bench_function("fresh_instance_with_conversion", |b| {
+        b.iter(|| {
+            black_box(
+                plugin
+                    .reconcile_blocking(black_box(&jz), black_box(&pods), now)
+                    .expect("reconcile"),
+            )
+        })
+    });
+    group.bench_function("store_setup_only", |b| {
+        b.iter(|| {
+            let state = PluginState::new(
+                CallTags::new("bench", plugin.digest(), "default/web"),
+                64 << 20,
+            );
+            black_box(wasmtime::Store::new(runtime.engine(), state))
+        })
+    });
+    group.finish();
+}
+
+fn load(c: &mut Criterion) {
+    let bytes = plugin_bytes();
+    let cache = tempfile::tempdir().expect("temp dir");
+    let mut group = c.benchmark_group("load");
+    group.sample_size(10);
+
+    let uncached = runtime(InstanceAllocator::default(), None);
+    group.bench_function("compile", |b| {
+        b.iter(|| {
+            let plugin = uncached.load(black_box(&bytes), "bench").expect("load");
+            assert_eq!(plugin.load_outcome(), LoadOutcome::Compiled);
+        })
+    });
+
+    let cached = runtime(InstanceAllocator::default(), Some(cache.path()));
+    cached.load(&bytes, "bench").expect("fill the cache");
+    group.sample_size(50);
+    group.bench_function("precompiled_cache", |b| {
+        b.iter(|| {
+            let plugin = cached.load(black_box(&bytes), "bench").expect("load");
+            assert_eq!(plugin.load_outcome(), LoadOutcome::FromCache);
+        })
+    });
+    group.finish();
+}
+
+fn short() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(50)
+}
+
+criterion_group! {
+    name = benches;
+    config = short();
+    targets = reconcile, load
+}
+criterion_main!(benches);

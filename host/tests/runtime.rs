@@ -467,9 +467,9 @@ fn an_exhausted_instance_pool_fails_the_call_not_the_host() {
 }
 
 #[test]
-fn on_demand_allocation_works_too() {
+fn the_pooling_allocator_works_too() {
     let runtime = Runtime::new(RuntimeConfig {
-        allocator: InstanceAllocator::OnDemand,
+        allocator: InstanceAllocator::Pooling { max_instances: 8 },
         ..config()
     })
     .expect("runtime");

@@ -47,7 +47,9 @@ fn pooling(config: &RuntimeConfig, slots: u32) -> PoolingAllocationConfig {
         .total_tables(slots.saturating_mul(8))
         .max_memory_size(max_memory)
         // Keep some slots' pages resident for reuse, zeroed lazily.
-        .max_unused_warm_slots(slots.min(16));
+        .max_unused_warm_slots(slots.min(16))
+        .linear_memory_keep_resident(2 << 20)
+        .table_keep_resident(64 << 10);
     pool
 }
 
