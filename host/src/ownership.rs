@@ -58,6 +58,6 @@ where
         .filter(|p| p.meta().namespace.as_deref() == namespace && is_controlled_by(p, uid))
         .cloned()
         .collect();
-    owned.sort_by(|a, b| a.name_any().cmp(&b.name_any()));
+    owned.sort_by_key(|p| p.name_any());
     owned
 }
