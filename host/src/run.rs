@@ -16,7 +16,7 @@ use crate::controller::{self, ControllerConfig, metrics::Metrics};
 use crate::crd::Jinghzhu;
 use crate::hotswap::RollbackPolicy;
 use crate::hotswap::setup::{self, PluginOptions, PluginSource};
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::{Runtime, RuntimeArgs};
 use crate::serve;
 
 /// Options of `wasm-operator run`.
@@ -47,12 +47,9 @@ pub struct RunArgs {
     /// Reconciles running at once (one per object at a time regardless).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
-    /// CPU deadline of one plugin call, in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    pub plugin_timeout_ms: u64,
-    /// Memory cap of one plugin instance, in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub plugin_memory_mib: u64,
+    /// Plugin sandbox limits and the precompiled cache.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
     /// Serve `/metrics` (Prometheus), `/status` (JSON) and `/healthz` here.
     #[arg(long, default_value = "127.0.0.1:9090")]
     pub metrics_addr: SocketAddr,
@@ -72,11 +69,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let client = connect().await?;
     check_crd(&client).await?;
 
-    let runtime = Arc::new(Runtime::new(RuntimeConfig {
-        deadline: Duration::from_millis(args.plugin_timeout_ms),
-        memory_limit_bytes: args.plugin_memory_mib * 1024 * 1024,
-        ..RuntimeConfig::default()
-    })?);
+    let runtime = Arc::new(Runtime::new(args.runtime.config())?);
     let metrics = Arc::new(Metrics::default());
 
     let source = match (&args.plugin, &args.plugin_configmap) {
