@@ -14,10 +14,12 @@
 //! - [`watch`]: the two watch streams and their caches.
 //! - [`reconcile`]: one reconcile: cache → plugin → validate → apply.
 //! - [`metrics`]: what was done, as counters.
+//! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
 
 pub mod backoff;
 pub mod expectations;
 pub mod metrics;
+pub mod readiness;
 pub mod reconcile;
 pub mod watch;
 
@@ -82,6 +84,7 @@ pub async fn run(
     let watches = watch::Watches::start(&client, config.namespace.as_deref(), expectations.clone());
     let ctx = Arc::new(Context {
         client,
+        pods_ready: readiness::CacheReady::new(&watches.pod_cache),
         pods: watches.pod_cache.clone(),
         plugin: plugin.clone(),
         expectations,

@@ -17,6 +17,7 @@ use kube::{Client, Resource, ResourceExt};
 use super::backoff::PerObjectBackoff;
 use super::expectations::Expectations;
 use super::metrics::{Metrics, PluginLabels};
+use super::readiness::CacheReady;
 use super::watch::object_key;
 use crate::apply::{self, Limits};
 use crate::crd::Jinghzhu;
@@ -29,6 +30,8 @@ pub struct Context {
     pub client: Client,
     /// The pod cache.
     pub pods: Store<Pod>,
+    /// Opens once the pod cache has had its initial list.
+    pub pods_ready: CacheReady,
     /// The plugin reconciles run with (swappable).
     pub plugin: Arc<ActivePlugin>,
     /// Pods we created or deleted and wait to see in the cache.
@@ -79,8 +82,8 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         return Ok(Action::await_change());
     }
     // Never act on a partial pod list: that is how restarts over-create.
-    ctx.pods
-        .wait_until_ready()
+    ctx.pods_ready
+        .wait()
         .await
         .map_err(|_| ReconcileError::CacheGone)?;
     let pods = owned_pods(&ctx.pods.state(), jz.as_ref());

@@ -37,6 +37,7 @@ static CRD_INSTALLED: OnceCell<()> = OnceCell::const_new();
 impl TestEnv {
     /// Creates a fresh namespace named after `prefix` (the CRD is installed once per process).
     pub async fn new(prefix: &str) -> Result<Self> {
+        capture_host_logs();
         let control_plane = ControlPlane::shared()?;
         let client = control_plane.client().await?;
         CRD_INSTALLED
@@ -196,6 +197,21 @@ impl TestEnv {
             })
             .collect())
     }
+}
+
+/// Sends the in-process hosts' logs to the test's captured output, so a
+/// failing test shows what its host did (`RUST_LOG` overrides the default
+/// `wasm_operator=info,warn`).
+fn capture_host_logs() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("wasm_operator=info,warn"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    });
 }
 
 async fn install_crd(control_plane: &ControlPlane) -> Result<()> {

@@ -73,10 +73,32 @@ async fn wait_all(
         if list.len() == count && done == count {
             return Ok(());
         }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "only {done} of {count} objects converged with the expected message within {timeout:?}"
-        );
+        if Instant::now() >= deadline {
+            let behind: Vec<String> = list
+                .iter()
+                .filter(|jz| {
+                    !jz.status.as_ref().is_some_and(|s| {
+                        s.state == "Running"
+                            && s.current == jz.spec.desired
+                            && message_ok(&s.message)
+                    })
+                })
+                .take(5)
+                .map(|jz| {
+                    format!(
+                        "{} (rv {:?}, reconciled-by {:?}): {:?}",
+                        jz.name_any(),
+                        jz.metadata.resource_version,
+                        jz.annotations().get("jinghzhu.io/reconciled-by"),
+                        jz.status
+                    )
+                })
+                .collect();
+            anyhow::bail!(
+                "only {done} of {count} objects converged with the expected message within {timeout:?}; \
+                 some that did not: {behind:#?}"
+            );
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
