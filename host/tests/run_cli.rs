@@ -1,0 +1,62 @@
+//! `wasm-operator run` as a binary: what it says when there is no cluster to
+//! talk to. (Running against a real cluster is covered by `tests/e2e`.)
+
+use std::process::Command;
+
+#[test]
+fn a_missing_kubeconfig_is_a_clear_error_that_names_the_fix() {
+    let home = tempfile::TempDir::new().expect("temp home");
+    let missing = home.path().join("no-such-kubeconfig");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .args(["run", "--plugin", "plugin.wasm", "--no-precompiled-cache"])
+        .env("KUBECONFIG", &missing)
+        .env("HOME", home.path())
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run wasm-operator");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no Kubernetes configuration found")
+            && stderr.contains("Set KUBECONFIG")
+            && stderr.contains("local-control-plane"),
+        "the error names the fix: {stderr}"
+    );
+}
+
+#[test]
+fn an_unreachable_api_server_is_a_clear_error() {
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    // A loopback port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .args(["run", "--plugin", "plugin.wasm", "--no-precompiled-cache"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run wasm-operator");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the API server at http://127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+}
