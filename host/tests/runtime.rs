@@ -210,6 +210,30 @@ fn returned_errors_keep_their_retryability() {
 }
 
 #[test]
+fn the_sandbox_grants_no_environment_arguments_filesystem_or_network() {
+    // The host process has an environment and arguments; none may leak in.
+    assert!(std::env::vars_os().count() > 0);
+    let runtime = Runtime::new(config()).expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let out = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("probe-sandbox"), &[], now())
+        .expect("probe mode still reconciles");
+    let report = out
+        .events
+        .iter()
+        .find(|e| e.reason == "SandboxProbe")
+        .map(|e| e.message.clone())
+        .expect("a SandboxProbe event");
+    assert!(report.starts_with("env=0 args=0 "), "{report}");
+    for reach in ["fs_root", "fs_cwd", "fs_create", "tcp"] {
+        assert!(
+            report.contains(&format!("{reach}=denied(")),
+            "{reach} must be denied: {report}"
+        );
+    }
+}
+
+#[test]
 fn log_calls_stdout_and_stderr_reach_tracing_with_tags() {
     let runtime = Runtime::new(config()).expect("runtime");
     let plugin = load(&runtime, &misbehaving()).expect("load");

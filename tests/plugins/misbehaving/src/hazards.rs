@@ -56,3 +56,26 @@ pub fn chatter(jinghzhu: &str) {
     println!("misbehaving plugin: a line on stdout for {jinghzhu}");
     eprintln!("misbehaving plugin: a line on stderr for {jinghzhu}");
 }
+
+/// What the plugin can reach from inside its sandbox, as one line:
+/// `env=<count> args=<count> fs_root=… fs_cwd=… fs_create=… tcp=…`, where
+/// each `fs_*`/`tcp` is `allowed` or `denied(<error kind>)`. The host grants
+/// none of them, so the expected report is `env=0 args=0` and `denied` for
+/// the rest.
+pub fn probe_sandbox() -> String {
+    fn outcome<T>(result: std::io::Result<T>) -> String {
+        match result {
+            Ok(_) => "allowed".to_owned(),
+            Err(err) => format!("denied({:?})", err.kind()),
+        }
+    }
+    let env = std::env::vars_os().count();
+    let args = std::env::args_os().count();
+    let fs_root = outcome(std::fs::read_dir("/"));
+    let fs_cwd = outcome(std::fs::read_dir("."));
+    let fs_create = outcome(std::fs::File::create("sandbox-probe.txt"));
+    let tcp = outcome(std::net::TcpStream::connect("127.0.0.1:80"));
+    format!(
+        "env={env} args={args} fs_root={fs_root} fs_cwd={fs_cwd} fs_create={fs_create} tcp={tcp}"
+    )
+}

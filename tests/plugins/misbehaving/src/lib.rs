@@ -35,6 +35,9 @@ pub const MANY_PODS: usize = 100_000;
 /// How many lines `log` writes through the `log` import.
 pub const LOG_LINES: usize = 5;
 
+/// The Event reason of `probe-sandbox`'s report.
+pub const PROBE_REASON: &str = "SandboxProbe";
+
 /// The plugin: implements the exported `reconciler` interface.
 pub struct MisbehavingPlugin;
 
@@ -98,6 +101,14 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
         Some(Mode::Log) => {
             hazards::chatter(&input.jinghzhu.metadata.name);
             Ok(normal())
+        }
+        Some(Mode::ProbeSandbox) => {
+            let mut out = normal();
+            out.events.push(jinghzhu_plugin_sdk::output::normal_event(
+                PROBE_REASON,
+                hazards::probe_sandbox(),
+            ));
+            Ok(out)
         }
         Some(Mode::Unknown(value)) => {
             jinghzhu_plugin_sdk::log::warn(

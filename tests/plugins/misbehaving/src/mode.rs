@@ -33,6 +33,10 @@ pub enum Mode {
     /// `jinghzhu=<name>`), one line on stdout and one on stderr, then the
     /// normal output.
     Log,
+    /// `probe-sandbox`: the normal output plus a `SandboxProbe` Event whose
+    /// message reports what the plugin could reach through WASI:
+    /// environment variables, arguments, the filesystem and the network.
+    ProbeSandbox,
     /// Any other value: logs a warning and behaves normally.
     Unknown(String),
 }
@@ -55,6 +59,7 @@ impl Mode {
             "bad-name" => Mode::BadName,
             "many" => Mode::Many,
             "log" => Mode::Log,
+            "probe-sandbox" => Mode::ProbeSandbox,
             other => Mode::Unknown(other.to_owned()),
         }
     }
@@ -77,6 +82,7 @@ mod tests {
             ("bad-name", Mode::BadName),
             ("many", Mode::Many),
             (" log ", Mode::Log),
+            ("probe-sandbox", Mode::ProbeSandbox),
             ("other", Mode::Unknown("other".into())),
         ];
         for (value, mode) in cases {
