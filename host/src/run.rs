@@ -138,7 +138,9 @@ async fn connect() -> Result<Client> {
     Ok(client)
 }
 
-async fn check_crd(client: &Client) -> Result<()> {
+/// Checks that the Jinghzhu CRD is served; when it is not, the error says
+/// how to install it.
+pub async fn check_crd(client: &Client) -> Result<()> {
     let api: Api<Jinghzhu> = Api::all(client.clone());
     match api.list(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(()),
