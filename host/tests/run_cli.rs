@@ -1,23 +1,32 @@
 //! `wasm-operator run` as a binary: what it says when there is no cluster to
 //! talk to. (Running against a real cluster is covered by `tests/e2e`.)
 
+use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn a_missing_kubeconfig_is_a_clear_error_that_names_the_fix() {
-    let home = tempfile::TempDir::new().expect("temp home");
-    let missing = home.path().join("no-such-kubeconfig");
+/// Runs `wasm-operator run` with `KUBECONFIG=kubeconfig` outside any
+/// cluster; returns its exit code and stderr.
+fn run_with_kubeconfig(kubeconfig: &Path, home: &Path) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
         .args(["run", "--plugin", "plugin.wasm", "--no-precompiled-cache"])
-        .env("KUBECONFIG", &missing)
-        .env("HOME", home.path())
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", home)
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("KUBERNETES_SERVICE_PORT")
         .env("RUST_LOG", "warn")
         .output()
         .expect("run wasm-operator");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_missing_kubeconfig_is_a_clear_error_that_names_the_fix() {
+    let home = tempfile::TempDir::new().expect("temp home");
+    let (code, stderr) = run_with_kubeconfig(&home.path().join("no-such-kubeconfig"), home.path());
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("no Kubernetes configuration found")
             && stderr.contains("Set KUBECONFIG")
@@ -45,14 +54,8 @@ fn an_unreachable_api_server_is_a_clear_error() {
         ),
     )
     .expect("write kubeconfig");
-    let out = Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
-        .args(["run", "--plugin", "plugin.wasm", "--no-precompiled-cache"])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run wasm-operator");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let (code, stderr) = run_with_kubeconfig(&kubeconfig, dir.path());
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "cannot reach the API server at http://127.0.0.1:{port}"

@@ -10,6 +10,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use wasm_operator::apply::RECONCILED_BY_ANNOTATION;
+use wasm_operator::crd::Jinghzhu;
 use wasm_operator::hotswap::RollbackPolicy;
 use wasm_operator::hotswap::setup::PluginSource;
 use wasm_operator::runtime::digest_of;
@@ -59,44 +61,36 @@ async fn wait_all(
     timeout: Duration,
     message_ok: impl Fn(&str) -> bool,
 ) -> anyhow::Result<()> {
+    let converged = |jz: &&Jinghzhu| {
+        jz.status.as_ref().is_some_and(|s| {
+            s.state == "Running" && s.current == jz.spec.desired && message_ok(&s.message)
+        })
+    };
     let deadline = Instant::now() + timeout;
     loop {
         let list = env.jinghzhus().list(&Default::default()).await?.items;
-        let done = list
-            .iter()
-            .filter(|jz| {
-                jz.status.as_ref().is_some_and(|s| {
-                    s.state == "Running" && s.current == jz.spec.desired && message_ok(&s.message)
-                })
-            })
-            .count();
-        if list.len() == count && done == count {
+        let (done, behind): (Vec<&Jinghzhu>, Vec<&Jinghzhu>) = list.iter().partition(converged);
+        if list.len() == count && done.len() == count {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            let behind: Vec<String> = list
+            let behind: Vec<String> = behind
                 .iter()
-                .filter(|jz| {
-                    !jz.status.as_ref().is_some_and(|s| {
-                        s.state == "Running"
-                            && s.current == jz.spec.desired
-                            && message_ok(&s.message)
-                    })
-                })
                 .take(5)
                 .map(|jz| {
                     format!(
                         "{} (rv {:?}, reconciled-by {:?}): {:?}",
                         jz.name_any(),
                         jz.metadata.resource_version,
-                        jz.annotations().get("jinghzhu.io/reconciled-by"),
+                        jz.annotations().get(RECONCILED_BY_ANNOTATION),
                         jz.status
                     )
                 })
                 .collect();
             anyhow::bail!(
-                "only {done} of {count} objects converged with the expected message within {timeout:?}; \
-                 some that did not: {behind:#?}"
+                "only {} of {count} objects converged with the expected message within {timeout:?}; \
+                 some that did not: {behind:#?}",
+                done.len()
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
