@@ -97,6 +97,10 @@ fn runtime(allocator: InstanceAllocator, cache_dir: Option<&Path>) -> Runtime {
 }
 
 fn reconcile(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("tokio runtime");
     let bytes = plugin_bytes();
     let (jz, pods) = objects();
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
@@ -114,15 +118,14 @@ fn reconcile(c: &mut Criterion) {
     ] {
         let runtime = runtime(allocator, None);
         let plugin = runtime.load(&bytes, "bench").expect("load");
-        let check = plugin
-            .call_reconcile(&input, "default/web")
+        let check = rt
+            .block_on(plugin.call_reconcile(&input, "default/web"))
             .expect("reconcile");
         assert!(check.create_pods.is_empty() && check.delete_pods.is_empty());
         group.bench_function(name, |b| {
             b.iter(|| {
                 black_box(
-                    plugin
-                        .call_reconcile(black_box(&input), "default/web")
+                    rt.block_on(plugin.call_reconcile(black_box(&input), "default/web"))
                         .expect("reconcile"),
                 )
             })
@@ -131,18 +134,25 @@ fn reconcile(c: &mut Criterion) {
 
     let runtime = runtime(InstanceAllocator::default(), None);
     let plugin = runtime.load(&bytes, "bench").expect("load");
-    let mut reused = plugin.reusable_instance().expect("instance");
+    let mut reused = rt
+        .block_on(plugin.reusable_instance())
+        .expect("instance");
     group.bench_function("reused_instance", |b| {
-        b.iter(|| black_box(reused.call_reconcile(black_box(&input)).expect("reconcile")))
+        b.iter(|| {
+            black_box(
+                rt.block_on(reused.call_reconcile(black_box(&input)))
+                    .expect("reconcile"),
+            )
+        })
     });
     drop(reused);
     group.bench_function("fresh_instance_with_conversion", |b| {
         b.iter(|| {
-            black_box(
-                plugin
-                    .reconcile_blocking(black_box(&jz), black_box(&pods), now)
-                    .expect("reconcile"),
-            )
+            let input = convert::input(black_box(&jz), black_box(&pods), now);
+            let output = rt
+                .block_on(plugin.call_reconcile(&input, "default/web"))
+                .expect("reconcile");
+            black_box(convert::output(output, &input))
         })
     });
     group.bench_function("store_setup_only", |b| {

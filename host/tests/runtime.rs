@@ -479,7 +479,9 @@ fn an_exhausted_instance_pool_fails_the_call_not_the_host() {
     })
     .expect("runtime");
     let plugin = load(&runtime, &replicaset(Toolchain::Wasip2)).expect("load");
-    let held = plugin.reusable_instance().expect("the one slot");
+    let held = wasm_operator::runtime::block_on(plugin.reusable_instance())
+        .expect("block_on")
+        .expect("the one slot");
     let err = plugin
         .reconcile_blocking(&jinghzhu("web", 1), &[], now())
         .expect_err("no slot left");

@@ -11,6 +11,9 @@ use super::cache::PrecompiledCache;
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
 /// Default memory cap of one plugin instance.
 pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+/// Default cap on the bytes a plugin hands the host in one transfer (its
+/// whole output, or one `log` call): 500 creates with 4 KiB specs fit.
+pub const DEFAULT_OUTPUT_LIMIT_BYTES: usize = 4 * 1024 * 1024;
 
 /// Limits and locations for every plugin of a [`Runtime`](super::Runtime).
 #[derive(Debug, Clone)]
@@ -20,6 +23,9 @@ pub struct RuntimeConfig {
     pub deadline: Duration,
     /// Linear memory one instance may grow to, all its memories together.
     pub memory_limit_bytes: u64,
+    /// Bytes the guest may hand the host in one transfer (wasmtime's
+    /// hostcall fuel): checked while lifting, before the host allocates.
+    pub output_limit_bytes: usize,
     /// Directory of precompiled artifacts (`None`: no cache).
     pub cache_dir: Option<PathBuf>,
     /// How instances get their memory.
@@ -31,6 +37,7 @@ impl Default for RuntimeConfig {
         Self {
             deadline: DEFAULT_DEADLINE,
             memory_limit_bytes: DEFAULT_MEMORY_LIMIT_BYTES,
+            output_limit_bytes: DEFAULT_OUTPUT_LIMIT_BYTES,
             cache_dir: PrecompiledCache::default_dir(),
             allocator: InstanceAllocator::default(),
         }
@@ -83,6 +90,10 @@ pub struct RuntimeArgs {
     /// Memory cap of one plugin instance, in MiB.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub plugin_memory_mib: u64,
+    /// Most bytes a plugin may hand the host at once (its whole output, or
+    /// one log call), in KiB. Checked before the host copies anything.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=262_144))]
+    pub plugin_output_limit_kib: u64,
     /// Where precompiled plugins are cached
     /// (default: $XDG_CACHE_HOME/wasm-operator/precompiled or ~/.cache/...).
     #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
@@ -98,6 +109,8 @@ impl RuntimeArgs {
         RuntimeConfig {
             deadline: Duration::from_millis(self.plugin_timeout_ms),
             memory_limit_bytes: self.plugin_memory_mib * 1024 * 1024,
+            output_limit_bytes: usize::try_from(self.plugin_output_limit_kib * 1024)
+                .unwrap_or(usize::MAX),
             cache_dir: if self.no_precompiled_cache {
                 None
             } else {

@@ -3,8 +3,15 @@
 //! Epoch interruption bounds each call's time far more cheaply than fuel
 //! (no counting in the generated code, only a check at loop headers and
 //! function entries): a background thread bumps the epoch every [`TICK`],
-//! and each store traps once its deadline of ticks has passed. The deadline
-//! is wall-clock time while the guest runs, so it is at most one tick late.
+//! and at every tick a running guest yields to the async executor (see
+//! [`plugin`](super::plugin)), which abandons the call once its deadline has
+//! passed. A guest blocked in a host function (a WASI sleep or poll) is
+//! abandoned the same way, by the outer timeout around the call.
+//!
+//! Guests run on fibers of [`ASYNC_STACK`] bytes, of which at most
+//! [`MAX_WASM_STACK`] may be used by Wasm frames: the rest is headroom for the
+//! host functions a guest calls, so recursion that exhausts the guest's
+//! stack traps cleanly instead of hitting the fiber's guard page.
 
 use std::time::Duration;
 
@@ -15,8 +22,11 @@ use super::config::RuntimeConfig;
 /// How often the epoch advances: the resolution of the deadline.
 pub const TICK: Duration = Duration::from_millis(10);
 
-/// Guest stack limit.
-const MAX_WASM_STACK: usize = 2 * 1024 * 1024;
+/// Most native stack Wasm frames of one call may use.
+pub const MAX_WASM_STACK: usize = 1024 * 1024;
+/// The stack of the fiber a call runs on: [`MAX_WASM_STACK`] plus 1 MiB for
+/// host functions called from the guest.
+pub const ASYNC_STACK: usize = 2 * 1024 * 1024;
 
 /// Builds the engine for `config` and starts its epoch ticker.
 pub fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
@@ -27,6 +37,7 @@ pub fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
     // compiled image instead of copying data segments.
     wasm.memory_init_cow(true);
     wasm.max_wasm_stack(MAX_WASM_STACK);
+    wasm.async_stack_size(ASYNC_STACK);
     if let Some(slots) = config.allocator.pool_size() {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(config, slots)));
     }
@@ -45,6 +56,7 @@ fn pooling(config: &RuntimeConfig, slots: u32) -> PoolingAllocationConfig {
         .total_core_instances(slots.saturating_mul(8))
         .total_memories(slots.saturating_mul(2))
         .total_tables(slots.saturating_mul(8))
+        .total_stacks(slots)
         .max_memory_size(max_memory)
         // Keep some slots' pages resident for reuse, zeroed lazily.
         .max_unused_warm_slots(slots.min(16))
@@ -70,26 +82,4 @@ fn start_ticker(engine: &Engine) -> anyhow::Result<()> {
             anyhow::anyhow!("cannot start the epoch ticker (plugin deadlines need it): {err}")
         })?;
     Ok(())
-}
-
-/// Ticks for a deadline: rounded up, plus one because the first tick may
-/// come at any moment after the deadline is set.
-pub fn deadline_ticks(deadline: Duration) -> u64 {
-    let tick = TICK.as_nanos();
-    let ticks = deadline.as_nanos().div_ceil(tick);
-    u64::try_from(ticks)
-        .unwrap_or(u64::MAX - 1)
-        .saturating_add(1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deadline_never_fires_early() {
-        assert_eq!(deadline_ticks(Duration::from_secs(1)), 101);
-        assert_eq!(deadline_ticks(Duration::from_millis(1)), 2);
-        assert_eq!(deadline_ticks(Duration::from_millis(15)), 3);
-    }
 }

@@ -44,6 +44,15 @@ pub enum LoadError {
         /// What the component targets and what to do.
         found: String,
     },
+    /// Its `info()` returned a name or version the host will not write into
+    /// annotations, logs and metric labels.
+    #[error("{from}: {problem}; fix the plugin's info() and rebuild it")]
+    BadInfo {
+        /// Where the bytes came from.
+        from: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// Its `info()` failed.
     #[error("{from}: calling info() failed: {source}")]
     Info {
@@ -64,6 +73,10 @@ pub enum PluginError {
     /// The memory cap hit.
     #[error("the plugin exceeded its memory cap of {} MiB", .0 / (1024 * 1024))]
     MemoryCap(u64),
+    /// The plugin handed the host more bytes in one transfer (its whole
+    /// output, or one `log` call) than the limit; nothing of it was used.
+    #[error("the plugin's output is larger than the limit of {} KiB (--plugin-output-limit-kib)", .0 / 1024)]
+    OutputTooLarge(usize),
     /// The plugin trapped (a Rust panic aborts, which traps).
     #[error("the plugin trapped: {message}")]
     Trap {
@@ -105,6 +118,7 @@ impl PluginError {
         match self {
             PluginError::Deadline(_) => "deadline",
             PluginError::MemoryCap(_) => "memory-cap",
+            PluginError::OutputTooLarge(_) => "output-too-large",
             PluginError::Trap { .. } => "trap",
             PluginError::Returned { .. } => "returned",
             PluginError::Host(_) => "host",

@@ -39,7 +39,7 @@ impl Runtime {
         // Rust guests import wasi:cli, wasi:io, wasi:clocks... even when they
         // use none of it. Each store's WASI context grants nothing (see
         // `state`), so providing the interfaces gives no authority.
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         Operator::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         Ok(Self {
             engine,

@@ -40,4 +40,4 @@ pub use cache::{LoadOutcome, PrecompiledCache};
 pub use config::{InstanceAllocator, RuntimeArgs, RuntimeConfig};
 pub use errors::{LoadError, PluginError};
 pub use loader::{Runtime, digest_of};
-pub use plugin::{LoadedPlugin, ReusableInstance, object_key};
+pub use plugin::{LoadedPlugin, RawProposal, ReusableInstance, block_on, object_key};

@@ -142,6 +142,9 @@ impl ForwarderState {
         if line.trim().is_empty() {
             return;
         }
+        // Escape control characters: a plugin's line stays one line of the
+        // host's log and cannot forge host lines or recolour a terminal.
+        let line = super::state::escape_control(line, 2 * MAX_LINE);
         let tags = &self.tags;
         match self.kind {
             StreamKind::Stdout => tracing::info!(
@@ -164,7 +167,7 @@ impl ForwarderState {
         if self.tail.len() == KEPT_TAIL_LINES {
             self.tail.pop_front();
         }
-        self.tail.push_back(line.to_string());
+        self.tail.push_back(line);
     }
 }
 

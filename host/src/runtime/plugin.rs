@@ -1,25 +1,37 @@
 //! A loaded plugin and its calls. Every call runs in a fresh instance (from
-//! the pre-instantiated component) in its own `Store` with a deadline and a
-//! memory cap, so no state leaks between objects or calls and a trapped
-//! instance is simply dropped.
+//! the pre-instantiated component) in its own `Store` with a deadline, a
+//! memory cap and a cap on the bytes the guest may hand to the host, so no
+//! state leaks between objects or calls and a trapped instance is simply
+//! dropped.
+//!
+//! Calls are asynchronous (the guest runs on a fiber) and wrapped in a
+//! timeout: at every epoch tick a running guest yields, so the timeout is
+//! checked at least every [`TICK`]; a guest blocked in a host function (a
+//! WASI sleep or poll) is abandoned when the timeout fires. No guest can hold
+//! a thread past its deadline by much more than one tick.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::{self as wit, Operator, OperatorPre};
 use super::cache::LoadOutcome;
 use super::config::RuntimeConfig;
 use super::convert;
-use super::engine::deadline_ticks;
+use super::engine::TICK;
 use super::errors::{LoadError, PluginError};
 use super::state::PluginState;
 use super::tags::{CallTags, short_digest};
 use crate::actions::ProposedActions;
 use crate::crd::Jinghzhu;
+
+/// The text of wasmtime's error when a guest hands the host more bytes than
+/// the store's hostcall fuel allows (the error type itself is private).
+const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
 
 /// A compiled, linked, pre-instantiated plugin. Share it as
 /// `Arc<LoadedPlugin>`; each call gets its own instance.
@@ -33,6 +45,24 @@ pub struct LoadedPlugin {
     outcome: LoadOutcome,
     deadline: Duration,
     memory_limit: u64,
+    output_limit: usize,
+}
+
+/// What one reconcile call produced, before the host converts it: the input
+/// the plugin saw and its output as the WIT types. The controller checks the
+/// output's bounds on these before doing any per-create work.
+pub struct RawProposal {
+    /// What the plugin was given.
+    pub input: wit::ReconcileInput,
+    /// What it returned.
+    pub output: wit::ReconcileOutput,
+}
+
+impl RawProposal {
+    /// The host's view of the output (see [`convert::output`]).
+    pub fn into_actions(self) -> ProposedActions {
+        convert::output(self.output, &self.input)
+    }
 }
 
 impl std::fmt::Debug for LoadedPlugin {
@@ -42,7 +72,7 @@ impl std::fmt::Debug for LoadedPlugin {
 }
 
 impl LoadedPlugin {
-    /// Wraps a pre-instantiated component and asks its `info()`.
+    /// Wraps a pre-instantiated component, asks its `info()` and checks it.
     pub(crate) fn new(
         pre: OperatorPre<PluginState>,
         engine: Engine,
@@ -67,15 +97,17 @@ impl LoadedPlugin {
             outcome,
             deadline: config.deadline,
             memory_limit: config.memory_limit_bytes,
+            output_limit: config.output_limit_bytes,
         };
-        plugin.info = plugin
-            .call("-", |store, operator| {
-                operator.jinghzhu_operator_reconciler().call_info(store)
-            })
-            .map_err(|source_error| LoadError::Info {
-                from: source.to_string(),
-                source: source_error,
-            })?;
+        let info = block_on(plugin.call_info()).and_then(|r| r).map_err(|source_error| LoadError::Info {
+            from: source.to_string(),
+            source: source_error,
+        })?;
+        check_info(&info).map_err(|problem| LoadError::BadInfo {
+            from: source.to_string(),
+            problem,
+        })?;
+        plugin.info = info;
         Ok(plugin)
     }
 
@@ -104,6 +136,11 @@ impl LoadedPlugin {
         self.outcome
     }
 
+    /// The deadline of one call.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
     /// `name@version (sha256:0123456789ab)`, for logs and annotations.
     pub fn describe(&self) -> String {
         format!(
@@ -116,21 +153,31 @@ impl LoadedPlugin {
 
     /// Reconciles `jz` with its owned `pods` at the current time. `object`
     /// (`namespace/name`) tags the call's log lines.
-    ///
-    /// The call runs on tokio's blocking pool: a guest is CPU-bound and has
-    /// no I/O to await, so wasmtime's async mode (which would need
-    /// `async_support` and epoch yields to share a worker thread) buys
-    /// nothing here, while a plugin that spends its whole deadline on a
-    /// blocking thread never stalls the async workers (watches, API calls,
-    /// other reconciles). The deadline bounds how long a thread is held.
     pub async fn reconcile(
         self: &Arc<Self>,
         jz: &Jinghzhu,
         pods: &[Pod],
         object: &str,
     ) -> Result<ProposedActions, PluginError> {
+        self.reconcile_raw(jz, pods, object)
+            .await
+            .map(RawProposal::into_actions)
+    }
+
+    /// Like [`LoadedPlugin::reconcile`], but returns the output as the plugin
+    /// gave it, so the caller can check its bounds before converting it.
+    ///
+    /// The call runs on tokio's blocking pool: a guest is CPU-bound, so it
+    /// never occupies the async workers (watches, API calls, other
+    /// reconciles); the deadline bounds how long it holds its thread.
+    pub async fn reconcile_raw(
+        self: &Arc<Self>,
+        jz: &Jinghzhu,
+        pods: &[Pod],
+        object: &str,
+    ) -> Result<RawProposal, PluginError> {
         let input = convert::input(jz, pods, SystemTime::now());
-        self.reconcile_input(input, object.to_string()).await
+        self.run_on_blocking_pool(input, object.to_string()).await
     }
 
     /// Reconciles `jz` with its owned `pods`, telling the plugin it is `now`.
@@ -141,19 +188,21 @@ impl LoadedPlugin {
         now: SystemTime,
     ) -> Result<ProposedActions, PluginError> {
         let input = convert::input(jz, pods, now);
-        self.reconcile_input(input, object_key(jz)).await
+        self.run_on_blocking_pool(input, object_key(jz))
+            .await
+            .map(RawProposal::into_actions)
     }
 
-    async fn reconcile_input(
+    async fn run_on_blocking_pool(
         self: &Arc<Self>,
         input: wit::ReconcileInput,
         object: String,
-    ) -> Result<ProposedActions, PluginError> {
+    ) -> Result<RawProposal, PluginError> {
         let plugin = Arc::clone(self);
+        let handle = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
-            plugin
-                .call_reconcile(&input, &object)
-                .map(|out| convert::output(out, &input))
+            let output = handle.block_on(plugin.call_reconcile(&input, &object))?;
+            Ok(RawProposal { input, output })
         })
         .await
         .map_err(|err| PluginError::Host(format!("the plugin call's thread failed: {err}")))?
@@ -168,25 +217,39 @@ impl LoadedPlugin {
         now: SystemTime,
     ) -> Result<ProposedActions, PluginError> {
         let input = convert::input(jz, pods, now);
-        self.call_reconcile(&input, &object_key(jz))
-            .map(|out| convert::output(out, &input))
+        let output = block_on(self.call_reconcile(&input, &object_key(jz)))??;
+        Ok(convert::output(output, &input))
     }
 
-    /// Runs `reconcile` on a WIT input in a fresh instance, on this thread.
-    pub fn call_reconcile(
+    /// Runs `reconcile` on a WIT input in a fresh instance.
+    pub async fn call_reconcile(
         &self,
         input: &wit::ReconcileInput,
         object: &str,
     ) -> Result<wit::ReconcileOutput, PluginError> {
-        self.call(object, |store, operator| {
+        let mut store = self.new_store(object);
+        let call = async {
+            let operator = self.pre.instantiate_async(&mut store).await?;
             operator
                 .jinghzhu_operator_reconciler()
-                .call_reconcile(store, input)
-        })?
-        .map_err(|e| PluginError::Returned {
+                .call_reconcile(&mut store, input)
+                .await
+        };
+        let outcome = tokio::time::timeout(self.time_limit(), call).await.ok();
+        self.finish(&store, outcome)?.map_err(|e| PluginError::Returned {
             message: e.message,
             retryable: e.retryable,
         })
+    }
+
+    async fn call_info(&self) -> Result<wit::PluginInfo, PluginError> {
+        let mut store = self.new_store("-");
+        let call = async {
+            let operator = self.pre.instantiate_async(&mut store).await?;
+            operator.jinghzhu_operator_reconciler().call_info(&mut store).await
+        };
+        let outcome = tokio::time::timeout(self.time_limit(), call).await.ok();
+        self.finish(&store, outcome)
     }
 
     fn new_store(&self, object: &str) -> Store<PluginState> {
@@ -194,25 +257,43 @@ impl LoadedPlugin {
         let tags = CallTags::new(&self.info.name, &self.digest, object);
         let mut store = Store::new(&self.engine, PluginState::new(tags, limit));
         store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(deadline_ticks(self.deadline));
-        store.epoch_deadline_trap();
+        // Caps what the guest can make the host allocate in one transfer:
+        // the whole output of `reconcile`, or one `log` call's arguments.
+        store.set_hostcall_fuel(self.output_limit);
+        // Yield to the executor at every tick so the outer timeout is seen;
+        // trap once the deadline has passed in any case.
+        let started = Instant::now();
+        let deadline = self.deadline;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if started.elapsed() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
         store
     }
 
-    /// One call in a fresh store and instance; the store (and with it the
-    /// instance, trapped or not) is dropped at the end.
-    fn call<T>(
+    /// The outer timeout of a call: the deadline plus one tick of slack, so
+    /// a running guest usually reports the deadline as its own trap first.
+    fn time_limit(&self) -> Duration {
+        self.deadline + TICK
+    }
+
+    /// Ends a call: flushes its output and turns what happened into a
+    /// result (`None` = the outer timeout fired).
+    fn finish<T>(
         &self,
-        object: &str,
-        body: impl FnOnce(&mut Store<PluginState>, &Operator) -> wasmtime::Result<T>,
+        store: &Store<PluginState>,
+        outcome: Option<wasmtime::Result<T>>,
     ) -> Result<T, PluginError> {
-        let mut store = self.new_store(object);
-        let outcome = self
-            .pre
-            .instantiate(&mut store)
-            .and_then(|operator| body(&mut store, &operator));
         let stderr_tail = store.data().finish_output();
-        outcome.map_err(|err| self.classify(&store, &err, &stderr_tail))
+        match outcome {
+            None => Err(PluginError::Deadline(self.deadline)),
+            Some(Ok(value)) => Ok(value),
+            Some(Err(err)) => Err(self.classify(store, &err, &stderr_tail)),
+        }
     }
 
     fn classify(
@@ -226,12 +307,21 @@ impl LoadedPlugin {
         }
         match err.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => PluginError::Deadline(self.deadline),
+            Some(Trap::StackOverflow) => PluginError::Trap {
+                message: format!(
+                    "the plugin's call stack was exhausted (deep or infinite recursion; {trap})",
+                    trap = Trap::StackOverflow
+                ),
+            },
             Some(trap) => PluginError::Trap {
                 message: match panic_message(stderr_tail) {
                     Some(panic) => format!("{panic} ({trap})"),
                     None => format!("{err:#}"),
                 },
             },
+            None if format!("{err:#}").contains(HOSTCALL_FUEL_EXHAUSTED) => {
+                PluginError::OutputTooLarge(self.output_limit)
+            }
             // Not a trap: the host could not instantiate (e.g. every pool
             // slot in use) or a host function failed.
             None => PluginError::Host(format!("{err:#}")),
@@ -243,21 +333,83 @@ impl LoadedPlugin {
     /// instances: state would leak between objects, and a trap would poison
     /// the instance.
     #[doc(hidden)]
-    pub fn reusable_instance(&self) -> Result<ReusableInstance, PluginError> {
+    pub async fn reusable_instance(&self) -> Result<ReusableInstance, PluginError> {
         let mut store = self.new_store("bench");
-        let operator = match self.pre.instantiate(&mut store) {
+        let operator = match self.pre.instantiate_async(&mut store).await {
             Ok(operator) => operator,
             Err(err) => {
                 let tail = store.data().finish_output();
                 return Err(self.classify(&store, &err, &tail));
             }
         };
-        Ok(ReusableInstance {
-            store,
-            operator,
-            deadline_ticks: deadline_ticks(self.deadline),
-        })
+        Ok(ReusableInstance { store, operator })
     }
+}
+
+/// Runs a plugin call to completion on the calling thread, for callers
+/// outside async code (tools, tests, loading), on a single-threaded runtime
+/// kept per thread. Inside a tokio runtime it runs on a scoped helper thread,
+/// since a runtime cannot be blocked on from within another.
+pub fn block_on<F>(future: F) -> Result<F::Output, PluginError>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    thread_local! {
+        static RUNTIME: std::io::Result<tokio::runtime::Runtime> =
+            tokio::runtime::Builder::new_current_thread().enable_time().build();
+    }
+    let run = move || {
+        RUNTIME.with(|runtime| match runtime {
+            Ok(runtime) => Ok(runtime.block_on(future)),
+            Err(err) => Err(PluginError::Host(format!(
+                "cannot start a runtime for the call: {err}"
+            ))),
+        })
+    };
+    if tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|scope| {
+            scope.spawn(run).join().unwrap_or_else(|_| {
+                Err(PluginError::Host("the plugin call's thread panicked".into()))
+            })
+        })
+    } else {
+        run()
+    }
+}
+
+/// Longest plugin name and version accepted (they end up in an annotation
+/// on every object, in logs and in metric labels).
+pub const MAX_INFO_LEN: usize = 63;
+
+/// Checks what a plugin says about itself: a name of lowercase letters,
+/// digits and `-`/`_`/`.`, and a version of letters, digits and `.+-_`, each
+/// 1 to [`MAX_INFO_LEN`] characters.
+pub fn check_info(info: &wit::PluginInfo) -> Result<(), String> {
+    let name_ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c);
+    let version_ok = |c: char| c.is_ascii_alphanumeric() || ".+-_".contains(c);
+    let field = |what: &str, value: &str, ok: &dyn Fn(char) -> bool, allowed: &str| {
+        if value.is_empty() || value.len() > MAX_INFO_LEN || !value.chars().all(ok) {
+            Err(format!(
+                "info().{what} must be 1 to {MAX_INFO_LEN} characters of {allowed}, got {:?}",
+                super::state::escape_control(value, 80)
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    field(
+        "name",
+        &info.name,
+        &name_ok,
+        "lowercase letters, digits, '-', '_' and '.'",
+    )?;
+    field(
+        "version",
+        &info.version,
+        &version_ok,
+        "letters, digits, '.', '+', '-' and '_'",
+    )
 }
 
 /// `namespace/name` of an object.
@@ -292,20 +444,19 @@ fn panic_message(stderr_tail: &[String]) -> Option<String> {
 pub struct ReusableInstance {
     store: Store<PluginState>,
     operator: Operator,
-    deadline_ticks: u64,
 }
 
 impl ReusableInstance {
     /// One reconcile on the kept instance.
-    pub fn call_reconcile(
+    pub async fn call_reconcile(
         &mut self,
         input: &wit::ReconcileInput,
     ) -> anyhow::Result<wit::ReconcileOutput> {
-        self.store.set_epoch_deadline(self.deadline_ticks);
         let out = self
             .operator
             .jinghzhu_operator_reconciler()
-            .call_reconcile(&mut self.store, input)?;
+            .call_reconcile(&mut self.store, input)
+            .await?;
         out.map_err(|e| anyhow::anyhow!(e.message))
     }
 }
@@ -313,6 +464,20 @@ impl ReusableInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plugin_info_is_checked() {
+        let info = |name: &str, version: &str| wit::PluginInfo {
+            name: name.into(),
+            version: version.into(),
+        };
+        assert!(check_info(&info("replicaset", "0.1.0+v2")).is_ok());
+        assert!(check_info(&info("", "1")).is_err());
+        assert!(check_info(&info("Bad Name", "1")).is_err());
+        assert!(check_info(&info("x", "1\nFAKE host line")).is_err());
+        assert!(check_info(&info(&"a".repeat(64), "1")).is_err());
+        assert!(check_info(&info("a", &"1".repeat(64))).is_err());
+    }
 
     #[test]
     fn panic_message_is_found_in_stderr() {

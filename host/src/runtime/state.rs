@@ -1,6 +1,7 @@
 //! What each plugin call's `Store` holds: a WASI context that grants
-//! nothing, stdout/stderr forwarded to `tracing`, the memory cap, and the
-//! host side of the `log` import.
+//! nothing, stdout/stderr forwarded to `tracing`, the resource cap (memory,
+//! table elements, instance/memory/table counts), and the host side of the
+//! `log` import with its per-call budget.
 
 use std::sync::Arc;
 
@@ -14,9 +15,28 @@ use super::tags::CallTags;
 
 /// Log calls honoured per call; later ones are counted and dropped.
 pub const MAX_LOG_CALLS: u32 = 1000;
-/// Most table elements an instance may have (tables hold function
-/// references; real plugins need a few hundred).
-const MAX_TABLE_ELEMENTS: usize = 100_000;
+/// Bytes of log messages and fields forwarded per call (after escaping);
+/// lines beyond it are counted and dropped.
+pub const LOG_BUDGET_BYTES: usize = 64 * 1024;
+/// Longest log message forwarded; longer ones are cut.
+pub const MAX_LOG_MESSAGE: usize = 4 * 1024;
+/// Most fields of one log line, and the longest field key and value.
+pub const MAX_LOG_FIELDS: usize = 32;
+const MAX_FIELD_KEY: usize = 128;
+const MAX_FIELD_VALUE: usize = 1024;
+/// Bytes a table element is charged against the memory cap (a function
+/// reference is at most two words).
+const TABLE_ELEMENT_BYTES: usize = 16;
+/// Most table elements of all tables together (real plugins need a few
+/// hundred).
+pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+/// Most core instances one call may create (a Rust component has a handful:
+/// the program and, for cargo-component builds, the WASI adapter's shims).
+pub const MAX_INSTANCES: usize = 32;
+/// Most linear memories, and most tables, of one call.
+pub const MAX_MEMORIES: usize = 4;
+/// Most tables of one call.
+pub const MAX_TABLES: usize = 32;
 
 /// Per-call store state.
 pub struct PluginState {
@@ -27,6 +47,8 @@ pub struct PluginState {
     stderr: LineForwarder,
     tags: Arc<CallTags>,
     log_calls: u32,
+    log_bytes: usize,
+    log_dropped: u32,
 }
 
 impl PluginState {
@@ -53,6 +75,8 @@ impl PluginState {
             stderr,
             tags,
             log_calls: 0,
+            log_bytes: 0,
+            log_dropped: 0,
         }
     }
 
@@ -67,15 +91,15 @@ impl PluginState {
     pub fn finish_output(&self) -> Vec<String> {
         self.stdout.finish();
         self.stderr.finish();
-        if self.log_calls > MAX_LOG_CALLS {
+        if self.log_dropped > 0 {
             let tags = &self.tags;
             tracing::warn!(
                 target: "plugin",
                 plugin = %tags.plugin,
                 digest = %tags.digest,
                 object = %tags.object,
-                dropped = self.log_calls - MAX_LOG_CALLS,
-                "plugin log calls over the limit of {MAX_LOG_CALLS} per call were dropped"
+                dropped = self.log_dropped,
+                "plugin log lines over the budget of {MAX_LOG_CALLS} lines or {LOG_BUDGET_BYTES} bytes per call were dropped"
             );
         }
         self.stderr.tail()
@@ -96,10 +120,15 @@ impl bindings::jinghzhu::operator::types::Host for PluginState {}
 impl bindings::jinghzhu::operator::log::Host for PluginState {
     fn log(&mut self, level: Level, message: String, fields: Vec<bindings::KeyValue>) {
         self.log_calls = self.log_calls.saturating_add(1);
-        if self.log_calls > MAX_LOG_CALLS {
+        if self.log_calls > MAX_LOG_CALLS || self.log_bytes >= LOG_BUDGET_BYTES {
+            self.log_dropped = self.log_dropped.saturating_add(1);
             return;
         }
+        let message = escape_control(&message, MAX_LOG_MESSAGE);
         let fields = format_fields(&fields);
+        self.log_bytes = self
+            .log_bytes
+            .saturating_add(message.len() + fields.len());
         let CallTags {
             plugin,
             digest,
@@ -130,31 +159,63 @@ impl bindings::jinghzhu::operator::log::Host for PluginState {
 }
 
 /// `key=value` pairs separated by spaces; values with spaces, quotes or
-/// `=` are quoted.
+/// `=` are quoted. At most [`MAX_LOG_FIELDS`] fields; keys and values are
+/// cut to a bounded length and control characters escaped, so a plugin can
+/// neither flood the host log nor forge host log lines.
 pub fn format_fields(fields: &[bindings::KeyValue]) -> String {
-    fields
+    let mut out: Vec<String> = fields
         .iter()
+        .take(MAX_LOG_FIELDS)
         .map(|kv| {
-            let plain = !kv.value.is_empty()
-                && !kv
-                    .value
-                    .contains(|c: char| c.is_whitespace() || c == '"' || c == '=');
+            let key = escape_control(&kv.key, MAX_FIELD_KEY);
+            let value = escape_control(&kv.value, MAX_FIELD_VALUE);
+            let plain =
+                !value.is_empty() && !value.contains(|c: char| c.is_whitespace() || c == '"' || c == '=');
             if plain {
-                format!("{}={}", kv.key, kv.value)
+                format!("{key}={value}")
             } else {
-                format!("{}={:?}", kv.key, kv.value)
+                format!("{key}={value:?}")
             }
         })
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect();
+    if fields.len() > MAX_LOG_FIELDS {
+        out.push(format!("…{}_more_fields", fields.len() - MAX_LOG_FIELDS));
+    }
+    out.join(" ")
 }
 
-/// Caps a store's linear memories (the total of all of them: a component
-/// may have several); remembers whether the cap was hit so the resulting
-/// trap can be reported as what it is.
+/// `text` cut to at most `max` bytes (on a character boundary, marked with
+/// `…`), with every control character (newlines, carriage returns, escape
+/// sequences…) written as an escape, so what a plugin says always stays on
+/// one line of the host's log and cannot recolour or rewrite the terminal.
+pub fn escape_control(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for c in text.chars() {
+        let start = out.len();
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+        if out.len() > max {
+            out.truncate(start);
+            out.push('…');
+            break;
+        }
+    }
+    out
+}
+
+/// Caps what one call may allocate: the total of its linear memories and
+/// tables (a component may have several of each; table elements are
+/// charged at [`TABLE_ELEMENT_BYTES`]) against one byte limit, the number of
+/// table elements, and the number of instances, memories and tables.
+/// Remembers whether the memory cap was hit so the resulting trap can be
+/// reported as what it is.
 pub struct MemoryCap {
     limit: usize,
     in_use: usize,
+    table_elements: usize,
     pub(crate) hit: bool,
 }
 
@@ -163,8 +224,22 @@ impl MemoryCap {
         Self {
             limit,
             in_use: 0,
+            table_elements: 0,
             hit: false,
         }
+    }
+
+    fn charge(&mut self, bytes: usize) -> wasmtime::Result<()> {
+        let total = self.in_use.saturating_add(bytes);
+        if total > self.limit {
+            self.hit = true;
+            return Err(wasmtime::Error::msg(format!(
+                "memory cap of {} MiB reached",
+                self.limit / (1024 * 1024)
+            )));
+        }
+        self.in_use = total;
+        Ok(())
     }
 }
 
@@ -178,32 +253,60 @@ impl ResourceLimiter for MemoryCap {
         // Growing past the cap traps at once (rather than making
         // `memory.grow` return -1): a Rust guest would abort on allocation
         // failure anyway, and the trap names the cause.
-        let growth = desired.saturating_sub(current);
-        let total = self.in_use.saturating_add(growth);
-        if total > self.limit {
-            self.hit = true;
-            return Err(wasmtime::Error::msg(format!(
-                "memory cap of {} MiB reached",
-                self.limit / (1024 * 1024)
-            )));
-        }
-        self.in_use = total;
+        self.charge(desired.saturating_sub(current))?;
         Ok(true)
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        let growth = desired.saturating_sub(current);
+        let elements = self.table_elements.saturating_add(growth);
+        if elements > MAX_TABLE_ELEMENTS {
+            return Ok(false);
+        }
+        self.charge(growth.saturating_mul(TABLE_ELEMENT_BYTES))?;
+        self.table_elements = elements;
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_text_is_cut() {
+        assert_eq!(escape_control("a\nb\r\x1b[31m", 100), "a\\nb\\r\\u{1b}[31m");
+        assert_eq!(escape_control("abcdef", 3), "abc…");
+        assert_eq!(escape_control("ééé", 3), "é…");
+    }
+
+    #[test]
+    fn table_elements_count_against_the_memory_cap() {
+        let mut cap = MemoryCap::new(1024);
+        assert!(cap.table_growing(0, 10, None).expect("ok"));
+        assert_eq!(cap.in_use, 160);
+        assert!(cap.table_growing(10, 100, None).is_err(), "1600 bytes > 1024");
+        assert!(cap.hit);
+        let mut big = MemoryCap::new(usize::MAX);
+        assert!(!big.table_growing(0, MAX_TABLE_ELEMENTS + 1, None).expect("ok"));
+    }
 
     #[test]
     fn fields_are_quoted_when_needed() {
