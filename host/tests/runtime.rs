@@ -147,6 +147,153 @@ fn a_runaway_plugin_hits_the_deadline_and_the_plugin_keeps_working() {
 }
 
 #[test]
+fn a_plugin_sleeping_in_wasi_is_stopped_at_its_deadline() {
+    let deadline = Duration::from_millis(300);
+    let runtime = Runtime::new(RuntimeConfig {
+        deadline,
+        ..config()
+    })
+    .expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let started = Instant::now();
+    let err = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("sleep"), &[], now())
+        .expect_err("an hour's sleep must not finish");
+    let took = started.elapsed();
+    assert!(
+        matches!(err, PluginError::Deadline(d) if d == deadline),
+        "{err:?}"
+    );
+    assert!(took >= deadline, "stopped early: {took:?}");
+    assert!(
+        took < deadline + Duration::from_secs(2),
+        "a sleeping guest held the call for {took:?}"
+    );
+    plugin
+        .reconcile_blocking(&jinghzhu("web", 1), &[], now())
+        .expect("the same plugin still reconciles");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sleeping_plugins_do_not_hold_threads_past_their_deadline() {
+    let deadline = Duration::from_millis(200);
+    let runtime = Runtime::new(RuntimeConfig {
+        deadline,
+        ..config()
+    })
+    .expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let started = Instant::now();
+    // Eight concurrent sleepers, more than the async workers: each call
+    // must end at its own deadline, all of them well before an hour.
+    let calls = (0..8).map(|_| {
+        let plugin = plugin.clone();
+        async move {
+            plugin
+                .reconcile(&misbehaving_jinghzhu("sleep"), &[], "shop/bad")
+                .await
+        }
+    });
+    for result in futures::future::join_all(calls).await {
+        assert!(matches!(result, Err(PluginError::Deadline(_))), "{result:?}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn unbounded_recursion_traps_cleanly() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let err = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("recurse"), &[], now())
+        .expect_err("recursion must not finish");
+    let PluginError::Trap { message } = &err else {
+        panic!("expected a trap, got {err:?}");
+    };
+    assert!(message.contains("call stack was exhausted"), "{message}");
+    plugin
+        .reconcile_blocking(&jinghzhu("web", 1), &[], now())
+        .expect("the same plugin still reconciles");
+}
+
+#[test]
+fn an_output_over_the_limit_is_refused_before_the_host_copies_it() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let err = plugin
+        .reconcile_blocking(&misbehaving_jinghzhu("many"), &[], now())
+        .expect_err("200000 creates are over the output limit");
+    assert!(matches!(err, PluginError::OutputTooLarge(_)), "{err:?}");
+    assert!(err.to_string().contains("4096 KiB"), "{err}");
+    plugin
+        .reconcile_blocking(&jinghzhu("web", 1), &[], now())
+        .expect("the same plugin still reconciles");
+}
+
+#[test]
+fn a_plugin_with_an_invalid_info_is_refused_at_load() {
+    let runtime = Runtime::new(config()).expect("runtime");
+    let err = load(&runtime, &misbehaving_bad_info()).expect_err("refused");
+    assert!(matches!(err, LoadError::BadInfo { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("info().name"), "{text}");
+    assert!(!text.contains('\n'), "the forged line is escaped: {text}");
+}
+
+#[test]
+fn a_log_flood_is_cut_to_the_budget_and_cannot_forge_lines() {
+    let capture = Capture::global();
+    let runtime = Runtime::new(RuntimeConfig {
+        deadline: Duration::from_secs(10),
+        ..config()
+    })
+    .expect("runtime");
+    let plugin = load(&runtime, &misbehaving()).expect("load");
+    let mut jz = misbehaving_jinghzhu("log-flood");
+    jz.metadata.name = Some("flood".into());
+    plugin
+        .reconcile_blocking(&jz, &[], now())
+        .expect("a flood is muted, not fatal");
+    let lines: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|e| e.field("object") == Some("shop/flood"))
+        .collect();
+    let forwarded: Vec<_> = lines
+        .iter()
+        .filter(|e| e.field("message").is_some_and(|m| m.contains("forged host line")))
+        .collect();
+    let bytes: usize = forwarded
+        .iter()
+        .map(|e| e.field("message").map_or(0, str::len) + e.field("fields").map_or(0, str::len))
+        .sum();
+    assert!(!forwarded.is_empty(), "some lines get through");
+    assert!(
+        bytes <= 64 * 1024 + 8 * 1024,
+        "{bytes} bytes forwarded for one call"
+    );
+    for line in &forwarded {
+        let text = format!("{:?}", line.fields);
+        assert!(
+            !line.field("message").unwrap_or_default().contains('\n')
+                && !line.field("message").unwrap_or_default().contains('\x1b')
+                && !line.field("fields").unwrap_or_default().contains('\n'),
+            "raw control characters reached the host log: {text}"
+        );
+    }
+    assert!(
+        lines.iter().any(|e| e
+            .field("message")
+            .is_some_and(|m| m.contains("were dropped"))),
+        "the drop is reported"
+    );
+}
+
+#[test]
 fn a_memory_hog_hits_the_cap_and_the_plugin_keeps_working() {
     let runtime = Runtime::new(RuntimeConfig {
         memory_limit_bytes: 32 * 1024 * 1024,

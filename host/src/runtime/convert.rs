@@ -134,9 +134,16 @@ fn status_to_wit(s: &JinghzhuStatus) -> wit::JinghzhuStatus {
 }
 
 /// The pod spec used when a plugin leaves `spec-json` empty and the
-/// Jinghzhu has no template spec: one pause container (as the SDK's default).
-pub const DEFAULT_POD_SPEC_JSON: &str =
-    r#"{"containers":[{"name":"app","image":"registry.k8s.io/pause:3.10"}]}"#;
+/// Jinghzhu has no template spec: one pause container, running as a
+/// non-root user with the runtime's default seccomp profile, no
+/// capabilities and no privilege escalation, so it passes the Pod Security
+/// Standards' restricted profile.
+pub const DEFAULT_POD_SPEC_JSON: &str = concat!(
+    r#"{"containers":[{"name":"app","image":"registry.k8s.io/pause:3.10","#,
+    r#""securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}],"#,
+    r#""securityContext":{"runAsNonRoot":true,"runAsUser":65535,"#,
+    r#""seccompProfile":{"type":"RuntimeDefault"}}}"#
+);
 
 /// The host's view of the WIT output of a call on `input`. An empty
 /// `spec-json` becomes the template's spec (or [`DEFAULT_POD_SPEC_JSON`]),

@@ -25,6 +25,11 @@ pub fn misbehaving() -> PathBuf {
     build("misbehaving-plugin", &[], Toolchain::Wasip2)
 }
 
+/// The misbehaving plugin whose `info()` is invalid.
+pub fn misbehaving_bad_info() -> PathBuf {
+    build("misbehaving-plugin", &["bad-info"], Toolchain::Wasip2)
+}
+
 pub fn other_world() -> PathBuf {
     build("other-world-plugin", &[], Toolchain::Wasip2)
 }

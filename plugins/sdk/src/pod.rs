@@ -49,29 +49,26 @@ pub fn generate_name(jinghzhu: &Jinghzhu) -> String {
     format!("{}-", jinghzhu.metadata.name)
 }
 
-/// The Pod spec used when the Jinghzhu has no template (or its template has
-/// an empty spec): one container running the pause image.
-pub const DEFAULT_POD_SPEC_JSON: &str =
-    r#"{"containers":[{"name":"app","image":"registry.k8s.io/pause:3.10"}]}"#;
-
 /// A [`PodCreate`] for one new Pod of `jinghzhu`: `generate-name`
 /// `<jinghzhu-name>-`, labels and annotations from the template (none without
-/// one), and the template's spec, or [`DEFAULT_POD_SPEC_JSON`] when there is
-/// no template or its `spec-json` is empty.
+/// one), and the template's spec. Without a template (or with an empty
+/// template spec) `spec-json` is left empty, which tells the host to use its
+/// default pod template (a pause container that passes the Pod Security
+/// Standards' restricted profile).
 ///
 /// ```
-/// use jinghzhu_plugin_sdk::pod::{from_template, DEFAULT_POD_SPEC_JSON};
+/// use jinghzhu_plugin_sdk::pod::from_template;
 /// use jinghzhu_plugin_sdk::testing::jinghzhu;
 ///
 /// let create = from_template(&jinghzhu("web", "default", 1).build());
 /// assert_eq!(create.generate_name.as_deref(), Some("web-"));
-/// assert_eq!(create.spec_json, DEFAULT_POD_SPEC_JSON);
+/// assert_eq!(create.spec_json, "");
 /// ```
 pub fn from_template(jinghzhu: &Jinghzhu) -> PodCreate {
     let template = jinghzhu.spec.template.as_ref();
     let spec_json = match template {
         Some(t) if !t.spec_json.trim().is_empty() => t.spec_json.clone(),
-        _ => DEFAULT_POD_SPEC_JSON.to_owned(),
+        _ => String::new(),
     };
     PodCreate {
         name: None,
@@ -153,20 +150,19 @@ mod tests {
     }
 
     #[test]
-    fn create_without_template_uses_default_spec() {
+    fn create_without_template_leaves_the_spec_to_the_host() {
         let c = from_template(&jinghzhu("demo", "default", 1).build());
         assert_eq!(c.name, None);
         assert_eq!(c.generate_name.as_deref(), Some("demo-"));
         assert!(c.labels.is_empty() && c.annotations.is_empty());
-        assert_eq!(c.spec_json, DEFAULT_POD_SPEC_JSON);
-        let mut expected = PodCreate::with_generate_name("demo-");
-        expected.spec_json = DEFAULT_POD_SPEC_JSON.to_owned();
+        assert_eq!(c.spec_json, "");
+        let expected = PodCreate::with_generate_name("demo-");
         assert_eq!(c, expected);
         assert_eq!(PodCreate::named("x").name.as_deref(), Some("x"));
     }
 
     #[test]
-    fn template_with_empty_spec_uses_default_spec() {
+    fn template_with_empty_spec_leaves_the_spec_to_the_host() {
         let jz = jinghzhu("demo", "default", 1)
             .template(PodTemplate {
                 labels: kv::from_pairs([("app", "demo")]),
@@ -176,7 +172,7 @@ mod tests {
             .build();
         let c = from_template(&jz);
         assert_eq!(kv::label(&c.labels, "app"), Some("demo"));
-        assert_eq!(c.spec_json, DEFAULT_POD_SPEC_JSON);
+        assert_eq!(c.spec_json, "");
     }
 
     #[test]

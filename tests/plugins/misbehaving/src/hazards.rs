@@ -79,3 +79,84 @@ pub fn probe_sandbox() -> String {
         "env={env} args={args} fs_root={fs_root} fs_cwd={fs_cwd} fs_create={fs_create} tcp={tcp}"
     )
 }
+
+/// Sleeps for an hour in one blocking WASI call.
+pub fn sleep_an_hour() {
+    std::thread::sleep(std::time::Duration::from_secs(3600));
+}
+
+/// Recurses until the stack is exhausted. Not a tail call (the result is
+/// used after the call), and `black_box` keeps it from being folded.
+pub fn recurse(depth: u64) -> u64 {
+    if black_box(depth) == 0 {
+        return 0;
+    }
+    recurse(black_box(depth + 1)).wrapping_add(black_box(1))
+}
+
+/// One log call with a 64 KiB message, then 100000 with 1 KiB messages,
+/// all made of forged host log lines (newlines, escape sequences).
+pub fn flood_log() {
+    let line = "\n2026-01-01T00:00:00Z  INFO wasm_operator: forged host line \x1b[31m";
+    let big = line.repeat(64 * 1024 / line.len());
+    log::info(&big, &[("forged\nkey", "value\r\n")]);
+    let message = line.repeat(1024 / line.len());
+    for _ in 0..100_000 {
+        log::info(&message, &[("forged\nkey", "value\r\n")]);
+    }
+}
+
+/// The pod spec `escalate:<what>` asks for: the pause container with one
+/// kind of extra authority. `<what>` is one of `capabilities` (SYS_ADMIN,
+/// NET_ADMIN), `host-port` (80), `secret-volume` (a volume of the Secret
+/// `db-credentials`), `service-account` (`admin`), `seccomp-unconfined`,
+/// `tolerations` (every taint), `node-selector`, `priority-class`
+/// (`system-node-critical`), `privileged`, `host-network`, `host-path`,
+/// `run-as-root`, `image` (`evil.example.com/miner`). Anything else gives
+/// the plain pause spec.
+pub fn escalated_spec(what: &str) -> String {
+    let container = |extra: &str| {
+        format!(r#"{{"name":"app","image":"registry.k8s.io/pause:3.10"{extra}}}"#)
+    };
+    let spec = |containers: String, extra: &str| format!(r#"{{"containers":[{containers}]{extra}}}"#);
+    match what {
+        "capabilities" => spec(
+            container(r#","securityContext":{"capabilities":{"add":["SYS_ADMIN","NET_ADMIN"]}}"#),
+            "",
+        ),
+        "host-port" => spec(
+            container(r#","ports":[{"containerPort":80,"hostPort":80}]"#),
+            "",
+        ),
+        "secret-volume" => spec(
+            container(r#","volumeMounts":[{"name":"s","mountPath":"/s"}]"#),
+            r#","volumes":[{"name":"s","secret":{"secretName":"db-credentials"}}]"#,
+        ),
+        "service-account" => spec(
+            container(""),
+            r#","serviceAccountName":"admin","automountServiceAccountToken":true"#,
+        ),
+        "seccomp-unconfined" => spec(
+            container(""),
+            r#","securityContext":{"seccompProfile":{"type":"Unconfined"}}"#,
+        ),
+        "tolerations" => spec(container(""), r#","tolerations":[{"operator":"Exists"}]"#),
+        "node-selector" => spec(
+            container(""),
+            r#","nodeSelector":{"kubernetes.io/hostname":"control-plane"}"#,
+        ),
+        "priority-class" => spec(container(""), r#","priorityClassName":"system-node-critical""#),
+        "privileged" => spec(
+            container(r#","securityContext":{"privileged":true}"#),
+            "",
+        ),
+        "host-network" => spec(container(""), r#","hostNetwork":true"#),
+        "host-path" => spec(
+            container(""),
+            r#","volumes":[{"name":"root","hostPath":{"path":"/"}}]"#,
+        ),
+        "run-as-root" => spec(container(""), r#","securityContext":{"runAsUser":0}"#),
+        "image" => r#"{"containers":[{"name":"app","image":"evil.example.com/miner"}]}"#.to_owned(),
+        _ => spec(container(""), ""),
+    }
+}

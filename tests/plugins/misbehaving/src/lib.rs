@@ -8,6 +8,8 @@
 //! every reconcile panics whatever the input (a broken plugin for hot-swap
 //! rollback tests), and `info().version` ends with `+always-trap`.
 //!
+//! Built with `bad-info`, `info()` reports a name the host refuses.
+//!
 //! Build: `cargo build --release --target wasm32-wasip2 -p misbehaving-plugin`
 //! (and with `--features always-trap --target-dir <another dir>` for the
 //! trapping build).
@@ -30,7 +32,16 @@ pub const FOREIGN_POD: &str = "not-owned-by-me";
 pub const BAD_POD_NAME: &str = "Invalid_Name!";
 
 /// How many pods `many` asks to create.
-pub const MANY_PODS: usize = 100_000;
+pub const MANY_PODS: usize = 200_000;
+
+/// How many extra pods `over-create` asks for beyond `desired`.
+pub const OVER_CREATE_EXTRA: u32 = 50;
+
+/// How many Events `event-flood` asks for.
+pub const FLOOD_EVENTS: usize = 20;
+
+/// How many podList entries `huge-status` writes.
+pub const HUGE_POD_LIST: usize = 100_000;
 
 /// How many lines `log` writes through the `log` import.
 pub const LOG_LINES: usize = 5;
@@ -43,6 +54,9 @@ pub struct MisbehavingPlugin;
 
 impl Guest for MisbehavingPlugin {
     fn info() -> PluginInfo {
+        if cfg!(feature = "bad-info") {
+            return PluginInfo::new("Bad Name\nINFO forged host line", "1.0");
+        }
         let suffix = if cfg!(feature = "always-trap") {
             "+always-trap"
         } else {
@@ -108,6 +122,80 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
                 PROBE_REASON,
                 hazards::probe_sandbox(),
             ));
+            Ok(out)
+        }
+        Some(Mode::Sleep) => {
+            hazards::sleep_an_hour();
+            Ok(normal())
+        }
+        Some(Mode::Recurse) => {
+            let depth = hazards::recurse(1);
+            Err(ReconcileError::fatal(format!("recursion ended at {depth}?")))
+        }
+        Some(Mode::LogFlood) => {
+            hazards::flood_log();
+            Ok(normal())
+        }
+        Some(Mode::RequeueZero) => {
+            let mut out = normal();
+            out.requeue_after_ms = Some(0);
+            Ok(out)
+        }
+        Some(Mode::VolatileStatus) => {
+            let mut out = normal();
+            let mut status = out
+                .status
+                .take()
+                .or_else(|| input.jinghzhu.status.clone())
+                .unwrap_or_else(|| {
+                    jinghzhu_plugin_sdk::status::build(Vec::<String>::new(), "Pending", "", None)
+                });
+            status.message = format!(
+                "observed at {}.{:09}",
+                input.now.seconds, input.now.nanoseconds
+            );
+            out.status = Some(status);
+            out.requeue_after_ms = Some(1);
+            Ok(out)
+        }
+        Some(Mode::EventFlood) => {
+            let mut out = normal();
+            for i in 0..FLOOD_EVENTS {
+                out.events.push(jinghzhu_plugin_sdk::output::normal_event(
+                    format!("Flood{}{i}", input.now.nanoseconds),
+                    "a reason never seen before",
+                ));
+            }
+            Ok(out)
+        }
+        Some(Mode::OverCreate) => {
+            let mut out = normal();
+            let create = jinghzhu_plugin_sdk::pod::from_template(&input.jinghzhu);
+            let count = input.jinghzhu.spec.desired.saturating_add(OVER_CREATE_EXTRA) as usize;
+            out.create_pods = vec![create; count];
+            Ok(out)
+        }
+        Some(Mode::HugeStatus) => {
+            let mut out = normal();
+            let names = (0..HUGE_POD_LIST).map(|i| format!("pod-{i}"));
+            out.status = Some(jinghzhu_plugin_sdk::status::build(
+                names, "Running", "huge", None,
+            ));
+            Ok(out)
+        }
+        Some(Mode::Escalate(what)) => {
+            let mut out = normal();
+            let spec = hazards::escalated_spec(&what);
+            for create in &mut out.create_pods {
+                create.spec_json = spec.clone();
+            }
+            Ok(out)
+        }
+        Some(Mode::ForeignLabels) => {
+            let mut out = normal();
+            for create in &mut out.create_pods {
+                jinghzhu_plugin_sdk::kv::set(&mut create.labels, "app", "database");
+            }
             Ok(out)
         }
         Some(Mode::Unknown(value)) => {

@@ -37,6 +37,36 @@ pub enum Mode {
     /// message reports what the plugin could reach through WASI:
     /// environment variables, arguments, the filesystem and the network.
     ProbeSandbox,
+    /// `sleep`: sleeps for an hour inside a blocking WASI call (the host's
+    /// deadline must still stop it).
+    Sleep,
+    /// `recurse`: recurses without end (the guest's stack must trap cleanly).
+    Recurse,
+    /// `log-flood`: one log call with a 64 KiB message and 100000 with
+    /// 1 KiB ones, full of newlines and escape sequences, then the normal
+    /// output.
+    LogFlood,
+    /// `requeue-zero`: the normal output, asking to be reconciled again
+    /// after 0 ms.
+    RequeueZero,
+    /// `volatile-status`: the normal output, but the status message carries
+    /// the input's `now` down to the nanosecond, so it changes every call,
+    /// and it asks to be requeued after 1 ms.
+    VolatileStatus,
+    /// `event-flood`: the normal output plus 20 Events, each with a reason
+    /// never used before (`Flood<now-nanos><i>`).
+    EventFlood,
+    /// `over-create`: creates `desired + 50` pods whatever exists.
+    OverCreate,
+    /// `huge-status`: a status whose podList has 100000 entries.
+    HugeStatus,
+    /// `escalate:<what>`: the normal output, but every created pod's spec
+    /// asks for more authority than the template gives; see
+    /// [`crate::hazards::escalated_spec`] for the values of `<what>`.
+    Escalate(String),
+    /// `foreign-labels`: the normal output, with created pods labelled
+    /// `app=database` (to join another app's Service).
+    ForeignLabels,
     /// Any other value: logs a warning and behaves normally.
     Unknown(String),
 }
@@ -60,7 +90,19 @@ impl Mode {
             "many" => Mode::Many,
             "log" => Mode::Log,
             "probe-sandbox" => Mode::ProbeSandbox,
-            other => Mode::Unknown(other.to_owned()),
+            "sleep" => Mode::Sleep,
+            "recurse" => Mode::Recurse,
+            "log-flood" => Mode::LogFlood,
+            "requeue-zero" => Mode::RequeueZero,
+            "volatile-status" => Mode::VolatileStatus,
+            "event-flood" => Mode::EventFlood,
+            "over-create" => Mode::OverCreate,
+            "huge-status" => Mode::HugeStatus,
+            "foreign-labels" => Mode::ForeignLabels,
+            other => match other.strip_prefix("escalate:") {
+                Some(what) => Mode::Escalate(what.to_owned()),
+                None => Mode::Unknown(other.to_owned()),
+            },
         }
     }
 }
@@ -83,6 +125,16 @@ mod tests {
             ("many", Mode::Many),
             (" log ", Mode::Log),
             ("probe-sandbox", Mode::ProbeSandbox),
+            ("sleep", Mode::Sleep),
+            ("recurse", Mode::Recurse),
+            ("log-flood", Mode::LogFlood),
+            ("requeue-zero", Mode::RequeueZero),
+            ("volatile-status", Mode::VolatileStatus),
+            ("event-flood", Mode::EventFlood),
+            ("over-create", Mode::OverCreate),
+            ("huge-status", Mode::HugeStatus),
+            ("foreign-labels", Mode::ForeignLabels),
+            ("escalate:capabilities", Mode::Escalate("capabilities".into())),
             ("other", Mode::Unknown("other".into())),
         ];
         for (value, mode) in cases {
