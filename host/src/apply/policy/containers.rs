@@ -5,8 +5,8 @@
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvFromSource, EnvVar, EphemeralContainer, Lifecycle, PodSpec,
-    Probe, SecurityContext,
+    Container, ContainerPort, EnvFromSource, EnvVar, EphemeralContainer, Lifecycle, PodSpec, Probe,
+    SecurityContext,
 };
 
 /// Where a container is in the pod spec: `containers[1]`.

@@ -391,7 +391,8 @@ fn equal_fields(proposed: &PodSpec, template: &PodSpec, report: &mut Report) {
         (
             "host/node-selector",
             "nodeSelector",
-            p.node_selector.as_ref().unwrap_or(&empty) == t.node_selector.as_ref().unwrap_or(&empty),
+            p.node_selector.as_ref().unwrap_or(&empty)
+                == t.node_selector.as_ref().unwrap_or(&empty),
         ),
         (
             "host/affinity",
@@ -425,7 +426,11 @@ fn equal_fields(proposed: &PodSpec, template: &PodSpec, report: &mut Report) {
         (
             "host/scheduler-name",
             "schedulerName",
-            same_name(&p.scheduler_name, &t.scheduler_name, Some("default-scheduler")),
+            same_name(
+                &p.scheduler_name,
+                &t.scheduler_name,
+                Some("default-scheduler"),
+            ),
         ),
         ("host/os", "os", p.os == t.os),
         (
@@ -436,7 +441,9 @@ fn equal_fields(proposed: &PodSpec, template: &PodSpec, report: &mut Report) {
     ];
     for (rule, field, equal) in checks {
         if !equal {
-            report.push(rule, || format!("{field} must equal the template's {field}"));
+            report.push(rule, || {
+                format!("{field} must equal the template's {field}")
+            });
         }
     }
 }

@@ -55,7 +55,9 @@ fn is_reserved_key(key: &str) -> bool {
 /// host's domain and the reserved ones (keys there are never allowed).
 pub(crate) fn prefix_is_forbidden(prefix: &str) -> bool {
     match prefix.split_once('/') {
-        Some((domain, _)) => domain.is_empty() || domain == HOST_DOMAIN || is_reserved_domain(domain),
+        Some((domain, _)) => {
+            domain.is_empty() || domain == HOST_DOMAIN || is_reserved_domain(domain)
+        }
         None => true,
     }
 }

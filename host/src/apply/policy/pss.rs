@@ -136,9 +136,8 @@ fn comma_list(items: &[&str]) -> String {
 
 /// `baseline/host-process`: no Windows HostProcess pod or container.
 fn host_process(spec: &PodSpec, report: &mut Report) {
-    let host_process = |w: Option<&WindowsSecurityContextOptions>| {
-        w.and_then(|w| w.host_process) == Some(true)
-    };
+    let host_process =
+        |w: Option<&WindowsSecurityContextOptions>| w.and_then(|w| w.host_process) == Some(true);
     let pod = spec.security_context.as_ref();
     if host_process(pod.and_then(|sc| sc.windows_options.as_ref())) {
         report.push("baseline/host-process", || {
@@ -300,17 +299,18 @@ fn bad_profile_type(profile_type: &str) -> bool {
 /// `baseline/apparmor` (field form; the annotation form is checked with
 /// the pod's metadata): only RuntimeDefault or Localhost.
 fn app_armor(spec: &PodSpec, report: &mut Report) {
-    let check = |profile: Option<&AppArmorProfile>, at: &dyn Fn() -> String, report: &mut Report| {
-        if let Some(p) = profile.filter(|p| bad_profile_type(&p.type_)) {
-            report.push("baseline/apparmor", || {
-                format!(
-                    "{}.appArmorProfile.type must be RuntimeDefault or Localhost, not {:?}",
-                    at(),
-                    p.type_
-                )
-            });
-        }
-    };
+    let check =
+        |profile: Option<&AppArmorProfile>, at: &dyn Fn() -> String, report: &mut Report| {
+            if let Some(p) = profile.filter(|p| bad_profile_type(&p.type_)) {
+                report.push("baseline/apparmor", || {
+                    format!(
+                        "{}.appArmorProfile.type must be RuntimeDefault or Localhost, not {:?}",
+                        at(),
+                        p.type_
+                    )
+                });
+            }
+        };
     let pod = spec.security_context.as_ref();
     check(
         pod.and_then(|sc| sc.app_armor_profile.as_ref()),
@@ -357,7 +357,8 @@ fn se_linux(spec: &PodSpec, report: &mut Report) {
     );
     for c in containers::all(spec) {
         check(
-            c.security_context.and_then(|sc| sc.se_linux_options.as_ref()),
+            c.security_context
+                .and_then(|sc| sc.se_linux_options.as_ref()),
             &|| format!("{}.securityContext", c.path),
             report,
         );
@@ -393,12 +394,17 @@ fn seccomp_baseline(spec: &PodSpec, report: &mut Report) {
         seccomp_type(pod.and_then(|sc| sc.seccomp_profile.as_ref())).filter(|t| bad_profile_type(t))
     {
         report.push("baseline/seccomp", || {
-            format!("securityContext.seccompProfile.type must be RuntimeDefault or Localhost, not {t:?}")
+            format!(
+                "securityContext.seccompProfile.type must be RuntimeDefault or Localhost, not {t:?}"
+            )
         });
     }
     for c in containers::all(spec) {
-        if let Some(t) = seccomp_type(c.security_context.and_then(|sc| sc.seccomp_profile.as_ref()))
-            .filter(|t| bad_profile_type(t))
+        if let Some(t) = seccomp_type(
+            c.security_context
+                .and_then(|sc| sc.seccomp_profile.as_ref()),
+        )
+        .filter(|t| bad_profile_type(t))
         {
             report.push("baseline/seccomp", || {
                 format!(
@@ -420,7 +426,9 @@ fn seccomp_restricted(spec: &PodSpec, report: &mut Report) {
     );
     if let Some(t) = pod.filter(|t| bad_profile_type(t)) {
         report.push("restricted/seccomp", || {
-            format!("securityContext.seccompProfile.type must be RuntimeDefault or Localhost, not {t:?}")
+            format!(
+                "securityContext.seccompProfile.type must be RuntimeDefault or Localhost, not {t:?}"
+            )
         });
     }
     for c in containers::all(spec) {
@@ -474,7 +482,9 @@ fn probe_host(spec: &PodSpec, report: &mut Report) {
             let tcp = probe.tcp_socket.as_ref().and_then(|t| t.host.as_deref());
             report_hosts(&c, name, http, tcp, report);
         }
-        let Some(lifecycle) = c.lifecycle else { continue };
+        let Some(lifecycle) = c.lifecycle else {
+            continue;
+        };
         for (name, handler) in [
             ("lifecycle.postStart", lifecycle.post_start.as_ref()),
             ("lifecycle.preStop", lifecycle.pre_stop.as_ref()),
@@ -534,7 +544,10 @@ fn privilege_escalation(spec: &PodSpec, report: &mut Report) {
 /// `restricted/run-as-non-root`: `runAsNonRoot: true` on the pod or on every
 /// container, and `false` nowhere.
 fn run_as_non_root(spec: &PodSpec, report: &mut Report) {
-    let pod = spec.security_context.as_ref().and_then(|sc| sc.run_as_non_root);
+    let pod = spec
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.run_as_non_root);
     if pod == Some(false) {
         report.push("restricted/run-as-non-root", || {
             "securityContext.runAsNonRoot must be true".into()

@@ -71,7 +71,10 @@ pub(crate) fn check_equal(proposed: &PodSpec, template: &PodSpec, report: &mut R
     }
     // Rare path (a rejection, or an equal spec spelled differently): compare
     // the JSON forms without empty lists and find where they differ.
-    let (mut a, mut b) = match (serde_json::to_value(proposed), serde_json::to_value(template)) {
+    let (mut a, mut b) = match (
+        serde_json::to_value(proposed),
+        serde_json::to_value(template),
+    ) {
         (Ok(a), Ok(b)) => (a, b),
         _ => {
             report.push("template/spec-differs", || {

@@ -774,10 +774,18 @@ fn restricted_accepts_only_what_baseline_accepts() {
         let template = spec(template_doc.clone());
         for edits in [&c.bad, &c.good] {
             let proposed = spec(edited(&template_doc, edits));
-            let restricted = check_spec(&proposed, &template, &config(PodPolicy::Restricted, c.image_prefixes));
+            let restricted = check_spec(
+                &proposed,
+                &template,
+                &config(PodPolicy::Restricted, c.image_prefixes),
+            );
             if restricted.is_empty() {
                 accepted += 1;
-                let baseline = check_spec(&proposed, &template, &config(PodPolicy::Baseline, c.image_prefixes));
+                let baseline = check_spec(
+                    &proposed,
+                    &template,
+                    &config(PodPolicy::Baseline, c.image_prefixes),
+                );
                 assert!(
                     baseline.is_empty(),
                     "{}: restricted accepts but baseline refuses: {baseline:?}",
@@ -786,7 +794,10 @@ fn restricted_accepts_only_what_baseline_accepts() {
             }
         }
     }
-    assert!(accepted > 30, "too few restricted-compliant variants ({accepted})");
+    assert!(
+        accepted > 30,
+        "too few restricted-compliant variants ({accepted})"
+    );
 }
 
 #[test]
@@ -794,13 +805,24 @@ fn the_default_template_passes_restricted() {
     let default = default_template_spec();
     assert_eq!(&default, default_template());
     assert!(check_template(&default).is_empty());
-    for policy in [PodPolicy::Template, PodPolicy::Restricted, PodPolicy::Baseline] {
+    for policy in [
+        PodPolicy::Template,
+        PodPolicy::Restricted,
+        PodPolicy::Baseline,
+    ] {
         let found = check_spec(&default, &default, &config(policy, &[]));
         assert!(found.is_empty(), "{policy}: {found:?}");
     }
     // A plugin proposing it as its own copy passes too (not the same reference).
     let copy = spec(serde_json::to_value(&default).expect("json"));
-    assert!(check_spec(&copy, default_template(), &config(PodPolicy::Restricted, &[])).is_empty());
+    assert!(
+        check_spec(
+            &copy,
+            default_template(),
+            &config(PodPolicy::Restricted, &[])
+        )
+        .is_empty()
+    );
     let json = serde_json::to_value(&default).expect("json");
     assert_eq!(json["containers"][0]["image"], DEFAULT_IMAGE);
     assert_eq!(json["securityContext"]["runAsUser"], 65535);
@@ -814,7 +836,10 @@ fn a_spec_equal_to_the_template_but_for_empty_lists_is_the_template() {
     set(&mut doc, "/imagePullSecrets", json!([]));
     set(&mut doc, "/containers/1/command", json!([]));
     let proposed = spec(doc);
-    assert_ne!(proposed, template, "the test needs a structurally different spec");
+    assert_ne!(
+        proposed, template,
+        "the test needs a structurally different spec"
+    );
     assert!(check_spec(&proposed, &template, &config(PodPolicy::Template, &[])).is_empty());
 }
 
@@ -824,19 +849,34 @@ fn a_differing_spec_names_the_fields_that_differ() {
     let proposed = spec(edited(
         &base(),
         &vec![
-            ("/containers/1/image", json!("registry.example.com/team/proxy:1.0")),
+            (
+                "/containers/1/image",
+                json!("registry.example.com/team/proxy:1.0"),
+            ),
             ("/hostname", json!("x")),
         ],
     ));
     let found = check_spec(&proposed, &template, &config(PodPolicy::Template, &[]));
     assert_eq!(rules(&found), ["template/spec-differs"]);
-    assert!(found[0].message.contains("containers[1].image"), "{}", found[0].message);
-    assert!(found[0].message.contains("hostname"), "{}", found[0].message);
+    assert!(
+        found[0].message.contains("containers[1].image"),
+        "{}",
+        found[0].message
+    );
+    assert!(
+        found[0].message.contains("hostname"),
+        "{}",
+        found[0].message
+    );
     // An explicit default the template leaves out is a difference (fails safe).
     let proposed = spec(edited(&base(), &vec![("/hostNetwork", json!(false))]));
     let found = check_spec(&proposed, &template, &config(PodPolicy::Template, &[]));
     assert_eq!(rules(&found), ["template/spec-differs"]);
-    assert!(found[0].message.contains("hostNetwork"), "{}", found[0].message);
+    assert!(
+        found[0].message.contains("hostNetwork"),
+        "{}",
+        found[0].message
+    );
 }
 
 #[test]
@@ -844,8 +884,14 @@ fn windows_pods_are_exempt_from_linux_only_controls_only_if_the_template_is_wind
     let windows = vec![
         ("/os", json!({"name": "windows"})),
         ("/securityContext/seccompProfile", Value::Null),
-        ("/containers/0/securityContext", json!({"runAsNonRoot": true})),
-        ("/containers/1/securityContext", json!({"runAsNonRoot": true})),
+        (
+            "/containers/0/securityContext",
+            json!({"runAsNonRoot": true}),
+        ),
+        (
+            "/containers/1/securityContext",
+            json!({"runAsNonRoot": true}),
+        ),
     ];
     let doc = edited(&base(), &windows);
     let restricted = config(PodPolicy::Restricted, &[]);
@@ -856,11 +902,18 @@ fn windows_pods_are_exempt_from_linux_only_controls_only_if_the_template_is_wind
 
 #[test]
 fn the_image_allowlist_applies_in_template_mode_too() {
-    let template = spec(edited(&base(), &vec![("/containers/1/image", json!("docker.io/library/nginx:1"))]));
+    let template = spec(edited(
+        &base(),
+        &vec![("/containers/1/image", json!("docker.io/library/nginx:1"))],
+    ));
     let allowlist = config(PodPolicy::Template, &["registry.example.com/team/"]);
     let found = check_spec(&template, &template, &allowlist);
     assert_eq!(rules(&found), ["host/image-prefix"]);
-    assert!(found[0].message.contains("containers[1].image"), "{}", found[0].message);
+    assert!(
+        found[0].message.contains("containers[1].image"),
+        "{}",
+        found[0].message
+    );
     let fine = spec(base());
     assert!(check_spec(&fine, &fine, &allowlist).is_empty());
 }
@@ -872,7 +925,11 @@ fn violations_are_bounded() {
         .map(|i| json!({"name": format!("c{i}"), "image": "x", "securityContext": {"privileged": true}}))
         .collect();
     set(&mut doc, "/containers", json!(many));
-    let found = check_spec(&spec(doc), &spec(base()), &config(PodPolicy::Restricted, &[]));
+    let found = check_spec(
+        &spec(doc),
+        &spec(base()),
+        &config(PodPolicy::Restricted, &[]),
+    );
     assert_eq!(found.len(), MAX_VIOLATIONS + 1);
     let last = found.last().expect("a summary");
     assert_eq!(last.rule, "policy/more");
@@ -900,7 +957,10 @@ const NONE: &[(&str, &str)] = &[];
 const TEMPLATE_LABELS: &[(&str, &str)] = &[("app", "web"), ("app.kubernetes.io/name", "web")];
 const TEMPLATE_ANNOTATIONS: &[(&str, &str)] = &[
     ("prometheus.io/scrape", "true"),
-    ("container.apparmor.security.beta.kubernetes.io/web", "runtime/default"),
+    (
+        "container.apparmor.security.beta.kubernetes.io/web",
+        "runtime/default",
+    ),
     ("kubectl.kubernetes.io/default-container", "web"),
 ];
 
@@ -925,31 +985,79 @@ fn metadata_cases() -> Vec<MetadataCase> {
         good_annotations: good,
     };
     vec![
-        labels("labels/host-key", &[("jinghzhu.io/owner", "someone-else")], &[("plugin.jinghzhu.io/owner", "x")]),
-        labels("labels/host-key", &[("app.kubernetes.io/managed-by", "helm")], &[("app.kubernetes.io/name", "web")]),
-        labels("labels/reserved-key", &[("node-role.kubernetes.io/control-plane", "")], &[("app.kubernetes.io/name", "web")]),
-        labels("labels/reserved-key", &[("app.kubernetes.io/name", "billing")], &[("app", "web")]),
-        labels("labels/template-value", &[("app", "billing")], &[("app", "web"), ("plugin.jinghzhu.io/shard", "3")]),
-        labels("labels/not-allowed", &[("team", "payments")], &[("plugin.jinghzhu.io/team", "payments")]),
-        annotations("annotations/host-key", &[("jinghzhu.io/reconciled-by", "me")], &[("plugin.jinghzhu.io/reconciled-by", "me")]),
+        labels(
+            "labels/host-key",
+            &[("jinghzhu.io/owner", "someone-else")],
+            &[("plugin.jinghzhu.io/owner", "x")],
+        ),
+        labels(
+            "labels/host-key",
+            &[("app.kubernetes.io/managed-by", "helm")],
+            &[("app.kubernetes.io/name", "web")],
+        ),
+        labels(
+            "labels/reserved-key",
+            &[("node-role.kubernetes.io/control-plane", "")],
+            &[("app.kubernetes.io/name", "web")],
+        ),
+        labels(
+            "labels/reserved-key",
+            &[("app.kubernetes.io/name", "billing")],
+            &[("app", "web")],
+        ),
+        labels(
+            "labels/template-value",
+            &[("app", "billing")],
+            &[("app", "web"), ("plugin.jinghzhu.io/shard", "3")],
+        ),
+        labels(
+            "labels/not-allowed",
+            &[("team", "payments")],
+            &[("plugin.jinghzhu.io/team", "payments")],
+        ),
+        annotations(
+            "annotations/host-key",
+            &[("jinghzhu.io/reconciled-by", "me")],
+            &[("plugin.jinghzhu.io/reconciled-by", "me")],
+        ),
         annotations(
             "annotations/reserved-key",
             &[("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")],
             &[("kubectl.kubernetes.io/default-container", "web")],
         ),
-        annotations("annotations/template-value", &[("prometheus.io/scrape", "false")], &[("prometheus.io/scrape", "true")]),
-        annotations("annotations/not-allowed", &[("sidecar.istio.io/inject", "false")], &[("plugin.jinghzhu.io/note", "hi")]),
+        annotations(
+            "annotations/template-value",
+            &[("prometheus.io/scrape", "false")],
+            &[("prometheus.io/scrape", "true")],
+        ),
+        annotations(
+            "annotations/not-allowed",
+            &[("sidecar.istio.io/inject", "false")],
+            &[("plugin.jinghzhu.io/note", "hi")],
+        ),
         annotations(
             "baseline/apparmor",
-            &[("container.apparmor.security.beta.kubernetes.io/web", "unconfined")],
-            &[("container.apparmor.security.beta.kubernetes.io/web", "runtime/default")],
+            &[(
+                "container.apparmor.security.beta.kubernetes.io/web",
+                "unconfined",
+            )],
+            &[(
+                "container.apparmor.security.beta.kubernetes.io/web",
+                "runtime/default",
+            )],
         ),
         MetadataCase {
             // Even copied from the template, an unconfined AppArmor profile is refused.
-            template_annotations: &[("container.apparmor.security.beta.kubernetes.io/web", "unconfined")],
+            template_annotations: &[(
+                "container.apparmor.security.beta.kubernetes.io/web",
+                "unconfined",
+            )],
             ..annotations(
                 "baseline/apparmor",
-                &[("container.apparmor.security.beta.kubernetes.io/web", "unconfined")],
+                &[(
+                    "container.apparmor.security.beta.kubernetes.io/web",
+                    "unconfined",
+                )],
                 NONE,
             )
         },
@@ -964,9 +1072,24 @@ fn every_metadata_rule_fires_on_its_offending_variant_only() {
         let ta = map(c.template_annotations);
         let found = check_metadata(&map(c.bad_labels), &map(c.bad_annotations), &tl, &ta, &cfg);
         assert_eq!(rules(&found), [c.rule], "case {n}: {found:?}");
-        let key = c.bad_labels.iter().chain(c.bad_annotations).next().map(|(k, _)| *k);
-        assert!(found[0].message.contains(key.unwrap_or_default()), "case {n}: {}", found[0].message);
-        let passed = check_metadata(&map(c.good_labels), &map(c.good_annotations), &tl, &ta, &cfg);
+        let key = c
+            .bad_labels
+            .iter()
+            .chain(c.bad_annotations)
+            .next()
+            .map(|(k, _)| *k);
+        assert!(
+            found[0].message.contains(key.unwrap_or_default()),
+            "case {n}: {}",
+            found[0].message
+        );
+        let passed = check_metadata(
+            &map(c.good_labels),
+            &map(c.good_annotations),
+            &tl,
+            &ta,
+            &cfg,
+        );
         assert!(passed.is_empty(), "case {n} ({}): {passed:?}", c.rule);
     }
 }
@@ -978,11 +1101,33 @@ fn allowed_prefixes_are_configurable_but_never_open_reserved_keys() {
         ..PolicyConfig::default()
     };
     let empty = BTreeMap::new();
-    assert!(check_metadata(&map(&[("example.com/a", "1")]), &empty, &empty, &empty, &cfg).is_empty());
-    let found = check_metadata(&map(&[("plugin.jinghzhu.io/a", "1")]), &empty, &empty, &empty, &cfg);
+    assert!(
+        check_metadata(
+            &map(&[("example.com/a", "1")]),
+            &empty,
+            &empty,
+            &empty,
+            &cfg
+        )
+        .is_empty()
+    );
+    let found = check_metadata(
+        &map(&[("plugin.jinghzhu.io/a", "1")]),
+        &empty,
+        &empty,
+        &empty,
+        &cfg,
+    );
     assert_eq!(rules(&found), ["labels/not-allowed"]);
 
-    for bad in ["", "app", "kubernetes.io/", "x.k8s.io/", "jinghzhu.io/", "/x"] {
+    for bad in [
+        "",
+        "app",
+        "kubernetes.io/",
+        "x.k8s.io/",
+        "jinghzhu.io/",
+        "/x",
+    ] {
         let cfg = PolicyConfig {
             allowed_label_prefixes: vec![bad.into()],
             ..PolicyConfig::default()
@@ -1005,7 +1150,10 @@ fn allowed_prefixes_are_configurable_but_never_open_reserved_keys() {
         );
     }
     let ok = PolicyConfig {
-        allowed_image_prefixes: vec!["registry.example.com/team/".into(), "ghcr.io/org/app:".into()],
+        allowed_image_prefixes: vec![
+            "registry.example.com/team/".into(),
+            "ghcr.io/org/app:".into(),
+        ],
         allowed_label_prefixes: vec!["example.com/plugin-".into()],
         ..PolicyConfig::default()
     };
@@ -1037,10 +1185,74 @@ fn the_flags_parse_into_a_checked_config() {
     .expect("parses");
     let config = cli.policy.config().expect("valid");
     assert_eq!(config.policy, PodPolicy::Restricted);
-    assert_eq!(config.allowed_image_prefixes, ["registry.example.com/team/", "ghcr.io/org/"]);
+    assert_eq!(
+        config.allowed_image_prefixes,
+        ["registry.example.com/team/", "ghcr.io/org/"]
+    );
     assert_eq!(config.allowed_label_prefixes, ["example.com/"]);
     let bad = Cli::try_parse_from(["x", "--allowed-image-prefix", "docker.io"]).expect("parses");
     let err = bad.policy.config().expect_err("refused");
-    assert!(err.to_string().contains("must be non-empty and end with"), "{err}");
+    assert!(
+        err.to_string().contains("must be non-empty and end with"),
+        "{err}"
+    );
     assert!(Cli::try_parse_from(["x", "--pod-policy", "privileged"]).is_err());
+}
+
+/// The rule ids written in the policy's source (string literals such as
+/// `"restricted/seccomp"`), so the tables cannot silently miss a new rule.
+fn rule_ids_in_source() -> Vec<String> {
+    let sources = [
+        include_str!("mod.rs"),
+        include_str!("pss.rs"),
+        include_str!("host_rules.rs"),
+        include_str!("template.rs"),
+        include_str!("labels.rs"),
+    ];
+    let families = [
+        "baseline",
+        "restricted",
+        "host",
+        "template",
+        "spec",
+        "labels",
+        "annotations",
+    ];
+    let mut ids: Vec<String> = Vec::new();
+    for source in sources {
+        for family in families {
+            let opening = format!("\"{family}/");
+            for (at, _) in source.match_indices(&opening) {
+                let rest = &source[at + 1..];
+                let Some(end) = rest.find('"') else { continue };
+                let id = &rest[..end];
+                let name = &id[family.len() + 1..];
+                let kebab =
+                    !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+                if kebab && !ids.iter().any(|i| i == id) {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+    }
+    ids
+}
+
+#[test]
+fn every_rule_has_a_table_case() {
+    let ids = rule_ids_in_source();
+    assert!(ids.len() >= 45, "found only {ids:?}");
+    let covered: Vec<&str> = spec_cases()
+        .iter()
+        .map(|c| c.rule)
+        .chain(metadata_cases().iter().map(|c| c.rule))
+        .collect();
+    let missing: Vec<&String> = ids
+        .iter()
+        .filter(|id| !covered.contains(&id.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "rules without a table case: {missing:?}"
+    );
 }
