@@ -11,6 +11,7 @@
 //! the next reconcile sees it and proposes only the remainder.
 
 pub mod names;
+pub mod policy;
 pub mod validate;
 
 use std::collections::BTreeMap;
