@@ -134,9 +134,7 @@ fn reconcile(c: &mut Criterion) {
 
     let runtime = runtime(InstanceAllocator::default(), None);
     let plugin = runtime.load(&bytes, "bench").expect("load");
-    let mut reused = rt
-        .block_on(plugin.reusable_instance())
-        .expect("instance");
+    let mut reused = rt.block_on(plugin.reusable_instance()).expect("instance");
     group.bench_function("reused_instance", |b| {
         b.iter(|| {
             black_box(

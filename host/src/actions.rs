@@ -76,9 +76,10 @@ pub struct PodToCreate {
     /// Annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
-    /// The pod spec (a Kubernetes PodSpec as JSON).
-    #[serde(default)]
-    pub spec: serde_json::Value,
+    /// The pod spec (a Kubernetes PodSpec as JSON). Creates with the same
+    /// spec text share one value.
+    #[serde(default, with = "shared_value")]
+    pub spec: std::sync::Arc<serde_json::Value>,
 }
 
 /// An Event a plugin asks to record on its object.
@@ -101,6 +102,23 @@ pub enum EventType {
     Normal,
     /// Worth a look.
     Warning,
+}
+
+/// (De)serializes an `Arc<Value>` as the value (serde's `rc` feature
+/// would rebuild the world for one field).
+mod shared_value {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    pub fn serialize<S: Serializer>(value: &Arc<Value>, s: S) -> Result<S::Ok, S::Error> {
+        value.as_ref().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Value>, D::Error> {
+        Ok(Arc::new(Value::deserialize(d)?))
+    }
 }
 
 mod millis {

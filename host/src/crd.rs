@@ -57,13 +57,54 @@ pub struct JinghzhuStatus {
 }
 
 /// A pod template is open-ended (the API server validates pods when they
-/// are created), so the CRD keeps it as an object with unknown fields
-/// preserved rather than inlining the whole PodSpec schema.
+/// are created), so the CRD does not inline the whole PodSpec schema; but it
+/// types what a structural schema can check cheaply at admission: labels and
+/// annotations are string maps, `spec.containers` is a non-empty list of
+/// objects with a `name`, `initContainers` and `volumes` are lists of named
+/// objects. Everything else is kept as written. A template the host still
+/// cannot read is reported and skipped per object (see
+/// `controller::watch`).
 fn pod_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let named_list = |min_items: u64| {
+        serde_json::json!({
+            "type": "array",
+            "minItems": min_items,
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": { "name": { "type": "string", "minLength": 1 } },
+                "x-kubernetes-preserve-unknown-fields": true
+            }
+        })
+    };
+    let string_map = serde_json::json!({
+        "type": "object",
+        "additionalProperties": { "type": "string" }
+    });
     schemars::json_schema!({
         "type": "object",
         "nullable": true,
         "description": "A pod template (metadata.labels, metadata.annotations, spec).",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "labels": string_map,
+                    "annotations": string_map
+                },
+                "x-kubernetes-preserve-unknown-fields": true
+            },
+            "spec": {
+                "type": "object",
+                "required": ["containers"],
+                "properties": {
+                    "containers": named_list(1),
+                    "initContainers": named_list(0),
+                    "volumes": named_list(0)
+                },
+                "x-kubernetes-preserve-unknown-fields": true
+            }
+        },
         "x-kubernetes-preserve-unknown-fields": true
     })
 }

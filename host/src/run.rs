@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 
 use crate::apply::Limits;
+use crate::apply::policy::PolicyArgs;
+use crate::controller::budget::BudgetConfig;
 use crate::controller::{self, ControllerConfig, metrics::Metrics};
 use crate::crd::Jinghzhu;
 use crate::hotswap::RollbackPolicy;
@@ -60,12 +62,41 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 60)]
     pub rollback_window_secs: u64,
     /// Most pods one reconcile may create.
-    #[arg(long, default_value_t = 500)]
-    pub max_creates: usize,
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=5000))]
+    pub max_creates: u64,
+    /// Pods a reconcile may create beyond what spec.desired justifies.
+    #[arg(long, default_value_t = 0)]
+    pub max_surge: u32,
+    /// Shortest requeue-after a plugin may ask for, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..))]
+    pub min_requeue_ms: u64,
+    /// Writes (pod creates and deletes, status patches, Events) one object's
+    /// reconciles may make per minute once its burst is spent.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..))]
+    pub writes_per_minute: u32,
+    /// Writes one object's reconciles may make in a burst (at least
+    /// --max-creates plus the Events and status of one reconcile).
+    #[arg(long, default_value_t = 1200)]
+    pub write_burst: u32,
+    /// The pod policy: which pod specs, labels and annotations a plugin may propose.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 }
 
 /// Runs the host until Ctrl-C or SIGTERM.
 pub async fn run(args: RunArgs) -> Result<()> {
+    let policy = args.policy.config()?;
+    let max_creates = usize::try_from(args.max_creates).unwrap_or(usize::MAX);
+    // One reconcile's writes: its creates, a delete Event, its Events and status.
+    let one_reconcile = args.max_creates + Limits::default().max_events as u64 + 3;
+    if u64::from(args.write_burst) < one_reconcile {
+        bail!(
+            "--write-burst {} is smaller than one reconcile may need ({one_reconcile} = --max-creates {} \
+             + Events + status); raise it or lower --max-creates",
+            args.write_burst,
+            args.max_creates
+        );
+    }
     let client = connect().await?;
     check_crd(&client).await?;
 
@@ -106,14 +137,22 @@ pub async fn run(args: RunArgs) -> Result<()> {
         namespace: args.namespace.clone(),
         workers: args.workers,
         limits: Limits {
-            max_creates: args.max_creates,
+            max_creates,
+            max_surge: usize::try_from(args.max_surge).unwrap_or(usize::MAX),
+            min_requeue: Duration::from_millis(args.min_requeue_ms),
             ..Limits::default()
+        },
+        policy,
+        budget: BudgetConfig {
+            burst: args.write_burst,
+            per_minute: args.writes_per_minute,
         },
         ..ControllerConfig::default()
     };
     tracing::info!(
         namespace = args.namespace.as_deref().unwrap_or("<all>"),
         workers = args.workers,
+        pod_policy = %config.policy.policy,
         "controller starting"
     );
     controller::run(client, active, config, metrics, shutdown_signal()).await;
@@ -141,7 +180,10 @@ async fn connect() -> Result<Client> {
 /// Checks that the Jinghzhu CRD is served; when it is not, the error says
 /// how to install it.
 pub async fn check_crd(client: &Client) -> Result<()> {
-    let api: Api<Jinghzhu> = Api::all(client.clone());
+    // Untyped: one Jinghzhu the host cannot read must not stop it starting
+    // (it is reported and skipped by the watch).
+    let api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::erase::<Jinghzhu>(&()));
     match api.list(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => bail!(

@@ -195,7 +195,10 @@ async fn sleeping_plugins_do_not_hold_threads_past_their_deadline() {
         }
     });
     for result in futures::future::join_all(calls).await {
-        assert!(matches!(result, Err(PluginError::Deadline(_))), "{result:?}");
+        assert!(
+            matches!(result, Err(PluginError::Deadline(_))),
+            "{result:?}"
+        );
     }
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -265,7 +268,10 @@ fn a_log_flood_is_cut_to_the_budget_and_cannot_forge_lines() {
         .collect();
     let forwarded: Vec<_> = lines
         .iter()
-        .filter(|e| e.field("message").is_some_and(|m| m.contains("forged host line")))
+        .filter(|e| {
+            e.field("message")
+                .is_some_and(|m| m.contains("forged host line"))
+        })
         .collect();
     let bytes: usize = forwarded
         .iter()
@@ -519,6 +525,7 @@ fn precompiled_artifacts_are_reused_and_corrupt_ones_recompiled() {
     let artifacts: Vec<_> = std::fs::read_dir(cache.path())
         .expect("cache dir")
         .map(|e| e.expect("entry").path())
+        .filter(|p| p.file_name().is_some_and(|n| n != ".key"))
         .collect();
     assert_eq!(
         artifacts.len(),
@@ -584,6 +591,109 @@ fn precompiled_artifacts_are_reused_and_corrupt_ones_recompiled() {
         ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(off).expect("runtime");
+    assert_eq!(
+        load(&runtime, &path).expect("load").load_outcome(),
+        LoadOutcome::Compiled
+    );
+    assert_eq!(
+        load(&runtime, &path).expect("load").load_outcome(),
+        LoadOutcome::Compiled
+    );
+}
+
+/// Precompiled artifacts are native code run outside the sandbox: one the
+/// host did not write itself must never be loaded.
+#[test]
+fn foreign_or_tampered_precompiled_artifacts_are_ignored_and_recompiled() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let cache = TempDir::new().expect("temp dir");
+    let dir = cache.path().join("precompiled");
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.clone()),
+        ..RuntimeConfig::default()
+    };
+    let path = replicaset(Toolchain::Wasip2);
+    let other_path = misbehaving();
+    let first = load(&Runtime::new(config.clone()).expect("runtime"), &path).expect("load");
+    assert_eq!(first.load_outcome(), LoadOutcome::Compiled);
+    let mode = std::fs::metadata(&dir).expect("dir").permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "the cache directory is private");
+    let key = std::fs::metadata(dir.join(".key")).expect("key");
+    assert_eq!(key.permissions().mode() & 0o777, 0o600);
+
+    let artifact_of = |digest: &str| {
+        std::fs::read_dir(&dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .find(|p| {
+                p.file_name().is_some_and(|n| {
+                    n.to_string_lossy()
+                        .starts_with(digest.trim_start_matches("sha256:"))
+                })
+            })
+            .expect("artifact")
+    };
+    let artifact = artifact_of(first.digest());
+    let genuine = std::fs::read(&artifact).expect("read");
+
+    // An attacker who can write the file but not read the key: a valid
+    // artifact of another plugin, copied under this plugin's name (a real,
+    // loadable artifact, only its HMAC is for another name).
+    let other = load(&Runtime::new(config.clone()).expect("runtime"), &other_path).expect("load");
+    let other_artifact = std::fs::read(artifact_of(other.digest())).expect("read");
+    std::fs::write(&artifact, &other_artifact).expect("plant");
+    let reloaded = load(&Runtime::new(config.clone()).expect("runtime"), &path).expect("load");
+    assert_eq!(
+        reloaded.load_outcome(),
+        LoadOutcome::Compiled,
+        "the planted artifact was ignored"
+    );
+    assert_eq!(
+        reloaded.info().name,
+        "replicaset",
+        "and the real plugin runs"
+    );
+    assert_eq!(
+        std::fs::read(&artifact).expect("read"),
+        genuine,
+        "and was replaced"
+    );
+
+    // A file whose HMAC was computed with another key (another host's cache).
+    let mut forged = genuine.clone();
+    let magic = b"wasm-operator precompiled v2\n".len();
+    forged[magic] ^= 0xff;
+    std::fs::write(&artifact, &forged).expect("forge");
+    let reloaded = load(&Runtime::new(config.clone()).expect("runtime"), &path).expect("load");
+    assert_eq!(reloaded.load_outcome(), LoadOutcome::Compiled);
+
+    // A symlink in place of the artifact is not followed.
+    let elsewhere = cache.path().join("elsewhere.cwasm");
+    std::fs::write(&elsewhere, &genuine).expect("copy");
+    std::fs::remove_file(&artifact).expect("remove");
+    std::os::unix::fs::symlink(&elsewhere, &artifact).expect("symlink");
+    let reloaded = load(&Runtime::new(config.clone()).expect("runtime"), &path).expect("load");
+    assert_eq!(
+        reloaded.load_outcome(),
+        LoadOutcome::Compiled,
+        "the symlink was not followed"
+    );
+
+    // A directory others may write is made private again.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    load(&Runtime::new(config.clone()).expect("runtime"), &path).expect("load");
+    let mode = std::fs::metadata(&dir).expect("dir").permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+
+    // A symlinked cache directory is not used at all.
+    let link = cache.path().join("link");
+    std::os::unix::fs::symlink(&dir, &link).expect("symlink dir");
+    let via_link = RuntimeConfig {
+        cache_dir: Some(link),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(via_link).expect("runtime");
     assert_eq!(
         load(&runtime, &path).expect("load").load_outcome(),
         LoadOutcome::Compiled

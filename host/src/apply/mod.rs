@@ -1,8 +1,18 @@
 //! Applying a plugin's proposal: first [`validate`] the whole of it (all or
 //! nothing), then create pods with the host's labels and a controller
 //! ownerReference, delete owned pods with a UID precondition, patch
-//! `/status` when it changed, and record Events — remembering expectations
-//! for every create and delete so a lagging cache cannot double them.
+//! `/status` when it changed, and record Events — raising expectations
+//! before every create is sent and recording every delete, so a lagging
+//! cache (or a create whose answer was lost) cannot double them.
+//!
+//! Events are aggregated per reconcile: one `SuccessfulCreate` naming the
+//! pods created, one `SuccessfulDelete`, and one Event per reason the plugin
+//! asked for (messages of the same reason joined), so many pods changing at
+//! once cost a few Event writes, not one each.
+//!
+//! - [`policy`]: which pod specs, labels and annotations a plugin may propose.
+//! - [`validate`]: the bounds and rules a proposal must pass.
+//! - [`names`]: Kubernetes' syntax rules for names and labels.
 //!
 //! Creates go out in slow-start batches (1, 2, 4, …) like the ReplicaSet
 //! controller's: if the API server rejects pods (quota, admission), one
@@ -23,7 +33,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::runtime::events::{EventType, Recorder};
 use kube::{Client, ResourceExt};
 
-pub use validate::{Limits, Rejection, validate};
+pub use validate::{Limits, Rejection, Validated, check_bounds, validate};
 
 use crate::actions::{self, PodToCreate, ProposedActions};
 use crate::controller::expectations::Expectations;
@@ -47,6 +57,8 @@ pub struct Target<'a> {
     pub expectations: &'a Expectations,
     /// Counters.
     pub metrics: &'a Metrics,
+    /// UID of the Jinghzhu (the key of its expectations).
+    pub owner_uid: &'a str,
     /// `namespace/name` of the Jinghzhu.
     pub key: &'a str,
     /// The plugin that proposed it (named in Events and annotations).
@@ -83,115 +95,163 @@ pub enum ApplyError {
     },
 }
 
+/// How many writes applying `proposal` to `jz` may take: each pod create
+/// and delete, the status patch when the status changes, and one Event per
+/// aggregated reason (the host's create and delete Events included).
+pub fn write_cost(jz: &Jinghzhu, proposal: &ProposedActions) -> u32 {
+    let status = proposal
+        .status
+        .as_ref()
+        .is_some_and(|s| jz.status.as_ref() != Some(s));
+    let reasons: std::collections::HashSet<(&str, bool)> = proposal
+        .events
+        .iter()
+        .map(|e| (e.reason.as_str(), e.type_ == actions::EventType::Warning))
+        .collect();
+    let total = proposal.create_pods.len()
+        + proposal.delete_pods.len()
+        + usize::from(status)
+        + reasons.len()
+        + usize::from(!proposal.create_pods.is_empty())
+        + usize::from(!proposal.delete_pods.is_empty());
+    u32::try_from(total).unwrap_or(u32::MAX)
+}
+
+/// Most pod names listed in one aggregated Event.
+const NAMES_PER_EVENT: usize = 10;
+
+/// `a, b, c` for at most [`NAMES_PER_EVENT`] names, then `and N more`.
+fn name_list(names: &[String]) -> String {
+    let mut text = names
+        .iter()
+        .take(NAMES_PER_EVENT)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > NAMES_PER_EVENT {
+        text.push_str(&format!(" and {} more", names.len() - NAMES_PER_EVENT));
+    }
+    text
+}
+
 /// Applies a validated proposal.
 pub async fn apply(
     target: &Target<'_>,
     jz: &Jinghzhu,
     owned: &[Pod],
     proposal: &ProposedActions,
+    validated: &Validated,
 ) -> Result<Applied, ApplyError> {
     let namespace = jz.namespace().ok_or(ApplyError::NotStored)?;
     let owner = controller_reference(jz).ok_or(ApplyError::NotStored)?;
     let pods: Api<Pod> = Api::namespaced(target.client.clone(), &namespace);
     let mut applied = Applied::default();
 
-    // Creates, in slow-start batches.
-    let mut remaining: &[PodToCreate] = &proposal.create_pods;
+    // Creates, in slow-start batches; each batch is expected before it is sent.
+    let creates: Vec<(&PodToCreate, &PodSpec)> = proposal
+        .create_pods
+        .iter()
+        .zip(validated.specs.iter().map(AsRef::as_ref))
+        .collect();
+    let mut remaining: &[(&PodToCreate, &PodSpec)] = &creates;
     let mut batch = 1;
-    while !remaining.is_empty() {
+    let mut failure = None;
+    while !remaining.is_empty() && failure.is_none() {
         let (now, later) = remaining.split_at(batch.min(remaining.len()));
         remaining = later;
         batch *= 2;
-        let results = join_all(now.iter().map(|create| {
-            let pod = pod_to_create(create, jz, &namespace, &owner);
+        target
+            .expectations
+            .expect_creations(target.owner_uid, now.len());
+        let results = join_all(now.iter().map(|(create, spec)| {
+            let pod = pod_to_create(create, spec, jz, &namespace, &owner);
             let pods = pods.clone();
             async move { pods.create(&PostParams::default(), &pod).await }
         }))
         .await;
-        let mut failure = None;
         for result in results {
             match result {
                 Ok(pod) => {
-                    if let Some(uid) = pod.uid() {
-                        target.expectations.expect_created(target.key, &uid);
+                    match pod.uid() {
+                        Some(uid) => target.expectations.created(target.owner_uid, &uid),
+                        None => target.expectations.creation_failed(target.owner_uid),
                     }
                     target.metrics.pods_created.inc();
-                    let name = pod.name_any();
-                    publish(
-                        target.recorder,
-                        jz,
-                        EventType::Normal,
-                        "SuccessfulCreate",
-                        &format!("Created pod: {name}"),
-                    )
-                    .await;
-                    applied.created.push(name);
+                    applied.created.push(pod.name_any());
                 }
-                Err(err) => failure = Some(err),
+                Err(err) => {
+                    // A refusal releases its expectation; an error that
+                    // leaves open whether the pod was made (a timeout, a
+                    // lost connection) keeps it until the watch shows the
+                    // pod or the expectation times out.
+                    if refused(&err) {
+                        target.expectations.creation_failed(target.owner_uid);
+                    }
+                    failure = Some(err);
+                }
             }
         }
-        if let Some(source) = failure {
-            publish(
-                target.recorder,
-                jz,
-                EventType::Warning,
-                "FailedCreate",
-                &format!("Error creating pod: {source}"),
-            )
-            .await;
-            return Err(ApplyError::Api {
-                what: format!("creating pods in {namespace}"),
-                source,
-            });
-        }
+    }
+    if !applied.created.is_empty() {
+        publish(
+            target.recorder,
+            jz,
+            EventType::Normal,
+            "SuccessfulCreate",
+            &format!(
+                "Created {} pod(s): {}",
+                applied.created.len(),
+                name_list(&applied.created)
+            ),
+        )
+        .await;
+        applied.events += 1;
+    }
+    if let Some(source) = failure {
+        publish(
+            target.recorder,
+            jz,
+            EventType::Warning,
+            "FailedCreate",
+            &format!("Error creating pod: {source}"),
+        )
+        .await;
+        return Err(ApplyError::Api {
+            what: format!("creating pods in {namespace}"),
+            source,
+        });
     }
 
     // Deletes, each guarded by the UID we saw (never a same-named newcomer).
-    for name in &proposal.delete_pods {
-        let Some(uid) = owned
-            .iter()
-            .find(|p| &p.name_any() == name)
-            .and_then(|p| p.uid())
-        else {
-            continue; // validation guarantees it is owned; nothing to do otherwise
-        };
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match pods.delete(name, &params).await {
-            Ok(_) => {}
-            // Already gone, or replaced by another pod of the same name: fine.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(source) => {
-                publish(
-                    target.recorder,
-                    jz,
-                    EventType::Warning,
-                    "FailedDelete",
-                    &format!("Error deleting pod {name}: {source}"),
-                )
-                .await;
-                return Err(ApplyError::Api {
-                    what: format!("deleting pod {namespace}/{name}"),
-                    source,
-                });
-            }
-        }
-        target.expectations.expect_deleted(target.key, &uid);
-        target.metrics.pods_deleted.inc();
+    let result = delete_pods(target, &pods, owned, proposal, &mut applied).await;
+    if !applied.deleted.is_empty() {
         publish(
             target.recorder,
             jz,
             EventType::Normal,
             "SuccessfulDelete",
-            &format!("Deleted pod: {name}"),
+            &format!(
+                "Deleted {} pod(s): {}",
+                applied.deleted.len(),
+                name_list(&applied.deleted)
+            ),
         )
         .await;
-        applied.deleted.push(name.clone());
+        applied.events += 1;
+    }
+    if let Err((name, source)) = result {
+        publish(
+            target.recorder,
+            jz,
+            EventType::Warning,
+            "FailedDelete",
+            &format!("Error deleting pod {name}: {source}"),
+        )
+        .await;
+        return Err(ApplyError::Api {
+            what: format!("deleting pod {namespace}/{name}"),
+            source,
+        });
     }
 
     // Status, only when it differs from what is stored.
@@ -215,13 +275,9 @@ pub async fn apply(
         applied.status_written = true;
     }
 
-    // The plugin's own Events.
-    for event in &proposal.events {
-        let type_ = match event.type_ {
-            actions::EventType::Normal => EventType::Normal,
-            actions::EventType::Warning => EventType::Warning,
-        };
-        publish(target.recorder, jz, type_, &event.reason, &event.message).await;
+    // The plugin's own Events, one per reason.
+    for (type_, reason, message) in aggregate_events(&proposal.events) {
+        publish(target.recorder, jz, type_, reason, &message).await;
         applied.events += 1;
     }
     // Which plugin reconciled this object, for whoever runs the cluster.
@@ -246,19 +302,19 @@ pub async fn apply(
     Ok(applied)
 }
 
-/// The Pod to send for `create`: the plugin's name, labels, annotations and
-/// spec, in the Jinghzhu's namespace, with the host's labels (which win)
+/// The Pod to send for `create`, whose validated spec is `spec`: the
+/// plugin's name, labels, annotations and spec, in the Jinghzhu's namespace, with the host's labels (which win)
 /// and the controller ownerReference.
 pub fn pod_to_create(
     create: &PodToCreate,
+    spec: &PodSpec,
     jz: &Jinghzhu,
     namespace: &str,
     owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
 ) -> Pod {
     let mut labels: BTreeMap<String, String> = create.labels.clone();
     labels.extend(operator_labels(jz));
-    // Validation has parsed the spec already; an unparsable one cannot get here.
-    let spec: Option<PodSpec> = serde_json::from_value(create.spec.clone()).ok();
+    let spec = Some(spec.clone());
     Pod {
         metadata: ObjectMeta {
             name: create.name.clone(),
@@ -271,5 +327,125 @@ pub fn pod_to_create(
         },
         spec,
         status: None,
+    }
+}
+
+/// Deletes the proposal's pods, each with a UID precondition; stops at the
+/// first failure and returns the pod and the error.
+async fn delete_pods(
+    target: &Target<'_>,
+    pods: &Api<Pod>,
+    owned: &[Pod],
+    proposal: &ProposedActions,
+    applied: &mut Applied,
+) -> Result<(), (String, kube::Error)> {
+    for name in &proposal.delete_pods {
+        let Some(uid) = owned
+            .iter()
+            .find(|p| &p.name_any() == name)
+            .and_then(|p| p.uid())
+        else {
+            continue; // validation guarantees it is owned; nothing to do otherwise
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match pods.delete(name, &params).await {
+            Ok(_) => {}
+            // Already gone, or replaced by another pod of the same name: fine.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(source) => return Err((name.clone(), source)),
+        }
+        target.expectations.expect_deleted(target.owner_uid, &uid);
+        target.metrics.pods_deleted.inc();
+        applied.deleted.push(name.clone());
+    }
+    Ok(())
+}
+
+/// True when the API server certainly did not create the object: it
+/// answered with a client error (invalid, forbidden, quota, conflict…).
+/// Timeouts, server errors and transport failures leave it open.
+fn refused(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 408)
+}
+
+/// The plugin's Events grouped by type and reason, in order of first
+/// appearance; messages of one group are joined with `; ` (cut to the
+/// Event message limit).
+fn aggregate_events(events: &[actions::PluginEvent]) -> Vec<(EventType, &str, String)> {
+    let mut groups: Vec<(EventType, &str, String)> = Vec::new();
+    for event in events {
+        let type_ = match event.type_ {
+            actions::EventType::Normal => EventType::Normal,
+            actions::EventType::Warning => EventType::Warning,
+        };
+        match groups
+            .iter_mut()
+            .find(|(t, r, _)| *t == type_ && *r == event.reason)
+        {
+            Some((_, _, message)) => {
+                if message.len() < validate::MAX_EVENT_MESSAGE_LEN {
+                    message.push_str("; ");
+                    message.push_str(&event.message);
+                }
+            }
+            None => groups.push((type_, event.reason.as_str(), event.message.clone())),
+        }
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::PluginEvent;
+
+    #[test]
+    fn events_of_one_reason_are_one_event() {
+        let event = |type_, reason: &str, message: &str| PluginEvent {
+            type_,
+            reason: reason.into(),
+            message: message.into(),
+        };
+        let events = [
+            event(actions::EventType::Normal, "Scaled", "a"),
+            event(actions::EventType::Warning, "Odd", "x"),
+            event(actions::EventType::Normal, "Scaled", "b"),
+        ];
+        let groups = aggregate_events(&events);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].1, "Scaled");
+        assert_eq!(groups[0].2, "a; b");
+        assert_eq!(groups[1].2, "x");
+    }
+
+    #[test]
+    fn names_are_listed_up_to_ten() {
+        let names: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
+        assert_eq!(
+            name_list(&names),
+            "p0, p1, p2, p3, p4, p5, p6, p7, p8, p9 and 2 more"
+        );
+    }
+
+    #[test]
+    fn only_client_errors_are_refusals() {
+        let api = |code| {
+            kube::Error::Api(
+                kube::core::Status::failure("x", "y")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        assert!(refused(&api(422)));
+        assert!(refused(&api(403)));
+        assert!(!refused(&api(504)));
+        assert!(!refused(&api(500)));
+        assert!(!refused(&api(408)));
     }
 }

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub rejected_outputs: Counter,
     /// Failures talking to the API server while applying.
     pub apply_errors: Counter,
+    /// Proposals held back because their object's write budget was spent.
+    pub budget_exceeded: Counter,
     /// Pods created.
     pub pods_created: Counter,
     /// Pods deleted.
@@ -76,6 +78,11 @@ impl Metrics {
             "apply_errors",
             "API errors while applying",
             self.apply_errors.clone(),
+        );
+        r.register(
+            "write_budget_exceeded",
+            "Proposals held back because their object's write budget was spent",
+            self.budget_exceeded.clone(),
         );
         r.register("pods_created", "Pods created", self.pods_created.clone());
         r.register("pods_deleted", "Pods deleted", self.pods_deleted.clone());

@@ -3,7 +3,10 @@
 //!
 //! Level-triggered: nothing here depends on which event queued the object.
 //! The error policy is per-object exponential backoff; a plugin error it
-//! calls not retryable waits for the object to change instead.
+//! calls not retryable, or a template that breaks the pod policy's floor,
+//! waits for the object to change instead. Before anything is applied the
+//! output's bounds, the whole proposal and the object's write budget are
+//! checked; a requeue-after is never shorter than the configured minimum.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,12 +17,12 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 
-use super::backoff::PerObjectBackoff;
-use super::expectations::Expectations;
+use super::PerObject;
 use super::metrics::{Metrics, PluginLabels};
 use super::readiness::CacheReady;
 use super::watch::object_key;
-use crate::apply::{self, Limits};
+use crate::apply::policy::{self, PolicyConfig};
+use crate::apply::{self, Limits, validate};
 use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
 use crate::ownership::owned_pods;
@@ -34,14 +37,14 @@ pub struct Context {
     pub pods_ready: CacheReady,
     /// The plugin reconciles run with (swappable).
     pub plugin: Arc<ActivePlugin>,
-    /// Pods we created or deleted and wait to see in the cache.
-    pub expectations: Arc<Expectations>,
-    /// Failures per object.
-    pub backoff: PerObjectBackoff,
+    /// Expectations, backoff and write budget, per Jinghzhu UID.
+    pub objects: Arc<PerObject>,
     /// Where Events go.
     pub recorder: Recorder,
     /// What a plugin may propose.
     pub limits: Limits,
+    /// Which pod specs a plugin may propose.
+    pub policy: PolicyConfig,
     /// Counters.
     pub metrics: Arc<Metrics>,
 }
@@ -62,6 +65,10 @@ pub enum ReconcileError {
     /// The plugin's output broke the rules and was rejected whole.
     #[error("plugin output rejected: {0}")]
     Rejected(String),
+    /// The Jinghzhu's own template breaks the pod policy's floor; only a
+    /// change to the object can fix it.
+    #[error("the Jinghzhu's template is not allowed: {0}")]
+    InvalidTemplate(String),
     /// Talking to the API server failed part-way; the rest is retried.
     #[error("applying failed: {0}")]
     Apply(String),
@@ -74,11 +81,13 @@ pub enum ReconcileError {
 pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let key = object_key(jz.as_ref());
     ctx.metrics.reconciles.inc();
+    let Some(uid) = jz.uid() else {
+        return Ok(Action::await_change()); // not from the API server
+    };
     if jz.meta().deletion_timestamp.is_some() {
         // The garbage collector deletes its pods through their ownerReferences.
         tracing::debug!(object = %key, "being deleted; nothing to do");
-        ctx.expectations.forget(&key);
-        ctx.backoff.succeeded(&key);
+        ctx.objects.forget(&uid);
         return Ok(Action::await_change());
     }
     // Never act on a partial pod list: that is how restarts over-create.
@@ -93,10 +102,11 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         .filter_map(|p| Some((p.uid()?, p.metadata.deletion_timestamp.is_some())))
         .collect();
     if !ctx
+        .objects
         .expectations
-        .satisfied(&key, |uid| uid_state.get(uid).copied())
+        .satisfied(&uid, |pod| uid_state.get(pod).copied())
     {
-        let (creates, deletes) = ctx.expectations.pending(&key);
+        let (creates, deletes) = ctx.objects.expectations.pending(&uid);
         ctx.metrics.waited_for_cache.inc();
         tracing::debug!(
             object = %key,
@@ -105,6 +115,25 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
             "waiting for the cache to show our own changes"
         );
         return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+
+    // The user's own template must pass the floor of every mode before any
+    // plugin may make pods of it.
+    if jz.spec.template.as_ref().is_some_and(|t| t.spec.is_some()) {
+        let violations = policy::check_template(validate::template_spec(&jz));
+        if !violations.is_empty() {
+            let reasons = validate::Rejection(violations).to_string();
+            tracing::error!(object = %key, %reasons, "the Jinghzhu's template is not allowed; nothing done");
+            publish(
+                &ctx.recorder,
+                &jz,
+                EventType::Warning,
+                "InvalidTemplate",
+                &format!("spec.template is not allowed by the pod policy; no pods are made until it is fixed: {reasons}"),
+            )
+            .await;
+            return Err(ReconcileError::InvalidTemplate(reasons));
+        }
     }
 
     let started = Instant::now();
@@ -126,21 +155,22 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         plugin: digest.clone(),
     };
     ctx.metrics.plugin_calls.get_or_create(&labels).inc();
-    let proposal = plugin.reconcile(jz.as_ref(), &pods, &key).await;
-    ctx.plugin.record_outcome(&digest, proposal.is_ok());
-    let proposal = match proposal {
-        Ok(proposal) => proposal,
+    let raw = plugin.reconcile_raw(jz.as_ref(), &pods, &key).await;
+    ctx.plugin.record_outcome(&digest, raw.is_ok());
+    let raw = match raw {
+        Ok(raw) => raw,
         Err(err) => {
             ctx.metrics.plugin_errors.get_or_create(&labels).inc();
             let retryable = err.retryable();
             let message = err.to_string();
-            tracing::error!(object = %key, plugin = %digest, retryable, error = %message, "plugin failed");
+            let kind = err.kind();
+            tracing::error!(object = %key, plugin = %digest, retryable, kind, error = %message, "plugin failed");
             publish(
                 &ctx.recorder,
                 &jz,
                 EventType::Warning,
                 "PluginFailed",
-                &format!("plugin {digest} failed: {message}"),
+                &format!("plugin {digest} failed (rule limits/{kind}): {message}"),
             )
             .await;
             return Err(ReconcileError::Plugin {
@@ -150,42 +180,65 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
             });
         }
     };
+
+    // Counts and sizes first, before any per-create work.
+    let checked = validate::check_bounds(&raw.output, &jz, &pods, &ctx.limits).and_then(|()| {
+        let proposal = raw.into_actions();
+        let validated = validate::validate(&jz, &pods, &proposal, &ctx.policy)?;
+        Ok((proposal, validated))
+    });
+    let (proposal, validated) = match checked {
+        Ok(checked) => checked,
+        Err(rejection) => return Err(reject(&ctx, &jz, &key, &digest, &rejection).await),
+    };
     ctx.plugin
         .shadow_compare(jz.as_ref(), &pods, &key, &proposal, &ctx.metrics)
         .await;
 
-    if let Err(rejection) = apply::validate(jz.as_ref(), &pods, &proposal, &ctx.limits) {
-        ctx.metrics.rejected_outputs.inc();
-        let reasons = rejection.to_string();
-        tracing::error!(object = %key, plugin = %digest, %reasons, "plugin output rejected; nothing applied");
-        publish(
-            &ctx.recorder,
-            &jz,
-            EventType::Warning,
-            "RejectedOutput",
-            &format!("plugin {digest} proposed an invalid change, nothing applied: {reasons}"),
-        )
-        .await;
-        return Err(ReconcileError::Rejected(reasons));
+    // The object's write budget covers every write of the proposal.
+    let cost = apply::write_cost(&jz, &proposal);
+    if let Err(wait) = ctx.objects.budget.try_spend(&uid, cost) {
+        ctx.metrics.budget_exceeded.inc();
+        let wait = wait.max(ctx.limits.min_requeue);
+        tracing::warn!(object = %key, writes = cost, retry_in_ms = wait.as_millis() as u64, "write budget exceeded; nothing applied");
+        if ctx.objects.budget.should_warn(&uid) {
+            let budget = ctx.objects.budget.config();
+            publish(
+                &ctx.recorder,
+                &jz,
+                EventType::Warning,
+                "WriteBudgetExceeded",
+                &format!(
+                    "the plugin's changes to this object need {cost} writes, more than its write budget                      ({} per minute, bursts of {}) has left (rule limits/write-budget); nothing applied,                      retrying in {}s",
+                    budget.per_minute,
+                    budget.burst,
+                    wait.as_secs().max(1)
+                ),
+            )
+            .await;
+        }
+        return Ok(Action::requeue(wait));
     }
 
     let applied = apply::apply(
         &apply::Target {
             client: &ctx.client,
             recorder: &ctx.recorder,
-            expectations: &ctx.expectations,
+            expectations: &ctx.objects.expectations,
             metrics: &ctx.metrics,
+            owner_uid: &uid,
             key: &key,
             plugin: plugin.as_ref(),
         },
         jz.as_ref(),
         &pods,
         &proposal,
+        &validated,
     )
     .await;
     match applied {
         Ok(summary) => {
-            ctx.backoff.succeeded(&key);
+            ctx.objects.backoff.succeeded(&uid);
             if !summary.created.is_empty() || !summary.deleted.is_empty() || summary.status_written
             {
                 tracing::info!(
@@ -196,18 +249,17 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
                     "actions applied"
                 );
             }
-            let action = match proposal.requeue_after {
-                Some(after) => Action::requeue(after),
-                None => Action::await_change(),
-            };
+            let requeue = proposal
+                .requeue_after
+                .map(|after| after.max(ctx.limits.min_requeue));
             tracing::info!(
                 object = %key,
                 events = summary.events,
-                requeue_after = ?proposal.requeue_after,
+                requeue_after = ?requeue,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "reconcile done"
             );
-            Ok(action)
+            Ok(requeue.map_or_else(Action::await_change, Action::requeue))
         }
         Err(err) => {
             ctx.metrics.apply_errors.inc();
@@ -217,17 +269,46 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
     }
 }
 
+/// Reports a rejected proposal: a log line and a `RejectedOutput` Warning
+/// Event naming every broken rule.
+async fn reject(
+    ctx: &Context,
+    jz: &Jinghzhu,
+    key: &str,
+    digest: &str,
+    rejection: &validate::Rejection,
+) -> ReconcileError {
+    ctx.metrics.rejected_outputs.inc();
+    let reasons = rejection.to_string();
+    let rules = rejection.rules().join(", ");
+    tracing::error!(object = %key, plugin = %digest, %rules, %reasons, "plugin output rejected; nothing applied");
+    publish(
+        &ctx.recorder,
+        jz,
+        EventType::Warning,
+        "RejectedOutput",
+        &format!(
+            "plugin {digest} proposed a change that breaks {rules}; nothing applied: {reasons}"
+        ),
+    )
+    .await;
+    ReconcileError::Rejected(reasons)
+}
+
 /// Per-object exponential backoff; non-retryable plugin errors wait for a change.
 pub fn error_policy(jz: Arc<Jinghzhu>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
     let key = object_key(jz.as_ref());
-    if let ReconcileError::Plugin {
-        retryable: false, ..
-    } = err
-    {
+    if matches!(
+        err,
+        ReconcileError::Plugin {
+            retryable: false,
+            ..
+        } | ReconcileError::InvalidTemplate(_)
+    ) {
         tracing::warn!(object = %key, "not retrying until the object or the plugin changes");
         return Action::await_change();
     }
-    let delay = ctx.backoff.failed(&key);
+    let delay = ctx.objects.backoff.failed(&jz.uid().unwrap_or(key.clone()));
     tracing::warn!(object = %key, error = %err, retry_in_ms = delay.as_millis() as u64, "reconcile failed; requeued with backoff");
     Action::requeue(delay)
 }

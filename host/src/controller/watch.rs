@@ -1,20 +1,31 @@
 //! The informers: watch streams of Jinghzhus and of the Pods this operator
 //! manages, each feeding a cache (reflector store).
 //!
+//! Jinghzhus are watched untyped and decoded one by one: an object the host
+//! cannot read (say a template whose `containers` is a string, which the
+//! CRD's open template schema lets through) is reported once per version
+//! (a Warning Event and a log line) and left out of the cache, and every
+//! other object keeps converging. A typed watch would fail the whole list
+//! on that one object and stop the operator for the cluster.
+//!
 //! Only our own pods are watched (label `app.kubernetes.io/managed-by=wasm-operator`),
 //! and `managedFields` are stripped before caching: we never read them and
-//! they are most of a small object's size. Every event is logged at debug
-//! level with the key it queues (a pod queues its controlling Jinghzhu).
+//! they are most of a small object's size. A pod seen for the first time is
+//! reported to the expectations of its controlling Jinghzhu; a deleted
+//! Jinghzhu's bookkeeping is dropped.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
-use futures::{Stream, TryStreamExt};
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::reflector::{self, Store};
+use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use super::expectations::Expectations;
+use super::PerObject;
 use crate::crd::Jinghzhu;
 use crate::ownership::MANAGED_BY_SELECTOR;
 
@@ -37,20 +48,30 @@ impl Watches {
     pub fn start(
         client: &Client,
         namespace: Option<&str>,
-        expectations: Arc<Expectations>,
+        objects: Arc<PerObject>,
+        recorder: Recorder,
     ) -> Self {
-        let (jinghzhu_api, pod_api): (Api<Jinghzhu>, Api<Pod>) = match namespace {
+        let resource = ApiResource::erase::<Jinghzhu>(&());
+        let (jinghzhu_api, pod_api): (Api<DynamicObject>, Api<Pod>) = match namespace {
             Some(ns) => (
-                Api::namespaced(client.clone(), ns),
+                Api::namespaced_with(client.clone(), ns, &resource),
                 Api::namespaced(client.clone(), ns),
             ),
-            None => (Api::all(client.clone()), Api::all(client.clone())),
+            None => (
+                Api::all_with(client.clone(), &resource),
+                Api::all(client.clone()),
+            ),
         };
 
         let (jinghzhu_cache, jinghzhu_writer) = reflector::store();
+        let decoder = Decoder {
+            objects: objects.clone(),
+            recorder,
+            reported: Arc::new(Mutex::new(HashSet::new())),
+        };
         let jinghzhus = watcher(jinghzhu_api, watcher::Config::default())
             .default_backoff()
-            .modify(|jz: &mut Jinghzhu| jz.managed_fields_mut().clear())
+            .filter_map(move |event| futures::future::ready(decoder.decode(event)))
             .reflect(jinghzhu_writer)
             .applied_objects()
             .inspect_ok(|jz: &Jinghzhu| {
@@ -64,18 +85,29 @@ impl Watches {
             });
 
         let (pod_cache, pod_writer) = reflector::store();
+        let known = pod_cache.clone();
         let pods = watcher(
             pod_api,
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
         )
         .default_backoff()
         .modify(|pod: &mut Pod| pod.managed_fields_mut().clear())
-        .inspect_ok(move |event| {
-            if let watcher::Event::Delete(pod) = event
-                && let Some(uid) = pod.uid()
-            {
-                expectations.observe_gone(&uid);
+        .inspect_ok(move |event| match event {
+            watcher::Event::Delete(pod) => {
+                if let Some(uid) = pod.uid() {
+                    objects.expectations.observe_gone(&uid);
+                }
             }
+            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+                if let (Some(uid), Some(owner)) = (pod.uid(), controller_uid(pod))
+                    && known
+                        .get(&ObjectRef::from_obj(pod))
+                        .is_none_or(|cached| cached.uid().as_deref() != Some(uid.as_str()))
+                {
+                    objects.expectations.observe_added(owner, &uid);
+                }
+            }
+            _ => {}
         })
         .reflect(pod_writer)
         .touched_objects()
@@ -85,7 +117,7 @@ impl Watches {
                 .iter()
                 .find(|o| o.controller == Some(true))
                 .map(|o| format!("{}/{}", pod.namespace().unwrap_or_default(), o.name));
-            tracing::info!(
+            tracing::debug!(
                 pod = %object_key(pod),
                 owner = owner.as_deref().unwrap_or("-"),
                 phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("-"),
@@ -100,6 +132,124 @@ impl Watches {
             pods: Box::pin(pods),
             pod_cache,
         }
+    }
+}
+
+/// UID of a pod's controlling owner.
+fn controller_uid(pod: &Pod) -> Option<&str> {
+    pod.owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.as_str())
+}
+
+/// Turns untyped Jinghzhu watch events into typed ones, one object at a time.
+struct Decoder {
+    objects: Arc<PerObject>,
+    recorder: Recorder,
+    /// `uid/resourceVersion` of unreadable objects already reported.
+    reported: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Decoder {
+    fn decode(
+        &self,
+        event: Result<watcher::Event<DynamicObject>, watcher::Error>,
+    ) -> Option<Result<watcher::Event<Jinghzhu>, watcher::Error>> {
+        use watcher::Event as E;
+        let event = match event {
+            Ok(event) => event,
+            Err(err) => return Some(Err(err)),
+        };
+        Some(Ok(match event {
+            E::Init => E::Init,
+            E::InitDone => E::InitDone,
+            E::InitApply(obj) => E::InitApply(self.typed(obj)?),
+            E::Apply(obj) => match self.typed_or_gone(obj) {
+                Ok(jz) => E::Apply(jz),
+                // Unreadable now: drop any older, readable version from the
+                // cache, so nothing acts on a spec the user has replaced.
+                Err(placeholder) => E::Delete(placeholder),
+            },
+            E::Delete(obj) => {
+                if let Some(uid) = obj.uid() {
+                    self.objects.forget(&uid);
+                    let prefix = format!("{uid}/");
+                    self.reported
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .retain(|key| !key.starts_with(&prefix));
+                }
+                E::Delete(
+                    self.typed_or_gone(obj)
+                        .unwrap_or_else(|placeholder| placeholder),
+                )
+            }
+        }))
+    }
+
+    fn typed(&self, obj: DynamicObject) -> Option<Jinghzhu> {
+        self.typed_or_gone(obj).ok()
+    }
+
+    /// The typed object, or (when it cannot be read) an empty Jinghzhu with
+    /// its metadata, after reporting why.
+    fn typed_or_gone(&self, mut obj: DynamicObject) -> Result<Jinghzhu, Jinghzhu> {
+        obj.managed_fields_mut().clear();
+        let value = serde_json::to_value(&obj);
+        match value.and_then(serde_json::from_value::<Jinghzhu>) {
+            Ok(jz) => Ok(jz),
+            Err(err) => {
+                self.report(&obj, &err);
+                let mut placeholder = Jinghzhu::new(&obj.name_any(), Default::default());
+                placeholder.metadata = obj.metadata;
+                Err(placeholder)
+            }
+        }
+    }
+
+    fn report(&self, obj: &DynamicObject, err: &serde_json::Error) {
+        let key = format!(
+            "{}/{}",
+            obj.uid().unwrap_or_default(),
+            obj.resource_version().unwrap_or_default()
+        );
+        if !self
+            .reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            return;
+        }
+        let object = object_key(obj);
+        let note = format!(
+            "this Jinghzhu cannot be read and is skipped until it is fixed: {err}. \
+             Check spec.template against the PodTemplateSpec schema"
+        );
+        tracing::warn!(%object, error = %err, "skipping a Jinghzhu the host cannot read");
+        let reference = ObjectReference {
+            api_version: Some(Jinghzhu::api_version(&()).into_owned()),
+            kind: Some(Jinghzhu::kind(&()).into_owned()),
+            name: obj.metadata.name.clone(),
+            namespace: obj.metadata.namespace.clone(),
+            uid: obj.metadata.uid.clone(),
+            resource_version: obj.metadata.resource_version.clone(),
+            ..ObjectReference::default()
+        };
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "InvalidObject".into(),
+                note: Some(note),
+                action: "Decode".into(),
+                secondary: None,
+            };
+            if let Err(err) = recorder.publish(&event, &reference).await {
+                tracing::warn!(%object, error = %err, "could not record Event");
+            }
+        });
     }
 }
 

@@ -55,7 +55,7 @@ pub fn apply(
                 creation_timestamp: Timestamp::try_from(now).ok().map(Time),
                 ..ObjectMeta::default()
             },
-            spec: serde_json::from_value::<PodSpec>(create.spec.clone()).ok(),
+            spec: serde_json::from_value::<PodSpec>((*create.spec).clone()).ok(),
             status: Some(PodStatus {
                 phase: Some("Pending".into()),
                 ..PodStatus::default()
@@ -107,7 +107,9 @@ mod tests {
         };
         let create = PodToCreate {
             generate_name: Some("web-".into()),
-            spec: serde_json::json!({"containers": [{"name": "app", "image": "pause"}]}),
+            spec: std::sync::Arc::new(
+                serde_json::json!({"containers": [{"name": "app", "image": "pause"}]}),
+            ),
             ..PodToCreate::default()
         };
         let actions = ProposedActions {

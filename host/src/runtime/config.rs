@@ -28,6 +28,9 @@ pub struct RuntimeConfig {
     pub output_limit_bytes: usize,
     /// Directory of precompiled artifacts (`None`: no cache).
     pub cache_dir: Option<PathBuf>,
+    /// A file holding the key precompiled artifacts are signed with
+    /// (`None`: a random key kept in the cache directory).
+    pub cache_key_file: Option<PathBuf>,
     /// How instances get their memory.
     pub allocator: InstanceAllocator,
 }
@@ -39,6 +42,7 @@ impl Default for RuntimeConfig {
             memory_limit_bytes: DEFAULT_MEMORY_LIMIT_BYTES,
             output_limit_bytes: DEFAULT_OUTPUT_LIMIT_BYTES,
             cache_dir: PrecompiledCache::default_dir(),
+            cache_key_file: None,
             allocator: InstanceAllocator::default(),
         }
     }
@@ -98,6 +102,10 @@ pub struct RuntimeArgs {
     /// (default: $XDG_CACHE_HOME/wasm-operator/precompiled or ~/.cache/...).
     #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Sign precompiled plugins with a key read from this file (at least 32
+    /// bytes, e.g. a mounted Secret) instead of one kept in the cache directory.
+    #[arg(long, value_name = "FILE")]
+    pub precompiled_cache_key_file: Option<PathBuf>,
     /// Compile plugins every time; never read or write the precompiled cache.
     #[arg(long, conflicts_with = "cache_dir")]
     pub no_precompiled_cache: bool,
@@ -118,6 +126,7 @@ impl RuntimeArgs {
                     .clone()
                     .or_else(PrecompiledCache::default_dir)
             },
+            cache_key_file: self.precompiled_cache_key_file.clone(),
             ..RuntimeConfig::default()
         }
     }

@@ -2,7 +2,8 @@
 //! (its Jinghzhu, the pods it owns, the time) and the output it returns
 //! (as the host's [`ProposedActions`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -134,21 +135,21 @@ fn status_to_wit(s: &JinghzhuStatus) -> wit::JinghzhuStatus {
 }
 
 /// The pod spec used when a plugin leaves `spec-json` empty and the
-/// Jinghzhu has no template spec: one pause container, running as a
-/// non-root user with the runtime's default seccomp profile, no
-/// capabilities and no privilege escalation, so it passes the Pod Security
-/// Standards' restricted profile.
-pub const DEFAULT_POD_SPEC_JSON: &str = concat!(
-    r#"{"containers":[{"name":"app","image":"registry.k8s.io/pause:3.10","#,
-    r#""securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}],"#,
-    r#""securityContext":{"runAsNonRoot":true,"runAsUser":65535,"#,
-    r#""seccompProfile":{"type":"RuntimeDefault"}}}"#
-);
+/// Jinghzhu has no template spec: the host's default template
+/// ([`crate::apply::policy::default_template`], a pause container that
+/// passes the Pod Security Standards' restricted profile), as JSON.
+pub fn default_pod_spec_json() -> &'static str {
+    static JSON: LazyLock<String> = LazyLock::new(|| {
+        serde_json::to_string(crate::apply::policy::default_template()).unwrap_or_default()
+    });
+    &JSON
+}
 
 /// The host's view of the WIT output of a call on `input`. An empty
-/// `spec-json` becomes the template's spec (or [`DEFAULT_POD_SPEC_JSON`]),
-/// as the WIT contract promises. A spec that is not JSON becomes a string
-/// value, which validation then rejects with a clear message.
+/// `spec-json` becomes the template's spec (or the default template), as
+/// the WIT contract promises. Each distinct spec text is parsed once and
+/// shared by the creates that use it; a spec that is not JSON becomes a
+/// string value, which validation then rejects with a clear message.
 pub fn output(out: wit::ReconcileOutput, input: &wit::ReconcileInput) -> ProposedActions {
     let default_spec = input
         .jinghzhu
@@ -157,14 +158,22 @@ pub fn output(out: wit::ReconcileOutput, input: &wit::ReconcileInput) -> Propose
         .as_ref()
         .map(|t| t.spec_json.as_str())
         .filter(|spec| !spec.trim().is_empty())
-        .unwrap_or(DEFAULT_POD_SPEC_JSON);
-    let parse = |spec: String| {
+        .unwrap_or_else(|| default_pod_spec_json());
+    let mut parsed: HashMap<String, Arc<serde_json::Value>> = HashMap::new();
+    let mut parse = |spec: String| {
         let text = if spec.trim().is_empty() {
-            default_spec
+            default_spec.to_string()
         } else {
-            spec.as_str()
+            spec
         };
-        serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(spec.clone()))
+        if let Some(value) = parsed.get(&text) {
+            return Arc::clone(value);
+        }
+        let value = Arc::new(
+            serde_json::from_str(&text).unwrap_or_else(|_| serde_json::Value::String(text.clone())),
+        );
+        parsed.insert(text, Arc::clone(&value));
+        value
     };
     ProposedActions {
         create_pods: out
@@ -342,14 +351,37 @@ mod tests {
             }],
         };
         let actions = output(out, &input);
-        assert_eq!(actions.create_pods[0].spec, spec);
+        assert_eq!(*actions.create_pods[0].spec, spec);
         assert_eq!(
-            actions.create_pods[1].spec,
+            *actions.create_pods[1].spec,
             serde_json::json!({"containers": []})
         );
-        assert_eq!(actions.create_pods[2].spec, serde_json::json!("not json"));
+        assert_eq!(*actions.create_pods[2].spec, serde_json::json!("not json"));
         assert_eq!(actions.requeue_after, Some(Duration::from_millis(1500)));
         assert_eq!(actions.events[0].type_, EventType::Warning);
+    }
+
+    #[test]
+    fn creates_with_the_same_spec_text_share_one_parse() {
+        let input = input(&jinghzhu(None), &[], UNIX_EPOCH);
+        let create = |spec_json: &str| wit::PodCreate {
+            name: None,
+            generate_name: Some("web-".into()),
+            labels: vec![],
+            annotations: vec![],
+            spec_json: spec_json.into(),
+        };
+        let out = wit::ReconcileOutput {
+            create_pods: vec![create(""), create(""), create("{}"), create("{}")],
+            delete_pods: vec![],
+            status: None,
+            requeue_after_ms: None,
+            events: vec![],
+        };
+        let pods = output(out, &input).create_pods;
+        assert!(Arc::ptr_eq(&pods[0].spec, &pods[1].spec));
+        assert!(Arc::ptr_eq(&pods[2].spec, &pods[3].spec));
+        assert!(!Arc::ptr_eq(&pods[0].spec, &pods[2].spec));
     }
 
     #[test]

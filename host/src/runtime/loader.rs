@@ -44,7 +44,10 @@ impl Runtime {
         Ok(Self {
             engine,
             linker,
-            cache: PrecompiledCache::new(config.cache_dir.clone()),
+            cache: PrecompiledCache::with_key_file(
+                config.cache_dir.clone(),
+                config.cache_key_file.clone(),
+            ),
             config,
         })
     }

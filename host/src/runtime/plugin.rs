@@ -99,10 +99,12 @@ impl LoadedPlugin {
             memory_limit: config.memory_limit_bytes,
             output_limit: config.output_limit_bytes,
         };
-        let info = block_on(plugin.call_info()).and_then(|r| r).map_err(|source_error| LoadError::Info {
-            from: source.to_string(),
-            source: source_error,
-        })?;
+        let info = block_on(plugin.call_info())
+            .and_then(|r| r)
+            .map_err(|source_error| LoadError::Info {
+                from: source.to_string(),
+                source: source_error,
+            })?;
         check_info(&info).map_err(|problem| LoadError::BadInfo {
             from: source.to_string(),
             problem,
@@ -236,17 +238,21 @@ impl LoadedPlugin {
                 .await
         };
         let outcome = tokio::time::timeout(self.time_limit(), call).await.ok();
-        self.finish(&store, outcome)?.map_err(|e| PluginError::Returned {
-            message: e.message,
-            retryable: e.retryable,
-        })
+        self.finish(&store, outcome)?
+            .map_err(|e| PluginError::Returned {
+                message: e.message,
+                retryable: e.retryable,
+            })
     }
 
     async fn call_info(&self) -> Result<wit::PluginInfo, PluginError> {
         let mut store = self.new_store("-");
         let call = async {
             let operator = self.pre.instantiate_async(&mut store).await?;
-            operator.jinghzhu_operator_reconciler().call_info(&mut store).await
+            operator
+                .jinghzhu_operator_reconciler()
+                .call_info(&mut store)
+                .await
         };
         let outcome = tokio::time::timeout(self.time_limit(), call).await.ok();
         self.finish(&store, outcome)
@@ -370,7 +376,9 @@ where
     if tokio::runtime::Handle::try_current().is_ok() {
         std::thread::scope(|scope| {
             scope.spawn(run).join().unwrap_or_else(|_| {
-                Err(PluginError::Host("the plugin call's thread panicked".into()))
+                Err(PluginError::Host(
+                    "the plugin call's thread panicked".into(),
+                ))
             })
         })
     } else {

@@ -126,9 +126,7 @@ impl bindings::jinghzhu::operator::log::Host for PluginState {
         }
         let message = escape_control(&message, MAX_LOG_MESSAGE);
         let fields = format_fields(&fields);
-        self.log_bytes = self
-            .log_bytes
-            .saturating_add(message.len() + fields.len());
+        self.log_bytes = self.log_bytes.saturating_add(message.len() + fields.len());
         let CallTags {
             plugin,
             digest,
@@ -169,8 +167,8 @@ pub fn format_fields(fields: &[bindings::KeyValue]) -> String {
         .map(|kv| {
             let key = escape_control(&kv.key, MAX_FIELD_KEY);
             let value = escape_control(&kv.value, MAX_FIELD_VALUE);
-            let plain =
-                !value.is_empty() && !value.contains(|c: char| c.is_whitespace() || c == '"' || c == '=');
+            let plain = !value.is_empty()
+                && !value.contains(|c: char| c.is_whitespace() || c == '"' || c == '=');
             if plain {
                 format!("{key}={value}")
             } else {
@@ -302,10 +300,16 @@ mod tests {
         let mut cap = MemoryCap::new(1024);
         assert!(cap.table_growing(0, 10, None).expect("ok"));
         assert_eq!(cap.in_use, 160);
-        assert!(cap.table_growing(10, 100, None).is_err(), "1600 bytes > 1024");
+        assert!(
+            cap.table_growing(10, 100, None).is_err(),
+            "1600 bytes > 1024"
+        );
         assert!(cap.hit);
         let mut big = MemoryCap::new(usize::MAX);
-        assert!(!big.table_growing(0, MAX_TABLE_ELEMENTS + 1, None).expect("ok"));
+        assert!(
+            !big.table_growing(0, MAX_TABLE_ELEMENTS + 1, None)
+                .expect("ok")
+        );
     }
 
     #[test]

@@ -183,6 +183,46 @@ impl TestEnv {
         }
     }
 
+    /// Waits for an Event `reason` on the Jinghzhu `name` whose message
+    /// contains `needle`, and returns the message.
+    pub async fn wait_event(
+        &self,
+        name: &str,
+        reason: &str,
+        needle: &str,
+        timeout: Duration,
+    ) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let events = self.events_of(name).await?;
+            if let Some(message) = events
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .filter_map(|e| e.message.clone())
+                .find(|m| m.contains(needle))
+            {
+                return Ok(message);
+            }
+            if Instant::now() > deadline {
+                let seen: Vec<String> = events
+                    .iter()
+                    .map(|e| {
+                        format!(
+                            "{}: {}",
+                            e.reason.as_deref().unwrap_or("-"),
+                            e.message.as_deref().unwrap_or("-")
+                        )
+                    })
+                    .collect();
+                bail!(
+                    "no {reason} Event containing {needle:?} on {}/{name} within {timeout:?}; events: {seen:#?}",
+                    self.namespace
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     /// Events recorded on the Jinghzhu `name`.
     pub async fn events_of(&self, name: &str) -> Result<Vec<Event>> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);

@@ -106,57 +106,104 @@ pub fn flood_log() {
     }
 }
 
-/// The pod spec `escalate:<what>` asks for: the pause container with one
-/// kind of extra authority. `<what>` is one of `capabilities` (SYS_ADMIN,
+/// The pod spec `escalate:<what>` asks for: the pause container, compliant
+/// with the Pod Security Standards' restricted profile, plus one kind of
+/// extra authority. `<what>` is one of `capabilities` (SYS_ADMIN,
 /// NET_ADMIN), `host-port` (80), `secret-volume` (a volume of the Secret
 /// `db-credentials`), `service-account` (`admin`), `seccomp-unconfined`,
 /// `tolerations` (every taint), `node-selector`, `priority-class`
 /// (`system-node-critical`), `privileged`, `host-network`, `host-path`,
 /// `run-as-root`, `image` (`evil.example.com/miner`). Anything else gives
-/// the plain pause spec.
+/// the plain compliant spec.
 pub fn escalated_spec(what: &str) -> String {
-    let container = |extra: &str| {
-        format!(r#"{{"name":"app","image":"registry.k8s.io/pause:3.10"{extra}}}"#)
+    let drop_all = r#""allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}"#;
+    let container_sc = match what {
+        "capabilities" => {
+            r#""allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"],"add":["SYS_ADMIN","NET_ADMIN"]}"#
+        }
+        "privileged" => {
+            r#""allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},"privileged":true"#
+        }
+        _ => drop_all,
     };
-    let spec = |containers: String, extra: &str| format!(r#"{{"containers":[{containers}]{extra}}}"#);
-    match what {
-        "capabilities" => spec(
-            container(r#","securityContext":{"capabilities":{"add":["SYS_ADMIN","NET_ADMIN"]}}"#),
-            "",
-        ),
-        "host-port" => spec(
-            container(r#","ports":[{"containerPort":80,"hostPort":80}]"#),
-            "",
-        ),
-        "secret-volume" => spec(
-            container(r#","volumeMounts":[{"name":"s","mountPath":"/s"}]"#),
-            r#","volumes":[{"name":"s","secret":{"secretName":"db-credentials"}}]"#,
-        ),
-        "service-account" => spec(
-            container(""),
-            r#","serviceAccountName":"admin","automountServiceAccountToken":true"#,
-        ),
-        "seccomp-unconfined" => spec(
-            container(""),
-            r#","securityContext":{"seccompProfile":{"type":"Unconfined"}}"#,
-        ),
-        "tolerations" => spec(container(""), r#","tolerations":[{"operator":"Exists"}]"#),
-        "node-selector" => spec(
-            container(""),
-            r#","nodeSelector":{"kubernetes.io/hostname":"control-plane"}"#,
-        ),
-        "priority-class" => spec(container(""), r#","priorityClassName":"system-node-critical""#),
-        "privileged" => spec(
-            container(r#","securityContext":{"privileged":true}"#),
-            "",
-        ),
-        "host-network" => spec(container(""), r#","hostNetwork":true"#),
-        "host-path" => spec(
-            container(""),
-            r#","volumes":[{"name":"root","hostPath":{"path":"/"}}]"#,
-        ),
-        "run-as-root" => spec(container(""), r#","securityContext":{"runAsUser":0}"#),
-        "image" => r#"{"containers":[{"name":"app","image":"evil.example.com/miner"}]}"#.to_owned(),
-        _ => spec(container(""), ""),
+    let image = if what == "image" {
+        "evil.example.com/miner"
+    } else {
+        "registry.k8s.io/pause:3.10"
+    };
+    let container_extra = match what {
+        "host-port" => r#","ports":[{"containerPort":80,"hostPort":80}]"#,
+        "secret-volume" => r#","volumeMounts":[{"name":"s","mountPath":"/s"}]"#,
+        _ => "",
+    };
+    let seccomp = if what == "seccomp-unconfined" {
+        "Unconfined"
+    } else {
+        "RuntimeDefault"
+    };
+    let user = if what == "run-as-root" { 0 } else { 65535 };
+    let non_root = what != "run-as-root";
+    let pod_extra = match what {
+        "secret-volume" => r#","volumes":[{"name":"s","secret":{"secretName":"db-credentials"}}]"#,
+        "service-account" => r#","serviceAccountName":"admin","automountServiceAccountToken":true"#,
+        "tolerations" => r#","tolerations":[{"operator":"Exists"}]"#,
+        "node-selector" => r#","nodeSelector":{"kubernetes.io/hostname":"control-plane"}"#,
+        "priority-class" => r#","priorityClassName":"system-node-critical""#,
+        "host-network" => r#","hostNetwork":true"#,
+        "host-path" => r#","volumes":[{"name":"root","hostPath":{"path":"/"}}]"#,
+        _ => "",
+    };
+    format!(
+        r#"{{"containers":[{{"name":"app","image":"{image}","securityContext":{{{container_sc}}}{container_extra}}}],"securityContext":{{"runAsNonRoot":{non_root},"runAsUser":{user},"seccompProfile":{{"type":"{seccomp}"}}}}{pod_extra}}}"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escalated_spec;
+
+    #[test]
+    fn every_escalated_spec_is_json() {
+        for what in [
+            "capabilities",
+            "host-port",
+            "secret-volume",
+            "service-account",
+            "seccomp-unconfined",
+            "tolerations",
+            "node-selector",
+            "priority-class",
+            "privileged",
+            "host-network",
+            "host-path",
+            "run-as-root",
+            "image",
+            "none",
+        ] {
+            let spec = escalated_spec(what);
+            assert!(json_balanced(&spec), "{what}: {spec}");
+            assert!(spec.contains("containers"), "{what}");
+        }
+        assert!(escalated_spec("run-as-root").contains(r#""runAsUser":0"#));
+        assert!(escalated_spec("none").contains("RuntimeDefault"));
+    }
+
+    /// Braces and brackets balance outside strings (the plugin has no JSON
+    /// parser; the host parses the spec).
+    fn json_balanced(text: &str) -> bool {
+        let mut depth: i32 = 0;
+        let mut in_string = false;
+        for c in text.chars() {
+            match c {
+                '"' => in_string = !in_string,
+                '{' | '[' if !in_string => depth += 1,
+                '}' | ']' if !in_string => depth -= 1,
+                _ => {}
+            }
+            if depth < 0 {
+                return false;
+            }
+        }
+        depth == 0 && !in_string
     }
 }

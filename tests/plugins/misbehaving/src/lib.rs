@@ -130,7 +130,9 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
         }
         Some(Mode::Recurse) => {
             let depth = hazards::recurse(1);
-            Err(ReconcileError::fatal(format!("recursion ended at {depth}?")))
+            Err(ReconcileError::fatal(format!(
+                "recursion ended at {depth}?"
+            )))
         }
         Some(Mode::LogFlood) => {
             hazards::flood_log();
@@ -171,7 +173,11 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
         Some(Mode::OverCreate) => {
             let mut out = normal();
             let create = jinghzhu_plugin_sdk::pod::from_template(&input.jinghzhu);
-            let count = input.jinghzhu.spec.desired.saturating_add(OVER_CREATE_EXTRA) as usize;
+            let count = input
+                .jinghzhu
+                .spec
+                .desired
+                .saturating_add(OVER_CREATE_EXTRA) as usize;
             out.create_pods = vec![create; count];
             Ok(out)
         }

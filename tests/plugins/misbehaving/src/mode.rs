@@ -134,7 +134,10 @@ mod tests {
             ("over-create", Mode::OverCreate),
             ("huge-status", Mode::HugeStatus),
             ("foreign-labels", Mode::ForeignLabels),
-            ("escalate:capabilities", Mode::Escalate("capabilities".into())),
+            (
+                "escalate:capabilities",
+                Mode::Escalate("capabilities".into()),
+            ),
             ("other", Mode::Unknown("other".into())),
         ];
         for (value, mode) in cases {

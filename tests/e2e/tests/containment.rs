@@ -1,0 +1,358 @@
+//! Containment end to end: a hostile plugin (the misbehaving test plugin,
+//! driven by the annotation `test.jinghzhu.io/misbehave`) against a real
+//! control plane. For every hazard the host stays up, objects the same
+//! plugin reconciles normally keep converging, and the offending object gets
+//! a Warning Event naming the rule it broke.
+
+use std::time::{Duration, Instant};
+
+use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::ApiResource;
+use wasm_operator::apply::policy::{PodPolicy, PolicyConfig};
+use wasm_operator::controller::ControllerConfig;
+use wasm_operator::controller::budget::BudgetConfig;
+use wasm_operator::crd::Jinghzhu;
+
+const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
+const CONVERGE: Duration = Duration::from_secs(90);
+
+fn misbehaving() -> std::path::PathBuf {
+    plugin("misbehaving-plugin", &[])
+}
+
+async fn host_with(env: &TestEnv, controller: ControllerConfig) -> anyhow::Result<RunningHost> {
+    let mut options = HostOptions::file(&misbehaving());
+    options.controller = controller;
+    RunningHost::start_with(env, options).await
+}
+
+/// Creates `bad` objects (name, mode) and one well-behaved `good` object;
+/// waits for the good one to converge.
+async fn with_good_neighbour(env: &TestEnv, bad: &[(&str, &str)]) -> anyhow::Result<()> {
+    for (name, mode) in bad {
+        env.create(name, 2, &[(MISBEHAVE, mode)]).await?;
+    }
+    env.create("good", 2, &[]).await?;
+    env.wait_converged("good", 2, CONVERGE).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_template_policy_refuses_every_spec_but_the_template() -> anyhow::Result<()> {
+    let env = TestEnv::new("policy-template").await?;
+    let host = host_with(&env, ControllerConfig::default()).await?;
+    let attacks = [
+        ("caps", "escalate:capabilities"),
+        ("hostport", "escalate:host-port"),
+        ("secret", "escalate:secret-volume"),
+        ("account", "escalate:service-account"),
+        ("seccomp", "escalate:seccomp-unconfined"),
+        ("tolerate", "escalate:tolerations"),
+        ("pinned", "escalate:node-selector"),
+        ("priority", "escalate:priority-class"),
+        ("image", "escalate:image"),
+    ];
+    with_good_neighbour(&env, &attacks).await?;
+    for (name, _) in attacks {
+        env.wait_event(name, "RejectedOutput", "template/spec-differs", CONVERGE)
+            .await?;
+        assert!(
+            env.owned_pods(name).await?.is_empty(),
+            "{name}: nothing applied"
+        );
+    }
+    env.create("labels", 1, &[(MISBEHAVE, "foreign-labels")])
+        .await?;
+    env.wait_event("labels", "RejectedOutput", "labels/", CONVERGE)
+        .await?;
+    assert!(env.owned_pods("labels").await?.is_empty());
+    env.wait_converged("good", 2, CONVERGE).await?;
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_restricted_policy_names_each_broken_rule() -> anyhow::Result<()> {
+    let env = TestEnv::new("policy-restricted").await?;
+    let host = host_with(
+        &env,
+        ControllerConfig {
+            policy: PolicyConfig {
+                policy: PodPolicy::Restricted,
+                ..PolicyConfig::default()
+            },
+            ..ControllerConfig::default()
+        },
+    )
+    .await?;
+    // Each attack and a rule id its Event must name.
+    let attacks = [
+        ("caps", "escalate:capabilities", "capabilities"),
+        ("hostport", "escalate:host-port", "host-ports"),
+        ("secret", "escalate:secret-volume", "host/volume-source"),
+        (
+            "account",
+            "escalate:service-account",
+            "host/service-account",
+        ),
+        ("seccomp", "escalate:seccomp-unconfined", "seccomp"),
+        ("tolerate", "escalate:tolerations", "host/tolerations"),
+        ("privileged", "escalate:privileged", "privileged"),
+        ("hostnet", "escalate:host-network", "host-namespaces"),
+        ("hostpath", "escalate:host-path", "host-path"),
+        ("root", "escalate:run-as-root", "run-as"),
+    ];
+    let modes: Vec<(&str, &str)> = attacks.iter().map(|(n, m, _)| (*n, *m)).collect();
+    with_good_neighbour(&env, &modes).await?;
+    for (name, _, rule) in attacks {
+        env.wait_event(name, "RejectedOutput", rule, CONVERGE)
+            .await?;
+        assert!(
+            env.owned_pods(name).await?.is_empty(),
+            "{name}: nothing applied"
+        );
+    }
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_beyond_the_bounds_are_refused_before_expansion() -> anyhow::Result<()> {
+    let env = TestEnv::new("bounds").await?;
+    let host = host_with(&env, ControllerConfig::default()).await?;
+    with_good_neighbour(
+        &env,
+        &[
+            ("many", "many"),
+            ("over", "over-create"),
+            ("huge", "huge-status"),
+        ],
+    )
+    .await?;
+    env.wait_event("many", "PluginFailed", "limits/output-too-large", CONVERGE)
+        .await?;
+    env.wait_event(
+        "over",
+        "RejectedOutput",
+        "limits/creates-beyond-desired",
+        CONVERGE,
+    )
+    .await?;
+    env.wait_event("huge", "RejectedOutput", "limits/status-size", CONVERGE)
+        .await?;
+    for name in ["many", "over", "huge"] {
+        assert!(
+            env.owned_pods(name).await?.is_empty(),
+            "{name}: nothing applied"
+        );
+    }
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeue_and_write_loops_are_capped() -> anyhow::Result<()> {
+    let env = TestEnv::new("budget").await?;
+    let host = host_with(
+        &env,
+        ControllerConfig {
+            budget: BudgetConfig {
+                burst: 40,
+                per_minute: 60,
+            },
+            ..ControllerConfig::default()
+        },
+    )
+    .await?;
+    with_good_neighbour(
+        &env,
+        &[
+            ("requeue", "requeue-zero"),
+            ("volatile", "volatile-status"),
+            ("flood", "event-flood"),
+        ],
+    )
+    .await?;
+    // A status that changes on every call, re-triggering itself: the budget
+    // runs out and the object is held back with a Warning naming the rule.
+    env.wait_event(
+        "volatile",
+        "WriteBudgetExceeded",
+        "limits/write-budget",
+        CONVERGE,
+    )
+    .await?;
+    let before = host.metrics.status_patches.get();
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let writes = host.metrics.status_patches.get() - before;
+    let per_sec = writes as f64 / started.elapsed().as_secs_f64();
+    // Refill is 1 write/s for the volatile object; the converged good one
+    // writes nothing. Before the budget a volatile status ran ~80 writes/s.
+    assert!(
+        per_sec <= 3.0,
+        "{writes} status writes in 10 s ({per_sec:.1}/s)"
+    );
+
+    // Requeue-after 0 is raised to the 1 s minimum: at most ~1 reconcile/s
+    // for that object (its own status no longer changes).
+    let before = host.metrics.reconciles.get();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let reconciles = host.metrics.reconciles.get() - before;
+    assert!(
+        reconciles <= 25,
+        "{reconciles} reconciles in 5 s (volatile is held back, requeue-zero is raised to 1 s)"
+    );
+
+    // New Event reasons on every call cost budget too.
+    env.wait_event(
+        "flood",
+        "WriteBudgetExceeded",
+        "limits/write-budget",
+        CONVERGE,
+    )
+    .await?;
+    env.wait_converged("good", 2, CONVERGE).await?;
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sleeping_and_recursing_plugins_cannot_hold_the_workers() -> anyhow::Result<()> {
+    let env = TestEnv::new("deadline").await?;
+    let host = host_with(&env, ControllerConfig::default()).await?;
+    // Four sleepers for four workers: before the outer deadline they held
+    // every worker for an hour and nothing else was ever reconciled.
+    for i in 0..4 {
+        env.create(&format!("sleeper-{i}"), 1, &[(MISBEHAVE, "sleep")])
+            .await?;
+    }
+    env.create("deep", 1, &[(MISBEHAVE, "recurse")]).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    env.create("good", 2, &[]).await?;
+    env.wait_converged("good", 2, CONVERGE).await?;
+    env.wait_event("sleeper-0", "PluginFailed", "limits/deadline", CONVERGE)
+        .await?;
+    env.wait_event("deep", "PluginFailed", "call stack was exhausted", CONVERGE)
+        .await?;
+    // A graceful stop ends promptly although sleepers keep being retried.
+    let started = Instant::now();
+    host.stop().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "stopping took {:?}",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_against_the_floor_makes_no_pods() -> anyhow::Result<()> {
+    let env = TestEnv::new("floor").await?;
+    let host = RunningHost::start(&env, &plugin("replicaset-plugin", &[])).await?;
+    let mut jz: Jinghzhu = serde_json::from_value(serde_json::json!({
+        "apiVersion": "jinghzhu.io/v1",
+        "kind": "Jinghzhu",
+        "metadata": {"name": "hostnet"},
+        "spec": {"desired": 1, "template": {"spec": {
+            "hostNetwork": true,
+            "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]
+        }}}
+    }))?;
+    jz.metadata.namespace = Some(env.namespace.clone());
+    env.jinghzhus().create(&PostParams::default(), &jz).await?;
+    env.create("good", 1, &[]).await?;
+    env.wait_converged("good", 1, CONVERGE).await?;
+    env.wait_event("hostnet", "InvalidTemplate", "host-namespaces", CONVERGE)
+        .await?;
+    assert!(env.owned_pods("hostnet").await?.is_empty());
+    host.stop().await;
+    Ok(())
+}
+
+/// A Jinghzhu the host cannot read (its template passes the CRD's schema
+/// but not the PodTemplateSpec type) is skipped with an Event, whether it
+/// exists before the host starts or appears later; the rest converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_unreadable_object_does_not_stop_the_others() -> anyhow::Result<()> {
+    let env = TestEnv::new("decode").await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.namespace,
+        &ApiResource::erase::<Jinghzhu>(&()),
+    );
+    let bad = |name: &str| -> anyhow::Result<DynamicObject> {
+        Ok(serde_json::from_value(serde_json::json!({
+            "apiVersion": "jinghzhu.io/v1",
+            "kind": "Jinghzhu",
+            "metadata": {"name": name},
+            "spec": {"desired": 1, "template": {"spec": {"containers": [
+                {"name": "app", "image": "registry.k8s.io/pause:3.10", "ports": "oops"}
+            ]}}}
+        }))?)
+    };
+    // The CRD's schema refuses the worst at admission.
+    let mut refused = bad("refused")?;
+    refused.data["spec"]["template"]["spec"]["containers"] = serde_json::json!("oops");
+    let err = api
+        .create(&PostParams::default(), &refused)
+        .await
+        .expect_err("containers must be a list of named objects");
+    assert!(err.to_string().contains("containers"), "{err}");
+
+    api.create(&PostParams::default(), &bad("before")?).await?;
+    let host = RunningHost::start(&env, &plugin("replicaset-plugin", &[])).await?;
+    env.create("good", 1, &[]).await?;
+    env.wait_converged("good", 1, CONVERGE).await?;
+    api.create(&PostParams::default(), &bad("after")?).await?;
+    env.create("good2", 1, &[]).await?;
+    env.wait_converged("good2", 1, CONVERGE).await?;
+    for name in ["before", "after"] {
+        env.wait_event(name, "InvalidObject", "cannot be read", CONVERGE)
+            .await?;
+    }
+    host.stop().await;
+    Ok(())
+}
+
+/// Bookkeeping is keyed by UID: a Jinghzhu recreated under the name of one
+/// that failed many times does not inherit its backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_object_does_not_inherit_the_old_ones_backoff() -> anyhow::Result<()> {
+    let env = TestEnv::new("uid").await?;
+    let host = host_with(&env, ControllerConfig::default()).await?;
+    env.create("web", 1, &[(MISBEHAVE, "error")]).await?;
+    // Twelve consecutive failures: the next retry is 5 ms * 2^12 ≈ 20 s away.
+    let failing_since = Instant::now();
+    while host
+        .metrics
+        .plugin_errors
+        .get_or_create(&wasm_operator::controller::metrics::PluginLabels {
+            plugin: host.plugin.current().digest().to_string(),
+        })
+        .get()
+        < 13
+    {
+        anyhow::ensure!(
+            failing_since.elapsed() < CONVERGE,
+            "the object did not fail 13 times"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    env.jinghzhus().delete("web", &Default::default()).await?;
+    e2e_tests::wait_for("web to be gone", CONVERGE, || async {
+        Ok(env.jinghzhus().get_opt("web").await?.is_none())
+    })
+    .await?;
+    let recreated = Instant::now();
+    env.create("web", 1, &[]).await?;
+    env.wait_converged("web", 1, CONVERGE).await?;
+    assert!(
+        recreated.elapsed() < Duration::from_secs(10),
+        "the recreated object waited {:?} (an inherited backoff is ≥ 20 s)",
+        recreated.elapsed()
+    );
+    host.stop().await;
+    Ok(())
+}
