@@ -85,7 +85,7 @@ pub struct RuntimeArgs {
     pub plugin_memory_mib: u64,
     /// Where precompiled plugins are cached
     /// (default: $XDG_CACHE_HOME/wasm-operator/precompiled or ~/.cache/...).
-    #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
+    #[arg(long, env = "WASM_OPERATOR_PRECOMPILED_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Compile plugins every time; never read or write the precompiled cache.
     #[arg(long, conflicts_with = "cache_dir")]
