@@ -152,7 +152,8 @@ fn diagnose_core_module(bytes: &[u8]) -> String {
     let target = if wasi_preview1 {
         "it was built for wasm32-wasip1 (it imports wasi_snapshot_preview1) and not componentized"
     } else {
-        "it imports no WASI: likely built for wasm32-unknown-unknown, which cannot make a component"
+        "it imports no WASI: built for wasm32-unknown-unknown (which cannot make a component), or for \
+         wasm32-wasip1 with nothing in it that uses WASI, as when nothing is exported"
     };
     let cause = if reconciler_exports {
         "its reconciler exports are there, so only the componentizing step is missing".to_string()
