@@ -3,8 +3,8 @@
 //! their outcomes differ, a diff says how (`-` old, `+` new).
 //!
 //! Proposals are compared structurally, as shadow mode does
-//! ([`crate::hotswap::shadow::differences`] logs the same inequality as a
-//! one-line summary); here there is room for the whole YAML diff. A plugin
+//! ([`crate::hotswap::shadow::differences_between`] gives the one-line
+//! summary shadow mode logs); here the whole YAML diff follows it. A plugin
 //! error is an outcome too: two plugins that fail the same way agree.
 
 use std::path::Path;
@@ -70,7 +70,7 @@ pub fn describe_difference(
         (Err(a), Err(b)) if a.to_string() == b.to_string() => None,
         (Ok(a), Ok(b)) => Some(format!(
             "{}\n{}",
-            shadow::differences(a, b).join("; "),
+            shadow::differences_between(a, b, ("old", "new")).join("; "),
             diff(&outcome_text(old), &outcome_text(new)).trim_end()
         )),
         _ => Some(

@@ -265,13 +265,13 @@ pub async fn fetch(client: &Client, args: &RecordArgs) -> Result<Vec<Snapshot>> 
         .context("listing Pods")?
         .items;
     for pod in &mut ours {
-        pod.managed_fields_mut().clear();
+        pod.metadata.managed_fields = None;
     }
     chosen.sort_by_key(|jz| (jz.namespace(), jz.name_any()));
     Ok(chosen
         .into_iter()
         .map(|mut jinghzhu| {
-            jinghzhu.managed_fields_mut().clear();
+            jinghzhu.metadata.managed_fields = None;
             let pods = owned_pods(&ours, &jinghzhu);
             Snapshot { jinghzhu, pods }
         })

@@ -196,7 +196,7 @@ async fn recorded_objects_replay_as_nothing_to_do_and_compare_shows_what_v2_chan
         let text = comparison
             .difference
             .with_context(|| format!("{} should differ", comparison.name))?;
-        assert!(text.contains("status: active"), "{text}");
+        assert!(text.contains("status: old "), "{text}");
         assert!(text.contains("+   message: '[v2] "), "{text}");
     }
 
