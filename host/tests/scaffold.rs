@@ -4,9 +4,11 @@
 //! tests, and run its golden fixture with the host on both artifacts; and
 //! the git-dependency mode, against this repository as a local git remote.
 //!
-//! The scaffolded crates build into one target directory kept under this
-//! workspace's `target/scaffold/`, so after the first run only the plugin
-//! crate itself recompiles. Each step prints its time (`--nocapture`).
+//! The scaffolded crates build into this workspace's `target/`, as
+//! `CARGO_TARGET_DIR`: their dependencies (wit-bindgen and the SDK's other
+//! crates, for wasm32 and natively) are the ones the workspace's own plugin
+//! builds already compiled, so only the plugin crate itself compiles. Each
+//! step prints its time (`--nocapture`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -32,9 +34,9 @@ fn path_str(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
 
-/// The target directory all scaffolded crates of this test build into.
+/// The target directory the scaffolded crates build into.
 fn target_dir() -> PathBuf {
-    workspace_root().join("target/scaffold")
+    workspace_root().join("target")
 }
 
 /// Runs `cargo <args>` in `dir` as a plugin author would, with the shared

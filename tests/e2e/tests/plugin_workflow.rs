@@ -270,9 +270,10 @@ const TEMPLATE_LINE: &str = "    let desired = jz.spec.desired;\n";
 const EVEN_LINE: &str = "    let desired = jz.spec.desired.next_multiple_of(2);\n";
 
 /// `cargo build --release --target wasm32-wasip2` of a scaffolded crate,
-/// into the target directory `host/tests/scaffold.rs` uses too.
+/// into this workspace's target directory (as `host/tests/scaffold.rs`
+/// does: the SDK's dependencies are already built there).
 fn build_scaffolded(dir: &Path, name: &str) -> Result<PathBuf> {
-    let target = wasm_artifacts::workspace_root().join("target/scaffold");
+    let target = wasm_artifacts::workspace_root().join("target");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(dir)
