@@ -1,12 +1,15 @@
 //! The command line: `run` (the operator), `reconcile` (a plugin on files,
-//! golden fixtures) and `crd` (print the CRD).
+//! golden fixtures, comparing two plugins), `record` (fixture cases from a
+//! live cluster), `new` (scaffold a plugin crate) and `crd` (print the CRD).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::offline::ReconcileArgs;
+use crate::offline::record::RecordArgs;
 use crate::run::RunArgs;
+use crate::scaffold::NewArgs;
 
 /// A Kubernetes operator host whose reconcile logic is a sandboxed WebAssembly component.
 #[derive(Debug, Parser)]
@@ -34,8 +37,13 @@ pub enum Command {
     /// Run the operator: watch Jinghzhus and their pods, reconcile them with the plugin.
     Run(RunArgs),
     /// Run a plugin once on objects from files (no cluster) and print what it proposes,
-    /// or check a directory of golden fixtures.
+    /// check a directory of golden fixtures, or compare two plugins on them.
     Reconcile(ReconcileArgs),
+    /// Record fixture cases from a live cluster: Jinghzhus and their pods as the host
+    /// sees them (and, with --plugin, the plugin's proposal as expected.yaml).
+    Record(RecordArgs),
+    /// Create a new plugin crate (standalone cargo workspace) with a test and a fixture.
+    New(NewArgs),
     /// Print the Jinghzhu CustomResourceDefinition as YAML.
     Crd,
 }
@@ -53,28 +61,62 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
+/// The environment variable that named two different caches; no longer read.
+pub const DEPRECATED_CACHE_DIR_ENV: &str = "WASM_OPERATOR_CACHE_DIR";
+
+/// Warns when the retired `WASM_OPERATOR_CACHE_DIR` is set: it used to set
+/// the precompiled-plugin cache here and the Kubernetes binary cache in the
+/// test harness.
+fn warn_about_renamed_env() {
+    if std::env::var_os(DEPRECATED_CACHE_DIR_ENV).is_some_and(|v| !v.is_empty()) {
+        tracing::warn!(
+            "{DEPRECATED_CACHE_DIR_ENV} is no longer read by wasm-operator: set \
+             WASM_OPERATOR_PRECOMPILED_DIR (or --cache-dir) for the precompiled-plugin cache; \
+             WASM_OPERATOR_KUBE_CACHE_DIR is the local control plane's Kubernetes binary cache"
+        );
+    }
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
-    let result = match cli.command {
+    warn_about_renamed_env();
+    match execute(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parses `args` (the program name first) and runs them with [`execute`].
+pub fn execute_args<I, T>(args: I) -> anyhow::Result<ExitCode>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    execute(Cli::try_parse_from(args)?)
+}
+
+/// Runs a parsed command line (without setting up logging): what `main`
+/// does, callable in-process by tests. Blocking; `run` and `record` start
+/// their own async runtime, so call it outside one (e.g. `spawn_blocking`).
+pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
         Command::Crd => crate::crd::crd_yaml().map(|yaml| {
             print!("{yaml}");
             ExitCode::SUCCESS
         }),
         Command::Reconcile(args) => crate::offline::run(args),
+        Command::Record(args) => crate::offline::record::run(args),
+        Command::New(args) => crate::scaffold::run(args),
         Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(anyhow::Error::from)
             .and_then(|rt| rt.block_on(crate::run::run(args)))
             .map(|()| ExitCode::SUCCESS),
-    };
-    match result {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::FAILURE
-        }
     }
 }

@@ -8,7 +8,9 @@
 //! - [`controller`]: the Kubernetes side: informers, workqueue, reconcile loop.
 //! - [`apply`]: validating and applying a proposal.
 //! - [`hotswap`]: plugin sources, vetting, the atomic switch, shadow mode, rollback.
-//! - [`offline`]: running a plugin on files, golden fixtures (`wasm-operator reconcile`).
+//! - [`offline`]: running a plugin on files, golden fixtures, comparing plugins
+//!   (`wasm-operator reconcile`), recording cases from a cluster (`record`).
+//! - [`scaffold`]: a new plugin crate (`wasm-operator new`).
 //! - [`run`] and [`serve`]: the `run` command and its metrics/status endpoint.
 //! - [`cli`]: the command line.
 
@@ -22,4 +24,5 @@ pub mod offline;
 pub mod ownership;
 pub mod run;
 pub mod runtime;
+pub mod scaffold;
 pub mod serve;

@@ -160,7 +160,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-async fn connect() -> Result<Client> {
+/// A client for the cluster the kubeconfig names (`KUBECONFIG`,
+/// `~/.kube/config`, in-cluster), checked to reach the API server; the
+/// errors say what to do.
+pub async fn connect() -> Result<Client> {
     let config = kube::Config::infer().await.map_err(|err| {
         anyhow!(
             "no Kubernetes configuration found ({err}). Set KUBECONFIG or create ~/.kube/config, \

@@ -43,41 +43,52 @@ pub async fn compare(
 /// Human-readable differences between two proposals (empty when equal).
 /// Generated pod names cannot be compared, so creates compare by count.
 pub fn differences(active: &ProposedActions, shadow: &ProposedActions) -> Vec<String> {
+    differences_between(active, shadow, ("active", "shadow"))
+}
+
+/// [`differences`] with the two sides named `labels` (e.g. `("old", "new")`
+/// for `reconcile --compare-with`).
+pub fn differences_between(
+    a: &ProposedActions,
+    b: &ProposedActions,
+    labels: (&str, &str),
+) -> Vec<String> {
+    let (la, lb) = labels;
     let mut out = Vec::new();
-    if active.create_pods.len() != shadow.create_pods.len() {
+    if a.create_pods.len() != b.create_pods.len() {
         out.push(format!(
-            "creates: active {} vs shadow {}",
-            active.create_pods.len(),
-            shadow.create_pods.len()
+            "creates: {la} {} vs {lb} {}",
+            a.create_pods.len(),
+            b.create_pods.len()
         ));
-    } else if active.create_pods != shadow.create_pods {
+    } else if a.create_pods != b.create_pods {
         out.push("creates: same count, different pods".to_string());
     }
-    if active.delete_pods != shadow.delete_pods {
+    if a.delete_pods != b.delete_pods {
         out.push(format!(
-            "deletes: active {:?} vs shadow {:?}",
-            active.delete_pods, shadow.delete_pods
+            "deletes: {la} {:?} vs {lb} {:?}",
+            a.delete_pods, b.delete_pods
         ));
     }
-    if active.status != shadow.status {
+    if a.status != b.status {
         let show = |s: &Option<crate::crd::JinghzhuStatus>| {
             s.as_ref().map_or("none".to_string(), |s| {
                 format!("{}/{:?} {:?}", s.current, s.state, s.message)
             })
         };
         out.push(format!(
-            "status: active {} vs shadow {}",
-            show(&active.status),
-            show(&shadow.status)
+            "status: {la} {} vs {lb} {}",
+            show(&a.status),
+            show(&b.status)
         ));
     }
-    if active.requeue_after != shadow.requeue_after {
+    if a.requeue_after != b.requeue_after {
         out.push(format!(
-            "requeue-after: active {:?} vs shadow {:?}",
-            active.requeue_after, shadow.requeue_after
+            "requeue-after: {la} {:?} vs {lb} {:?}",
+            a.requeue_after, b.requeue_after
         ));
     }
-    if active.events != shadow.events {
+    if a.events != b.events {
         out.push("events differ".to_string());
     }
     out

@@ -14,7 +14,7 @@ use super::input::{self, OfflineInput};
 use super::simulate::{self, NameSerial};
 use super::time::parse_time;
 use crate::actions::ProposedActions;
-use crate::runtime::LoadedPlugin;
+use crate::runtime::{LoadedPlugin, PluginError};
 
 /// The `now` of a fixture without a `now` file.
 pub const DEFAULT_NOW: &str = "2026-01-01T00:00:00Z";
@@ -59,23 +59,34 @@ pub fn run_all(plugin: &LoadedPlugin, dir: &Path, mode: Mode) -> Result<Vec<Case
     Ok(cases(dir)?
         .iter()
         .map(|case| CaseResult {
-            name: case
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            name: case_name(case),
             failure: run_case(plugin, case, mode).err().map(|e| format!("{e:#}")),
         })
         .collect())
 }
 
-/// Runs one case directory.
-pub fn run_case(plugin: &LoadedPlugin, case: &Path, mode: Mode) -> Result<()> {
+/// The name of a case: its directory's name.
+pub fn case_name(case: &Path) -> String {
+    case.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// A case's input and the time it is reconciled at: its `now` file, else
+/// [`DEFAULT_NOW`].
+pub fn read_case(case: &Path) -> Result<(OfflineInput, SystemTime)> {
     let input = input::read(&[case.join("input.yaml")])?;
     let now = match std::fs::read_to_string(case.join("now")) {
         Ok(text) => parse_time(text.trim()).context("in the `now` file")?,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => parse_time(DEFAULT_NOW)?,
         Err(err) => return Err(err).context("reading the `now` file"),
     };
+    Ok((input, now))
+}
+
+/// Runs one case directory.
+pub fn run_case(plugin: &LoadedPlugin, case: &Path, mode: Mode) -> Result<()> {
+    let (input, now) = read_case(case)?;
     let actual = reconcile(plugin, &input, now)?;
     let expected_path = case.join("expected.yaml");
     match mode {
@@ -96,7 +107,7 @@ fn compare(expected_path: &Path, actual: &ProposedActions) -> Result<()> {
     })?;
     let expected: ProposedActions = serde_yaml::from_str(&text).with_context(|| {
         format!(
-            "{} is not a proposal in the formats.md shape",
+            "{} is not a proposal in the shape of plugins/FIXTURES.md (`reconcile --bless` writes one)",
             expected_path.display()
         )
     })?;
@@ -118,7 +129,16 @@ pub fn reconcile(
     input: &OfflineInput,
     now: SystemTime,
 ) -> Result<ProposedActions> {
-    Ok(plugin.reconcile_blocking(&input.jinghzhu, &input.pods, now)?)
+    Ok(reconcile_outcome(plugin, input, now)?)
+}
+
+/// [`reconcile`], keeping the plugin's error as it is.
+pub fn reconcile_outcome(
+    plugin: &LoadedPlugin,
+    input: &OfflineInput,
+    now: SystemTime,
+) -> Result<ProposedActions, PluginError> {
+    plugin.reconcile_blocking(&input.jinghzhu, &input.pods, now)
 }
 
 /// Applies `first` and reconciles twice more (see the module docs).

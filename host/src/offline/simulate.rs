@@ -1,5 +1,5 @@
 //! What the API server would make of an input after a proposal is applied,
-//! for the fixture runner's idempotence check (formats.md): created pods get
+//! for the fixture runner's idempotence check (plugins/FIXTURES.md): created pods get
 //! a deterministic generated name, the plugin's labels under the host's,
 //! the controller ownerReference, `now` as creation time, phase Pending and
 //! not ready; deleted pods vanish; the status is replaced.

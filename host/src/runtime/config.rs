@@ -100,7 +100,7 @@ pub struct RuntimeArgs {
     pub plugin_output_limit_kib: u64,
     /// Where precompiled plugins are cached
     /// (default: $XDG_CACHE_HOME/wasm-operator/precompiled or ~/.cache/...).
-    #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
+    #[arg(long, env = "WASM_OPERATOR_PRECOMPILED_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Sign precompiled plugins with a key read from this file (at least 32
     /// bytes, e.g. a mounted Secret) instead of one kept in the cache directory.

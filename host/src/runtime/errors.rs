@@ -12,19 +12,23 @@ use super::bindings::{EXPECTED_EXPORT, WIT_PACKAGE};
 pub enum LoadError {
     /// Not Wasm at all.
     #[error(
-        "{from} is not a WebAssembly file (it does not start with \\0asm): build the plugin with `cargo component build --release` or `cargo build --release --target wasm32-wasip2`"
+        "{from} is not a WebAssembly file ({what}): build the plugin with `cargo component build --release` or `cargo build --release --target wasm32-wasip2` and give the .wasm it writes (target/<triple>/release/<crate>.wasm)"
     )]
     NotWasm {
         /// Where the bytes came from.
         from: String,
+        /// What the bytes look like instead.
+        what: String,
     },
     /// A core module, not a component.
     #[error(
-        "{from} is a core Wasm module, not a component: build with `cargo component build` or `--target wasm32-wasip2` (wasm32-wasip1 and wasm32-unknown-unknown produce core modules)"
+        "{from} is a core Wasm module, not a component: {diagnosis}. Build with `cargo build --release --target wasm32-wasip2` (rustc links a component) or `cargo component build --release` (it componentizes a wasm32-wasip1 build); plain wasm32-wasip1 and wasm32-unknown-unknown builds produce core modules"
     )]
     CoreModule {
         /// Where the bytes came from.
         from: String,
+        /// What the module is, and the likely cause.
+        diagnosis: String,
     },
     /// Cranelift or the validator refused it.
     #[error("{from} does not compile: {message}")]

@@ -101,19 +101,81 @@ impl Runtime {
 
 /// Tells a component from a core module from anything else by the header:
 /// `\0asm`, then version 1 for core modules or `0d 00 01 00` (version 13,
-/// layer 1) for components.
+/// layer 1) for components. What is not a component is diagnosed.
 fn check_header(bytes: &[u8], source: &str) -> Result<(), LoadError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        let what = if bytes.starts_with(b"!<arch>\n") {
+            "it is an ar archive, the rlib or staticlib of a crate: a plugin crate needs \
+             `crate-type = [\"cdylib\"]` (plus \"rlib\" for native tests) to produce a .wasm"
+        } else {
+            "it does not start with \\0asm"
+        };
         return Err(LoadError::NotWasm {
             from: source.to_string(),
+            what: what.to_string(),
         });
     }
     if bytes[4..8] == [1, 0, 0, 0] {
         return Err(LoadError::CoreModule {
             from: source.to_string(),
+            diagnosis: diagnose_core_module(bytes),
         });
     }
     Ok(())
+}
+
+/// What a core module is and why it is not a plugin: the target it was
+/// built for (from its imports) and whether the plugin's exports are there.
+fn diagnose_core_module(bytes: &[u8]) -> String {
+    let mut wasi_preview1 = false;
+    let mut reconciler_exports = false;
+    let mut command = false;
+    let mut world_type = false;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload {
+            Ok(wasmparser::Payload::ImportSection(reader)) => {
+                wasi_preview1 |= reader
+                    .into_imports()
+                    .flatten()
+                    .any(|import| import.module == "wasi_snapshot_preview1");
+            }
+            Ok(wasmparser::Payload::ExportSection(reader)) => {
+                for export in reader.into_iter().flatten() {
+                    reconciler_exports |= export.name.starts_with(EXPECTED_EXPORT);
+                    command |= export.name == "_start";
+                }
+            }
+            Ok(wasmparser::Payload::CustomSection(reader)) => {
+                world_type |= reader.name().starts_with("component-type");
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let target = if wasi_preview1 {
+        "it was built for wasm32-wasip1 (it imports wasi_snapshot_preview1) and not componentized"
+    } else {
+        "it imports no WASI: built for wasm32-unknown-unknown (which cannot make a component), or for \
+         wasm32-wasip1 with nothing in it that uses WASI, as when nothing is exported"
+    };
+    let cause = if reconciler_exports {
+        "its reconciler exports are there, so only the componentizing step is missing".to_string()
+    } else if command {
+        "it is a command (it exports `_start`): the crate is a binary; a plugin is a library with \
+         `[lib] crate-type = [\"cdylib\"]` and `jinghzhu_plugin_sdk::export!(YourPlugin);`"
+            .to_string()
+    } else {
+        format!(
+            "it does not export `{EXPECTED_EXPORT}` either{}: call \
+             `jinghzhu_plugin_sdk::export!(YourPlugin);` at the crate root",
+            if world_type {
+                " (the SDK's bindings are in it, but `export!` was never called)"
+            } else {
+                ""
+            }
+        )
+    };
+    format!("{target}; {cause}")
 }
 
 /// Explains why a component does not fit the world: which WIT package and
@@ -146,6 +208,25 @@ fn wrong_world(
             "it targets WIT package {package} (it exports [{}]{}); rebuild it against this host's wit/ ({WIT_PACKAGE}), or run a host that supports {package}",
             exports.join(", "),
             list_if_any(", and imports ", &imports)
+        )
+    } else if exports.is_empty() {
+        format!(
+            "it exports nothing{}. Likely cause: the plugin crate never calls \
+             `jinghzhu_plugin_sdk::export!(YourPlugin);` (or only under a cfg or feature that \
+             was off), so the component has no reconciler. Add the call at the crate root, next to \
+             `impl Guest for YourPlugin`, and rebuild",
+            if imports.is_empty() {
+                String::new()
+            } else {
+                format!(" (it imports [{}])", imports.join(", "))
+            }
+        )
+    } else if exports.iter().all(|e| e.starts_with("wasi:cli/run@")) {
+        format!(
+            "it exports [{}]: it is a WASI command, built from a binary crate (`fn main`). A plugin \
+             is a library: `[lib] crate-type = [\"cdylib\"]` and \
+             `jinghzhu_plugin_sdk::export!(YourPlugin);` (`wasm-operator new` scaffolds one)",
+            exports.join(", ")
         )
     } else if !exports.iter().any(|e| e == EXPECTED_EXPORT) {
         format!(

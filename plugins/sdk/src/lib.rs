@@ -43,6 +43,19 @@
 //! `plugins/README.md`). Logic other plugins should reuse belongs in a
 //! separate library crate (see below).
 //!
+//! `wasm-operator new NAME` scaffolds such a crate: the logic in a testable
+//! `pub fn reconcile`, native tests, a golden fixture (format:
+//! `plugins/FIXTURES.md`) and this SDK as a dependency, either
+//!
+//! * a git dependency on the wasm-operator repository at the host's release
+//!   tag: `jinghzhu-plugin-sdk = { git = "https://github.com/wasm-operator/wasm-operator", tag = "v0.1.0" }`
+//!   (cargo finds this crate among that repository's workspace members), or
+//! * a path dependency on a checkout (`new --sdk-path DIR`):
+//!   `jinghzhu-plugin-sdk = { path = "../wasm-operator/plugins/sdk" }`.
+//!
+//! Inside the wasm-operator workspace a plugin is a member and writes
+//! `jinghzhu-plugin-sdk.workspace = true`.
+//!
 //! # How `export!` works
 //!
 //! [`export!`] takes a plain identifier and expands, on `wasm32` only, to the

@@ -96,16 +96,43 @@ impl Default for BinaryBuilder {
     }
 }
 
-/// `$WASM_OPERATOR_CACHE_DIR`, else `$XDG_CACHE_HOME/wasm-operator`, else
-/// `~/.cache/wasm-operator`, else the system temp dir.
+/// The environment variable naming the Kubernetes binary cache.
+pub const KUBE_CACHE_DIR_ENV: &str = "WASM_OPERATOR_KUBE_CACHE_DIR";
+
+/// The old name of [`KUBE_CACHE_DIR_ENV`]. It meant this cache in the README
+/// and the host's precompiled-plugin cache in `run --help`; it is still read
+/// here (with a warning) when the new name is unset, and no longer read by
+/// the host.
+pub const DEPRECATED_CACHE_DIR_ENV: &str = "WASM_OPERATOR_CACHE_DIR";
+
+/// `$WASM_OPERATOR_KUBE_CACHE_DIR`, else the deprecated
+/// `$WASM_OPERATOR_CACHE_DIR` (with a warning), else
+/// `$XDG_CACHE_HOME/wasm-operator`, else `~/.cache/wasm-operator`, else the
+/// system temp dir.
 pub fn default_cache_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("WASM_OPERATOR_CACHE_DIR") {
+    cache_root_from(|name| std::env::var_os(name).filter(|v| !v.is_empty()))
+}
+
+/// [`default_cache_root`] with the environment given as a lookup function.
+fn cache_root_from(var: impl Fn(&str) -> Option<OsString>) -> PathBuf {
+    if let Some(dir) = var(KUBE_CACHE_DIR_ENV) {
         return PathBuf::from(dir);
     }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+    if let Some(dir) = var(DEPRECATED_CACHE_DIR_ENV) {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "warning: {DEPRECATED_CACHE_DIR_ENV} is deprecated: set {KUBE_CACHE_DIR_ENV} for \
+                 the Kubernetes binary cache (the host's precompiled-plugin cache is \
+                 WASM_OPERATOR_PRECOMPILED_DIR)"
+            );
+        });
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = var("XDG_CACHE_HOME") {
         return PathBuf::from(dir).join("wasm-operator");
     }
-    if let Some(home) = std::env::var_os("HOME") {
+    if let Some(home) = var("HOME") {
         return PathBuf::from(home).join(".cache").join("wasm-operator");
     }
     std::env::temp_dir().join("wasm-operator-cache")
@@ -328,6 +355,36 @@ pub fn versions(bins: &Binaries) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kube_cache_has_its_own_variable_and_the_old_one_still_works() {
+        fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+            move |name| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        }
+        let both = [
+            (KUBE_CACHE_DIR_ENV, "/new"),
+            (DEPRECATED_CACHE_DIR_ENV, "/old"),
+            ("HOME", "/home/u"),
+        ];
+        assert_eq!(cache_root_from(env(&both)), PathBuf::from("/new"));
+        let old_only = [(DEPRECATED_CACHE_DIR_ENV, "/old"), ("HOME", "/home/u")];
+        assert_eq!(cache_root_from(env(&old_only)), PathBuf::from("/old"));
+        let xdg = [("XDG_CACHE_HOME", "/xdg"), ("HOME", "/home/u")];
+        assert_eq!(
+            cache_root_from(env(&xdg)),
+            PathBuf::from("/xdg/wasm-operator")
+        );
+        let home = [("HOME", "/home/u")];
+        assert_eq!(
+            cache_root_from(env(&home)),
+            PathBuf::from("/home/u/.cache/wasm-operator")
+        );
+    }
 
     #[test]
     fn missing_go_names_the_fix() {

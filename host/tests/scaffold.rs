@@ -1,0 +1,297 @@
+//! `wasm-operator new`, end to end: scaffold a plugin into a temporary
+//! directory outside this workspace, build it both ways (`cargo build
+//! --target wasm32-wasip2` and `cargo component build`), run its native
+//! tests, and run its golden fixture with the host on both artifacts; and
+//! the git-dependency mode, against this repository as a local git remote.
+//!
+//! The scaffolded crates build into this workspace's `target/`, as
+//! `CARGO_TARGET_DIR`: their dependencies (wit-bindgen and the SDK's other
+//! crates, for wasm32 and natively) are the ones the workspace's own plugin
+//! builds already compiled, so only the plugin crate itself compiles. Each
+//! step prints its time (`--nocapture`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+use tempfile::TempDir;
+use wasm_artifacts::workspace_root;
+
+fn wasm_operator(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .args(args)
+        .env("WASM_OPERATOR_PRECOMPILED_DIR", cache)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run wasm-operator")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// The target directory the scaffolded crates build into.
+fn target_dir() -> PathBuf {
+    workspace_root().join("target")
+}
+
+/// Runs `cargo <args>` in `dir` as a plugin author would, with the shared
+/// target directory; panics with cargo's output on failure.
+fn cargo(dir: &Path, args: &[&str]) -> Output {
+    let started = Instant::now();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(dir)
+        .args(args)
+        .env("CARGO_TARGET_DIR", target_dir())
+        // The outer `cargo test`'s settings are not the plugin author's.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .output()
+        .expect("run cargo");
+    println!(
+        "cargo {}: {:.1} s",
+        args.join(" "),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        out.status.success(),
+        "cargo {} failed in {}:\n{}{}",
+        args.join(" "),
+        dir.display(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// `wasm-operator new NAME --path DIR EXTRA...`.
+fn scaffold(parent: &TempDir, name: &str, extra: &[&str]) -> PathBuf {
+    let dir = parent.path().join(name);
+    let out = wasm_operator(
+        &[&["new", name, "--path", path_str(&dir)], extra].concat(),
+        parent.path(),
+    );
+    assert!(
+        out.status.success(),
+        "new failed: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    dir
+}
+
+/// The `version` of package `name` in a Cargo.lock (the only one, or the first).
+fn locked_version(lock: &str, name: &str) -> Option<String> {
+    let marker = format!("name = \"{name}\"\nversion = \"");
+    let start = lock.find(&marker)? + marker.len();
+    Some(lock[start..].split('"').next()?.to_string())
+}
+
+/// Checks the fixtures of the scaffolded plugin `name` with the host.
+fn fixtures_pass(name: &str, plugin: &Path, fixtures: &Path, cache: &Path) {
+    let out = wasm_operator(
+        &[
+            "reconcile",
+            "--plugin",
+            path_str(plugin),
+            "--fixtures",
+            path_str(fixtures),
+        ],
+        cache,
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {stdout}{}",
+        plugin.display(),
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("ok      scale-up"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("1 passed, 0 failed ({name}@0.1.0")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_scaffolded_plugin_builds_both_ways_and_passes_its_tests_and_fixture() {
+    let started = Instant::now();
+    let parent = TempDir::new().expect("temp dir");
+    let dir = scaffold(
+        &parent,
+        "even-replicas",
+        &["--sdk-path", path_str(&workspace_root())],
+    );
+    for file in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "README.md",
+        ".gitignore",
+        "src/lib.rs",
+        "wit/operator.wit",
+        "fixtures/scale-up/input.yaml",
+        "fixtures/scale-up/expected.yaml",
+        "fixtures/scale-up/now",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    let wit = std::fs::read_to_string(dir.join("wit/operator.wit")).expect("wit");
+    let ours = std::fs::read_to_string(workspace_root().join("wit/operator.wit")).expect("wit");
+    assert_eq!(
+        wit, ours,
+        "the scaffold carries the WIT the SDK compiles against"
+    );
+    let workspace_lock =
+        std::fs::read_to_string(workspace_root().join("Cargo.lock")).expect("lock");
+    let pinned = locked_version(&workspace_lock, "wit-bindgen-rust-macro").expect("pinned");
+
+    cargo(&dir, &["build", "--release", "--target", "wasm32-wasip2"]);
+    cargo(&dir, &["component", "build", "--release"]);
+    cargo(&dir, &["test"]);
+    // The lock kept the host's versions and is settled: --locked builds.
+    let lock = std::fs::read_to_string(dir.join("Cargo.lock")).expect("lock");
+    assert_eq!(
+        locked_version(&lock, "wit-bindgen-rust-macro").as_deref(),
+        Some(pinned.as_str()),
+        "{lock}"
+    );
+    cargo(
+        &dir,
+        &[
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--locked",
+        ],
+    );
+
+    let release = |triple: &str| target_dir().join(triple).join("release/even_replicas.wasm");
+    for plugin in [release("wasm32-wasip2"), release("wasm32-wasip1")] {
+        fixtures_pass(
+            "even-replicas",
+            &plugin,
+            &dir.join("fixtures"),
+            parent.path(),
+        );
+    }
+    println!(
+        "scaffold, two builds, tests and fixtures: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn the_git_dependency_finds_the_sdk_in_this_repository() {
+    // This repository as a local git remote, at the commit checked out:
+    // cargo must find `jinghzhu-plugin-sdk` among the workspace's members,
+    // resolve its `workspace = true` fields and its `../../wit`.
+    let root = workspace_root();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(&root)
+            .args(args)
+            .output()
+            .expect("run git");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed (this test needs the repository as a git checkout):\n{}",
+            text(&out.stderr)
+        );
+        text(&out.stdout).trim().to_string()
+    };
+    let commit = git(&["rev-parse", "HEAD"]);
+    let common = PathBuf::from(git(&["rev-parse", "--git-common-dir"]));
+    let repository = root.join(common).canonicalize().expect("git dir");
+    let url = format!("file://{}", repository.display());
+
+    let parent = TempDir::new().expect("temp dir");
+    // Its own name: the tests of this file build into one target directory.
+    let dir = scaffold(
+        &parent,
+        "from-git",
+        &["--sdk-git", &url, "--sdk-rev", &commit],
+    );
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("manifest");
+    assert!(
+        manifest.contains(&format!(
+            "jinghzhu-plugin-sdk = {{ git = \"{url}\", rev = \"{commit}\" }}"
+        )),
+        "{manifest}"
+    );
+    cargo(&dir, &["build", "--release", "--target", "wasm32-wasip2"]);
+    let lock = std::fs::read_to_string(dir.join("Cargo.lock")).expect("lock");
+    assert!(
+        lock.contains(&format!("source = \"git+{url}?rev={commit}#{commit}\"")),
+        "the lock records the SDK's commit:\n{lock}"
+    );
+    let plugin = target_dir().join("wasm32-wasip2/release/from_git.wasm");
+    fixtures_pass("from-git", &plugin, &dir.join("fixtures"), parent.path());
+}
+
+#[test]
+fn new_refuses_a_bad_name_or_a_directory_in_use_and_writes_nothing() {
+    let parent = TempDir::new().expect("temp dir");
+    let out = wasm_operator(&["new", "Bad Name"], parent.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("is not a usable plugin name"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let used = parent.path().join("used");
+    std::fs::create_dir(&used).expect("mkdir");
+    std::fs::write(used.join("notes.txt"), "mine").expect("write");
+    let out = wasm_operator(
+        &[
+            "new",
+            "p",
+            "--path",
+            path_str(&used),
+            "--sdk-path",
+            path_str(&workspace_root()),
+        ],
+        parent.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("already exists and is not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    let entries: Vec<_> = std::fs::read_dir(&used).expect("read").collect();
+    assert_eq!(entries.len(), 1, "nothing written into the directory");
+
+    let out = wasm_operator(
+        &[
+            "new",
+            "p",
+            "--path",
+            path_str(&parent.path().join("p")),
+            "--sdk-path",
+            path_str(parent.path()),
+        ],
+        parent.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no jinghzhu-plugin-sdk crate there"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!parent.path().join("p").exists());
+    let leftovers: Vec<String> = std::fs::read_dir(parent.path())
+        .expect("read")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".p.new-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
