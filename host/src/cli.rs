@@ -13,7 +13,7 @@ use crate::run::RunArgs;
 #[command(version, about)]
 pub struct Cli {
     /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Human, global = true)]
+    #[arg(long, env = "WASM_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human, global = true)]
     pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,

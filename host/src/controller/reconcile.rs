@@ -16,7 +16,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::backoff::PerObjectBackoff;
 use super::expectations::Expectations;
-use super::metrics::{Metrics, PluginLabels};
+use super::metrics::{Metrics, PluginLabels, PluginOutcome};
 use super::readiness::CacheReady;
 use super::watch::object_key;
 use crate::apply::{self, Limits};
@@ -126,11 +126,14 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         plugin: digest.clone(),
     };
     ctx.metrics.plugin_calls.get_or_create(&labels).inc();
+    let mut call = ctx.metrics.plugin_call(&plugin);
     let proposal = plugin.reconcile(jz.as_ref(), &pods, &key).await;
+    call.returned();
     ctx.plugin.record_outcome(&digest, proposal.is_ok());
     let proposal = match proposal {
         Ok(proposal) => proposal,
         Err(err) => {
+            call.outcome(PluginOutcome::from(&err));
             ctx.metrics.plugin_errors.get_or_create(&labels).inc();
             let retryable = err.retryable();
             let message = err.to_string();
@@ -155,6 +158,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         .await;
 
     if let Err(rejection) = apply::validate(jz.as_ref(), &pods, &proposal, &ctx.limits) {
+        call.outcome(PluginOutcome::Rejected);
         ctx.metrics.rejected_outputs.inc();
         let reasons = rejection.to_string();
         tracing::error!(object = %key, plugin = %digest, %reasons, "plugin output rejected; nothing applied");
@@ -168,6 +172,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         .await;
         return Err(ReconcileError::Rejected(reasons));
     }
+    call.outcome(PluginOutcome::Ok);
 
     let applied = apply::apply(
         &apply::Target {
