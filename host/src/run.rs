@@ -152,7 +152,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         config.validate().map_err(|err| anyhow!(err))?;
     }
     let client = connect().await?;
-    check_crd(&client).await?;
+    check_crd_in(&client, args.namespace.as_deref()).await?;
 
     let runtime = Arc::new(Runtime::new(args.runtime.config())?);
     let metrics = Arc::new(Metrics::default());
@@ -254,12 +254,26 @@ async fn connect() -> Result<Client> {
 /// Checks that the Jinghzhu CRD is served; when it is not, the error says
 /// how to install it.
 pub async fn check_crd(client: &Client) -> Result<()> {
-    let api: Api<Jinghzhu> = Api::all(client.clone());
+    check_crd_in(client, None).await
+}
+
+/// [`check_crd`] with a list in `namespace` only (what a host restricted to
+/// one namespace, with RBAC only there, is allowed to do).
+pub async fn check_crd_in(client: &Client, namespace: Option<&str>) -> Result<()> {
+    let api: Api<Jinghzhu> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
     match api.list(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => bail!(
             "the Jinghzhu CRD is not installed: run `wasm-operator crd | kubectl apply -f -` \
              (or `kubectl apply -f examples/crd.yaml`)"
+        ),
+        Err(kube::Error::Api(status)) if status.code == 403 => bail!(
+            "this host's account may not list Jinghzhus ({}): bind it to the ClusterRole in \
+             examples/deploy/rbac.yaml (or pass --namespace for a namespace where it is bound)",
+            status.message
         ),
         Err(err) => Err(anyhow!("listing Jinghzhus failed: {err}")),
     }
