@@ -32,7 +32,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the operator: watch Jinghzhus and their pods, reconcile them with the plugin.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run a plugin once on objects from files (no cluster) and print what it proposes,
     /// or check a directory of golden fixtures.
     Reconcile(ReconcileArgs),
@@ -67,7 +67,7 @@ pub fn main() -> ExitCode {
             .enable_all()
             .build()
             .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(crate::run::run(args)))
+            .and_then(|rt| rt.block_on(crate::run::run(*args)))
             .map(|()| ExitCode::SUCCESS),
     };
     match result {

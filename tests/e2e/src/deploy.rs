@@ -14,11 +14,11 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, ServiceAccount};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use local_control_plane::ControlPlane;
 use local_control_plane::process::Supervised;
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
@@ -32,7 +32,8 @@ pub fn deploy_dir() -> PathBuf {
 }
 
 fn dockerfile() -> Result<String> {
-    std::fs::read_to_string(deploy_dir().join("Dockerfile")).context("reading examples/deploy/Dockerfile")
+    std::fs::read_to_string(deploy_dir().join("Dockerfile"))
+        .context("reading examples/deploy/Dockerfile")
 }
 
 /// The builder stage's `RUN cargo build …` line of the Dockerfile, as argv.
@@ -87,7 +88,10 @@ pub fn host_binary() -> PathBuf {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        eprintln!("built the host as the Dockerfile does ({argv:?}) in {:?}", started.elapsed());
+        eprintln!(
+            "built the host as the Dockerfile does ({argv:?}) in {:?}",
+            started.elapsed()
+        );
         let binary = dockerfile_binary().map_err(|e| format!("{e:#}"))?;
         if !binary.is_file() {
             return Err(format!("{} was not produced by {argv:?}", binary.display()));
@@ -141,7 +145,10 @@ impl Kustomization {
         let dir = self.path().to_string_lossy().into_owned();
         let out = kubectl(control_plane, &["kustomize", &dir])?;
         if !out.status.success() {
-            bail!("kubectl kustomize failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "kubectl kustomize failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let text = String::from_utf8(out.stdout)?;
         let mut objects = Vec::new();
@@ -156,9 +163,14 @@ impl Kustomization {
 }
 
 /// The one object of `kind` in rendered manifests.
-pub fn object_of<T: serde::de::DeserializeOwned>(objects: &[serde_yaml::Value], kind: &str) -> Result<T> {
+pub fn object_of<T: serde::de::DeserializeOwned>(
+    objects: &[serde_yaml::Value],
+    kind: &str,
+) -> Result<T> {
     let mut found = objects.iter().filter(|o| o["kind"].as_str() == Some(kind));
-    let first = found.next().ok_or_else(|| anyhow!("no {kind} in the manifests"))?;
+    let first = found
+        .next()
+        .ok_or_else(|| anyhow!("no {kind} in the manifests"))?;
     if found.next().is_some() {
         bail!("more than one {kind} in the manifests");
     }
@@ -210,24 +222,34 @@ pub async fn install(env: &TestEnv, objects: &[serde_yaml::Value]) -> Result<Ins
         role_ref: binding.role_ref.clone(),
         subjects: Some(subjects),
     };
-    Api::<RoleBinding>::namespaced(client.clone(), ns).create(&post, &scoped).await?;
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&post, &scoped)
+        .await?;
 
     let mut account: ServiceAccount = object_of(objects, "ServiceAccount")?;
     account.metadata.namespace = Some(ns.to_string());
-    Api::<ServiceAccount>::namespaced(client.clone(), ns).create(&post, &account).await?;
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&post, &account)
+        .await?;
     let mut role: Role = object_of(objects, "Role")?;
     role.metadata.namespace = Some(ns.to_string());
-    Api::<Role>::namespaced(client.clone(), ns).create(&post, &role).await?;
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&post, &role)
+        .await?;
     let mut role_binding: RoleBinding = object_of(objects, "RoleBinding")?;
     role_binding.metadata.namespace = Some(ns.to_string());
     for subject in role_binding.subjects.iter_mut().flatten() {
         subject.namespace = Some(ns.to_string());
     }
-    Api::<RoleBinding>::namespaced(client.clone(), ns).create(&post, &role_binding).await?;
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&post, &role_binding)
+        .await?;
     let mut plugin: ConfigMap = object_of(objects, "ConfigMap")?;
     plugin.metadata.namespace = Some(ns.to_string());
     let plugin_configmap = plugin.name_any();
-    Api::<ConfigMap>::namespaced(client.clone(), ns).create(&post, &plugin).await?;
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&post, &plugin)
+        .await?;
 
     let deployment: Deployment = object_of(objects, "Deployment")?;
     let container = deployment
@@ -353,17 +375,27 @@ impl ProcessHost {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(addr) = self.log_records().iter().find_map(|r| {
-                (r["fields"]["message"].as_str()?.starts_with("serving /metrics"))
-                    .then(|| r["fields"]["addr"].as_str()?.parse().ok())
-                    .flatten()
+                (r["fields"]["message"]
+                    .as_str()?
+                    .starts_with("serving /metrics"))
+                .then(|| r["fields"]["addr"].as_str()?.parse().ok())
+                .flatten()
             }) {
                 return Ok(addr);
             }
             if let Some(status) = self.process.exit_status() {
-                bail!("{} exited ({status}) before serving:\n{}", self.name, self.process.log_tail(30));
+                bail!(
+                    "{} exited ({status}) before serving:\n{}",
+                    self.name,
+                    self.process.log_tail(30)
+                );
             }
             if Instant::now() > deadline {
-                bail!("{} logged no metrics address within {timeout:?}:\n{}", self.name, self.process.log_tail(30));
+                bail!(
+                    "{} logged no metrics address within {timeout:?}:\n{}",
+                    self.name,
+                    self.process.log_tail(30)
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -409,7 +441,11 @@ impl ProcessHost {
                 return Ok(status);
             }
             if Instant::now() > deadline {
-                bail!("{} did not exit within {timeout:?}:\n{}", self.name, self.process.log_tail(30));
+                bail!(
+                    "{} did not exit within {timeout:?}:\n{}",
+                    self.name,
+                    self.process.log_tail(30)
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -444,7 +480,9 @@ fn expand(value: &str, vars: &BTreeMap<String, String>) -> String {
 pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
         .await?;
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await??;
@@ -511,7 +549,9 @@ impl Scrape {
 
 fn sample_value(value: &OpenMetricsValue) -> f64 {
     match value {
-        OpenMetricsValue::Gauge(n) | OpenMetricsValue::Unknown(n) | OpenMetricsValue::StateSet(n) => n.as_f64(),
+        OpenMetricsValue::Gauge(n)
+        | OpenMetricsValue::Unknown(n)
+        | OpenMetricsValue::StateSet(n) => n.as_f64(),
         OpenMetricsValue::Counter(c) => c.value.as_f64(),
         OpenMetricsValue::Histogram(h) | OpenMetricsValue::GaugeHistogram(h) => {
             h.count.map_or(0.0, |c| c as f64)

@@ -108,7 +108,8 @@ impl CreatedPods {
                 .applied_objects()
                 .boxed();
             while let Some(Ok(pod)) = stream.next().await {
-                if let (Some(owner), Some(uid)) = (pod.labels().get("jinghzhu.io/owner"), pod.uid()) {
+                if let (Some(owner), Some(uid)) = (pod.labels().get("jinghzhu.io/owner"), pod.uid())
+                {
                     record
                         .0
                         .lock()
@@ -123,7 +124,11 @@ impl CreatedPods {
     }
 
     fn of(&self, owner: &str) -> usize {
-        self.0.lock().expect("lock").get(owner).map_or(0, HashSet::len)
+        self.0
+            .lock()
+            .expect("lock")
+            .get(owner)
+            .map_or(0, HashSet::len)
     }
 }
 
@@ -175,9 +180,15 @@ async fn the_kustomize_base_is_accepted_by_the_api_server_and_meets_the_restrict
             .cloned()
             .unwrap_or_else(|| panic!("{name} not set on the container"))
     };
-    assert_eq!(env_of("WASM_OPERATOR_LEADER_ELECT").value.as_deref(), Some("true"));
     assert_eq!(
-        env_of("POD_NAME").value_from.and_then(|v| v.field_ref).map(|f| f.field_path),
+        env_of("WASM_OPERATOR_LEADER_ELECT").value.as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        env_of("POD_NAME")
+            .value_from
+            .and_then(|v| v.field_ref)
+            .map(|f| f.field_path),
         Some("metadata.name".to_string())
     );
     assert_eq!(
@@ -195,8 +206,20 @@ async fn the_kustomize_base_is_accepted_by_the_api_server_and_meets_the_restrict
         .expect("namespace");
     std::fs::write(&namespace_file, serde_yaml::to_string(namespace)?)?;
     let out = kubectl(cp, &["apply", "-f", &namespace_file.to_string_lossy()])?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = kubectl(cp, &["apply", "--dry-run=server", "-k", &base.path().to_string_lossy()])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        cp,
+        &[
+            "apply",
+            "--dry-run=server",
+            "-k",
+            &base.path().to_string_lossy(),
+        ],
+    )?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "dry run refused:\n{stdout}\n{stderr}");
@@ -207,7 +230,10 @@ async fn the_kustomize_base_is_accepted_by_the_api_server_and_meets_the_restrict
         "poddisruptionbudget.policy/wasm-operator",
         "service/wasm-operator-metrics",
     ] {
-        assert!(stdout.contains(accepted), "{accepted} missing from:\n{stdout}");
+        assert!(
+            stdout.contains(accepted),
+            "{accepted} missing from:\n{stdout}"
+        );
     }
     assert!(
         !stderr.contains("would violate PodSecurity"),
@@ -222,7 +248,15 @@ async fn the_kustomize_base_is_accepted_by_the_api_server_and_meets_the_restrict
         .remove("securityContext");
     let loose_file = dir.path().join("loose.yaml");
     std::fs::write(&loose_file, serde_yaml::to_string(&loose)?)?;
-    let out = kubectl(cp, &["apply", "--dry-run=server", "-f", &loose_file.to_string_lossy()])?;
+    let out = kubectl(
+        cp,
+        &[
+            "apply",
+            "--dry-run=server",
+            "-f",
+            &loose_file.to_string_lossy(),
+        ],
+    )?;
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("would violate PodSecurity"),
         "a container without a securityContext was not flagged: {}",
@@ -234,10 +268,16 @@ async fn the_kustomize_base_is_accepted_by_the_api_server_and_meets_the_restrict
 #[test]
 fn the_dockerfile_builds_the_binary_these_tests_run() -> anyhow::Result<()> {
     let argv = dockerfile_build_command()?;
-    assert_eq!(&argv[..4], ["cargo", "build", "--release", "--locked"], "{argv:?}");
+    assert_eq!(
+        &argv[..4],
+        ["cargo", "build", "--release", "--locked"],
+        "{argv:?}"
+    );
     let binary = host_binary();
     assert_eq!(binary, dockerfile_binary()?);
-    let out = std::process::Command::new(&binary).arg("--version").output()?;
+    let out = std::process::Command::new(&binary)
+        .arg("--version")
+        .output()?;
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("wasm-operator "));
     let dockerfile = std::fs::read_to_string(e2e_tests::deploy::deploy_dir().join("Dockerfile"))?;
@@ -273,22 +313,70 @@ async fn a_replica_serves_controller_runtime_metrics_probes_and_its_bound_addres
     let scrape = host.scrape().await?;
     use OpenMetricsType::{Counter, Gauge, Histogram};
     for (name, kind, labels) in [
-        ("controller_runtime_reconcile", Counter, &["controller", "result"][..]),
-        ("controller_runtime_reconcile_errors", Counter, &["controller"][..]),
-        ("controller_runtime_terminal_reconcile_errors", Counter, &["controller"][..]),
-        ("controller_runtime_reconcile_time_seconds", Histogram, &["controller"][..]),
-        ("controller_runtime_max_concurrent_reconciles", Gauge, &["controller"][..]),
-        ("controller_runtime_active_workers", Gauge, &["controller"][..]),
+        (
+            "controller_runtime_reconcile",
+            Counter,
+            &["controller", "result"][..],
+        ),
+        (
+            "controller_runtime_reconcile_errors",
+            Counter,
+            &["controller"][..],
+        ),
+        (
+            "controller_runtime_terminal_reconcile_errors",
+            Counter,
+            &["controller"][..],
+        ),
+        (
+            "controller_runtime_reconcile_time_seconds",
+            Histogram,
+            &["controller"][..],
+        ),
+        (
+            "controller_runtime_max_concurrent_reconciles",
+            Gauge,
+            &["controller"][..],
+        ),
+        (
+            "controller_runtime_active_workers",
+            Gauge,
+            &["controller"][..],
+        ),
         ("workqueue_depth", Gauge, &["name", "controller"][..]),
         ("workqueue_adds", Counter, &["name", "controller"][..]),
-        ("workqueue_queue_duration_seconds", Histogram, &["name", "controller"][..]),
-        ("workqueue_work_duration_seconds", Histogram, &["name", "controller"][..]),
+        (
+            "workqueue_queue_duration_seconds",
+            Histogram,
+            &["name", "controller"][..],
+        ),
+        (
+            "workqueue_work_duration_seconds",
+            Histogram,
+            &["name", "controller"][..],
+        ),
         ("workqueue_retries", Counter, &["name", "controller"][..]),
-        ("workqueue_unfinished_work_seconds", Gauge, &["name", "controller"][..]),
-        ("workqueue_longest_running_processor_seconds", Gauge, &["name", "controller"][..]),
+        (
+            "workqueue_unfinished_work_seconds",
+            Gauge,
+            &["name", "controller"][..],
+        ),
+        (
+            "workqueue_longest_running_processor_seconds",
+            Gauge,
+            &["name", "controller"][..],
+        ),
         ("leader_election_master_status", Gauge, &["name"][..]),
-        ("wasm_operator_plugin_call_duration_seconds", Histogram, &["plugin", "version", "digest"][..]),
-        ("wasm_operator_plugin_call_outcomes", Counter, &["plugin", "version", "digest", "outcome"][..]),
+        (
+            "wasm_operator_plugin_call_duration_seconds",
+            Histogram,
+            &["plugin", "version", "digest"][..],
+        ),
+        (
+            "wasm_operator_plugin_call_outcomes",
+            Counter,
+            &["plugin", "version", "digest", "outcome"][..],
+        ),
         ("wasm_operator_reconciles", Counter, &[][..]),
     ] {
         let family = scrape.family(name)?;
@@ -303,20 +391,45 @@ async fn a_replica_serves_controller_runtime_metrics_probes_and_its_bound_addres
         let mut expected = labels.to_vec();
         expected.sort_unstable();
         assert_eq!(names, expected, "labels of {name}");
-        assert!(family.iter_samples().next().is_some(), "{name} has no sample");
+        assert!(
+            family.iter_samples().next().is_some(),
+            "{name} has no sample"
+        );
     }
     let controller = [("controller", "jinghzhu")];
-    assert!(scrape.values("controller_runtime_reconcile", &[("controller", "jinghzhu"), ("result", "success")])[0] >= 1.0);
-    assert_eq!(scrape.values("controller_runtime_max_concurrent_reconciles", &controller), [4.0]);
+    assert!(
+        scrape.values(
+            "controller_runtime_reconcile",
+            &[("controller", "jinghzhu"), ("result", "success")]
+        )[0] >= 1.0
+    );
+    assert_eq!(
+        scrape.values("controller_runtime_max_concurrent_reconciles", &controller),
+        [4.0]
+    );
     assert!(scrape.values("controller_runtime_reconcile_time_seconds", &controller)[0] >= 1.0);
-    assert_eq!(scrape.values("leader_election_master_status", &[("name", "wasm-operator")]), [1.0]);
+    assert_eq!(
+        scrape.values(
+            "leader_election_master_status",
+            &[("name", "wasm-operator")]
+        ),
+        [1.0]
+    );
     let digest = digest_of(&std::fs::read(replicaset())?);
     let ok = scrape.values(
         "wasm_operator_plugin_call_outcomes",
         &[("digest", digest.as_str()), ("outcome", "ok")],
     );
-    assert!(ok.first().is_some_and(|v| *v >= 1.0), "ok outcomes for {digest}: {ok:?}");
-    assert!(scrape.values("wasm_operator_plugin_call_duration_seconds", &[("digest", digest.as_str())])[0] >= 1.0);
+    assert!(
+        ok.first().is_some_and(|v| *v >= 1.0),
+        "ok outcomes for {digest}: {ok:?}"
+    );
+    assert!(
+        scrape.values(
+            "wasm_operator_plugin_call_duration_seconds",
+            &[("digest", digest.as_str())]
+        )[0] >= 1.0
+    );
     assert!(scrape.sum("workqueue_adds") >= 1.0);
 
     host.sigterm();
@@ -339,21 +452,38 @@ async fn only_the_leader_reconciles_and_after_kill_9_the_standby_takes_over_with
     env.create("web", 3, &[]).await?;
     env.wait_converged("web", 3, CONVERGE).await?;
     assert!(reconciles(&mut a).await? >= 1.0, "the leader reconciled");
-    assert_eq!(reconciles(&mut b).await?, 0.0, "the standby never reconciles");
+    assert_eq!(
+        reconciles(&mut b).await?,
+        0.0,
+        "the standby never reconciles"
+    );
     let standby = b.scrape().await?;
     assert_eq!(standby.sum("wasm_operator_plugin_call_outcomes"), 0.0);
-    assert_eq!(standby.values("leader_election_master_status", &[("name", "wasm-operator")]), [0.0]);
-    assert!(standby.sum("workqueue_depth") >= 1.0, "the standby's queue holds the object, warm");
+    assert_eq!(
+        standby.values(
+            "leader_election_master_status",
+            &[("name", "wasm-operator")]
+        ),
+        [0.0]
+    );
+    assert!(
+        standby.sum("workqueue_depth") >= 1.0,
+        "the standby's queue holds the object, warm"
+    );
 
     // Scale 0 -> 50 and kill the leader while it creates.
     env.scale("web", 0).await?;
     env.wait_converged("web", 0, CONVERGE).await?;
     let before = created.of("web");
     env.scale("web", 50).await?;
-    wait_for("the leader to start creating", CONVERGE, || async {
-        Ok(created.of("web") > before)
-    })
-    .await?;
+    let deadline = Instant::now() + CONVERGE;
+    while created.of("web") == before {
+        assert!(
+            Instant::now() < deadline,
+            "the leader never started creating"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     a.kill9();
     let killed = Instant::now();
     let at_kill = created.of("web") - before;
@@ -370,7 +500,10 @@ async fn only_the_leader_reconciles_and_after_kill_9_the_standby_takes_over_with
         50,
         "exactly 50 pods were ever created for the scale-up (no double creates across the takeover)"
     );
-    assert!(reconciles(&mut b).await? >= 1.0, "the new leader reconciled");
+    assert!(
+        reconciles(&mut b).await? >= 1.0,
+        "the new leader reconciled"
+    );
     assert!(killed.elapsed() < CONVERGE + LEASE_DURATION);
     b.sigterm();
     assert!(b.wait_exit(Duration::from_secs(30)).await?.success());
@@ -389,7 +522,8 @@ async fn sigterm_lets_running_reconciles_finish_releases_the_lease_and_hands_ove
 
     let created = CreatedPods::watch(&env);
     let names: Vec<String> = (0..8).map(|i| format!("web-{i}")).collect();
-    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 10, &[]))).await?;
+    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 10, &[])))
+        .await?;
     wait_for("reconciles running on the leader", CONVERGE, || async {
         Ok(a.count_logged("reconcile start") > 0)
     })
@@ -405,10 +539,23 @@ async fn sigterm_lets_running_reconciles_finish_releases_the_lease_and_hands_ove
         "SIGTERM with {} reconciles running: handover after {handover:?}, exit {exit} after {exited:?}",
         started.saturating_sub(done)
     );
-    assert!(exit.success(), "exit 0 after a graceful stop: {exit}\n{}", a.log_tail(30));
-    assert!(exited < Duration::from_secs(15), "well within the 30 s grace period: {exited:?}");
-    assert!(handover < Duration::from_secs(3), "handover took {handover:?}");
-    assert_eq!(a.count_logged("leader election: released the Lease for the next host"), 1);
+    assert!(
+        exit.success(),
+        "exit 0 after a graceful stop: {exit}\n{}",
+        a.log_tail(30)
+    );
+    assert!(
+        exited < Duration::from_secs(15),
+        "well within the 30 s grace period: {exited:?}"
+    );
+    assert!(
+        handover < Duration::from_secs(3),
+        "handover took {handover:?}"
+    );
+    assert_eq!(
+        a.count_logged("leader election: released the Lease for the next host"),
+        1
+    );
     assert_eq!(
         a.count_logged("leadership lost mid-reconcile; cancelled (the next leader reconciles it)"),
         0,
@@ -419,7 +566,12 @@ async fn sigterm_lets_running_reconciles_finish_releases_the_lease_and_hands_ove
         + a.count_logged("plugin failed")
         + a.count_logged("applying failed part-way; will retry")
         + a.count_logged("plugin output rejected; nothing applied");
-    assert_eq!(a.count_logged("reconcile start"), ended, "{}", a.log_tail(40));
+    assert_eq!(
+        a.count_logged("reconcile start"),
+        ended,
+        "{}",
+        a.log_tail(40)
+    );
 
     for name in &names {
         env.wait_converged(name, 10, CONVERGE).await?;
@@ -445,12 +597,16 @@ async fn a_leader_and_a_standby_with_different_plugin_versions_do_not_ping_pong(
         &binary,
         &installed,
         "replica-b",
-        &[("WASM_OPERATOR_PLUGIN_CONFIGMAP", ""), ("WASM_OPERATOR_PLUGIN", &v2_path)],
+        &[
+            ("WASM_OPERATOR_PLUGIN_CONFIGMAP", ""),
+            ("WASM_OPERATOR_PLUGIN", &v2_path),
+        ],
     )?;
     wait_ready(&mut b).await?;
 
     let names: Vec<String> = (0..4).map(|i| format!("web-{i}")).collect();
-    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 1, &[]))).await?;
+    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 1, &[])))
+        .await?;
     for name in &names {
         env.wait_converged(name, 1, CONVERGE).await?;
     }
@@ -461,7 +617,10 @@ async fn a_leader_and_a_standby_with_different_plugin_versions_do_not_ping_pong(
                 jz.name_any(),
                 (
                     jz.resource_version().unwrap_or_default(),
-                    jz.annotations().get(RECONCILED_BY_ANNOTATION).cloned().unwrap_or_default(),
+                    jz.annotations()
+                        .get(RECONCILED_BY_ANNOTATION)
+                        .cloned()
+                        .unwrap_or_default(),
                 ),
             );
         }
@@ -474,15 +633,21 @@ async fn a_leader_and_a_standby_with_different_plugin_versions_do_not_ping_pong(
     );
     // Three renew periods: nothing changes hands, nothing is rewritten.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    assert_eq!(snapshot().await?, settled, "objects were rewritten while nothing changed");
+    assert_eq!(
+        snapshot().await?,
+        settled,
+        "objects were rewritten while nothing changed"
+    );
     assert_eq!(reconciles(&mut b).await?, 0.0);
 
     // After a handover the v2 host reconciles everything once, and it stays that way.
     a.sigterm();
     wait_holder(&env, "replica-b", Duration::from_secs(10)).await?;
-    wait_for("the new leader's plugin on every object", CONVERGE, || async {
-        Ok(snapshot().await?.values().all(|(_, by)| by.contains("+v2")))
-    })
+    wait_for(
+        "the new leader's plugin on every object",
+        CONVERGE,
+        || async { Ok(snapshot().await?.values().all(|(_, by)| by.contains("+v2"))) },
+    )
     .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = snapshot().await?;
@@ -490,6 +655,69 @@ async fn a_leader_and_a_standby_with_different_plugin_versions_do_not_ping_pong(
     assert_eq!(snapshot().await?, after, "no ping-pong after the handover");
     assert!(a.wait_exit(Duration::from_secs(30)).await?.success());
     b.sigterm();
+    assert!(b.wait_exit(Duration::from_secs(30)).await?.success());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_swap_through_the_configmap_reaches_the_leader_and_the_standby()
+-> anyhow::Result<()> {
+    let (env, installed) = installed("deploy-swap").await?;
+    let binary = host_binary();
+    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
+    wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
+    let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
+    wait_ready(&mut b).await?;
+    env.create("web", 1, &[]).await?;
+    env.wait_converged("web", 1, CONVERGE).await?;
+
+    let v2 = std::fs::read(plugin("replicaset-plugin", &["v2"]))?;
+    let v2_digest = digest_of(&v2);
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let patch = serde_json::json!({ "binaryData": { "plugin.wasm": k8s_openapi::ByteString(v2) } });
+    configmaps
+        .patch(
+            &installed.plugin_configmap,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await?;
+    for host in [&mut a, &mut b] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, status) = host.get("/status").await?;
+            let status: serde_json::Value = serde_json::from_str(&status)?;
+            if status["plugin"]["digest"] == v2_digest.as_str() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} still serves {}",
+                host.name,
+                status["plugin"]
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // The leader reconciles with it; the standby vetted and loaded it too, without reconciling.
+    wait_for(
+        "the object reconciled by the new plugin",
+        CONVERGE,
+        || async {
+            let jz = env.jinghzhus().get("web").await?;
+            Ok(jz
+                .annotations()
+                .get(RECONCILED_BY_ANNOTATION)
+                .is_some_and(|by| by.contains("+v2")))
+        },
+    )
+    .await?;
+    assert_eq!(reconciles(&mut b).await?, 0.0);
+    assert_eq!(b.scrape().await?.sum("wasm_operator_plugin_swaps"), 1.0);
+    for host in [&a, &b] {
+        host.sigterm();
+    }
+    assert!(a.wait_exit(Duration::from_secs(30)).await?.success());
     assert!(b.wait_exit(Duration::from_secs(30)).await?.success());
     Ok(())
 }
@@ -520,13 +748,16 @@ async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
     wait_ready(&mut standby).await?;
 
     let names: Vec<String> = (0..20).map(|i| format!("web-{i}")).collect();
-    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 5, &[]))).await?;
+    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 5, &[])))
+        .await?;
     for name in &names {
         env.wait_converged(name, 5, CONVERGE).await?;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (leader_rss, standby_rss) = (leader.rss_kib(), standby.rss_kib());
-    println!("RSS with 20 objects / 100 pods cached: leader {leader_rss:?} KiB, standby {standby_rss:?} KiB");
+    println!(
+        "RSS with 20 objects / 100 pods cached: leader {leader_rss:?} KiB, standby {standby_rss:?} KiB"
+    );
 
     let mut results = BTreeMap::new();
     for (how, kill) in [("kill -9", true), ("SIGTERM", false)] {
@@ -537,7 +768,12 @@ async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
             } else {
                 leader.sigterm();
             }
-            let took = wait_holder(&env, &standby.name, LEASE_DURATION + Duration::from_secs(10)).await?;
+            let took = wait_holder(
+                &env,
+                &standby.name,
+                LEASE_DURATION + Duration::from_secs(10),
+            )
+            .await?;
             times.push(took);
             let _ = leader.wait_exit(Duration::from_secs(30)).await;
             leader = standby;
@@ -545,7 +781,10 @@ async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
             wait_ready(&mut standby).await?;
             tokio::time::sleep(Duration::from_secs(3)).await; // a few renewals seen
         }
-        println!("takeover after {how}: {times:?}, median {:?}", median(times.clone()));
+        println!(
+            "takeover after {how}: {times:?}, median {:?}",
+            median(times.clone())
+        );
         results.insert(how, median(times));
     }
     println!("SUMMARY {results:?}; RSS leader {leader_rss:?} KiB, standby {standby_rss:?} KiB");
