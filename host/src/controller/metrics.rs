@@ -352,11 +352,30 @@ impl Metrics {
         );
     }
 
-    /// Records the configured number of workers.
-    pub fn set_max_concurrent_reconciles(&self, workers: u16) {
+    /// Records the configured number of workers and creates every
+    /// controller and workqueue series at zero, as controller-runtime does
+    /// when a controller starts (so rates and alerts work before the first
+    /// error).
+    pub fn init_controller(&self, workers: u16) {
+        let labels = controller_labels();
         self.max_concurrent_reconciles
-            .get_or_create(&controller_labels())
+            .get_or_create(&labels)
             .set(i64::from(workers));
+        self.active_workers.get_or_create(&labels);
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            self.reconcile_total.get_or_create(&ResultLabels {
+                controller: CONTROLLER_NAME.to_string(),
+                result: result.to_string(),
+            });
+        }
+        self.reconcile_errors.get_or_create(&labels);
+        self.terminal_reconcile_errors.get_or_create(&labels);
+        self.reconcile_time.get_or_create(&labels);
+        let queue = self.queue.labels();
+        self.queue.adds.get_or_create(&queue);
+        self.queue.retries.get_or_create(&queue);
+        self.queue.queue_duration.get_or_create(&queue);
+        self.queue.work_duration.get_or_create(&queue);
     }
 
     /// The `leader_election_master_status` gauge of the Lease `name`.
@@ -749,6 +768,25 @@ mod tests {
             "workqueue_depth{name=\"jinghzhu\",controller=\"jinghzhu\"} 0",
             "workqueue_longest_running_processor_seconds{name=\"jinghzhu\",controller=\"jinghzhu\"} 0.0",
             "controller_runtime_reconcile_time_seconds_bucket{le=\"60.0\",controller=\"jinghzhu\"} 3",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_started_controller_exports_every_series_at_zero() {
+        let metrics = Metrics::default();
+        metrics.init_controller(4);
+        let text = encoded(&metrics);
+        for line in [
+            "controller_runtime_max_concurrent_reconciles{controller=\"jinghzhu\"} 4",
+            "controller_runtime_active_workers{controller=\"jinghzhu\"} 0",
+            "controller_runtime_reconcile_total{controller=\"jinghzhu\",result=\"requeue\"} 0",
+            "controller_runtime_reconcile_errors_total{controller=\"jinghzhu\"} 0",
+            "controller_runtime_terminal_reconcile_errors_total{controller=\"jinghzhu\"} 0",
+            "controller_runtime_reconcile_time_seconds_count{controller=\"jinghzhu\"} 0",
+            "workqueue_retries_total{name=\"jinghzhu\",controller=\"jinghzhu\"} 0",
+            "workqueue_queue_duration_seconds_count{name=\"jinghzhu\",controller=\"jinghzhu\"} 0",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }

@@ -130,7 +130,7 @@ pub async fn run(
         metrics: metrics.clone(),
     });
     spawn_readiness(&watches, &ctx, config.health.clone());
-    metrics.set_max_concurrent_reconciles(config.workers);
+    metrics.init_controller(config.workers);
     let queue = metrics.queue.clone();
     let (jinghzhus, pods) = track_triggers(watches.jinghzhus, watches.pods, queue.clone());
     // Re-queue every known object when the plugin changes (hot swap) and
