@@ -16,7 +16,7 @@ use crate::scaffold::NewArgs;
 #[command(version, about)]
 pub struct Cli {
     /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Human, global = true)]
+    #[arg(long, env = "WASM_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human, global = true)]
     pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
@@ -35,7 +35,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the operator: watch Jinghzhus and their pods, reconcile them with the plugin.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run a plugin once on objects from files (no cluster) and print what it proposes,
     /// check a directory of golden fixtures, or compare two plugins on them.
     Reconcile(ReconcileArgs),
@@ -116,7 +116,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             .enable_all()
             .build()
             .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(crate::run::run(args)))
+            .and_then(|rt| rt.block_on(crate::run::run(*args)))
             .map(|()| ExitCode::SUCCESS),
     }
 }

@@ -8,6 +8,7 @@
 //! - [`controller`]: the Kubernetes side: informers, workqueue, reconcile loop.
 //! - [`apply`]: validating and applying a proposal.
 //! - [`hotswap`]: plugin sources, vetting, the atomic switch, shadow mode, rollback.
+//! - [`leader`]: leader election on a Lease; standbys stay warm.
 //! - [`offline`]: running a plugin on files, golden fixtures, comparing plugins
 //!   (`wasm-operator reconcile`), recording cases from a cluster (`record`).
 //! - [`scaffold`]: a new plugin crate (`wasm-operator new`).
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod hotswap;
+pub mod leader;
 pub mod offline;
 pub mod ownership;
 pub mod run;

@@ -1,6 +1,11 @@
 //! `wasm-operator run`: connect to the cluster, load and vet the plugin,
-//! start the plugin sources, the swapper, the metrics/status endpoint and
-//! the controller, and stop cleanly on Ctrl-C or SIGTERM.
+//! start the plugin sources, the swapper, leader election, the
+//! metrics/status/probe endpoint and the controller, and stop cleanly on
+//! Ctrl-C or SIGTERM (running reconciles finish, the Lease is released).
+//!
+//! Every flag can also be set from the environment as
+//! `WASM_OPERATOR_<FLAG>` (upper case, `-` as `_`), as container deployments
+//! expect; a flag on the command line wins.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,8 +23,10 @@ use crate::controller::{self, ControllerConfig, metrics::Metrics};
 use crate::crd::Jinghzhu;
 use crate::hotswap::RollbackPolicy;
 use crate::hotswap::setup::{self, PluginOptions, PluginSource};
+use crate::leader::lease::parse_duration;
+use crate::leader::{self, Elector, LeaderElectionConfig, Leadership};
 use crate::runtime::{Runtime, RuntimeArgs};
-use crate::serve;
+use crate::serve::{self, Endpoint, Health, LeaderInfo};
 
 /// Options of `wasm-operator run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -27,63 +34,137 @@ pub struct RunArgs {
     /// The plugin file (.wasm component). Watched: replacing it swaps the plugin live.
     #[arg(
         long,
+        env = "WASM_OPERATOR_PLUGIN",
         required_unless_present = "plugin_configmap",
         conflicts_with = "plugin_configmap"
     )]
     pub plugin: Option<PathBuf>,
     /// Take the plugin from a ConfigMap, `namespace/name`, and swap it when the ConfigMap changes.
-    #[arg(long, value_name = "NAMESPACE/NAME")]
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_PLUGIN_CONFIGMAP",
+        value_name = "NAMESPACE/NAME"
+    )]
     pub plugin_configmap: Option<String>,
     /// The ConfigMap key (in binaryData) holding the plugin.
-    #[arg(long, default_value = "plugin.wasm")]
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_KEY", default_value = "plugin.wasm")]
     pub plugin_key: String,
     /// Only load a plugin with this sha256 digest (hex, optionally prefixed `sha256:`).
-    #[arg(long, value_name = "HEX")]
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_SHA256", value_name = "HEX")]
     pub plugin_sha256: Option<String>,
     /// Run this candidate plugin on the same inputs, log where it differs, apply nothing of it.
-    #[arg(long)]
+    #[arg(long, env = "WASM_OPERATOR_SHADOW_PLUGIN")]
     pub shadow_plugin: Option<PathBuf>,
     /// Watch only this namespace (default: all namespaces).
-    #[arg(long, short = 'n')]
+    #[arg(long, short = 'n', env = "WASM_OPERATOR_NAMESPACE")]
     pub namespace: Option<String>,
     /// Reconciles running at once (one per object at a time regardless).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    #[arg(long, env = "WASM_OPERATOR_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
     /// Plugin sandbox limits and the precompiled cache.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
-    /// Serve `/metrics` (Prometheus), `/status` (JSON) and `/healthz` here.
-    #[arg(long, default_value = "127.0.0.1:9090")]
+    /// Serve `/metrics` (OpenMetrics), `/status` (JSON), `/healthz` and `/readyz` here
+    /// (port 0: any free port; the log and `/status` say which).
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_METRICS_ADDR",
+        default_value = "127.0.0.1:9090"
+    )]
     pub metrics_addr: SocketAddr,
     /// Roll back a swapped-in plugin failing more than this share of reconciles…
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_ROLLBACK_FAILURE_RATIO",
+        default_value_t = 0.5
+    )]
     pub rollback_failure_ratio: f64,
     /// …within this many seconds after the swap.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, env = "WASM_OPERATOR_ROLLBACK_WINDOW_SECS", default_value_t = 60)]
     pub rollback_window_secs: u64,
     /// Most pods one reconcile may create.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=5000))]
+    #[arg(long, env = "WASM_OPERATOR_MAX_CREATES", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=5000))]
     pub max_creates: u64,
     /// Pods a reconcile may create beyond what spec.desired justifies.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, env = "WASM_OPERATOR_MAX_SURGE", default_value_t = 0)]
     pub max_surge: u32,
     /// Shortest requeue-after a plugin may ask for, in milliseconds.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..))]
+    #[arg(long, env = "WASM_OPERATOR_MIN_REQUEUE_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..))]
     pub min_requeue_ms: u64,
     /// Writes (pod creates and deletes, status patches, Events) one object's
     /// reconciles may make per minute once its burst is spent.
-    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "WASM_OPERATOR_WRITES_PER_MINUTE", default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..))]
     pub writes_per_minute: u32,
     /// Writes one object's reconciles may make in a burst (at least
     /// --max-creates plus the Events and status of one reconcile).
-    #[arg(long, default_value_t = 1200)]
+    #[arg(long, env = "WASM_OPERATOR_WRITE_BURST", default_value_t = 1200)]
     pub write_burst: u32,
     /// The pod policy: which pod specs, labels and annotations a plugin may propose.
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Leader election among replicas.
+    #[command(flatten)]
+    pub leader_election: LeaderElectionArgs,
 }
 
-/// Runs the host until Ctrl-C or SIGTERM.
+/// Leader election flags (controller-runtime's names and defaults).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LeaderElectionArgs {
+    /// Compete for a Lease and reconcile only while holding it (run two or
+    /// more replicas; standbys keep their caches warm and take over).
+    #[arg(long, env = "WASM_OPERATOR_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Name of the Lease (coordination.k8s.io/v1).
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_LEADER_ELECT_LEASE_NAME",
+        default_value = "wasm-operator"
+    )]
+    pub leader_elect_lease_name: String,
+    /// Namespace of the Lease (default: $POD_NAMESPACE, else "default").
+    #[arg(long, env = "WASM_OPERATOR_LEADER_ELECT_NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
+    /// How long a Lease stays valid after its last renewal (standbys wait this long after a crash).
+    #[arg(long, env = "WASM_OPERATOR_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader tries to renew before it stops reconciling.
+    #[arg(long, env = "WASM_OPERATOR_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often candidates try to acquire or renew the Lease.
+    #[arg(long, env = "WASM_OPERATOR_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+    /// This host's identity in the Lease (default: $POD_NAME, else hostname plus a random suffix).
+    #[arg(long, env = "WASM_OPERATOR_LEADER_ELECT_IDENTITY")]
+    pub leader_elect_identity: Option<String>,
+}
+
+impl LeaderElectionArgs {
+    /// The elector's configuration, if leader election is on.
+    pub fn config(&self) -> Option<LeaderElectionConfig> {
+        self.leader_elect.then(|| LeaderElectionConfig {
+            lease_name: self.leader_elect_lease_name.clone(),
+            namespace: self
+                .leader_elect_namespace
+                .clone()
+                .or_else(|| {
+                    std::env::var("POD_NAMESPACE")
+                        .ok()
+                        .filter(|ns| !ns.is_empty())
+                })
+                .unwrap_or_else(|| "default".to_string()),
+            identity: self
+                .leader_elect_identity
+                .clone()
+                .unwrap_or_else(leader::default_identity),
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        })
+    }
+}
+
+/// Runs the host until Ctrl-C or SIGTERM. On a signal, reconciles that are
+/// running finish, the Lease (if held) is released, and the host exits.
 pub async fn run(args: RunArgs) -> Result<()> {
     let policy = args.policy.config()?;
     let max_creates = usize::try_from(args.max_creates).unwrap_or(usize::MAX);
@@ -97,8 +178,12 @@ pub async fn run(args: RunArgs) -> Result<()> {
             args.max_creates
         );
     }
+    let election = args.leader_election.config();
+    if let Some(config) = &election {
+        config.validate().map_err(|err| anyhow!(err))?;
+    }
     let client = connect().await?;
-    check_crd(&client).await?;
+    check_crd_in(&client, args.namespace.as_deref()).await?;
 
     let runtime = Arc::new(Runtime::new(args.runtime.config())?);
     let metrics = Arc::new(Metrics::default());
@@ -108,6 +193,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
         (None, Some(spec)) => PluginSource::configmap(spec, &args.plugin_key)?,
         (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
     };
+    // Every replica, leader or standby, vets and loads the plugin itself and
+    // watches its source, so a swap reaches standbys too.
     let plugins = setup::start(
         &client,
         runtime,
@@ -125,11 +212,31 @@ pub async fn run(args: RunArgs) -> Result<()> {
     )
     .await?;
     let active = plugins.active.clone();
+
+    let (leadership, elector, leader_info) = match election {
+        Some(config) => {
+            let info = LeaderInfo {
+                identity: config.identity.clone(),
+                lease: format!("{}/{}", config.namespace, config.lease_name),
+            };
+            let status = metrics.leader_status_of(&config.lease_name);
+            let (leadership, elector) =
+                Elector::start(client.clone(), config, status).map_err(|err| anyhow!(err))?;
+            (leadership, Some(elector), Some(info))
+        }
+        None => (Leadership::always(), None, None),
+    };
+    let health = Arc::new(Health::default());
     serve::spawn(
         args.metrics_addr,
-        metrics.clone(),
-        active.clone(),
-        plugins.history,
+        Endpoint {
+            metrics: metrics.clone(),
+            active: active.clone(),
+            history: plugins.history,
+            health: health.clone(),
+            leadership: leadership.clone(),
+            leader: leader_info,
+        },
     )
     .await?;
 
@@ -147,15 +254,21 @@ pub async fn run(args: RunArgs) -> Result<()> {
             burst: args.write_burst,
             per_minute: args.writes_per_minute,
         },
+        leadership,
+        health,
         ..ControllerConfig::default()
     };
     tracing::info!(
         namespace = args.namespace.as_deref().unwrap_or("<all>"),
         workers = args.workers,
         pod_policy = %config.policy.policy,
+        leader_election = elector.is_some(),
         "controller starting"
     );
     controller::run(client, active, config, metrics, shutdown_signal()).await;
+    if let Some(elector) = elector {
+        elector.release().await;
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -183,15 +296,29 @@ pub async fn connect() -> Result<Client> {
 /// Checks that the Jinghzhu CRD is served; when it is not, the error says
 /// how to install it.
 pub async fn check_crd(client: &Client) -> Result<()> {
-    // Untyped: one Jinghzhu the host cannot read must not stop it starting
-    // (it is reported and skipped by the watch).
-    let api: Api<DynamicObject> =
-        Api::all_with(client.clone(), &ApiResource::erase::<Jinghzhu>(&()));
+    check_crd_in(client, None).await
+}
+
+/// [`check_crd`] with a list in `namespace` only (what a host restricted to
+/// one namespace, with RBAC only there, is allowed to do). Untyped: one
+/// Jinghzhu the host cannot read must not stop it starting (the watch
+/// reports and skips it).
+pub async fn check_crd_in(client: &Client, namespace: Option<&str>) -> Result<()> {
+    let resource = ApiResource::erase::<Jinghzhu>(&());
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
     match api.list(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => bail!(
             "the Jinghzhu CRD is not installed: run `wasm-operator crd | kubectl apply -f -` \
              (or `kubectl apply -f examples/crd.yaml`)"
+        ),
+        Err(kube::Error::Api(status)) if status.code == 403 => bail!(
+            "this host's account may not list Jinghzhus ({}): bind it to the ClusterRole in \
+             examples/deploy/rbac.yaml (or pass --namespace for a namespace where it is bound)",
+            status.message
         ),
         Err(err) => Err(anyhow!("listing Jinghzhus failed: {err}")),
     }
@@ -208,4 +335,69 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
     }
     tracing::info!("shutting down: letting running reconciles finish");
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_run_flag_can_come_from_the_environment() {
+        let cli = crate::cli::Cli::command();
+        let run = cli.find_subcommand("run").expect("the run subcommand");
+        let globals = cli.get_arguments().filter(|a| a.is_global_set());
+        let mut checked = Vec::new();
+        for arg in run.get_arguments().chain(globals) {
+            let Some(long) = arg.get_long() else { continue };
+            if long == "help" || long == "version" {
+                continue;
+            }
+            let expected = format!("WASM_OPERATOR_{}", long.to_uppercase().replace('-', "_"));
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some(expected.as_str()),
+                "--{long} must also be settable as {expected}"
+            );
+            checked.push(long.to_string());
+        }
+        for flag in [
+            "plugin",
+            "leader-elect",
+            "leader-elect-namespace",
+            "plugin-timeout-ms",
+            "log-format",
+        ] {
+            assert!(
+                checked.iter().any(|c| c == flag),
+                "--{flag} was not checked: {checked:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn leader_election_defaults_are_controller_runtimes() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "wasm-operator",
+            "run",
+            "--plugin",
+            "p.wasm",
+            "--leader-elect",
+            "--leader-elect-namespace",
+            "ops",
+            "--leader-elect-identity",
+            "me",
+        ])
+        .expect("parse");
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        let config = args.leader_election.config().expect("leader election on");
+        assert_eq!(config.lease_duration, std::time::Duration::from_secs(15));
+        assert_eq!(config.renew_deadline, std::time::Duration::from_secs(10));
+        assert_eq!(config.retry_period, std::time::Duration::from_secs(2));
+        assert_eq!(config.namespace, "ops");
+        assert_eq!(config.lease_name, "wasm-operator");
+        assert_eq!(config.identity, "me");
+    }
 }

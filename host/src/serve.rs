@@ -1,9 +1,19 @@
-//! The host's HTTP endpoint: `/metrics` (Prometheus text format),
-//! `/status` (JSON: the active plugin, its predecessor's fate, the last swap
-//! and refusal) and `/healthz`.
+//! The host's HTTP endpoint: `/metrics` (OpenMetrics text), `/status` (JSON:
+//! the active plugin, its predecessor's fate, the last swap and refusal,
+//! leadership, the bound address), and the kubelet's probes:
+//!
+//! - `/healthz` (liveness): the controller loop is alive — it beats a
+//!   [`Health`] heartbeat every second from the task that drives the
+//!   controller, so a loop that stopped or a starved runtime fails the probe
+//!   after [`HEARTBEAT_STALE`];
+//! - `/readyz` (readiness): both caches (Jinghzhus, pods) have had their
+//!   initial list and a vetted plugin is loaded. A standby is ready too: it
+//!   watches, caches and can take over at once.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::Router;
@@ -16,43 +26,128 @@ use prometheus_client::registry::Registry;
 use crate::controller::metrics::Metrics;
 use crate::hotswap::ActivePlugin;
 use crate::hotswap::swapper::SwapHistory;
+use crate::leader::Leadership;
+
+/// A heartbeat older than this fails `/healthz`.
+pub const HEARTBEAT_STALE: Duration = Duration::from_secs(10);
+
+/// What the probes report on; the controller updates it.
+#[derive(Debug)]
+pub struct Health {
+    base: Instant,
+    /// Milliseconds after `base` of the last heartbeat.
+    last_beat_ms: AtomicU64,
+    caches_synced: AtomicBool,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self {
+            base: Instant::now(),
+            last_beat_ms: AtomicU64::new(0),
+            caches_synced: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Health {
+    /// The controller loop is alive.
+    pub fn beat(&self) {
+        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_beat_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Time since the last heartbeat (creation counts as one).
+    pub fn since_last_beat(&self) -> Duration {
+        let last = Duration::from_millis(self.last_beat_ms.load(Ordering::Relaxed));
+        self.base.elapsed().saturating_sub(last)
+    }
+
+    /// Both caches have had their initial list.
+    pub fn set_caches_synced(&self) {
+        self.caches_synced.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether both caches have had their initial list.
+    pub fn caches_synced(&self) -> bool {
+        self.caches_synced.load(Ordering::Relaxed)
+    }
+
+    /// Whether the controller loop beat recently.
+    pub fn alive(&self) -> bool {
+        self.since_last_beat() < HEARTBEAT_STALE
+    }
+}
+
+/// Identity and Lease of an elected host, for `/status`.
+#[derive(Debug, Clone)]
+pub struct LeaderInfo {
+    /// This host's identity in the Lease.
+    pub identity: String,
+    /// `namespace/name` of the Lease.
+    pub lease: String,
+}
+
+/// What the endpoint serves.
+pub struct Endpoint {
+    /// The counters.
+    pub metrics: Arc<Metrics>,
+    /// The plugin slot.
+    pub active: Arc<ActivePlugin>,
+    /// The last swap and refusal.
+    pub history: Arc<Mutex<SwapHistory>>,
+    /// Probe state.
+    pub health: Arc<Health>,
+    /// This host's leadership.
+    pub leadership: Leadership,
+    /// Set with `--leader-elect`.
+    pub leader: Option<LeaderInfo>,
+}
 
 #[derive(Clone)]
 struct AppState {
     registry: Arc<Registry>,
     active: Arc<ActivePlugin>,
     history: Arc<Mutex<SwapHistory>>,
+    health: Arc<Health>,
+    leadership: Leadership,
+    leader: Option<LeaderInfo>,
+    bound: SocketAddr,
 }
 
-/// Binds `addr` and serves in the background.
-pub async fn spawn(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    active: Arc<ActivePlugin>,
-    history: Arc<Mutex<SwapHistory>>,
-) -> anyhow::Result<()> {
+/// Binds `addr` and serves in the background. Returns the bound address
+/// (with port 0, the port the system chose).
+pub async fn spawn(addr: SocketAddr, endpoint: Endpoint) -> anyhow::Result<SocketAddr> {
     let mut registry = Registry::default();
-    metrics.register(&mut registry);
+    endpoint.metrics.register(&mut registry);
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("binding the metrics address {addr} (change it with --metrics-addr)")
+    })?;
+    let bound = listener
+        .local_addr()
+        .with_context(|| format!("reading the address bound for {addr}"))?;
     let state = AppState {
         registry: Arc::new(registry),
-        active,
-        history,
+        active: endpoint.active,
+        history: endpoint.history,
+        health: endpoint.health,
+        leadership: endpoint.leadership,
+        leader: endpoint.leader,
+        bound,
     };
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/status", get(status))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .with_state(state);
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
-        format!("binding the metrics address {addr} (change it with --metrics-addr)")
-    })?;
-    tracing::info!(%addr, "serving /metrics, /status and /healthz");
+    tracing::info!(addr = %bound, "serving /metrics, /status, /healthz and /readyz");
     tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, app).await {
             tracing::error!(error = %err, "metrics server stopped");
         }
     });
-    Ok(())
+    Ok(bound)
 }
 
 async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
@@ -74,6 +169,58 @@ async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
     }
 }
 
+/// Checks in the kube-apiserver's `[+]name ok` / `[-]name failed: why` style.
+fn report(checks: &[(&str, Result<(), String>)], probe: &str) -> (StatusCode, String) {
+    let mut body = String::new();
+    let mut ok = true;
+    for (name, result) in checks {
+        match result {
+            Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
+            Err(why) => {
+                ok = false;
+                body.push_str(&format!("[-]{name} failed: {why}\n"));
+            }
+        }
+    }
+    if ok {
+        body.push_str(&format!("{probe} check passed\n"));
+        (StatusCode::OK, body)
+    } else {
+        body.push_str(&format!("{probe} check failed\n"));
+        (StatusCode::SERVICE_UNAVAILABLE, body)
+    }
+}
+
+async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    let since = state.health.since_last_beat();
+    let loop_check = if state.health.alive() {
+        Ok(())
+    } else {
+        Err(format!(
+            "no heartbeat from the controller loop for {since:?}"
+        ))
+    };
+    report(&[("controller-loop", loop_check)], "healthz")
+}
+
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let caches = if state.health.caches_synced() {
+        Ok(())
+    } else {
+        Err("the Jinghzhu and pod caches have not had their initial list yet".to_string())
+    };
+    let plugin = state.active.current();
+    let plugin_check = if plugin.digest().is_empty() {
+        Err("no plugin loaded".to_string())
+    } else {
+        Ok(())
+    };
+    report(
+        &[("caches-synced", caches), ("plugin-loaded", plugin_check)],
+        "readyz",
+    )
+}
+
 async fn status(State(state): State<AppState>) -> impl IntoResponse {
     let plugin = state.active.current();
     let history = state.history.lock().map(|h| h.clone()).unwrap_or_default();
@@ -88,5 +235,12 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
         "swaps": state.active.generation(),
         "lastSwap": history.last_swap,
         "lastRefusal": history.last_refusal,
+        "metricsAddr": state.bound.to_string(),
+        "ready": state.health.caches_synced(),
+        "leaderElection": state.leader.as_ref().map(|info| serde_json::json!({
+            "identity": info.identity,
+            "lease": info.lease,
+            "leading": state.leadership.is_leading(),
+        })),
     }))
 }

@@ -63,3 +63,24 @@ fn an_unreachable_api_server_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn flags_come_from_the_environment_and_bad_leader_election_durations_are_refused_up_front() {
+    let home = tempfile::TempDir::new().expect("temp home");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .arg("run")
+        .env_clear()
+        .env("HOME", home.path())
+        .env("WASM_OPERATOR_PLUGIN", "plugin.wasm")
+        .env("WASM_OPERATOR_LEADER_ELECT", "true")
+        .env("WASM_OPERATOR_LEADER_ELECT_RENEW_DEADLINE", "20s")
+        .env("KUBECONFIG", home.path().join("none"))
+        .output()
+        .expect("run wasm-operator");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--leader-elect-renew-deadline (20s) must be shorter than --leader-elect-lease-duration (15s)"),
+        "checked before connecting, naming the flag: {stderr}"
+    );
+}

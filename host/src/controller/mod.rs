@@ -17,6 +17,11 @@
 //! - [`reconcile`]: one reconcile: cache → plugin → validate → apply.
 //! - [`metrics`]: what was done, as counters.
 //! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
+//!
+//! With leader election every host runs all of this (standbys keep their
+//! watches and caches warm), but each reconcile first passes the
+//! [`LeaderGate`]: only the leader gets through, and is cancelled when its
+//! term ends (see [`crate::leader`]).
 
 pub mod backoff;
 pub mod budget;
@@ -29,15 +34,22 @@ pub mod watch;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use kube::Client;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::Controller;
+use kube::runtime::controller::Action;
 use kube::runtime::controller::Config as RuntimeConfig;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client, ResourceExt};
 
 use crate::apply::Limits;
 use crate::apply::policy::PolicyConfig;
+use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
+use crate::leader::Leadership;
+use crate::leader::catch_up::LeaderGate;
+use crate::ownership::MANAGED_BY_SELECTOR;
+use crate::serve::Health;
 
 pub use reconcile::Context;
 
@@ -80,6 +92,10 @@ pub struct ControllerConfig {
     pub budget: budget::BudgetConfig,
     /// Name reported as the source of Events.
     pub reporter: String,
+    /// Whether this host may reconcile (always, without leader election).
+    pub leadership: Leadership,
+    /// Heartbeat and cache state for the probes.
+    pub health: Arc<Health>,
 }
 
 impl Default for ControllerConfig {
@@ -92,6 +108,8 @@ impl Default for ControllerConfig {
             policy: PolicyConfig::default(),
             budget: budget::BudgetConfig::default(),
             reporter: "wasm-operator".to_string(),
+            leadership: Leadership::always(),
+            health: Arc::new(Health::default()),
         }
     }
 }
@@ -112,6 +130,14 @@ pub async fn run(
             instance: std::env::var("POD_NAME").ok(),
         },
     );
+    // Shutting down: reconciles still waiting for leadership give up at once.
+    let shutdown = {
+        let leadership = config.leadership.clone();
+        async move {
+            shutdown.await;
+            leadership.stop_new_work();
+        }
+    };
     let objects = Arc::new(PerObject {
         expectations: expectations::Expectations::new(config.expectations_timeout),
         backoff: backoff::PerObjectBackoff::default(),
@@ -123,6 +149,16 @@ pub async fn run(
         objects.clone(),
         recorder.clone(),
     );
+    let pods_api: Api<Pod> = match config.namespace.as_deref() {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let gate = Arc::new(LeaderGate::new(
+        config.leadership.clone(),
+        pods_api,
+        MANAGED_BY_SELECTOR,
+        watches.pod_cache.clone(),
+    ));
     let ctx = Arc::new(Context {
         client,
         pods_ready: readiness::CacheReady::new(&watches.pod_cache),
@@ -132,20 +168,126 @@ pub async fn run(
         recorder,
         limits: config.limits.clone(),
         policy: config.policy.clone(),
-        metrics,
+        metrics: metrics.clone(),
     });
-    // Re-queue every known object when the plugin changes (hot swap).
-    let swaps = plugin.swaps();
-    Controller::for_stream(watches.jinghzhus, watches.jinghzhu_cache)
-        .owns_stream(watches.pods)
+    spawn_readiness(&watches, &ctx, config.health.clone());
+    metrics.init_controller(config.workers);
+    let queue = metrics.queue.clone();
+    let (jinghzhus, pods) = track_triggers(watches.jinghzhus, watches.pods, queue.clone());
+    // Re-queue every known object when the plugin changes (hot swap) and
+    // when this host becomes the leader.
+    let requeue_all = {
+        let cache = watches.jinghzhu_cache.clone();
+        move || {
+            for jz in cache.state() {
+                queue.added(watch::object_key(jz.as_ref()));
+            }
+        }
+    };
+    let swaps = plugin.swaps().inspect({
+        let requeue_all = requeue_all.clone();
+        move |()| requeue_all()
+    });
+    let acquisitions = config
+        .leadership
+        .acquisitions()
+        .inspect(move |()| requeue_all());
+    let results = Controller::for_stream(jinghzhus, watches.jinghzhu_cache)
+        .owns_stream(pods)
         .reconcile_all_on(swaps)
+        .reconcile_all_on(acquisitions)
         .with_config(RuntimeConfig::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                reconcile::log_controller_error(&err);
-            }
-        })
-        .await;
+        .run(
+            move |jz, ctx| reconcile_when_leading(jz, ctx, gate.clone()),
+            reconcile::error_policy,
+            ctx,
+        );
+    // The heartbeat beats from the task that drives the controller.
+    let mut results = std::pin::pin!(results);
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            result = results.next() => match result {
+                Some(Err(err)) => reconcile::log_controller_error(&err),
+                Some(Ok(_)) => {}
+                None => break,
+            },
+            _ = heartbeat.tick() => config.health.beat(),
+        }
+    }
+}
+
+/// Runs a reconcile once this host leads, measured the way
+/// controller-runtime measures it; cancels it if the leadership term ends
+/// first (nothing it has not sent yet is sent; see [`crate::leader`]).
+async fn reconcile_when_leading(
+    jz: Arc<Jinghzhu>,
+    ctx: Arc<Context>,
+    gate: Arc<LeaderGate>,
+) -> Result<Action, reconcile::ReconcileError> {
+    let Some(mut term) = gate.enter().await else {
+        // Shutting down before this host ever led: nothing to do.
+        return Ok(Action::await_change());
+    };
+    let key = watch::object_key(jz.as_ref());
+    let metrics = ctx.metrics.clone();
+    let observation = metrics.reconcile_started(&key);
+    tokio::select! {
+        result = reconcile::reconcile(jz, ctx) => {
+            observation.finish(match &result {
+                Ok(action) if *action == Action::await_change() => metrics::ReconcileResult::Success,
+                Ok(_) => metrics::ReconcileResult::RequeueAfter,
+                Err(reconcile::ReconcileError::Plugin { retryable: false, .. }) => {
+                    metrics::ReconcileResult::TerminalError
+                }
+                Err(_) => metrics::ReconcileResult::Error,
+            });
+            result
+        }
+        () = term.lost() => {
+            tracing::warn!(object = %key, "leadership lost mid-reconcile; cancelled (the next leader reconciles it)");
+            Ok(Action::await_change())
+        }
+    }
+}
+
+type Triggers<K> =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send>>;
+
+/// Counts every trigger for the workqueue metrics (a pod counts for the
+/// Jinghzhu that controls it).
+fn track_triggers(
+    jinghzhus: Triggers<Jinghzhu>,
+    pods: Triggers<Pod>,
+    queue: Arc<metrics::QueueTracker>,
+) -> (Triggers<Jinghzhu>, Triggers<Pod>) {
+    let jz_queue = queue.clone();
+    let jinghzhus = jinghzhus.inspect_ok(move |jz| jz_queue.added(watch::object_key(jz)));
+    let pods = pods.inspect_ok(move |pod| {
+        if let Some(owner) = pod
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == "Jinghzhu")
+        {
+            queue.added(format!(
+                "{}/{}",
+                pod.namespace().unwrap_or_default(),
+                owner.name
+            ));
+        }
+    });
+    (Box::pin(jinghzhus), Box::pin(pods))
+}
+
+/// Marks the host ready once both caches have had their initial list.
+fn spawn_readiness(watches: &watch::Watches, ctx: &Context, health: Arc<Health>) {
+    let jinghzhus = readiness::CacheReady::new(&watches.jinghzhu_cache);
+    let pods = ctx.pods_ready.clone();
+    tokio::spawn(async move {
+        if jinghzhus.wait().await.is_ok() && pods.wait().await.is_ok() {
+            health.set_caches_synced();
+            tracing::info!("caches synced: ready");
+        }
+    });
 }

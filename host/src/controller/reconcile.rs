@@ -18,7 +18,7 @@ use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 
 use super::PerObject;
-use super::metrics::{Metrics, PluginLabels};
+use super::metrics::{Metrics, PluginLabels, PluginOutcome};
 use super::readiness::CacheReady;
 use super::watch::object_key;
 use crate::apply::policy::{self, PolicyConfig};
@@ -155,11 +155,14 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         plugin: digest.clone(),
     };
     ctx.metrics.plugin_calls.get_or_create(&labels).inc();
+    let mut call = ctx.metrics.plugin_call(&plugin);
     let raw = plugin.reconcile_raw(jz.as_ref(), &pods, &key).await;
+    call.returned();
     ctx.plugin.record_outcome(&digest, raw.is_ok());
     let raw = match raw {
         Ok(raw) => raw,
         Err(err) => {
+            call.outcome(PluginOutcome::from(&err));
             ctx.metrics.plugin_errors.get_or_create(&labels).inc();
             let retryable = err.retryable();
             let message = err.to_string();
@@ -189,8 +192,12 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
     });
     let (proposal, validated) = match checked {
         Ok(checked) => checked,
-        Err(rejection) => return Err(reject(&ctx, &jz, &key, &digest, &rejection).await),
+        Err(rejection) => {
+            call.outcome(PluginOutcome::Rejected);
+            return Err(reject(&ctx, &jz, &key, &digest, &rejection).await);
+        }
     };
+    call.outcome(PluginOutcome::Ok);
     ctx.plugin
         .shadow_compare(jz.as_ref(), &pods, &key, &proposal, &ctx.metrics)
         .await;
@@ -209,7 +216,9 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
                 EventType::Warning,
                 "WriteBudgetExceeded",
                 &format!(
-                    "the plugin's changes to this object need {cost} writes, more than its write budget                      ({} per minute, bursts of {}) has left (rule limits/write-budget); nothing applied,                      retrying in {}s",
+                    "the plugin's changes to this object need {cost} writes, more than its write budget \
+                     ({} per minute, bursts of {}) has left (rule limits/write-budget); nothing applied, \
+                     retrying in {}s",
                     budget.per_minute,
                     budget.burst,
                     wait.as_secs().max(1)

@@ -89,10 +89,10 @@ impl InstanceAllocator {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RuntimeArgs {
     /// CPU deadline of one plugin call, in milliseconds.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_TIMEOUT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub plugin_timeout_ms: u64,
     /// Memory cap of one plugin instance, in MiB.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub plugin_memory_mib: u64,
     /// Most bytes a plugin may hand the host at once (its whole output, or
     /// one log call), in KiB. Checked before the host copies anything.
@@ -107,7 +107,11 @@ pub struct RuntimeArgs {
     #[arg(long, value_name = "FILE")]
     pub precompiled_cache_key_file: Option<PathBuf>,
     /// Compile plugins every time; never read or write the precompiled cache.
-    #[arg(long, conflicts_with = "cache_dir")]
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_NO_PRECOMPILED_CACHE",
+        conflicts_with = "cache_dir"
+    )]
     pub no_precompiled_cache: bool,
 }
 

@@ -1,6 +1,9 @@
 //! Support for the end-to-end tests: a namespace of one's own on the shared
 //! local control plane, the CRD installed once, a host running in-process
 //! against that namespace, and waiting helpers that say what they waited for.
+//! [`deploy`]: the deploy manifests and the host binary run as the Deployment runs it.
+
+pub mod deploy;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

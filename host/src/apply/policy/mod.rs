@@ -134,16 +134,23 @@ pub struct PolicyArgs {
     /// Jinghzhu's template), `restricted` (Pod Security Standards restricted
     /// plus the host rules) or `baseline` (PSS baseline plus the host rules;
     /// trusted plugins only).
-    #[arg(long, value_enum, default_value_t = PodPolicy::Template)]
+    #[arg(long, env = "WASM_OPERATOR_POD_POLICY", value_enum, default_value_t = PodPolicy::Template)]
     pub pod_policy: PodPolicy,
     /// Only images starting with this prefix (repeatable; e.g.
     /// `registry.example.com/team/`). Without it, any image.
-    #[arg(long = "allowed-image-prefix", value_name = "PREFIX")]
+    #[arg(
+        long = "allowed-image-prefix",
+        env = "WASM_OPERATOR_ALLOWED_IMAGE_PREFIX",
+        value_delimiter = ',',
+        value_name = "PREFIX"
+    )]
     pub allowed_image_prefixes: Vec<String>,
     /// Label/annotation key prefix a plugin may write beyond the template's
     /// own keys (repeatable).
     #[arg(
         long = "allowed-label-prefix",
+        env = "WASM_OPERATOR_ALLOWED_LABEL_PREFIX",
+        value_delimiter = ',',
         value_name = "PREFIX",
         default_value = DEFAULT_PLUGIN_KEY_PREFIX
     )]

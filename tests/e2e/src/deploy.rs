@@ -1,0 +1,562 @@
+//! Support for testing `examples/deploy` and the host as the Deployment runs
+//! it: the Dockerfile's own `cargo build` command, the kustomize base
+//! rendered with a real plugin, its RBAC, ServiceAccount and plugin ConfigMap
+//! installed into a test namespace, and the `wasm-operator` binary started as
+//! a separate process with the Deployment's environment (and a kubeconfig
+//! for its ServiceAccount), scraped over HTTP and signalled like the kubelet
+//! does.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use local_control_plane::ControlPlane;
+use local_control_plane::process::Supervised;
+use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::TestEnv;
+
+/// `examples/deploy`.
+pub fn deploy_dir() -> PathBuf {
+    wasm_artifacts::workspace_root().join("examples/deploy")
+}
+
+fn dockerfile() -> Result<String> {
+    std::fs::read_to_string(deploy_dir().join("Dockerfile"))
+        .context("reading examples/deploy/Dockerfile")
+}
+
+/// The builder stage's `RUN cargo build …` line of the Dockerfile, as argv.
+pub fn dockerfile_build_command() -> Result<Vec<String>> {
+    let text = dockerfile()?;
+    let line = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("RUN "))
+        .find(|l| l.trim_start().starts_with("cargo build"))
+        .ok_or_else(|| anyhow!("no `RUN cargo build` line in examples/deploy/Dockerfile"))?;
+    Ok(line.split_whitespace().map(str::to_string).collect())
+}
+
+/// Where the Dockerfile's runtime stage copies the binary from, as a path in
+/// this workspace (`COPY --from=build <WORKDIR>/target/… …`).
+pub fn dockerfile_binary() -> Result<PathBuf> {
+    let text = dockerfile()?;
+    let workdir = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("WORKDIR "))
+        .ok_or_else(|| anyhow!("no WORKDIR in the Dockerfile"))?
+        .trim()
+        .to_string();
+    let source = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("COPY --from=build "))
+        .next()
+        .and_then(|rest| rest.split_whitespace().next())
+        .ok_or_else(|| anyhow!("no `COPY --from=build` in the Dockerfile"))?;
+    let relative = source
+        .strip_prefix(&format!("{}/", workdir.trim_end_matches('/')))
+        .ok_or_else(|| anyhow!("{source} is not under WORKDIR {workdir}"))?;
+    Ok(wasm_artifacts::workspace_root().join(relative))
+}
+
+/// Builds the host exactly as the Dockerfile does (its `cargo build` line,
+/// run in the workspace root), once per process, and returns the binary the
+/// image would contain. Panics with cargo's output if the build fails.
+pub fn host_binary() -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let argv = dockerfile_build_command().map_err(|e| format!("{e:#}"))?;
+        let started = Instant::now();
+        let out = Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir(wasm_artifacts::workspace_root())
+            .output()
+            .map_err(|e| format!("running {argv:?}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "the Dockerfile's build command {argv:?} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        eprintln!(
+            "built the host as the Dockerfile does ({argv:?}) in {:?}",
+            started.elapsed()
+        );
+        let binary = dockerfile_binary().map_err(|e| format!("{e:#}"))?;
+        if !binary.is_file() {
+            return Err(format!("{} was not produced by {argv:?}", binary.display()));
+        }
+        Ok(binary)
+    });
+    match built {
+        Ok(path) => path.clone(),
+        Err(err) => panic!("{err}"),
+    }
+}
+
+/// Runs kubectl (the control plane's) as the admin.
+pub fn kubectl(control_plane: &ControlPlane, args: &[&str]) -> Result<std::process::Output> {
+    Command::new(&control_plane.binaries().kubectl)
+        .arg("--kubeconfig")
+        .arg(control_plane.kubeconfig_path())
+        .args(args)
+        .output()
+        .context("running kubectl")
+}
+
+/// A copy of the kustomize base with a real plugin as its `plugin.wasm`
+/// (the base expects it next to `kustomization.yaml`; it is not committed).
+pub struct Kustomization {
+    dir: tempfile::TempDir,
+}
+
+impl Kustomization {
+    /// Copies `examples/deploy` and `plugin` into a temporary directory.
+    pub fn with_plugin(plugin: &Path) -> Result<Self> {
+        let dir = tempfile::TempDir::new()?;
+        for entry in std::fs::read_dir(deploy_dir())? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() && entry.file_name() != "plugin.wasm" {
+                std::fs::copy(entry.path(), dir.path().join(entry.file_name()))?;
+            }
+        }
+        std::fs::copy(plugin, dir.path().join("plugin.wasm"))
+            .with_context(|| format!("copying {}", plugin.display()))?;
+        Ok(Self { dir })
+    }
+
+    /// The directory to pass to `-k`.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `kubectl kustomize`, one YAML value per object.
+    pub fn render(&self, control_plane: &ControlPlane) -> Result<Vec<serde_yaml::Value>> {
+        let dir = self.path().to_string_lossy().into_owned();
+        let out = kubectl(control_plane, &["kustomize", &dir])?;
+        if !out.status.success() {
+            bail!(
+                "kubectl kustomize failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let text = String::from_utf8(out.stdout)?;
+        let mut objects = Vec::new();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)?;
+            if !value.is_null() {
+                objects.push(value);
+            }
+        }
+        Ok(objects)
+    }
+}
+
+/// The one object of `kind` in rendered manifests.
+pub fn object_of<T: serde::de::DeserializeOwned>(
+    objects: &[serde_yaml::Value],
+    kind: &str,
+) -> Result<T> {
+    let mut found = objects.iter().filter(|o| o["kind"].as_str() == Some(kind));
+    let first = found
+        .next()
+        .ok_or_else(|| anyhow!("no {kind} in the manifests"))?;
+    if found.next().is_some() {
+        bail!("more than one {kind} in the manifests");
+    }
+    Ok(serde_yaml::from_value(first.clone())?)
+}
+
+/// The manifests' RBAC, ServiceAccount and plugin ConfigMap, installed in a
+/// test namespace, and how the Deployment runs the host.
+pub struct Installed {
+    /// The test namespace (stands in for `wasm-operator`).
+    pub namespace: String,
+    /// A kubeconfig for the Deployment's ServiceAccount (a TokenRequest token).
+    pub kubeconfig: PathBuf,
+    /// The Deployment's container environment.
+    pub env: Vec<EnvVar>,
+    /// The Deployment's container args.
+    pub args: Vec<String>,
+    /// The plugin ConfigMap's name.
+    pub plugin_configmap: String,
+}
+
+/// Installs the manifests' ServiceAccount, Role, RoleBinding and plugin
+/// ConfigMap into `env`'s namespace, and the ClusterRole bound there by a
+/// RoleBinding (the ClusterRoleBinding would grant every namespace of the
+/// shared control plane).
+pub async fn install(env: &TestEnv, objects: &[serde_yaml::Value]) -> Result<Installed> {
+    let ns = env.namespace.as_str();
+    let client = env.client.clone();
+    let post = PostParams::default();
+
+    let cluster_role: ClusterRole = object_of(objects, "ClusterRole")?;
+    Api::<ClusterRole>::all(client.clone())
+        .patch(
+            &cluster_role.name_any(),
+            &PatchParams::apply("e2e-tests").force(),
+            &Patch::Apply(&cluster_role),
+        )
+        .await?;
+    let binding: ClusterRoleBinding = object_of(objects, "ClusterRoleBinding")?;
+    let mut subjects = binding.subjects.clone().unwrap_or_default();
+    for subject in &mut subjects {
+        subject.namespace = Some(ns.to_string());
+    }
+    let scoped = RoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{}-cluster-role", binding.name_any())),
+            ..Default::default()
+        },
+        role_ref: binding.role_ref.clone(),
+        subjects: Some(subjects),
+    };
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&post, &scoped)
+        .await?;
+
+    let mut account: ServiceAccount = object_of(objects, "ServiceAccount")?;
+    account.metadata.namespace = Some(ns.to_string());
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&post, &account)
+        .await?;
+    let mut role: Role = object_of(objects, "Role")?;
+    role.metadata.namespace = Some(ns.to_string());
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&post, &role)
+        .await?;
+    let mut role_binding: RoleBinding = object_of(objects, "RoleBinding")?;
+    role_binding.metadata.namespace = Some(ns.to_string());
+    for subject in role_binding.subjects.iter_mut().flatten() {
+        subject.namespace = Some(ns.to_string());
+    }
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&post, &role_binding)
+        .await?;
+    let mut plugin: ConfigMap = object_of(objects, "ConfigMap")?;
+    plugin.metadata.namespace = Some(ns.to_string());
+    let plugin_configmap = plugin.name_any();
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&post, &plugin)
+        .await?;
+
+    let deployment: Deployment = object_of(objects, "Deployment")?;
+    let container = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .ok_or_else(|| anyhow!("the Deployment has no container"))?;
+    let kubeconfig = env
+        .control_plane
+        .kubeconfig_for_service_account(ns, &account.name_any())
+        .await?;
+    Ok(Installed {
+        namespace: ns.to_string(),
+        kubeconfig,
+        env: container.env.unwrap_or_default(),
+        args: container.args.unwrap_or_default(),
+        plugin_configmap,
+    })
+}
+
+/// The `wasm-operator` binary running as one replica of the Deployment.
+pub struct ProcessHost {
+    /// Its `POD_NAME` (its identity in the Lease).
+    pub name: String,
+    process: Supervised,
+    log_path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl ProcessHost {
+    /// Starts `binary` with the Deployment's args and environment, as pod
+    /// `name` in `installed.namespace`: the downward-API variables resolved,
+    /// `$(VAR)` references expanded, and these test-only changes: watch only
+    /// the test namespace (RBAC is bound there only), serve on a free port
+    /// (`127.0.0.1:0`), a private precompiled-plugin cache, then `overrides`.
+    /// Nothing else of the test's environment is passed on.
+    pub fn start(
+        binary: &Path,
+        installed: &Installed,
+        name: &str,
+        overrides: &[(&str, &str)],
+    ) -> Result<Self> {
+        let dir = tempfile::TempDir::new()?;
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        let mut ordered: Vec<(String, String)> = Vec::new();
+        for var in &installed.env {
+            let value = if let Some(field) = var
+                .value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .map(|f| f.field_path.as_str())
+            {
+                match field {
+                    "metadata.name" => name.to_string(),
+                    "metadata.namespace" => installed.namespace.clone(),
+                    other => bail!("the test does not know the downward-API field {other}"),
+                }
+            } else {
+                expand(var.value.as_deref().unwrap_or_default(), &vars)
+            };
+            vars.insert(var.name.clone(), value.clone());
+            ordered.push((var.name.clone(), value));
+        }
+        let cache = dir.path().join("precompiled");
+        let mut set = |k: &str, v: &str| {
+            ordered.retain(|(name, _)| name != k);
+            ordered.push((k.to_string(), v.to_string()));
+        };
+        set("WASM_OPERATOR_NAMESPACE", &installed.namespace);
+        set("WASM_OPERATOR_METRICS_ADDR", "127.0.0.1:0");
+        set("WASM_OPERATOR_CACHE_DIR", &cache.to_string_lossy());
+        set("KUBECONFIG", &installed.kubeconfig.to_string_lossy());
+        set("HOME", &dir.path().to_string_lossy());
+        if let Ok(filter) = std::env::var("RUST_LOG") {
+            set("RUST_LOG", &filter);
+        }
+        for (k, v) in overrides {
+            set(k, v);
+        }
+        ordered.retain(|(_, v)| !v.is_empty());
+
+        let mut command = Command::new(binary);
+        command.env_clear().args(&installed.args).envs(ordered);
+        let log_path = dir.path().join(format!("{name}.log"));
+        let process = Supervised::spawn(name, command, &log_path)
+            .with_context(|| format!("starting {}", binary.display()))?;
+        Ok(Self {
+            name: name.to_string(),
+            process,
+            log_path,
+            _dir: dir,
+        })
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Everything it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Its JSON log lines (the Deployment sets `--log-format json`).
+    pub fn log_records(&self) -> Vec<serde_json::Value> {
+        self.log()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// How many log records carry `message`.
+    pub fn count_logged(&self, message: &str) -> usize {
+        self.log_records()
+            .iter()
+            .filter(|r| r["fields"]["message"].as_str() == Some(message))
+            .count()
+    }
+
+    /// The address it serves on, from its own log line (the bound port, not `:0`).
+    pub async fn metrics_addr(&mut self, timeout: Duration) -> Result<SocketAddr> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(addr) = self.log_records().iter().find_map(|r| {
+                (r["fields"]["message"]
+                    .as_str()?
+                    .starts_with("serving /metrics"))
+                .then(|| r["fields"]["addr"].as_str()?.parse().ok())
+                .flatten()
+            }) {
+                return Ok(addr);
+            }
+            if let Some(status) = self.process.exit_status() {
+                bail!(
+                    "{} exited ({status}) before serving:\n{}",
+                    self.name,
+                    self.process.log_tail(30)
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{} logged no metrics address within {timeout:?}:\n{}",
+                    self.name,
+                    self.process.log_tail(30)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `GET path` on its endpoint: (status code, body).
+    pub async fn get(&mut self, path: &str) -> Result<(u16, String)> {
+        let addr = self.metrics_addr(Duration::from_secs(60)).await?;
+        http_get(addr, path).await
+    }
+
+    /// Scrapes `/metrics` and parses it as OpenMetrics.
+    pub async fn scrape(&mut self) -> Result<Scrape> {
+        let (code, body) = self.get("/metrics").await?;
+        if code != 200 {
+            bail!("/metrics answered {code}: {body}");
+        }
+        Scrape::parse(&body)
+    }
+
+    /// Whether it reports leading (`leader_election_master_status` = 1).
+    pub async fn is_leading(&mut self) -> Result<bool> {
+        Ok(self.scrape().await?.sum("leader_election_master_status") == 1.0)
+    }
+
+    /// Sends SIGKILL (a crash, an OOM kill, a node lost).
+    pub fn kill9(&self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGKILL) };
+    }
+
+    /// Sends SIGTERM (what the kubelet sends first).
+    pub fn sigterm(&self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGTERM) };
+    }
+
+    /// Waits for it to exit.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Result<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.process.exit_status() {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{} did not exit within {timeout:?}:\n{}",
+                    self.name,
+                    self.process.log_tail(30)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Resident memory (VmRSS) in KiB, while it runs.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// The last lines of its output (for failure messages).
+    pub fn log_tail(&self, n: usize) -> String {
+        self.process.log_tail(n)
+    }
+}
+
+/// Expands `$(NAME)` references to earlier variables, as the kubelet does.
+fn expand(value: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut out = value.to_string();
+    for (name, v) in vars {
+        out = out.replace(&format!("$({name})"), v);
+    }
+    out
+}
+
+/// A minimal HTTP/1.1 GET (the endpoint answers with a Content-Length).
+pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await??;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("not an HTTP response: {text}"))?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow!("no status code in {head}"))?;
+    Ok((code, body.to_string()))
+}
+
+/// A parsed `/metrics` exposition.
+pub struct Scrape {
+    /// What the parser made of it.
+    pub exposition: MetricsExposition<OpenMetricsType, OpenMetricsValue>,
+}
+
+impl Scrape {
+    /// Parses OpenMetrics text (with a real parser: `openmetrics-parser`).
+    pub fn parse(text: &str) -> Result<Self> {
+        let exposition = openmetrics_parser::openmetrics::parse_openmetrics(text)
+            .map_err(|e| anyhow!("/metrics is not valid OpenMetrics: {e:?}\n{text}"))?;
+        Ok(Self { exposition })
+    }
+
+    /// The family `name` (OpenMetrics family names carry no `_total`).
+    pub fn family(
+        &self,
+        name: &str,
+    ) -> Result<&openmetrics_parser::MetricFamily<OpenMetricsType, OpenMetricsValue>> {
+        self.exposition
+            .families
+            .get(name)
+            .ok_or_else(|| anyhow!("no metric family {name}"))
+    }
+
+    /// The values of `name`'s samples whose labels include `labels`.
+    pub fn values(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+        let Ok(family) = self.family(name) else {
+            return Vec::new();
+        };
+        family
+            .iter_samples()
+            .filter(|sample| {
+                sample.get_labelset().is_ok_and(|set| {
+                    labels
+                        .iter()
+                        .all(|(k, v)| set.iter().any(|(sk, sv)| sk == k && sv == v))
+                })
+            })
+            .map(|sample| sample_value(&sample.value))
+            .collect()
+    }
+
+    /// The sum of `name`'s values (a counter's totals, a histogram's counts).
+    pub fn sum(&self, name: &str) -> f64 {
+        self.values(name, &[]).iter().sum()
+    }
+}
+
+fn sample_value(value: &OpenMetricsValue) -> f64 {
+    match value {
+        OpenMetricsValue::Gauge(n)
+        | OpenMetricsValue::Unknown(n)
+        | OpenMetricsValue::StateSet(n) => n.as_f64(),
+        OpenMetricsValue::Counter(c) => c.value.as_f64(),
+        OpenMetricsValue::Histogram(h) | OpenMetricsValue::GaugeHistogram(h) => {
+            h.count.map_or(0.0, |c| c as f64)
+        }
+        OpenMetricsValue::Summary(s) => s.count.map_or(0.0, |c| c as f64),
+        OpenMetricsValue::Info => 0.0,
+    }
+}

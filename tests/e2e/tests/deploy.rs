@@ -1,0 +1,792 @@
+//! `examples/deploy` end to end, on the real control plane: the kustomize base
+//! is accepted by the API server and meets the restricted Pod Security
+//! profile; the Dockerfile's build command produces the binary these tests
+//! run; and that binary, run as the Deployment runs it (its environment, its
+//! ServiceAccount and RBAC, the plugin from the generated ConfigMap), elects
+//! one leader among two processes, hands over after `kill -9` and SIGTERM
+//! without over-creating, and serves controller-runtime's metrics and the
+//! probes.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use e2e_tests::deploy::{
+    Installed, Kustomization, ProcessHost, dockerfile_binary, dockerfile_build_command,
+    host_binary, install, kubectl, object_of,
+};
+use e2e_tests::{TestEnv, plugin, wait_for};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use openmetrics_parser::OpenMetricsType;
+use wasm_operator::apply::RECONCILED_BY_ANNOTATION;
+use wasm_operator::runtime::digest_of;
+
+const CONVERGE: Duration = Duration::from_secs(120);
+/// The Deployment's lease duration (controller-runtime's default).
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+
+fn replicaset() -> std::path::PathBuf {
+    plugin("replicaset-plugin", &[])
+}
+
+/// Renders the base with the example plugin and installs its RBAC,
+/// ServiceAccount and plugin ConfigMap in a fresh namespace.
+async fn installed(prefix: &str) -> anyhow::Result<(TestEnv, Installed)> {
+    let env = TestEnv::new(prefix).await?;
+    let base = Kustomization::with_plugin(&replicaset())?;
+    let objects = base.render(env.control_plane)?;
+    let installed = install(&env, &objects).await?;
+    Ok((env, installed))
+}
+
+/// Who holds the Lease the Deployment configures.
+async fn lease_holder(env: &TestEnv) -> anyhow::Result<Option<String>> {
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    Ok(leases
+        .get_opt("wasm-operator")
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty()))
+}
+
+/// Waits until `host` holds the Lease; returns how long that took.
+async fn wait_holder(env: &TestEnv, host: &str, timeout: Duration) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    loop {
+        if lease_holder(env).await?.as_deref() == Some(host) {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > timeout {
+            anyhow::bail!(
+                "{host} did not take the Lease within {timeout:?} (holder: {:?})",
+                lease_holder(env).await?
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn wait_ready(host: &mut ProcessHost) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, body) = host.get("/readyz").await?;
+        if code == 200 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("{} not ready: {body}\n{}", host.name, host.log_tail(20));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Reconciles a host did, by `controller_runtime_reconcile_total`.
+async fn reconciles(host: &mut ProcessHost) -> anyhow::Result<f64> {
+    Ok(host.scrape().await?.sum("controller_runtime_reconcile"))
+}
+
+/// Every pod UID ever seen per owning Jinghzhu (by the `jinghzhu.io/owner`
+/// label), from a watch: a create that was undone quickly still counts.
+#[derive(Clone, Default)]
+struct CreatedPods(Arc<Mutex<BTreeMap<String, HashSet<String>>>>);
+
+impl CreatedPods {
+    fn watch(env: &TestEnv) -> Self {
+        let seen = Self::default();
+        let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+        let record = seen.clone();
+        tokio::spawn(async move {
+            let mut stream = watcher(pods, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(Ok(pod)) = stream.next().await {
+                if let (Some(owner), Some(uid)) = (pod.labels().get("jinghzhu.io/owner"), pod.uid())
+                {
+                    record
+                        .0
+                        .lock()
+                        .expect("lock")
+                        .entry(owner.clone())
+                        .or_default()
+                        .insert(uid);
+                }
+            }
+        });
+        seen
+    }
+
+    fn of(&self, owner: &str) -> usize {
+        self.0
+            .lock()
+            .expect("lock")
+            .get(owner)
+            .map_or(0, HashSet::len)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kustomize_base_is_accepted_by_the_api_server_and_meets_the_restricted_profile()
+-> anyhow::Result<()> {
+    let env = TestEnv::new("deploy-dry-run").await?;
+    let cp = env.control_plane;
+    let plugin_path = replicaset();
+    let base = Kustomization::with_plugin(&plugin_path)?;
+    let objects = base.render(cp)?;
+
+    let kinds: BTreeSet<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    for kind in [
+        "Namespace",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+    ] {
+        assert!(kinds.contains(kind), "no {kind} in the base: {kinds:?}");
+    }
+    // The plugin travels as binaryData under a stable name the host watches.
+    let configmap: ConfigMap = object_of(&objects, "ConfigMap")?;
+    assert_eq!(configmap.name_any(), "wasm-operator-plugin");
+    let bytes = configmap
+        .binary_data
+        .as_ref()
+        .and_then(|d| d.get("plugin.wasm"))
+        .map(|b| b.0.clone())
+        .expect("plugin.wasm in binaryData");
+    assert_eq!(digest_of(&bytes), digest_of(&std::fs::read(&plugin_path)?));
+    let deployment: Deployment = object_of(&objects, "Deployment")?;
+    let spec = deployment.spec.clone().expect("spec");
+    assert_eq!(spec.replicas, Some(2));
+    let container = &spec.template.spec.as_ref().expect("pod spec").containers[0];
+    let env_of = |name: &str| {
+        container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} not set on the container"))
+    };
+    assert_eq!(
+        env_of("WASM_OPERATOR_LEADER_ELECT").value.as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        env_of("POD_NAME")
+            .value_from
+            .and_then(|v| v.field_ref)
+            .map(|f| f.field_path),
+        Some("metadata.name".to_string())
+    );
+    assert_eq!(
+        env_of("WASM_OPERATOR_PLUGIN_CONFIGMAP").value.as_deref(),
+        Some("$(POD_NAMESPACE)/wasm-operator-plugin")
+    );
+
+    // The namespace for real (its Pod Security labels apply to the dry run),
+    // then everything as a server-side dry run.
+    let dir = tempfile::TempDir::new()?;
+    let namespace_file = dir.path().join("namespace.yaml");
+    let namespace = objects
+        .iter()
+        .find(|o| o["kind"].as_str() == Some("Namespace"))
+        .expect("namespace");
+    std::fs::write(&namespace_file, serde_yaml::to_string(namespace)?)?;
+    let out = kubectl(cp, &["apply", "-f", &namespace_file.to_string_lossy()])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        cp,
+        &[
+            "apply",
+            "--dry-run=server",
+            "-k",
+            &base.path().to_string_lossy(),
+        ],
+    )?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "dry run refused:\n{stdout}\n{stderr}");
+    for accepted in [
+        "deployment.apps/wasm-operator",
+        "configmap/wasm-operator-plugin",
+        "role.rbac.authorization.k8s.io/wasm-operator",
+        "poddisruptionbudget.policy/wasm-operator",
+        "service/wasm-operator-metrics",
+    ] {
+        assert!(
+            stdout.contains(accepted),
+            "{accepted} missing from:\n{stdout}"
+        );
+    }
+    assert!(
+        !stderr.contains("would violate PodSecurity"),
+        "the Deployment breaks the restricted profile:\n{stderr}"
+    );
+
+    // The same check catches a pod template that is not restricted.
+    let mut loose = serde_yaml::to_value(&deployment)?;
+    loose["spec"]["template"]["spec"]["containers"][0]
+        .as_mapping_mut()
+        .expect("container")
+        .remove("securityContext");
+    let loose_file = dir.path().join("loose.yaml");
+    std::fs::write(&loose_file, serde_yaml::to_string(&loose)?)?;
+    let out = kubectl(
+        cp,
+        &[
+            "apply",
+            "--dry-run=server",
+            "-f",
+            &loose_file.to_string_lossy(),
+        ],
+    )?;
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("would violate PodSecurity"),
+        "a container without a securityContext was not flagged: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[test]
+fn the_dockerfile_builds_the_binary_these_tests_run() -> anyhow::Result<()> {
+    let argv = dockerfile_build_command()?;
+    assert_eq!(
+        &argv[..4],
+        ["cargo", "build", "--release", "--locked"],
+        "{argv:?}"
+    );
+    let binary = host_binary();
+    assert_eq!(binary, dockerfile_binary()?);
+    let out = std::process::Command::new(&binary)
+        .arg("--version")
+        .output()?;
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("wasm-operator "));
+    let dockerfile = std::fs::read_to_string(e2e_tests::deploy::deploy_dir().join("Dockerfile"))?;
+    assert!(dockerfile.contains("FROM gcr.io/distroless/cc-debian12:nonroot"));
+    assert!(dockerfile.contains("USER 65532:65532"), "a non-root user");
+    assert!(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/wasm-operator\"]"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_serves_controller_runtime_metrics_probes_and_its_bound_address()
+-> anyhow::Result<()> {
+    let (env, installed) = installed("deploy-metrics").await?;
+    let mut host = ProcessHost::start(&host_binary(), &installed, "replica-a", &[])?;
+    let addr = host.metrics_addr(Duration::from_secs(60)).await?;
+    assert_ne!(addr.port(), 0, "the log gives the bound port");
+    wait_ready(&mut host).await?;
+    let (code, body) = host.get("/healthz").await?;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("[+]controller-loop ok"), "{body}");
+    wait_holder(&env, "replica-a", Duration::from_secs(30)).await?;
+    let (_, status) = host.get("/status").await?;
+    let status: serde_json::Value = serde_json::from_str(&status)?;
+    assert_eq!(status["metricsAddr"], addr.to_string());
+    assert_eq!(status["leaderElection"]["leading"], true);
+    assert_eq!(
+        status["leaderElection"]["lease"],
+        format!("{}/wasm-operator", env.namespace)
+    );
+
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+    let scrape = host.scrape().await?;
+    use OpenMetricsType::{Counter, Gauge, Histogram};
+    for (name, kind, labels) in [
+        (
+            "controller_runtime_reconcile",
+            Counter,
+            &["controller", "result"][..],
+        ),
+        (
+            "controller_runtime_reconcile_errors",
+            Counter,
+            &["controller"][..],
+        ),
+        (
+            "controller_runtime_terminal_reconcile_errors",
+            Counter,
+            &["controller"][..],
+        ),
+        (
+            "controller_runtime_reconcile_time_seconds",
+            Histogram,
+            &["controller"][..],
+        ),
+        (
+            "controller_runtime_max_concurrent_reconciles",
+            Gauge,
+            &["controller"][..],
+        ),
+        (
+            "controller_runtime_active_workers",
+            Gauge,
+            &["controller"][..],
+        ),
+        ("workqueue_depth", Gauge, &["name", "controller"][..]),
+        ("workqueue_adds", Counter, &["name", "controller"][..]),
+        (
+            "workqueue_queue_duration_seconds",
+            Histogram,
+            &["name", "controller"][..],
+        ),
+        (
+            "workqueue_work_duration_seconds",
+            Histogram,
+            &["name", "controller"][..],
+        ),
+        ("workqueue_retries", Counter, &["name", "controller"][..]),
+        (
+            "workqueue_unfinished_work_seconds",
+            Gauge,
+            &["name", "controller"][..],
+        ),
+        (
+            "workqueue_longest_running_processor_seconds",
+            Gauge,
+            &["name", "controller"][..],
+        ),
+        ("leader_election_master_status", Gauge, &["name"][..]),
+        (
+            "wasm_operator_plugin_call_duration_seconds",
+            Histogram,
+            &["plugin", "version", "digest"][..],
+        ),
+        (
+            "wasm_operator_plugin_call_outcomes",
+            Counter,
+            &["plugin", "version", "digest", "outcome"][..],
+        ),
+        ("wasm_operator_reconciles", Counter, &[][..]),
+    ] {
+        let family = scrape.family(name)?;
+        assert_eq!(family.family_type, kind, "{name}");
+        let mut names: Vec<&str> = family
+            .get_label_names()
+            .iter()
+            .map(String::as_str)
+            .filter(|l| *l != "le")
+            .collect();
+        names.sort_unstable();
+        let mut expected = labels.to_vec();
+        expected.sort_unstable();
+        assert_eq!(names, expected, "labels of {name}");
+        assert!(
+            family.iter_samples().next().is_some(),
+            "{name} has no sample"
+        );
+    }
+    let controller = [("controller", "jinghzhu")];
+    assert!(
+        scrape.values(
+            "controller_runtime_reconcile",
+            &[("controller", "jinghzhu"), ("result", "success")]
+        )[0] >= 1.0
+    );
+    assert_eq!(
+        scrape.values("controller_runtime_max_concurrent_reconciles", &controller),
+        [4.0]
+    );
+    assert!(scrape.values("controller_runtime_reconcile_time_seconds", &controller)[0] >= 1.0);
+    assert_eq!(
+        scrape.values(
+            "leader_election_master_status",
+            &[("name", "wasm-operator")]
+        ),
+        [1.0]
+    );
+    let digest = digest_of(&std::fs::read(replicaset())?);
+    let ok = scrape.values(
+        "wasm_operator_plugin_call_outcomes",
+        &[("digest", digest.as_str()), ("outcome", "ok")],
+    );
+    assert!(
+        ok.first().is_some_and(|v| *v >= 1.0),
+        "ok outcomes for {digest}: {ok:?}"
+    );
+    assert!(
+        scrape.values(
+            "wasm_operator_plugin_call_duration_seconds",
+            &[("digest", digest.as_str())]
+        )[0] >= 1.0
+    );
+    assert!(scrape.sum("workqueue_adds") >= 1.0);
+
+    host.sigterm();
+    let exit = host.wait_exit(Duration::from_secs(30)).await?;
+    assert!(exit.success(), "{exit}: {}", host.log_tail(20));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_reconciles_and_after_kill_9_the_standby_takes_over_without_over_creating()
+-> anyhow::Result<()> {
+    let (env, installed) = installed("deploy-kill").await?;
+    let binary = host_binary();
+    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
+    wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
+    let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
+    wait_ready(&mut b).await?;
+
+    let created = CreatedPods::watch(&env);
+    env.create("web", 3, &[]).await?;
+    env.wait_converged("web", 3, CONVERGE).await?;
+    assert!(reconciles(&mut a).await? >= 1.0, "the leader reconciled");
+    assert_eq!(
+        reconciles(&mut b).await?,
+        0.0,
+        "the standby never reconciles"
+    );
+    let standby = b.scrape().await?;
+    assert_eq!(standby.sum("wasm_operator_plugin_call_outcomes"), 0.0);
+    assert_eq!(
+        standby.values(
+            "leader_election_master_status",
+            &[("name", "wasm-operator")]
+        ),
+        [0.0]
+    );
+    assert!(
+        standby.sum("workqueue_depth") >= 1.0,
+        "the standby's queue holds the object, warm"
+    );
+
+    // Scale 0 -> 50 and kill the leader while it creates.
+    env.scale("web", 0).await?;
+    env.wait_converged("web", 0, CONVERGE).await?;
+    let before = created.of("web");
+    env.scale("web", 50).await?;
+    let deadline = Instant::now() + CONVERGE;
+    while created.of("web") == before {
+        assert!(
+            Instant::now() < deadline,
+            "the leader never started creating"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.kill9();
+    let killed = Instant::now();
+    let at_kill = created.of("web") - before;
+    let takeover = wait_holder(&env, "replica-b", LEASE_DURATION + Duration::from_secs(10)).await?;
+    println!("kill -9 with {at_kill} of 50 pods created; the standby took over after {takeover:?}");
+    assert!(
+        takeover <= LEASE_DURATION + Duration::from_secs(5),
+        "takeover took {takeover:?}"
+    );
+    env.wait_converged("web", 50, CONVERGE).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        created.of("web") - before,
+        50,
+        "exactly 50 pods were ever created for the scale-up (no double creates across the takeover)"
+    );
+    assert!(
+        reconciles(&mut b).await? >= 1.0,
+        "the new leader reconciled"
+    );
+    assert!(killed.elapsed() < CONVERGE + LEASE_DURATION);
+    b.sigterm();
+    assert!(b.wait_exit(Duration::from_secs(30)).await?.success());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_running_reconciles_finish_releases_the_lease_and_hands_over_in_under_3s()
+-> anyhow::Result<()> {
+    let (env, installed) = installed("deploy-term").await?;
+    let binary = host_binary();
+    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
+    wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
+    let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
+    wait_ready(&mut b).await?;
+
+    let created = CreatedPods::watch(&env);
+    let names: Vec<String> = (0..8).map(|i| format!("web-{i}")).collect();
+    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 10, &[])))
+        .await?;
+    wait_for("reconciles running on the leader", CONVERGE, || async {
+        Ok(a.count_logged("reconcile start") > 0)
+    })
+    .await?;
+    let started = a.count_logged("reconcile start");
+    let done = a.count_logged("reconcile done");
+    a.sigterm();
+    let signalled = Instant::now();
+    let handover = wait_holder(&env, "replica-b", Duration::from_secs(10)).await?;
+    let exit = a.wait_exit(Duration::from_secs(30)).await?;
+    let exited = signalled.elapsed();
+    println!(
+        "SIGTERM with {} reconciles running: handover after {handover:?}, exit {exit} after {exited:?}",
+        started.saturating_sub(done)
+    );
+    assert!(
+        exit.success(),
+        "exit 0 after a graceful stop: {exit}\n{}",
+        a.log_tail(30)
+    );
+    assert!(
+        exited < Duration::from_secs(15),
+        "well within the 30 s grace period: {exited:?}"
+    );
+    assert!(
+        handover < Duration::from_secs(3),
+        "handover took {handover:?}"
+    );
+    assert_eq!(
+        a.count_logged("leader election: released the Lease for the next host"),
+        1
+    );
+    assert_eq!(
+        a.count_logged("leadership lost mid-reconcile; cancelled (the next leader reconciles it)"),
+        0,
+        "no reconcile was cut short"
+    );
+    // Every reconcile that started on the old leader ended (done or a logged failure).
+    let ended = a.count_logged("reconcile done")
+        + a.count_logged("plugin failed")
+        + a.count_logged("applying failed part-way; will retry")
+        + a.count_logged("plugin output rejected; nothing applied");
+    assert_eq!(
+        a.count_logged("reconcile start"),
+        ended,
+        "{}",
+        a.log_tail(40)
+    );
+
+    for name in &names {
+        env.wait_converged(name, 10, CONVERGE).await?;
+        assert_eq!(created.of(name), 10, "{name}: exactly 10 pods ever created");
+    }
+    assert!(reconciles(&mut b).await? >= 1.0);
+    b.sigterm();
+    assert!(b.wait_exit(Duration::from_secs(30)).await?.success());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_and_a_standby_with_different_plugin_versions_do_not_ping_pong()
+-> anyhow::Result<()> {
+    let (env, installed) = installed("deploy-versions").await?;
+    let binary = host_binary();
+    let v2 = plugin("replicaset-plugin", &["v2"]);
+    let v2_path = v2.to_string_lossy().into_owned();
+    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
+    wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
+    // The standby runs another build (as during a rolling update to a new image).
+    let mut b = ProcessHost::start(
+        &binary,
+        &installed,
+        "replica-b",
+        &[
+            ("WASM_OPERATOR_PLUGIN_CONFIGMAP", ""),
+            ("WASM_OPERATOR_PLUGIN", &v2_path),
+        ],
+    )?;
+    wait_ready(&mut b).await?;
+
+    let names: Vec<String> = (0..4).map(|i| format!("web-{i}")).collect();
+    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 1, &[])))
+        .await?;
+    for name in &names {
+        env.wait_converged(name, 1, CONVERGE).await?;
+    }
+    let snapshot = || async {
+        let mut seen = BTreeMap::new();
+        for jz in env.jinghzhus().list(&Default::default()).await?.items {
+            seen.insert(
+                jz.name_any(),
+                (
+                    jz.resource_version().unwrap_or_default(),
+                    jz.annotations()
+                        .get(RECONCILED_BY_ANNOTATION)
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+            );
+        }
+        anyhow::Ok(seen)
+    };
+    let settled = snapshot().await?;
+    assert!(
+        settled.values().all(|(_, by)| !by.contains("+v2")),
+        "the v1 leader reconciled everything: {settled:?}"
+    );
+    // Three renew periods: nothing changes hands, nothing is rewritten.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        snapshot().await?,
+        settled,
+        "objects were rewritten while nothing changed"
+    );
+    assert_eq!(reconciles(&mut b).await?, 0.0);
+
+    // After a handover the v2 host reconciles everything once, and it stays that way.
+    a.sigterm();
+    wait_holder(&env, "replica-b", Duration::from_secs(10)).await?;
+    wait_for(
+        "the new leader's plugin on every object",
+        CONVERGE,
+        || async { Ok(snapshot().await?.values().all(|(_, by)| by.contains("+v2"))) },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = snapshot().await?;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(snapshot().await?, after, "no ping-pong after the handover");
+    assert!(a.wait_exit(Duration::from_secs(30)).await?.success());
+    b.sigterm();
+    assert!(b.wait_exit(Duration::from_secs(30)).await?.success());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_swap_through_the_configmap_reaches_the_leader_and_the_standby()
+-> anyhow::Result<()> {
+    let (env, installed) = installed("deploy-swap").await?;
+    let binary = host_binary();
+    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
+    wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
+    let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
+    wait_ready(&mut b).await?;
+    env.create("web", 1, &[]).await?;
+    env.wait_converged("web", 1, CONVERGE).await?;
+
+    let v2 = std::fs::read(plugin("replicaset-plugin", &["v2"]))?;
+    let v2_digest = digest_of(&v2);
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let patch = serde_json::json!({ "binaryData": { "plugin.wasm": k8s_openapi::ByteString(v2) } });
+    configmaps
+        .patch(
+            &installed.plugin_configmap,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await?;
+    for host in [&mut a, &mut b] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, status) = host.get("/status").await?;
+            let status: serde_json::Value = serde_json::from_str(&status)?;
+            if status["plugin"]["digest"] == v2_digest.as_str() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} still serves {}",
+                host.name,
+                status["plugin"]
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // The leader reconciles with it; the standby vetted and loaded it too, without reconciling.
+    wait_for(
+        "the object reconciled by the new plugin",
+        CONVERGE,
+        || async {
+            let jz = env.jinghzhus().get("web").await?;
+            Ok(jz
+                .annotations()
+                .get(RECONCILED_BY_ANNOTATION)
+                .is_some_and(|by| by.contains("+v2")))
+        },
+    )
+    .await?;
+    assert_eq!(reconciles(&mut b).await?, 0.0);
+    assert_eq!(b.scrape().await?.sum("wasm_operator_plugin_swaps"), 1.0);
+    for host in [&a, &b] {
+        host.sigterm();
+    }
+    assert!(a.wait_exit(Duration::from_secs(30)).await?.success());
+    assert!(b.wait_exit(Duration::from_secs(30)).await?.success());
+    Ok(())
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values[values.len() / 2]
+}
+
+/// The figures in the README: takeover after `kill -9` and after SIGTERM
+/// (median of 5 each) and the standby's memory next to the leader's, with
+/// 20 objects of 5 pods in the caches. Run with
+/// `cargo test -p e2e-tests --test deploy measure -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement (about 2 minutes); run it on purpose"]
+async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
+    let (env, installed) = installed("deploy-measure").await?;
+    let binary = host_binary();
+    let mut serial = 0;
+    fn next(serial: &mut u32) -> String {
+        *serial += 1;
+        format!("replica-{serial}")
+    }
+    let mut leader = ProcessHost::start(&binary, &installed, &next(&mut serial), &[])?;
+    let leader_name = leader.name.clone();
+    wait_holder(&env, &leader_name, Duration::from_secs(60)).await?;
+    let mut standby = ProcessHost::start(&binary, &installed, &next(&mut serial), &[])?;
+    wait_ready(&mut standby).await?;
+
+    let names: Vec<String> = (0..20).map(|i| format!("web-{i}")).collect();
+    futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 5, &[])))
+        .await?;
+    for name in &names {
+        env.wait_converged(name, 5, CONVERGE).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (leader_rss, standby_rss) = (leader.rss_kib(), standby.rss_kib());
+    println!(
+        "RSS with 20 objects / 100 pods cached: leader {leader_rss:?} KiB, standby {standby_rss:?} KiB"
+    );
+
+    let mut results = BTreeMap::new();
+    for (how, kill) in [("kill -9", true), ("SIGTERM", false)] {
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            if kill {
+                leader.kill9();
+            } else {
+                leader.sigterm();
+            }
+            let took = wait_holder(
+                &env,
+                &standby.name,
+                LEASE_DURATION + Duration::from_secs(10),
+            )
+            .await?;
+            times.push(took);
+            let _ = leader.wait_exit(Duration::from_secs(30)).await;
+            leader = standby;
+            standby = ProcessHost::start(&binary, &installed, &next(&mut serial), &[])?;
+            wait_ready(&mut standby).await?;
+            tokio::time::sleep(Duration::from_secs(3)).await; // a few renewals seen
+        }
+        println!(
+            "takeover after {how}: {times:?}, median {:?}",
+            median(times.clone())
+        );
+        results.insert(how, median(times));
+    }
+    println!("SUMMARY {results:?}; RSS leader {leader_rss:?} KiB, standby {standby_rss:?} KiB");
+    Ok(())
+}
