@@ -199,6 +199,7 @@ impl Default for Metrics {
             plugin_rollbacks: Counter::default(),
             shadow_active: Gauge::default(),
             shadow_differences: Counter::default(),
+            budget_exceeded: Counter::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
             terminal_reconcile_errors: Family::default(),
@@ -368,21 +369,21 @@ impl Metrics {
         self.max_concurrent_reconciles
             .get_or_create(&labels)
             .set(i64::from(workers));
-        self.active_workers.get_or_create(&labels);
+        self.active_workers.get_or_create_owned(&labels);
         for result in ["success", "error", "requeue", "requeue_after"] {
-            self.reconcile_total.get_or_create(&ResultLabels {
+            self.reconcile_total.get_or_create_owned(&ResultLabels {
                 controller: CONTROLLER_NAME.to_string(),
                 result: result.to_string(),
             });
         }
-        self.reconcile_errors.get_or_create(&labels);
-        self.terminal_reconcile_errors.get_or_create(&labels);
-        self.reconcile_time.get_or_create(&labels);
+        self.reconcile_errors.get_or_create_owned(&labels);
+        self.terminal_reconcile_errors.get_or_create_owned(&labels);
+        self.reconcile_time.get_or_create_owned(&labels);
         let queue = self.queue.labels();
-        self.queue.adds.get_or_create(&queue);
-        self.queue.retries.get_or_create(&queue);
-        self.queue.queue_duration.get_or_create(&queue);
-        self.queue.work_duration.get_or_create(&queue);
+        self.queue.adds.get_or_create_owned(&queue);
+        self.queue.retries.get_or_create_owned(&queue);
+        self.queue.queue_duration.get_or_create_owned(&queue);
+        self.queue.work_duration.get_or_create_owned(&queue);
     }
 
     /// The `leader_election_master_status` gauge of the Lease `name`.
@@ -516,6 +517,8 @@ pub enum PluginOutcome {
     Host,
     /// Its proposal broke a rule and was rejected whole.
     Rejected,
+    /// Its output was larger than the host reads (`--plugin-output-limit-kib`).
+    OutputTooLarge,
 }
 
 impl PluginOutcome {
@@ -529,6 +532,7 @@ impl PluginOutcome {
             PluginOutcome::Trap => "trap",
             PluginOutcome::Host => "host",
             PluginOutcome::Rejected => "rejected",
+            PluginOutcome::OutputTooLarge => "output-too-large",
         }
     }
 }
@@ -541,6 +545,7 @@ impl From<&PluginError> for PluginOutcome {
             PluginError::Trap { .. } => PluginOutcome::Trap,
             PluginError::Returned { .. } => PluginOutcome::Error,
             PluginError::Host(_) => PluginOutcome::Host,
+            PluginError::OutputTooLarge(_) => PluginOutcome::OutputTooLarge,
         }
     }
 }
