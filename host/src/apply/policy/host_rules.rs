@@ -5,7 +5,7 @@
 //! | rule | what the proposed spec may have |
 //! |---|---|
 //! | `host/image-prefix` | images (all container kinds, `image` volumes) under an allowed prefix, when the list is non-empty |
-//! | `host/service-account` | `serviceAccountName` / `serviceAccount` naming the template's service account (unset = `default`) |
+//! | `host/service-account` | runs as the template's service account: `serviceAccountName` (or the deprecated `serviceAccount`, unset = `default`) names the same one |
 //! | `host/automount-token` | `automountServiceAccountToken` only narrowed: `true` only if the template says `true`; `false` if the template says `false` |
 //! | `host/volume-source` | `secret`, `projected`, `persistentVolumeClaim`, `csi`, `ephemeral` (and under baseline every other non-hostPath network/disk source) only with a source equal to one of the template's volumes (names may differ) |
 //! | `host/env-secret` | `env[].valueFrom.secretKeyRef` / `envFrom[].secretRef` only for Secrets the template references (volumes, projected sources, env) |
@@ -196,18 +196,23 @@ fn effective_service_account(spec: &PodSpec) -> &str {
         .unwrap_or("default")
 }
 
-/// `host/service-account`.
+/// `host/service-account`: the pod runs as the template's service account,
+/// and neither field names another one.
 fn service_account(proposed: &PodSpec, template: &PodSpec, report: &mut Report) {
     let wanted = effective_service_account(template);
-    for (field, value) in [
-        ("serviceAccountName", &proposed.service_account_name),
-        ("serviceAccount", &proposed.service_account),
-    ] {
-        if let Some(name) = non_empty(value).filter(|n| *n != wanted) {
-            report.push("host/service-account", || {
-                format!("{field} {name:?} must be the template's service account {wanted:?}")
-            });
-        }
+    let runs_as = effective_service_account(proposed);
+    if runs_as != wanted {
+        report.push("host/service-account", || {
+            format!(
+                "serviceAccountName: the pod would run as {runs_as:?}, not as the template's service account {wanted:?}"
+            )
+        });
+        return;
+    }
+    if let Some(name) = non_empty(&proposed.service_account).filter(|n| *n != wanted) {
+        report.push("host/service-account", || {
+            format!("serviceAccount {name:?} must be the template's service account {wanted:?}")
+        });
     }
 }
 

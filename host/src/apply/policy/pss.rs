@@ -17,12 +17,14 @@
 //! a feature gate), and the optional "non-root groups" control is not part
 //! of the profile (nor of the Pod Security Admission).
 
+use std::fmt;
+
 use k8s_openapi::api::core::v1::{
-    AppArmorProfile, LifecycleHandler, PodSpec, SELinuxOptions, SeccompProfile,
-    WindowsSecurityContextOptions,
+    AppArmorProfile, LifecycleHandler, PodSecurityContext, PodSpec, SELinuxOptions, SeccompProfile,
+    SecurityContext, WindowsSecurityContextOptions,
 };
 
-use super::containers::{self, ContainerView};
+use super::containers::{self, ContainerPath, ContainerView};
 use super::report::Report;
 
 /// The profile to check.
@@ -95,38 +97,90 @@ pub const RESTRICTED_VOLUME_TYPES: &[&str] = &[
 /// Seccomp and AppArmor profile types allowed wherever they are set.
 const CONFINED_PROFILE_TYPES: &[&str] = &["RuntimeDefault", "Localhost"];
 
-/// Checks `spec` against the profile at `level`.
+/// Checks `spec` against the profile at `level`: pod-level fields, volumes,
+/// then each container once (the check runs for every create, so every
+/// container is visited a single time).
 pub(crate) fn check(spec: &PodSpec, level: Level, report: &mut Report) {
     let windows = spec.os.as_ref().is_some_and(|os| os.name == "windows");
-    host_process(spec, report);
+    let profile = Profile {
+        level,
+        linux_restricted: level == Level::Restricted && !windows,
+    };
     host_namespaces(spec, report);
-    privileged(spec, report);
-    match level {
-        Level::Baseline => capabilities_baseline(spec, report),
-        Level::Restricted if !windows => capabilities_restricted(spec, report),
-        Level::Restricted => {}
-    }
-    match level {
-        Level::Baseline => host_path(spec, report),
-        Level::Restricted => volume_types(spec, report),
-    }
-    host_ports(spec, report);
-    app_armor(spec, report);
-    se_linux(spec, report);
-    proc_mount(spec, report);
-    match level {
-        Level::Baseline => seccomp_baseline(spec, report),
-        Level::Restricted if !windows => seccomp_restricted(spec, report),
-        Level::Restricted => {}
+    let pod = spec
+        .security_context
+        .as_ref()
+        .map_or_else(Shared::default, Shared::of_pod);
+    shared(At::Pod, &pod, profile, report);
+    if level == Level::Restricted && pod.run_as_non_root == Some(false) {
+        report.push("restricted/run-as-non-root", || {
+            "securityContext.runAsNonRoot must be true".into()
+        });
     }
     sysctls(spec, report);
-    probe_host(spec, report);
-    if level == Level::Restricted {
-        if !windows {
-            privilege_escalation(spec, report);
+    volumes(spec, level, report);
+    for c in containers::all(spec) {
+        container(&c, &pod, profile, report);
+    }
+}
+
+/// Which controls apply.
+#[derive(Clone, Copy)]
+struct Profile {
+    level: Level,
+    /// Restricted, and the pod is not a Windows pod: the Linux-only
+    /// restricted controls (capabilities, seccomp, privilege escalation) apply.
+    linux_restricted: bool,
+}
+
+/// Where a security context is: the pod's or a container's.
+#[derive(Clone, Copy)]
+enum At {
+    Pod,
+    Container(ContainerPath),
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Pod => f.write_str("securityContext"),
+            Self::Container(path) => write!(f, "{path}.securityContext"),
         }
-        run_as_non_root(spec, report);
-        run_as_user(spec, report);
+    }
+}
+
+/// The fields pod and container security contexts share.
+#[derive(Default)]
+struct Shared<'a> {
+    windows_options: Option<&'a WindowsSecurityContextOptions>,
+    app_armor_profile: Option<&'a AppArmorProfile>,
+    se_linux_options: Option<&'a SELinuxOptions>,
+    seccomp_profile: Option<&'a SeccompProfile>,
+    run_as_non_root: Option<bool>,
+    run_as_user: Option<i64>,
+}
+
+impl<'a> Shared<'a> {
+    fn of_pod(sc: &'a PodSecurityContext) -> Self {
+        Self {
+            windows_options: sc.windows_options.as_ref(),
+            app_armor_profile: sc.app_armor_profile.as_ref(),
+            se_linux_options: sc.se_linux_options.as_ref(),
+            seccomp_profile: sc.seccomp_profile.as_ref(),
+            run_as_non_root: sc.run_as_non_root,
+            run_as_user: sc.run_as_user,
+        }
+    }
+
+    fn of_container(sc: &'a SecurityContext) -> Self {
+        Self {
+            windows_options: sc.windows_options.as_ref(),
+            app_armor_profile: sc.app_armor_profile.as_ref(),
+            se_linux_options: sc.se_linux_options.as_ref(),
+            seccomp_profile: sc.seccomp_profile.as_ref(),
+            run_as_non_root: sc.run_as_non_root,
+            run_as_user: sc.run_as_user,
+        }
     }
 }
 
@@ -134,27 +188,8 @@ fn comma_list(items: &[&str]) -> String {
     items.join(", ")
 }
 
-/// `baseline/host-process`: no Windows HostProcess pod or container.
-fn host_process(spec: &PodSpec, report: &mut Report) {
-    let host_process =
-        |w: Option<&WindowsSecurityContextOptions>| w.and_then(|w| w.host_process) == Some(true);
-    let pod = spec.security_context.as_ref();
-    if host_process(pod.and_then(|sc| sc.windows_options.as_ref())) {
-        report.push("baseline/host-process", || {
-            "securityContext.windowsOptions.hostProcess must not be true".into()
-        });
-    }
-    for c in containers::all(spec) {
-        let sc = c.security_context;
-        if host_process(sc.and_then(|sc| sc.windows_options.as_ref())) {
-            report.push("baseline/host-process", || {
-                format!(
-                    "{}.securityContext.windowsOptions.hostProcess must not be true",
-                    c.path
-                )
-            });
-        }
-    }
+fn bad_profile_type(profile_type: &str) -> bool {
+    !CONFINED_PROFILE_TYPES.contains(&profile_type)
 }
 
 /// `baseline/host-namespaces`: no host network, PID or IPC namespace.
@@ -172,171 +207,30 @@ fn host_namespaces(spec: &PodSpec, report: &mut Report) {
     }
 }
 
-/// `baseline/privileged`: no privileged container.
-fn privileged(spec: &PodSpec, report: &mut Report) {
-    for c in containers::all(spec) {
-        if c.security_context.and_then(|sc| sc.privileged) == Some(true) {
-            report.push("baseline/privileged", || {
-                format!("{}.securityContext.privileged must not be true", c.path)
-            });
-        }
+/// The controls on the fields pod and container security contexts share:
+/// `baseline/host-process`, `baseline/apparmor` (field form; the annotation
+/// form is checked with the pod's metadata), `baseline/selinux`, the explicit
+/// value of `baseline/seccomp` / `restricted/seccomp`, `restricted/run-as-user`.
+fn shared(at: At, s: &Shared<'_>, profile: Profile, report: &mut Report) {
+    if s.windows_options.and_then(|w| w.host_process) == Some(true) {
+        report.push("baseline/host-process", || {
+            format!("{at}.windowsOptions.hostProcess must not be true")
+        });
     }
-}
-
-fn added_capabilities<'a>(c: &ContainerView<'a>) -> &'a [String] {
-    c.security_context
-        .and_then(|sc| sc.capabilities.as_ref())
-        .and_then(|caps| caps.add.as_deref())
-        .unwrap_or_default()
-}
-
-/// `baseline/capabilities`: add only capabilities of the default set.
-fn capabilities_baseline(spec: &PodSpec, report: &mut Report) {
-    for c in containers::all(spec) {
-        let added = added_capabilities(&c);
-        if added
-            .iter()
-            .any(|cap| !BASELINE_CAPABILITIES.contains(&cap.as_str()))
-        {
-            report.push("baseline/capabilities", || {
-                let bad: Vec<&str> = added
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|cap| !BASELINE_CAPABILITIES.contains(cap))
-                    .collect();
-                format!(
-                    "{}.securityContext.capabilities.add must not include {}; allowed: {}",
-                    c.path,
-                    comma_list(&bad),
-                    comma_list(BASELINE_CAPABILITIES)
-                )
-            });
-        }
+    if let Some(p) = s.app_armor_profile.filter(|p| bad_profile_type(&p.type_)) {
+        report.push("baseline/apparmor", || {
+            format!(
+                "{at}.appArmorProfile.type must be RuntimeDefault or Localhost, not {:?}",
+                p.type_
+            )
+        });
     }
-}
-
-/// `restricted/capabilities`: drop ALL, add at most NET_BIND_SERVICE.
-fn capabilities_restricted(spec: &PodSpec, report: &mut Report) {
-    for c in containers::all(spec) {
-        let drops_all = c
-            .security_context
-            .and_then(|sc| sc.capabilities.as_ref())
-            .and_then(|caps| caps.drop.as_deref())
-            .is_some_and(|drop| drop.iter().any(|cap| cap == "ALL"));
-        if !drops_all {
-            report.push("restricted/capabilities", || {
-                format!(
-                    "{}.securityContext.capabilities.drop must include \"ALL\"",
-                    c.path
-                )
-            });
-        }
-        let added = added_capabilities(&c);
-        if added.iter().any(|cap| cap != RESTRICTED_ADD_CAPABILITY) {
-            report.push("restricted/capabilities", || {
-                let bad: Vec<&str> = added
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|cap| *cap != RESTRICTED_ADD_CAPABILITY)
-                    .collect();
-                format!(
-                    "{}.securityContext.capabilities.add must not include {}; only {RESTRICTED_ADD_CAPABILITY} may be added",
-                    c.path,
-                    comma_list(&bad)
-                )
-            });
-        }
-    }
-}
-
-/// `baseline/host-path`: no hostPath volume.
-fn host_path(spec: &PodSpec, report: &mut Report) {
-    for (i, v) in spec.volumes.iter().flatten().enumerate() {
-        if v.host_path.is_some() {
-            report.push("baseline/host-path", || {
-                format!("volumes[{i}] ({:?}) must not be a hostPath volume", v.name)
-            });
-        }
-    }
-}
-
-/// `restricted/volume-types`: only the restricted volume sources.
-fn volume_types(spec: &PodSpec, report: &mut Report) {
-    for (i, v) in spec.volumes.iter().flatten().enumerate() {
-        let kind = super::host_rules::volume_kind(v);
-        if !RESTRICTED_VOLUME_TYPES.contains(&kind) {
-            report.push("restricted/volume-types", || {
-                format!(
-                    "volumes[{i}] ({:?}) is a {kind} volume; allowed: {}",
-                    v.name,
-                    comma_list(RESTRICTED_VOLUME_TYPES)
-                )
-            });
-        }
-    }
-}
-
-/// `baseline/host-ports`: no hostPort.
-fn host_ports(spec: &PodSpec, report: &mut Report) {
-    for c in containers::all(spec) {
-        for (j, port) in c.ports.iter().enumerate() {
-            if let Some(host_port) = port.host_port.filter(|p| *p != 0) {
-                report.push("baseline/host-ports", || {
-                    format!(
-                        "{}.ports[{j}].hostPort must not be set (is {host_port})",
-                        c.path
-                    )
-                });
-            }
-        }
-    }
-}
-
-fn bad_profile_type(profile_type: &str) -> bool {
-    !CONFINED_PROFILE_TYPES.contains(&profile_type)
-}
-
-/// `baseline/apparmor` (field form; the annotation form is checked with
-/// the pod's metadata): only RuntimeDefault or Localhost.
-fn app_armor(spec: &PodSpec, report: &mut Report) {
-    let check =
-        |profile: Option<&AppArmorProfile>, at: &dyn Fn() -> String, report: &mut Report| {
-            if let Some(p) = profile.filter(|p| bad_profile_type(&p.type_)) {
-                report.push("baseline/apparmor", || {
-                    format!(
-                        "{}.appArmorProfile.type must be RuntimeDefault or Localhost, not {:?}",
-                        at(),
-                        p.type_
-                    )
-                });
-            }
-        };
-    let pod = spec.security_context.as_ref();
-    check(
-        pod.and_then(|sc| sc.app_armor_profile.as_ref()),
-        &|| "securityContext".into(),
-        report,
-    );
-    for c in containers::all(spec) {
-        check(
-            c.security_context
-                .and_then(|sc| sc.app_armor_profile.as_ref()),
-            &|| format!("{}.securityContext", c.path),
-            report,
-        );
-    }
-}
-
-/// `baseline/selinux`: type from the allowlist, no user or role.
-fn se_linux(spec: &PodSpec, report: &mut Report) {
-    let check = |options: Option<&SELinuxOptions>, at: &dyn Fn() -> String, report: &mut Report| {
-        let Some(o) = options else { return };
+    if let Some(o) = s.se_linux_options {
         let type_ = o.type_.as_deref().unwrap_or_default();
         if !SELINUX_TYPES.contains(&type_) {
             report.push("baseline/selinux", || {
                 format!(
-                    "{}.seLinuxOptions.type {type_:?} is not allowed; allowed: {}",
-                    at(),
+                    "{at}.seLinuxOptions.type {type_:?} is not allowed; allowed: {}",
                     comma_list(&SELINUX_TYPES[1..])
                 )
             });
@@ -344,111 +238,32 @@ fn se_linux(spec: &PodSpec, report: &mut Report) {
         for (field, value) in [("user", &o.user), ("role", &o.role)] {
             if value.as_deref().is_some_and(|v| !v.is_empty()) {
                 report.push("baseline/selinux", || {
-                    format!("{}.seLinuxOptions.{field} must not be set", at())
+                    format!("{at}.seLinuxOptions.{field} must not be set")
                 });
             }
         }
+    }
+    // As upstream, restricted/seccomp replaces baseline/seccomp, and Windows
+    // pods are exempt from it under restricted.
+    let seccomp_rule = match profile.level {
+        Level::Baseline => Some("baseline/seccomp"),
+        Level::Restricted if profile.linux_restricted => Some("restricted/seccomp"),
+        Level::Restricted => None,
     };
-    let pod = spec.security_context.as_ref();
-    check(
-        pod.and_then(|sc| sc.se_linux_options.as_ref()),
-        &|| "securityContext".into(),
-        report,
-    );
-    for c in containers::all(spec) {
-        check(
-            c.security_context
-                .and_then(|sc| sc.se_linux_options.as_ref()),
-            &|| format!("{}.securityContext", c.path),
-            report,
-        );
-    }
-}
-
-/// `baseline/proc-mount`: the default /proc masks.
-fn proc_mount(spec: &PodSpec, report: &mut Report) {
-    for c in containers::all(spec) {
-        if let Some(mount) = c
-            .security_context
-            .and_then(|sc| sc.proc_mount.as_deref())
-            .filter(|m| *m != "Default")
-        {
-            report.push("baseline/proc-mount", || {
-                format!(
-                    "{}.securityContext.procMount must be Default, not {mount:?}",
-                    c.path
-                )
-            });
-        }
-    }
-}
-
-fn seccomp_type(profile: Option<&SeccompProfile>) -> Option<&str> {
-    profile.map(|p| p.type_.as_str())
-}
-
-/// `baseline/seccomp`: where set, RuntimeDefault or Localhost (never Unconfined).
-fn seccomp_baseline(spec: &PodSpec, report: &mut Report) {
-    let pod = spec.security_context.as_ref();
-    if let Some(t) =
-        seccomp_type(pod.and_then(|sc| sc.seccomp_profile.as_ref())).filter(|t| bad_profile_type(t))
+    if let (Some(rule), Some(p)) = (seccomp_rule, s.seccomp_profile)
+        && bad_profile_type(&p.type_)
     {
-        report.push("baseline/seccomp", || {
+        report.push(rule, || {
             format!(
-                "securityContext.seccompProfile.type must be RuntimeDefault or Localhost, not {t:?}"
+                "{at}.seccompProfile.type must be RuntimeDefault or Localhost, not {:?}",
+                p.type_
             )
         });
     }
-    for c in containers::all(spec) {
-        if let Some(t) = seccomp_type(
-            c.security_context
-                .and_then(|sc| sc.seccomp_profile.as_ref()),
-        )
-        .filter(|t| bad_profile_type(t))
-        {
-            report.push("baseline/seccomp", || {
-                format!(
-                    "{}.securityContext.seccompProfile.type must be RuntimeDefault or Localhost, not {t:?}",
-                    c.path
-                )
-            });
-        }
-    }
-}
-
-/// `restricted/seccomp`: RuntimeDefault or Localhost on the pod or on every
-/// container, never anything else anywhere.
-fn seccomp_restricted(spec: &PodSpec, report: &mut Report) {
-    let pod = seccomp_type(
-        spec.security_context
-            .as_ref()
-            .and_then(|sc| sc.seccomp_profile.as_ref()),
-    );
-    if let Some(t) = pod.filter(|t| bad_profile_type(t)) {
-        report.push("restricted/seccomp", || {
-            format!(
-                "securityContext.seccompProfile.type must be RuntimeDefault or Localhost, not {t:?}"
-            )
+    if profile.level == Level::Restricted && s.run_as_user == Some(0) {
+        report.push("restricted/run-as-user", || {
+            format!("{at}.runAsUser must not be 0")
         });
-    }
-    for c in containers::all(spec) {
-        match seccomp_type(c.security_context.and_then(|sc| sc.seccomp_profile.as_ref())) {
-            Some(t) if bad_profile_type(t) => report.push("restricted/seccomp", || {
-                format!(
-                    "{}.securityContext.seccompProfile.type must be RuntimeDefault or Localhost, not {t:?}",
-                    c.path
-                )
-            }),
-            Some(_) => {}
-            None if pod.is_none() => report.push("restricted/seccomp", || {
-                format!(
-                    "{}.securityContext.seccompProfile.type must be RuntimeDefault or Localhost \
-                     (or set securityContext.seccompProfile on the pod)",
-                    c.path
-                )
-            }),
-            None => {} // inherits the pod's (reported above if bad)
-        }
     }
 }
 
@@ -472,35 +287,180 @@ fn sysctls(spec: &PodSpec, report: &mut Report) {
     }
 }
 
+/// `baseline/host-path`, or at restricted `restricted/volume-types` (which
+/// replaces it): only the restricted volume sources.
+fn volumes(spec: &PodSpec, level: Level, report: &mut Report) {
+    for (i, v) in spec.volumes.iter().flatten().enumerate() {
+        match level {
+            Level::Baseline if v.host_path.is_some() => report.push("baseline/host-path", || {
+                format!("volumes[{i}] ({:?}) must not be a hostPath volume", v.name)
+            }),
+            Level::Baseline => {}
+            Level::Restricted => {
+                let kind = super::host_rules::volume_kind(v);
+                if !RESTRICTED_VOLUME_TYPES.contains(&kind) {
+                    report.push("restricted/volume-types", || {
+                        format!(
+                            "volumes[{i}] ({:?}) is a {kind} volume; allowed: {}",
+                            v.name,
+                            comma_list(RESTRICTED_VOLUME_TYPES)
+                        )
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Every per-container control, for one container.
+fn container(c: &ContainerView<'_>, pod: &Shared<'_>, profile: Profile, report: &mut Report) {
+    let sc = c.security_context;
+    let own = sc.map_or_else(Shared::default, Shared::of_container);
+    let at = At::Container(c.path);
+    shared(at, &own, profile, report);
+
+    // baseline/privileged
+    if sc.and_then(|sc| sc.privileged) == Some(true) {
+        report.push("baseline/privileged", || {
+            format!("{at}.privileged must not be true")
+        });
+    }
+    let capabilities = sc.and_then(|sc| sc.capabilities.as_ref());
+    let added: &[String] = capabilities
+        .and_then(|caps| caps.add.as_deref())
+        .unwrap_or_default();
+    match profile.level {
+        Level::Baseline => capabilities_baseline(at, added, report),
+        Level::Restricted if profile.linux_restricted => {
+            let dropped = capabilities.and_then(|caps| caps.drop.as_deref());
+            capabilities_restricted(at, added, dropped.unwrap_or_default(), report);
+        }
+        Level::Restricted => {}
+    }
+    // baseline/host-ports
+    for (j, port) in c.ports.iter().enumerate() {
+        if let Some(host_port) = port.host_port.filter(|p| *p != 0) {
+            report.push("baseline/host-ports", || {
+                format!(
+                    "{}.ports[{j}].hostPort must not be set (is {host_port})",
+                    c.path
+                )
+            });
+        }
+    }
+    // baseline/proc-mount: the default /proc masks.
+    if let Some(mount) = sc
+        .and_then(|sc| sc.proc_mount.as_deref())
+        .filter(|m| *m != "Default")
+    {
+        report.push("baseline/proc-mount", || {
+            format!("{at}.procMount must be Default, not {mount:?}")
+        });
+    }
+    probe_host(c, report);
+    if profile.linux_restricted {
+        // restricted/seccomp: set here or on the pod.
+        if own.seccomp_profile.is_none() && pod.seccomp_profile.is_none() {
+            report.push("restricted/seccomp", || {
+                format!(
+                    "{at}.seccompProfile.type must be RuntimeDefault or Localhost \
+                     (or set securityContext.seccompProfile on the pod)"
+                )
+            });
+        }
+        // restricted/privilege-escalation
+        if sc.and_then(|sc| sc.allow_privilege_escalation) != Some(false) {
+            report.push("restricted/privilege-escalation", || {
+                format!("{at}.allowPrivilegeEscalation must be false")
+            });
+        }
+    }
+    if profile.level == Level::Restricted {
+        // restricted/run-as-non-root: true here or on the pod, false nowhere.
+        match own.run_as_non_root {
+            Some(false) => report.push("restricted/run-as-non-root", || {
+                format!("{at}.runAsNonRoot must be true")
+            }),
+            None if pod.run_as_non_root.is_none() => {
+                report.push("restricted/run-as-non-root", || {
+                    format!(
+                        "{at}.runAsNonRoot must be true (or set securityContext.runAsNonRoot on the pod)"
+                    )
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `baseline/capabilities`: add only capabilities of the default set.
+fn capabilities_baseline(at: At, added: &[String], report: &mut Report) {
+    if added
+        .iter()
+        .any(|cap| !BASELINE_CAPABILITIES.contains(&cap.as_str()))
+    {
+        report.push("baseline/capabilities", || {
+            let bad: Vec<&str> = added
+                .iter()
+                .map(String::as_str)
+                .filter(|cap| !BASELINE_CAPABILITIES.contains(cap))
+                .collect();
+            format!(
+                "{at}.capabilities.add must not include {}; allowed: {}",
+                comma_list(&bad),
+                comma_list(BASELINE_CAPABILITIES)
+            )
+        });
+    }
+}
+
+/// `restricted/capabilities`: drop ALL, add at most NET_BIND_SERVICE.
+fn capabilities_restricted(at: At, added: &[String], dropped: &[String], report: &mut Report) {
+    if !dropped.iter().any(|cap| cap == "ALL") {
+        report.push("restricted/capabilities", || {
+            format!("{at}.capabilities.drop must include \"ALL\"")
+        });
+    }
+    if added.iter().any(|cap| cap != RESTRICTED_ADD_CAPABILITY) {
+        report.push("restricted/capabilities", || {
+            let bad: Vec<&str> = added
+                .iter()
+                .map(String::as_str)
+                .filter(|cap| *cap != RESTRICTED_ADD_CAPABILITY)
+                .collect();
+            format!(
+                "{at}.capabilities.add must not include {}; only {RESTRICTED_ADD_CAPABILITY} may be added",
+                comma_list(&bad)
+            )
+        });
+    }
+}
+
 /// `baseline/probe-host`: probes and lifecycle hooks reach the pod itself,
 /// never another host (v1.34).
-fn probe_host(spec: &PodSpec, report: &mut Report) {
-    for c in containers::all(spec) {
-        for (name, probe) in c.probes {
-            let Some(probe) = probe else { continue };
-            let http = probe.http_get.as_ref().and_then(|h| h.host.as_deref());
-            let tcp = probe.tcp_socket.as_ref().and_then(|t| t.host.as_deref());
-            report_hosts(&c, name, http, tcp, report);
-        }
-        let Some(lifecycle) = c.lifecycle else {
+fn probe_host(c: &ContainerView<'_>, report: &mut Report) {
+    for (name, probe) in c.probes {
+        let Some(probe) = probe else { continue };
+        let http = probe.http_get.as_ref().and_then(|h| h.host.as_deref());
+        let tcp = probe.tcp_socket.as_ref().and_then(|t| t.host.as_deref());
+        report_hosts(c, name, http, tcp, report);
+    }
+    let Some(lifecycle) = c.lifecycle else { return };
+    for (name, handler) in [
+        ("lifecycle.postStart", lifecycle.post_start.as_ref()),
+        ("lifecycle.preStop", lifecycle.pre_stop.as_ref()),
+    ] {
+        let Some(LifecycleHandler {
+            http_get,
+            tcp_socket,
+            ..
+        }) = handler
+        else {
             continue;
         };
-        for (name, handler) in [
-            ("lifecycle.postStart", lifecycle.post_start.as_ref()),
-            ("lifecycle.preStop", lifecycle.pre_stop.as_ref()),
-        ] {
-            let Some(LifecycleHandler {
-                http_get,
-                tcp_socket,
-                ..
-            }) = handler
-            else {
-                continue;
-            };
-            let http = http_get.as_ref().and_then(|h| h.host.as_deref());
-            let tcp = tcp_socket.as_ref().and_then(|t| t.host.as_deref());
-            report_hosts(&c, name, http, tcp, report);
-        }
+        let http = http_get.as_ref().and_then(|h| h.host.as_deref());
+        let tcp = tcp_socket.as_ref().and_then(|t| t.host.as_deref());
+        report_hosts(c, name, http, tcp, report);
     }
 }
 
@@ -518,68 +478,6 @@ fn report_hosts(
                     "{}.{name}.{action}.host must not be set (is {host:?})",
                     c.path
                 )
-            });
-        }
-    }
-}
-
-/// `restricted/privilege-escalation`: every container sets
-/// `allowPrivilegeEscalation: false`.
-fn privilege_escalation(spec: &PodSpec, report: &mut Report) {
-    for c in containers::all(spec) {
-        if c.security_context
-            .and_then(|sc| sc.allow_privilege_escalation)
-            != Some(false)
-        {
-            report.push("restricted/privilege-escalation", || {
-                format!(
-                    "{}.securityContext.allowPrivilegeEscalation must be false",
-                    c.path
-                )
-            });
-        }
-    }
-}
-
-/// `restricted/run-as-non-root`: `runAsNonRoot: true` on the pod or on every
-/// container, and `false` nowhere.
-fn run_as_non_root(spec: &PodSpec, report: &mut Report) {
-    let pod = spec
-        .security_context
-        .as_ref()
-        .and_then(|sc| sc.run_as_non_root);
-    if pod == Some(false) {
-        report.push("restricted/run-as-non-root", || {
-            "securityContext.runAsNonRoot must be true".into()
-        });
-    }
-    for c in containers::all(spec) {
-        match c.security_context.and_then(|sc| sc.run_as_non_root) {
-            Some(false) => report.push("restricted/run-as-non-root", || {
-                format!("{}.securityContext.runAsNonRoot must be true", c.path)
-            }),
-            None if pod.is_none() => report.push("restricted/run-as-non-root", || {
-                format!(
-                    "{}.securityContext.runAsNonRoot must be true (or set securityContext.runAsNonRoot on the pod)",
-                    c.path
-                )
-            }),
-            _ => {}
-        }
-    }
-}
-
-/// `restricted/run-as-user`: never `runAsUser: 0`.
-fn run_as_user(spec: &PodSpec, report: &mut Report) {
-    if spec.security_context.as_ref().and_then(|sc| sc.run_as_user) == Some(0) {
-        report.push("restricted/run-as-user", || {
-            "securityContext.runAsUser must not be 0".into()
-        });
-    }
-    for c in containers::all(spec) {
-        if c.security_context.and_then(|sc| sc.run_as_user) == Some(0) {
-            report.push("restricted/run-as-user", || {
-                format!("{}.securityContext.runAsUser must not be 0", c.path)
             });
         }
     }

@@ -482,6 +482,13 @@ fn spec_cases() -> Vec<Case> {
             "host/service-account",
             BR,
             "serviceAccountName",
+            vec![("/serviceAccountName", Value::Null)],
+            vec![("/serviceAccountName", Value::Null), ("/serviceAccount", json!("web"))],
+        ),
+        case(
+            "host/service-account",
+            BR,
+            "serviceAccountName",
             vec![("/serviceAccountName", json!("admin"))],
             vec![("/serviceAccountName", json!("default"))],
         )
