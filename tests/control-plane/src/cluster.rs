@@ -371,6 +371,10 @@ impl ControlPlane {
             ))
             .arg(format!("--cidr={}", nodes::KWOK_FALLBACK_CIDR))
             .arg(format!("--node-ip={}", nodes::KWOK_FALLBACK_NODE_IP))
+            // Renew each Node's Lease (every 10 s), as a kubelet does: the
+            // node lifecycle controller marks a Node without fresh
+            // heartbeats NotReady after 50 s, and its pods not ready.
+            .arg("--node-lease-duration-seconds=40")
             // kwok also reads ~/.kwok/kwok.yaml; a private HOME keeps a
             // user's kwok configuration out of our cluster.
             .env("HOME", &self.dir);
