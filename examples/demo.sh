@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job, end to end on an embedded local control plane:
-# build the plugin, start etcd + kube-apiserver + kube-controller-manager,
-# install the CRD, start the host with the example plugin, apply the sample
-# objects and watch them converge, scale one up and down, delete a pod and
-# watch it come back, then tear everything down.
+# build the plugin, start etcd + kube-apiserver + kube-controller-manager +
+# kube-scheduler and kwok with three simulated nodes (pods really get
+# scheduled, run and become Ready), install the CRD, start the host with the
+# example plugin, apply the sample objects and watch their pods become
+# Running and Ready, scale one up and down, delete a pod and make another one
+# fail and watch both get replaced, then tear everything down.
 #
 #   examples/demo.sh          # runs through and stops
 #   examples/demo.sh --keep   # leaves everything running until Ctrl-C
@@ -33,7 +35,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "starting a local control plane (etcd, kube-apiserver, kube-controller-manager)"
+say "starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok with 3 simulated nodes)"
 target/debug/local-control-plane up --kubeconfig-out "$work/kubeconfig" >"$work/control-plane.out" 2>"$work/control-plane.err" &
 cp_pid=$!
 for _ in $(seq 1 600); do
@@ -46,6 +48,7 @@ cat "$work/control-plane.out"
 export KUBECONFIG="$work/kubeconfig"
 kube_bin=$(sed -n 's/^export PATH=\([^:]*\):.*/\1/p' "$work/control-plane.out")
 export PATH="$kube_bin:$PATH"
+show kubectl get nodes
 
 say "installing the Jinghzhu CRD (generated from the Rust types: wasm-operator crd)"
 target/debug/wasm-operator crd | kubectl apply -f -
@@ -58,37 +61,47 @@ host_pid=$!
 sleep 1
 kill -0 "$host_pid" 2>/dev/null || { cat "$work/host.log" >&2; exit 1; }
 
-# Waits until Jinghzhu $1 reports $2 current pods, Running, with $2 live pods.
+# Live pods of Jinghzhu $1 (not terminating, not finished) that are Running and Ready.
+running_ready() {
+    kubectl get pods -l "jinghzhu.io/owner=$1" -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp}|{.status.phase}|{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null |
+        grep -c '^|Running|True$' || true
+}
+
+# Waits until Jinghzhu $1 reports $2 current and $2 ready pods, state Running,
+# and $2 of its pods really are Running and Ready.
 converge() {
     local name=$1 want=$2 got pods
     for _ in $(seq 1 240); do
-        got=$(kubectl get jz "$name" -o jsonpath='{.status.current}/{.status.state}' 2>/dev/null || true)
-        pods=$(kubectl get pods -l "jinghzhu.io/owner=$name" --no-headers 2>/dev/null | wc -l)
-        if [[ "$got" == "$want/Running" && "$pods" == "$want" ]]; then
-            echo "$name: $want/$want pods, Running"
+        got=$(kubectl get jz "$name" -o jsonpath='{.status.current}/{.status.readyReplicas}/{.status.state}' 2>/dev/null || true)
+        pods=$(running_ready "$name")
+        if [[ "$got" == "$want/$want/Running" && "$pods" == "$want" ]]; then
+            echo "$name: $want/$want pods Running and Ready, status Running"
             return 0
         fi
         sleep 0.25
     done
-    echo "$name did not converge to $want (status $got, $pods pods); host log:" >&2
+    echo "$name did not converge to $want (status current/ready/state $got, $pods pods Running and Ready); host log:" >&2
     tail -n 30 "$work/host.log" >&2
     return 1
 }
 
 say "applying the sample objects"
+applied=$(date +%s%N)
 show kubectl apply -f examples/jinghzhu-web.yaml -f examples/jinghzhu-nginx.yaml
 converge web 1
 converge nginx 3
+echo "all 4 pods Running and Ready $(( ($(date +%s%N) - applied) / 1000000 )) ms after kubectl apply"
 show kubectl get jz
-show kubectl get pods -L jinghzhu.io/owner
+show kubectl get pods -o wide -L jinghzhu.io/owner
 
 say "scaling web up to 4"
 show kubectl patch jz web --type merge -p '{"spec":{"desired":4}}'
 converge web 4
 show kubectl get jz web
-say "scaling web down to 2"
+say "scaling web down to 2 (the two deleted pods stay Terminating for their 30 s grace period, and do not count)"
 show kubectl patch jz web --type merge -p '{"spec":{"desired":2}}'
 converge web 2
+show kubectl get pods -l jinghzhu.io/owner=web
 show kubectl get jz web -o jsonpath='{.status}{"\n"}'
 
 victim=$(kubectl get pods -l jinghzhu.io/owner=nginx -o jsonpath='{.items[0].metadata.name}')
@@ -97,6 +110,17 @@ show kubectl delete pod "$victim"
 sleep 1
 converge nginx 3
 show kubectl get pods -l jinghzhu.io/owner=nginx
+
+# A live pod (the one deleted above is still Terminating).
+victim=$(kubectl get pods -l jinghzhu.io/owner=nginx -o jsonpath='{range .items[*]}{.metadata.name}|{.metadata.deletionTimestamp}|{.status.phase}{"\n"}{end}' |
+    grep '^[^|]*||Running$' | head -n 1 | cut -d'|' -f1)
+say "making pod $victim of nginx fail (the simulated kubelet obeys the annotation stage.jinghzhu.io/fail): the host replaces it"
+show kubectl annotate pod "$victim" stage.jinghzhu.io/fail=true
+sleep 1
+converge nginx 3
+echo "the failed pod stays (Error), as a ReplicaSet leaves it; three others run:"
+show kubectl get pods -l jinghzhu.io/owner=nginx
+show kubectl get jz
 
 say "Events recorded on the Jinghzhus"
 show kubectl get events --field-selector involvedObject.kind=Jinghzhu --sort-by=.lastTimestamp

@@ -3,8 +3,9 @@
 # machine or a warm one (every step is skipped or near-instant when done):
 #   - the Rust targets for plugins (wasm32-wasip2, and wasm32-wasip1 for cargo-component)
 #   - cargo-component
-#   - kube-apiserver, kube-controller-manager and kubectl, built with Go from the
-#     k8s.io/kubernetes module and cached in ~/.cache/wasm-operator (etcd comes
+#   - kube-apiserver, kube-controller-manager, kube-scheduler and kubectl, built
+#     with Go from the k8s.io/kubernetes module, and kwok (the simulated nodes),
+#     installed with `go install`; cached in ~/.cache/wasm-operator (etcd comes
 #     from the etcd-bin-vendored-linux-amd64 crate)
 #   - the example plugin, both ways (cargo build --target wasm32-wasip2, cargo component build)
 set -euo pipefail
@@ -22,8 +23,8 @@ if ! cargo component --version 2>/dev/null | grep -q "$CARGO_COMPONENT_VERSION";
     cargo install cargo-component --locked --version "$CARGO_COMPONENT_VERSION"
 fi
 
-step "Kubernetes binaries (built with Go once, then cached)"
-command -v go >/dev/null || { echo "Go is required to build kube-apiserver: install Go 1.24+ and retry" >&2; exit 1; }
+step "Kubernetes binaries and kwok (built with Go once, then cached)"
+command -v go >/dev/null || { echo "Go is required to build kube-apiserver and kwok: install Go 1.26+ and retry" >&2; exit 1; }
 cargo run --quiet -p local-control-plane -- build
 
 step "example plugin: cargo build --target wasm32-wasip2"

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
     status = "JinghzhuStatus",
     printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".spec.desired"}"#,
     printcolumn = r#"{"name":"Current","type":"integer","jsonPath":".status.current"}"#,
+    printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#,
     printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
@@ -46,7 +47,16 @@ pub struct JinghzhuStatus {
     /// Their names, sorted.
     #[serde(default)]
     pub pod_list: Vec<String>,
-    /// `Running` when current == desired, otherwise e.g. `Pending` or `Scaling`.
+    /// Live pods whose `Ready` condition is `True`. Counted and written by
+    /// the wasm-operator host itself, never by a plugin; absent in a
+    /// plugin's proposal and until the host first writes the status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "non_negative_count_schema")]
+    pub ready_replicas: Option<u32>,
+    /// The plugin's one-word summary. The example plugin: `Running` when
+    /// `desired` pods are live and all of them ready, `Pending` when the
+    /// count is right but some are not ready yet, `Scaling` while the count
+    /// differs.
     #[serde(default)]
     pub state: String,
     /// A sentence for humans.
@@ -153,6 +163,7 @@ mod tests {
         let status = JinghzhuStatus {
             current: 1,
             pod_list: vec!["web-abcde".into()],
+            ready_replicas: Some(1),
             state: "Running".into(),
             message: "1/1 pods".into(),
             observed_generation: Some(2),
@@ -160,6 +171,15 @@ mod tests {
         let json = serde_json::to_value(&status).expect("json");
         assert_eq!(json["podList"][0], "web-abcde");
         assert_eq!(json["observedGeneration"], 2);
+        assert_eq!(json["readyReplicas"], 1);
+        // A proposal carries no readyReplicas, and a status written before
+        // the field existed reads back without it.
+        let proposal = JinghzhuStatus::default();
+        assert!(serde_json::to_value(&proposal).expect("json")["readyReplicas"].is_null());
+        let old: JinghzhuStatus =
+            serde_json::from_value(serde_json::json!({"current": 1, "state": "Running"}))
+                .expect("old status");
+        assert_eq!(old.ready_replicas, None);
         assert_eq!(
             serde_json::from_value::<JinghzhuStatus>(json).expect("back"),
             status

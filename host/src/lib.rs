@@ -4,6 +4,7 @@
 //! - [`crd`]: the `Jinghzhu` custom resource.
 //! - [`actions`]: what a plugin proposes, in the host's types.
 //! - [`ownership`]: what makes a Pod ours (labels, controller ownerReference).
+//! - [`observed`]: what the host counts itself for the status (`readyReplicas`).
 //! - [`runtime`]: the Wasm side: engine, loading, limits, calling `reconcile`.
 //! - [`controller`]: the Kubernetes side: informers, workqueue, reconcile loop.
 //! - [`apply`]: validating and applying a proposal.
@@ -22,6 +23,7 @@ pub mod controller;
 pub mod crd;
 pub mod hotswap;
 pub mod leader;
+pub mod observed;
 pub mod offline;
 pub mod ownership;
 pub mod run;

@@ -131,7 +131,7 @@ fn a_wrong_expected_file_fails_with_a_diff() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("+   message: 0/3 pods; creating 3"),
+        stdout.contains("+   message: 0/3 pods, 0/3 ready; creating 3"),
         "{stdout}"
     );
     assert!(stdout.contains("ok      scale-0-to-1"), "{stdout}");

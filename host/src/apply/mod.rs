@@ -254,9 +254,11 @@ pub async fn apply(
         });
     }
 
-    // Status, only when it differs from what is stored.
-    if let Some(status) = &proposal.status
-        && jz.status.as_ref() != Some(status)
+    // Status (the plugin's, with the host's readyReplicas), only when it
+    // differs from what is stored.
+    if let Some(status) =
+        crate::observed::status_to_write(jz.status.as_ref(), proposal.status.as_ref(), owned)
+        && jz.status.as_ref() != Some(&status)
     {
         let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &namespace);
         let patch = serde_json::json!({ "status": status });

@@ -195,6 +195,7 @@ pub fn output(out: wit::ReconcileOutput, input: &wit::ReconcileInput) -> Propose
         status: out.status.map(|s| JinghzhuStatus {
             current: s.current,
             pod_list: s.pod_list,
+            ready_replicas: None, // the host's own observation, added when written
             state: s.state,
             message: s.message,
             observed_generation: s.observed_generation,

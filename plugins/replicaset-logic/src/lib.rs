@@ -8,9 +8,15 @@
 //!   neither terminating nor finished (`Succeeded`/`Failed`);
 //! * too few: create the difference from the template (`generate-name`
 //!   `<jinghzhu-name>-`), at most [`BURST_REPLICAS`] per reconcile;
-//! * too many: delete the surplus in the order of [`deletion`];
-//! * the status describes the observed live Pods, and is returned only when
-//!   it differs from the one the Jinghzhu has.
+//! * too many: delete the surplus in the order of [`deletion`] (not running
+//!   before running, not ready before ready, newer before older);
+//! * finished and terminating Pods are replaced right away and never
+//!   deleted by the plugin;
+//! * the status describes the observed live Pods: how many, their names,
+//!   how many are running and ready (`"3/3 pods, 2/3 ready"`), and the
+//!   state `Scaling` (count differs), `Pending` (count right, not all
+//!   ready) or `Running` (all ready); it is returned only when it differs
+//!   from the one the Jinghzhu has.
 //!
 //! Modules: [`plan`] (the reconcile itself), [`deletion`] (which Pods go
 //! first), [`message`] (status and event texts, and the `v2` variant).

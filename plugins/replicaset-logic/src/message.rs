@@ -45,16 +45,21 @@ pub enum Activity {
     OwnerDeleting,
 }
 
-/// The status message: `"<current>/<desired> pods"`, then `; creating N`,
-/// `; deleting N` or `; Jinghzhu is being deleted` when that applies, with
-/// the variant's prefix; e.g. `"2/3 pods; creating 1"`.
+/// The status message: `"<current>/<desired> pods, <ready>/<desired>
+/// ready"`, then `; creating N`, `; deleting N` or `; Jinghzhu is being
+/// deleted` when that applies, with the variant's prefix; e.g.
+/// `"2/3 pods, 1/3 ready; creating 1"`.
 pub fn status_message(
     current: usize,
+    ready: usize,
     desired: u32,
     activity: Activity,
     variant: Variant,
 ) -> String {
-    let mut text = format!("{}{current}/{desired} pods", variant.message_prefix());
+    let mut text = format!(
+        "{}{current}/{desired} pods, {ready}/{desired} ready",
+        variant.message_prefix()
+    );
     // Writing into a `String` cannot fail.
     let _ = match activity {
         Activity::Steady => Ok(()),
@@ -97,25 +102,28 @@ mod tests {
     fn status_messages() {
         let v1 = Variant::V1;
         assert_eq!(
-            status_message(2, 3, Activity::Creating(1), v1),
-            "2/3 pods; creating 1"
+            status_message(2, 1, 3, Activity::Creating(1), v1),
+            "2/3 pods, 1/3 ready; creating 1"
         );
         assert_eq!(
-            status_message(3, 1, Activity::Deleting(2), v1),
-            "3/1 pods; deleting 2"
+            status_message(3, 3, 1, Activity::Deleting(2), v1),
+            "3/1 pods, 3/1 ready; deleting 2"
         );
-        assert_eq!(status_message(3, 3, Activity::Steady, v1), "3/3 pods");
         assert_eq!(
-            status_message(1, 3, Activity::OwnerDeleting, v1),
-            "1/3 pods; Jinghzhu is being deleted"
+            status_message(3, 3, 3, Activity::Steady, v1),
+            "3/3 pods, 3/3 ready"
+        );
+        assert_eq!(
+            status_message(1, 0, 3, Activity::OwnerDeleting, v1),
+            "1/3 pods, 0/3 ready; Jinghzhu is being deleted"
         );
     }
 
     #[test]
     fn v2_prefixes_the_message_and_suffixes_the_version() {
         assert_eq!(
-            status_message(0, 1, Activity::Creating(1), Variant::V2),
-            "[v2] 0/1 pods; creating 1"
+            status_message(0, 0, 1, Activity::Creating(1), Variant::V2),
+            "[v2] 0/1 pods, 0/1 ready; creating 1"
         );
         assert_eq!(Variant::V2.version_suffix(), "+v2");
         assert_eq!(Variant::V1.version_suffix(), "");

@@ -1,5 +1,12 @@
 //! The reconcile itself: compare `spec.desired` with the live Pods, propose
 //! creates or deletes, and describe the observed Pods in the status.
+//!
+//! Pods that finished (`Failed`, `Succeeded`) or are terminating are not
+//! live: they are replaced at once, as the ReplicaSet controller does, and
+//! never deleted by the plugin (a finished Pod stays for `kubectl` to show
+//! until the pod garbage collector or a user removes it; a terminating one
+//! is already going). A terminating Pod's replacement is created once: from
+//! the next reconcile on, the replacement is live and the count is met.
 
 use jinghzhu_plugin_sdk::types::{
     Event, Jinghzhu, JinghzhuStatus, Pod, PodCreate, ReconcileInput, ReconcileOutput,
@@ -22,17 +29,11 @@ pub fn live_pods<'a>(jinghzhu: &Jinghzhu, pods: &'a [Pod]) -> Vec<&'a Pod> {
         .collect()
 }
 
-/// The one-word state: `Running` when the live count is the desired one,
-/// `Pending` when there are none yet but some are desired, else `Scaling`.
-pub fn state(current: usize, desired: u32) -> &'static str {
-    let desired = usize::try_from(desired).unwrap_or(usize::MAX);
-    if current == desired {
-        status::RUNNING
-    } else if current == 0 {
-        status::PENDING
-    } else {
-        status::SCALING
-    }
+/// The one-word state (see [`status::state`]): `Scaling` while the live
+/// count differs from `desired`, `Pending` while it is right but some live
+/// Pods are not running and ready, `Running` when all of them are.
+pub fn state(live: &[&Pod], desired: u32) -> &'static str {
+    status::state(live.len(), pod::count_ready(live.iter().copied()), desired)
 }
 
 /// Decides what to do about the Pods. No creates or deletes while the
@@ -50,8 +51,9 @@ fn activity(jinghzhu: &Jinghzhu, current: usize) -> Activity {
     }
 }
 
-/// The status describing `live`; `observed-generation` is
-/// `metadata.generation` when the API server tracks it (non-zero).
+/// The status describing `live` (how many, which, how many running and
+/// ready); `observed-generation` is `metadata.generation` when the API
+/// server tracks it (non-zero).
 pub fn observed_status(
     jinghzhu: &Jinghzhu,
     live: &[&Pod],
@@ -60,10 +62,11 @@ pub fn observed_status(
 ) -> JinghzhuStatus {
     let desired = jinghzhu.spec.desired;
     let generation = jinghzhu.metadata.generation;
+    let ready = pod::count_ready(live.iter().copied());
     status::build(
         pod::sorted_names(live.iter().copied()),
-        state(live.len(), desired),
-        message::status_message(live.len(), desired, activity, variant),
+        state(live, desired),
+        message::status_message(live.len(), ready, desired, activity, variant),
         (generation != 0).then_some(generation),
     )
 }

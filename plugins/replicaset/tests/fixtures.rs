@@ -23,6 +23,8 @@ const REQUIRED_CASES: &[&str] = &[
     "converged-no-change",
     "stale-status-only",
     "foreign-pod-ignored",
+    "failed-pod-replaced",
+    "not-ready-pending",
 ];
 
 fn fixtures_dir() -> PathBuf {

@@ -1,8 +1,8 @@
 //! Scenario tests of the replicaset plugin's reconcile, built with the SDK's
-//! `testing` builders: scaling up and down (which Pods go), terminating and
-//! finished Pods, desired 0, no status write when nothing changed, foreign
-//! Pods, a Jinghzhu being deleted, the per-reconcile cap, and the `v2`
-//! variant.
+//! `testing` builders: scaling up and down (which Pods go), readiness and
+//! the state it gives, terminating, failed and succeeded Pods, desired 0, no
+//! status write when nothing changed, foreign Pods, a Jinghzhu being
+//! deleted, the per-reconcile cap, and the `v2` variant.
 
 use jinghzhu_plugin_sdk::types::{Event, JinghzhuStatus, ReconcileInput, ReconcileOutput};
 use jinghzhu_plugin_sdk::{log, status};
@@ -41,9 +41,9 @@ fn scale_0_to_1_creates_one_and_leaves_the_spec_to_the_host() {
         [Event::normal("ScalingUp", "Creating 1 pod(s)")]
     );
     let s = status_of(&out);
-    assert_eq!((s.current, s.state.as_str()), (0, "Pending"));
+    assert_eq!((s.current, s.state.as_str()), (0, "Scaling"));
     assert!(s.pod_list.is_empty());
-    assert_eq!(s.message, "0/1 pods; creating 1");
+    assert_eq!(s.message, "0/1 pods, 0/1 ready; creating 1");
     assert_eq!(s.observed_generation, Some(2));
     assert_eq!(out.requeue_after_ms, None);
     let logged = log::take_captured();
@@ -71,7 +71,7 @@ fn scale_0_to_3_uses_the_template() {
         assert_eq!(c.spec_json, template.spec_json);
     }
     assert_eq!(out.events[0].message, "Creating 3 pod(s)");
-    assert_eq!(status_of(&out).message, "0/3 pods; creating 3");
+    assert_eq!(status_of(&out).message, "0/3 pods, 0/3 ready; creating 3");
 }
 
 #[test]
@@ -83,7 +83,63 @@ fn partial_scale_up_is_scaling() {
     let s = status_of(&out);
     assert_eq!((s.current, s.state.as_str()), (2, "Scaling"));
     assert_eq!(s.pod_list, ["web-a", "web-b"]);
-    assert_eq!(s.message, "2/3 pods; creating 1");
+    assert_eq!(s.message, "2/3 pods, 1/3 ready; creating 1");
+}
+
+#[test]
+fn the_right_count_is_pending_until_every_pod_runs_and_is_ready() {
+    let converged = |pods: Vec<jinghzhu_plugin_sdk::testing::PodBuilder>| {
+        let out = v1(web(3).pods(pods));
+        assert!(out.create_pods.is_empty() && out.delete_pods.is_empty());
+        assert!(out.events.is_empty());
+        status_of(&out).clone()
+    };
+    let s = converged(vec![
+        pod("web-a", PodPhase::Pending),
+        pod("web-b", PodPhase::Pending),
+        pod("web-c", PodPhase::Pending),
+    ]);
+    assert_eq!((s.current, s.state.as_str()), (3, "Pending"));
+    assert_eq!(s.message, "3/3 pods, 0/3 ready");
+
+    // Running but failing its readiness check is not ready either.
+    let s = converged(vec![
+        pod("web-a", PodPhase::Running),
+        pod("web-b", PodPhase::Running).ready(false),
+        pod("web-c", PodPhase::Running),
+    ]);
+    assert_eq!(
+        (s.state.as_str(), s.message.as_str()),
+        ("Pending", "3/3 pods, 2/3 ready")
+    );
+
+    let s = converged(vec![
+        pod("web-a", PodPhase::Running),
+        pod("web-b", PodPhase::Running),
+        pod("web-c", PodPhase::Running),
+    ]);
+    assert_eq!(
+        (s.state.as_str(), s.message.as_str()),
+        ("Running", "3/3 pods, 3/3 ready")
+    );
+}
+
+#[test]
+fn readiness_changes_rewrite_the_status() {
+    // The status written while the pod started says Pending...
+    let starting = v1(web(1).pod(pod("web-a", PodPhase::Pending)));
+    let written = status_of(&starting).clone();
+    assert_eq!(written.state, "Pending");
+    // ...and the same pod, now ready, makes it Running: a new status.
+    let ready = jinghzhu("web", "default", 1)
+        .generation(2)
+        .status(written)
+        .input()
+        .pod(pod("web-a", PodPhase::Running));
+    let out = v1(ready);
+    assert!(out.create_pods.is_empty() && out.delete_pods.is_empty());
+    assert_eq!(status_of(&out).state, "Running");
+    assert_eq!(status_of(&out).message, "1/1 pods, 1/1 ready");
 }
 
 #[test]
@@ -109,7 +165,7 @@ fn scale_3_to_1_deletes_pending_and_not_ready_and_newest_first() {
     let s = status_of(&out);
     assert_eq!((s.current, s.state.as_str()), (3, "Scaling"));
     assert_eq!(s.pod_list, ["web-new", "web-old", "web-slow"]);
-    assert_eq!(s.message, "3/1 pods; deleting 2");
+    assert_eq!(s.message, "3/1 pods, 2/1 ready; deleting 2");
 
     let with_pending = v1(input.pod(pod("web-pending", PodPhase::Pending).created_at(10)));
     assert_eq!(
@@ -122,7 +178,12 @@ fn scale_3_to_1_deletes_pending_and_not_ready_and_newest_first() {
 fn terminating_pods_are_neither_counted_nor_deleted_again() {
     // Desired met by the others: nothing to do, and the converged status
     // (which does not list the terminating pod) is already there.
-    let converged = status::build(["web-a", "web-b"], "Running", "2/2 pods", Some(2));
+    let converged = status::build(
+        ["web-a", "web-b"],
+        "Running",
+        "2/2 pods, 2/2 ready",
+        Some(2),
+    );
     let input = jinghzhu("web", "default", 2)
         .generation(2)
         .status(converged)
@@ -148,17 +209,53 @@ fn terminating_pods_are_neither_counted_nor_deleted_again() {
         .pod(pod("web-b", PodPhase::Running).created_at(2))
         .pod(pod("web-c", PodPhase::Pending).terminating()));
     assert_eq!(out.delete_pods, ["web-b"]);
+
+    // Scaled down 3 -> 1 with a grace period: once the two deletions show as
+    // terminating, the one live pod is all that counts. Nothing is created
+    // or deleted while they linger, and the state is Running.
+    let lingering = jinghzhu("web", "default", 1)
+        .generation(3)
+        .input()
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Running).terminating())
+        .pod(pod("web-c", PodPhase::Running).terminating());
+    let out = v1(lingering);
+    assert!(out.create_pods.is_empty() && out.delete_pods.is_empty());
+    let s = status_of(&out);
+    assert_eq!((s.current, s.state.as_str()), (1, "Running"));
+    assert_eq!(s.message, "1/1 pods, 1/1 ready");
+
+    // Scaled back up to 3 while they linger: 2 new pods, not 0 (the
+    // terminating ones are going) and not 4.
+    let back_up = v1(web(3)
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Running).terminating())
+        .pod(pod("web-c", PodPhase::Running).terminating()));
+    assert_eq!(back_up.create_pods.len(), 2);
+    assert!(back_up.delete_pods.is_empty());
 }
 
 #[test]
-fn finished_pods_do_not_count() {
+fn finished_pods_do_not_count_and_are_replaced_not_deleted() {
     let out = v1(web(2)
         .pod(pod("web-a", PodPhase::Running))
         .pod(pod("web-done", PodPhase::Succeeded))
         .pod(pod("web-failed", PodPhase::Failed)));
     assert_eq!(out.create_pods.len(), 1);
     assert!(out.delete_pods.is_empty());
-    assert_eq!(status_of(&out).pod_list, ["web-a"]);
+    let s = status_of(&out);
+    assert_eq!(s.pod_list, ["web-a"]);
+    assert_eq!(s.state, "Scaling");
+    assert_eq!(s.message, "1/2 pods, 1/2 ready; creating 1");
+
+    // Once the replacement exists, the failed pod is left alone: nothing
+    // more is created for it and it is not deleted.
+    let out = v1(web(2)
+        .pod(pod("web-a", PodPhase::Running))
+        .pod(pod("web-b", PodPhase::Running))
+        .pod(pod("web-failed", PodPhase::Failed)));
+    assert!(out.create_pods.is_empty() && out.delete_pods.is_empty());
+    assert_eq!(status_of(&out).state, "Running");
 }
 
 #[test]
@@ -169,13 +266,13 @@ fn desired_0_deletes_everything_live() {
     assert_eq!(out.delete_pods, ["web-b", "web-a"]);
     let s = status_of(&out);
     assert_eq!((s.current, s.state.as_str()), (2, "Scaling"));
-    assert_eq!(s.message, "2/0 pods; deleting 2");
+    assert_eq!(s.message, "2/0 pods, 1/0 ready; deleting 2");
 
     let empty = v1(web(0));
     assert!(empty.create_pods.is_empty() && empty.delete_pods.is_empty());
     let s = status_of(&empty);
     assert_eq!((s.current, s.state.as_str()), (0, "Running"));
-    assert_eq!(s.message, "0/0 pods");
+    assert_eq!(s.message, "0/0 pods, 0/0 ready");
 }
 
 #[test]
@@ -184,7 +281,7 @@ fn unchanged_state_gives_no_status_patch() {
         .pod(pod("web-a", PodPhase::Running))
         .pod(pod("web-b", PodPhase::Pending)));
     let written = status_of(&first).clone();
-    assert_eq!(written.state, "Running");
+    assert_eq!(written.state, "Pending", "web-b is not ready");
     assert!(first.events.is_empty() && first.create_pods.is_empty());
 
     let again = jinghzhu("web", "default", 2)
@@ -226,7 +323,7 @@ fn nothing_is_created_or_deleted_while_the_owner_is_deleted() {
     assert!(out.create_pods.is_empty() && out.delete_pods.is_empty() && out.events.is_empty());
     assert_eq!(
         status_of(&out).message,
-        "1/3 pods; Jinghzhu is being deleted"
+        "1/3 pods, 1/3 ready; Jinghzhu is being deleted"
     );
 }
 
@@ -234,7 +331,10 @@ fn nothing_is_created_or_deleted_while_the_owner_is_deleted() {
 fn creates_and_deletes_are_capped_per_reconcile() {
     let out = v1(web(2_000));
     assert_eq!(out.create_pods.len(), BURST_REPLICAS);
-    assert_eq!(status_of(&out).message, "0/2000 pods; creating 500");
+    assert_eq!(
+        status_of(&out).message,
+        "0/2000 pods, 0/2000 ready; creating 500"
+    );
 
     let many: Vec<_> = (0..600)
         .map(|i| pod(&format!("web-{i:03}"), PodPhase::Running))
@@ -248,7 +348,10 @@ fn creates_and_deletes_are_capped_per_reconcile() {
 #[test]
 fn v2_prefixes_the_status_message() {
     let out = reconcile_with(&web(1).build(), Variant::V2);
-    assert_eq!(status_of(&out).message, "[v2] 0/1 pods; creating 1");
+    assert_eq!(
+        status_of(&out).message,
+        "[v2] 0/1 pods, 0/1 ready; creating 1"
+    );
     // The v1 status is stale for a v2 plugin: it rewrites the message.
     let v1_status = status_of(&v1(web(0))).clone();
     let input = jinghzhu("web", "default", 0)
@@ -259,7 +362,7 @@ fn v2_prefixes_the_status_message() {
     assert!(reconcile_with(&input, Variant::V1).is_empty());
     assert_eq!(
         status_of(&reconcile_with(&input, Variant::V2)).message,
-        "[v2] 0/0 pods"
+        "[v2] 0/0 pods, 0/0 ready"
     );
     assert_eq!(
         reconcile(&input) == reconcile_with(&input, Variant::V2),

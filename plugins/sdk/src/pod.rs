@@ -24,6 +24,20 @@ pub fn is_live(pod: &Pod) -> bool {
     !is_terminating(pod) && !is_finished(pod)
 }
 
+/// True when the Pod is running and ready: phase `running` and its `Ready`
+/// condition `True` (`pod.ready`). A live Pod that is not is still starting
+/// (or failing its readiness checks).
+pub fn is_running_and_ready(pod: &Pod) -> bool {
+    pod.phase == PodPhase::Running && pod.ready
+}
+
+/// How many of `pods` are live (see [`is_live`]) and running and ready.
+pub fn count_ready<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> usize {
+    pods.into_iter()
+        .filter(|p| is_live(p) && is_running_and_ready(p))
+        .count()
+}
+
 /// The live Pods (see [`is_live`]) among `pods`, in their original order.
 pub fn live_pods(pods: &[Pod]) -> Vec<&Pod> {
     pods.iter().filter(|p| is_live(p)).collect()
@@ -130,6 +144,28 @@ mod tests {
             pod("c", PodPhase::Pending).into(),
         ];
         assert_eq!(sorted_names(live_pods(&pods)), ["b", "c"]);
+    }
+
+    #[test]
+    fn readiness() {
+        let pods: Vec<Pod> = vec![
+            pod("ready", PodPhase::Running).into(),
+            pod("starting", PodPhase::Running).ready(false).into(),
+            pod("pending", PodPhase::Pending).into(),
+            pod("going", PodPhase::Running).terminating().into(),
+            pod("failed", PodPhase::Failed).into(),
+        ];
+        assert!(is_running_and_ready(&pods[0]));
+        assert!(!is_running_and_ready(&pods[1]));
+        assert!(
+            !is_running_and_ready(&pods[2]),
+            "a Pending pod is not running"
+        );
+        assert_eq!(
+            count_ready(&pods),
+            1,
+            "terminating and finished pods never count"
+        );
     }
 
     #[test]

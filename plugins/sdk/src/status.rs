@@ -8,12 +8,37 @@
 
 use crate::types::{Jinghzhu, JinghzhuStatus};
 
-/// `state` when the desired number of Pods is present.
+/// `state` when the desired number of Pods is live and every one of them is
+/// running and ready.
 pub const RUNNING: &str = "Running";
-/// `state` when no Pod is present yet but some are desired.
+/// `state` when the desired number of Pods is live but some are not running
+/// and ready yet.
 pub const PENDING: &str = "Pending";
-/// `state` while Pods are being added or removed.
+/// `state` while the number of live Pods differs from the desired one (Pods
+/// are being added or removed).
 pub const SCALING: &str = "Scaling";
+
+/// The one-word state for `live` Pods of which `ready` are running and
+/// ready, when `desired` are wanted: [`SCALING`] while `live != desired`,
+/// else [`PENDING`] while `ready < live`, else [`RUNNING`] (so `desired` 0
+/// with no Pods is `Running`).
+///
+/// ```
+/// use jinghzhu_plugin_sdk::status::{state, PENDING, RUNNING, SCALING};
+/// assert_eq!(state(0, 0, 3), SCALING);
+/// assert_eq!(state(3, 2, 3), PENDING);
+/// assert_eq!(state(3, 3, 3), RUNNING);
+/// ```
+pub fn state(live: usize, ready: usize, desired: u32) -> &'static str {
+    let desired = usize::try_from(desired).unwrap_or(usize::MAX);
+    if live != desired {
+        SCALING
+    } else if ready < live {
+        PENDING
+    } else {
+        RUNNING
+    }
+}
 
 /// Builds a status: `current` is the number of names, `pod-list` the names
 /// sorted.
@@ -75,6 +100,15 @@ pub fn patch_for(jinghzhu: &Jinghzhu, computed: JinghzhuStatus) -> Option<Jinghz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_follows_counts_then_readiness() {
+        assert_eq!(state(0, 0, 1), SCALING, "none yet: the count differs");
+        assert_eq!(state(1, 0, 1), PENDING, "there but not ready");
+        assert_eq!(state(1, 1, 1), RUNNING);
+        assert_eq!(state(3, 3, 2), SCALING, "too many, even if all ready");
+        assert_eq!(state(0, 0, 0), RUNNING);
+    }
 
     #[test]
     fn build_sorts_and_counts() {

@@ -1,4 +1,4 @@
-// Builds kube-apiserver, kube-controller-manager and kubectl from the k8s.io/kubernetes
+// Builds kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the k8s.io/kubernetes
 // module for the local control plane used by tests and the demo. No source is vendored:
 // the Go module proxy supplies it. Each staging module is pinned to the matching v0 release.
 module github.com/wasm-operator/local-control-plane/kubernetes
@@ -8,6 +8,7 @@ go 1.24.0
 tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubectl
 )
 

@@ -1,12 +1,15 @@
 //! Finding or building the control plane's binaries.
 //!
 //! `etcd` comes from the `etcd-bin-vendored-linux-amd64` crate. The Kubernetes
-//! binaries are built with `go build` from the small Go module in
+//! binaries (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
+//! are built with `go build` from the small Go module in
 //! `tests/control-plane/kubernetes/` (it only requires `k8s.io/kubernetes` and
-//! pins each staging module). Builds land in a cache directory outside the
-//! repository, keyed by the Kubernetes version and a hash of `go.mod`/`go.sum`,
-//! so a second run takes no time. A file lock keeps concurrent test binaries
-//! from building twice.
+//! pins each staging module). `kwok`, which simulates the nodes, is installed
+//! with `go install sigs.k8s.io/kwok/cmd/kwok@`[`KWOK_VERSION`]. Builds land
+//! in cache directories outside the repository, keyed by version (and, for
+//! Kubernetes, a hash of `go.mod`/`go.sum` and of the list of commands), so a
+//! second run takes no time. A file lock keeps concurrent test binaries from
+//! building twice.
 
 use std::ffi::OsString;
 use std::fs;
@@ -19,16 +22,24 @@ use sha2::{Digest, Sha256};
 /// The Kubernetes release the local control plane runs.
 pub const KUBERNETES_VERSION: &str = "v1.34.4";
 
+/// The kwok release that simulates the nodes (`go install`ed from the Go
+/// module proxy; needs Go 1.26 or newer).
+pub const KWOK_VERSION: &str = "v0.8.0";
+
+/// The Go package of the kwok command.
+const KWOK_PACKAGE: &str = "sigs.k8s.io/kwok/cmd/kwok";
+
 /// Directory of the Go module that builds the Kubernetes binaries.
 const GO_MODULE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kubernetes");
 
 /// The Go packages we build, and the file name of each binary.
-const KUBE_COMMANDS: [(&str, &str); 3] = [
+const KUBE_COMMANDS: [(&str, &str); 4] = [
     ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
     (
         "kube-controller-manager",
         "k8s.io/kubernetes/cmd/kube-controller-manager",
     ),
+    ("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
     ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
 ];
 
@@ -38,7 +49,10 @@ pub struct Binaries {
     pub etcd: PathBuf,
     pub kube_apiserver: PathBuf,
     pub kube_controller_manager: PathBuf,
+    pub kube_scheduler: PathBuf,
     pub kubectl: PathBuf,
+    /// kwok, the simulated kubelets of the fake nodes.
+    pub kwok: PathBuf,
 }
 
 /// Why the binaries could not be had. Every message says what to do.
@@ -46,25 +60,30 @@ pub struct Binaries {
 pub enum BinaryBuildError {
     #[error(
         "the Go toolchain was not found (tried `{go}`): the local control plane builds \
-         kube-apiserver, kube-controller-manager and kubectl {version} from the k8s.io/kubernetes \
-         Go module. Install Go 1.24 or newer and put `go` on PATH (or set GO=/path/to/go), or set \
-         WASM_OPERATOR_KUBE_BIN_DIR to a directory that already holds those three binaries"
+         kube-apiserver, kube-controller-manager, kube-scheduler and kubectl {version} from the \
+         k8s.io/kubernetes Go module, and installs kwok {KWOK_VERSION}. Install Go 1.26 or newer \
+         and put `go` on PATH (or set GO=/path/to/go), or set WASM_OPERATOR_KUBE_BIN_DIR to a \
+         directory that already holds those five binaries"
     )]
     GoMissing { go: String, version: &'static str },
     #[error(
-        "building {what} {version} with `go build` failed (exit status {status}). Check that the \
-         Go module proxy is reachable (GOPROXY) and that there is disk space, then run \
-         `cargo run -p local-control-plane -- build` to retry. Last lines of the build output:\n{output_tail}"
+        "building {what} {version} with `{command}` failed (exit status {status}). Check that the \
+         Go module proxy is reachable (GOPROXY), that `go version` is {min_go} or newer, and \
+         that there is disk space, then run `cargo run -p local-control-plane -- build` to retry. \
+         Last lines of the build output:\n{output_tail}"
     )]
     BuildFailed {
         what: String,
         version: &'static str,
+        command: &'static str,
+        min_go: &'static str,
         status: String,
         output_tail: String,
     },
     #[error(
         "WASM_OPERATOR_KUBE_BIN_DIR={dir} does not contain `{missing}`: put kube-apiserver, \
-         kube-controller-manager and kubectl there, or unset the variable to build them"
+         kube-controller-manager, kube-scheduler, kubectl and kwok there, or unset the variable \
+         to build them"
     )]
     PrebuiltMissing { dir: String, missing: String },
     #[error("cache directory {dir}: {source}")]
@@ -157,7 +176,7 @@ pub fn ensure_binaries() -> Result<Binaries, BinaryBuildError> {
 }
 
 fn prebuilt(dir: &Path) -> Result<Binaries, BinaryBuildError> {
-    for (name, _) in KUBE_COMMANDS {
+    for name in KUBE_COMMANDS.iter().map(|(name, _)| *name).chain(["kwok"]) {
         if !dir.join(name).is_file() {
             return Err(BinaryBuildError::PrebuiltMissing {
                 dir: dir.display().to_string(),
@@ -165,15 +184,17 @@ fn prebuilt(dir: &Path) -> Result<Binaries, BinaryBuildError> {
             });
         }
     }
-    Ok(binaries_in(dir))
+    Ok(binaries_in(dir, &dir.join("kwok")))
 }
 
-fn binaries_in(dir: &Path) -> Binaries {
+fn binaries_in(dir: &Path, kwok: &Path) -> Binaries {
     Binaries {
         etcd: etcd_path(),
         kube_apiserver: dir.join("kube-apiserver"),
         kube_controller_manager: dir.join("kube-controller-manager"),
+        kube_scheduler: dir.join("kube-scheduler"),
         kubectl: dir.join("kubectl"),
+        kwok: kwok.to_path_buf(),
     }
 }
 
@@ -185,13 +206,30 @@ impl BinaryBuilder {
             // A missing file just changes the key; `go build` reports it.
             hasher.update(fs::read(self.module_dir.join(file)).unwrap_or_default());
         }
+        // A cache from before a command was added is another key, not an
+        // incomplete copy of this one.
+        for (name, package) in KUBE_COMMANDS {
+            hasher.update(format!("{name}={package}\n"));
+        }
         let hash = hex::encode(hasher.finalize());
         self.cache_root
             .join(format!("kubernetes-{KUBERNETES_VERSION}-{}", &hash[..12]))
     }
 
+    /// The directory kwok [`KWOK_VERSION`] is installed in.
+    pub fn kwok_dir(&self) -> PathBuf {
+        self.cache_root.join(format!("kwok-{KWOK_VERSION}"))
+    }
+
     /// Returns the cached binaries, building whatever is missing.
     pub fn ensure(&self) -> Result<Binaries, BinaryBuildError> {
+        let dir = self.ensure_kubernetes()?;
+        let kwok = self.ensure_kwok()?;
+        Ok(binaries_in(&dir, &kwok))
+    }
+
+    /// Builds the missing Kubernetes binaries; returns their directory.
+    fn ensure_kubernetes(&self) -> Result<PathBuf, BinaryBuildError> {
         let dir = self.cache_dir();
         let cache_err = |source| BinaryBuildError::Cache {
             dir: dir.display().to_string(),
@@ -238,6 +276,8 @@ impl BinaryBuilder {
                 return Err(BinaryBuildError::BuildFailed {
                     what: names.join(", "),
                     version: KUBERNETES_VERSION,
+                    command: "go build",
+                    min_go: "1.24",
                     status: output.status.to_string(),
                     output_tail: tail_lines(&text, 20),
                 });
@@ -247,7 +287,60 @@ impl BinaryBuilder {
             }
             let _ = fs::remove_dir_all(&staging);
         }
-        Ok(binaries_in(&dir))
+        Ok(dir)
+    }
+
+    /// Installs kwok with `go install` unless it is cached; returns its path.
+    fn ensure_kwok(&self) -> Result<PathBuf, BinaryBuildError> {
+        let dir = self.kwok_dir();
+        let binary = dir.join("kwok");
+        let cache_err = |source| BinaryBuildError::Cache {
+            dir: dir.display().to_string(),
+            source,
+        };
+        fs::create_dir_all(&dir).map_err(cache_err)?;
+        let _lock = FileLock::acquire(&dir.join(".lock")).map_err(cache_err)?;
+        if binary.is_file() {
+            return Ok(binary);
+        }
+        self.check_go()?;
+        let staging = dir.join(".building");
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&staging).map_err(cache_err)?;
+        eprintln!(
+            "local-control-plane: installing kwok {KWOK_VERSION} with `go install` into {} (once)",
+            dir.display()
+        );
+        let output = Command::new(&self.go)
+            // Outside any Go module: `go install pkg@version` uses only kwok's own go.mod.
+            .current_dir(&dir)
+            .arg("install")
+            .arg("-trimpath")
+            .arg(format!("{KWOK_PACKAGE}@{KWOK_VERSION}"))
+            .env("GOBIN", &staging)
+            .env("CGO_ENABLED", "0")
+            .env("GOTOOLCHAIN", "local")
+            .env_remove("GOFLAGS")
+            .output()
+            .map_err(|_| BinaryBuildError::GoMissing {
+                go: self.go.to_string_lossy().into_owned(),
+                version: KUBERNETES_VERSION,
+            })?;
+        if !output.status.success() {
+            let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
+            text.push_str(&String::from_utf8_lossy(&output.stdout));
+            return Err(BinaryBuildError::BuildFailed {
+                what: "kwok".into(),
+                version: KWOK_VERSION,
+                command: "go install",
+                min_go: "1.26",
+                status: output.status.to_string(),
+                output_tail: tail_lines(&text, 20),
+            });
+        }
+        fs::rename(staging.join("kwok"), &binary).map_err(cache_err)?;
+        let _ = fs::remove_dir_all(&staging);
+        Ok(binary)
     }
 
     fn check_go(&self) -> Result<(), BinaryBuildError> {
@@ -346,9 +439,14 @@ pub fn versions(bins: &Binaries) -> Vec<(String, String)> {
             run(&bins.kube_controller_manager, &["--version"]),
         ),
         (
+            "kube-scheduler".into(),
+            run(&bins.kube_scheduler, &["--version"]),
+        ),
+        (
             "kubectl".into(),
             run(&bins.kubectl, &["version", "--client"]),
         ),
+        ("kwok".into(), run(&bins.kwok, &["--version"])),
     ]
 }
 
@@ -435,6 +533,42 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let err = prebuilt(dir.path()).expect_err("empty dir");
         assert!(err.to_string().contains("kube-apiserver"), "{err}");
+        for (name, _) in KUBE_COMMANDS {
+            fs::write(dir.path().join(name), "").expect("write");
+        }
+        let err = prebuilt(dir.path()).expect_err("no kwok");
+        assert!(err.to_string().contains("`kwok`"), "{err}");
+        fs::write(dir.path().join("kwok"), "").expect("write");
+        let bins = prebuilt(dir.path()).expect("complete");
+        assert_eq!(bins.kube_scheduler, dir.path().join("kube-scheduler"));
+        assert_eq!(bins.kwok, dir.path().join("kwok"));
+    }
+
+    #[test]
+    fn failed_kwok_install_names_the_go_version_it_needs() {
+        let root = tempfile::tempdir().expect("tempdir");
+        // A stand-in `go` too old for kwok: `go install` fails as Go 1.24 would.
+        let fake_go = root.path().join("go");
+        fs::write(
+            &fake_go,
+            "#!/bin/sh\nif [ \"$1\" = version ]; then echo go version go1.24.0; exit 0; fi\n\
+             echo \"go: sigs.k8s.io/kwok@v0.8.0 requires go >= 1.26 (running go 1.24.0; GOTOOLCHAIN=local)\" >&2\nexit 1\n",
+        )
+        .expect("write fake go");
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&fake_go, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let builder = BinaryBuilder {
+            go: fake_go.into_os_string(),
+            cache_root: root.path().join("cache"),
+            module_dir: PathBuf::from(GO_MODULE_DIR),
+        };
+        let err = builder.ensure_kwok().expect_err("must fail");
+        let msg = err.to_string();
+        assert!(matches!(err, BinaryBuildError::BuildFailed { .. }), "{msg}");
+        assert!(msg.contains("go install"), "{msg}");
+        assert!(msg.contains("1.26 or newer"), "{msg}");
+        assert!(msg.contains("requires go >= 1.26"), "{msg}");
+        assert!(!builder.kwok_dir().join("kwok").exists());
     }
 
     #[test]

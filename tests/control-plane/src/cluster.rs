@@ -1,10 +1,13 @@
 //! Starting, waiting for and stopping a local control plane.
 //!
-//! Start order is etcd, kube-apiserver (wait for `/readyz`), then
-//! kube-controller-manager with the garbage-collector, namespace and
-//! ServiceAccount controllers (wait for the `default` ServiceAccount, which
-//! proves it is working). Stop order is the reverse. Everything lives in one
-//! temporary directory that is removed on shutdown.
+//! Start order is etcd, kube-apiserver (wait for `/readyz`), then at once
+//! kube-controller-manager (garbage collector, pod garbage collector,
+//! namespace and ServiceAccount controllers), kube-scheduler and kwok with
+//! its fake Nodes (see [`crate::nodes`]); then the waits run side by side:
+//! the `default` ServiceAccount (proves the controller manager works), the
+//! scheduler's `/readyz`, and every fake Node Ready. Stop order is the
+//! reverse of start. Everything lives in one temporary directory that is
+//! removed on shutdown.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -21,19 +24,33 @@ use kube::api::{Api, PostParams};
 
 use crate::binaries::{self, Binaries};
 use crate::kubeconfig::{self, Credentials};
+use crate::nodes;
 use crate::pki::Pki;
 use crate::process::{self, Supervised};
 
 /// Prefix of every control plane's temporary directory.
 const DIR_PREFIX: &str = "wasm-operator-cp-";
 
-/// The controllers kube-controller-manager runs by default here.
-pub const DEFAULT_CONTROLLERS: [&str; 4] = [
+/// The controllers kube-controller-manager runs by default here. For the
+/// simulated nodes: the node lifecycle controller lifts the
+/// `node.kubernetes.io/not-ready` taint every new Node is created with once
+/// the Node is Ready (and puts it back if kwok stops renewing its Lease);
+/// the pod garbage collector deletes the pods of a Node that was deleted
+/// (after a 40 s quarantine) and unscheduled pods that are terminating.
+pub const DEFAULT_CONTROLLERS: [&str; 6] = [
     "garbage-collector-controller",
     "namespace-controller",
+    "node-lifecycle-controller",
+    "pod-garbage-collector-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
 ];
+
+/// The controller that makes new Nodes schedulable.
+const NODE_LIFECYCLE_CONTROLLER: &str = "node-lifecycle-controller";
+
+/// How many simulated nodes a control plane has unless told otherwise.
+pub const DEFAULT_NODES: usize = 3;
 
 /// What to start and how long to wait.
 #[derive(Debug, Clone)]
@@ -43,6 +60,10 @@ pub struct ControlPlaneOptions {
     pub controller_manager: bool,
     /// The kube-controller-manager controllers to enable.
     pub controllers: Vec<String>,
+    /// Simulated nodes (kwok) to create; with more than 0, kube-scheduler
+    /// and kwok run too, so pods get scheduled, run and become Ready.
+    /// 0 starts neither: pods stay Pending. Default [`DEFAULT_NODES`].
+    pub nodes: usize,
     /// How long each component may take to become ready.
     pub startup_timeout: Duration,
     /// Keep the directory (certificates, kubeconfig, logs) after shutdown.
@@ -54,13 +75,15 @@ impl Default for ControlPlaneOptions {
         Self {
             controller_manager: true,
             controllers: DEFAULT_CONTROLLERS.iter().map(|c| c.to_string()).collect(),
+            nodes: DEFAULT_NODES,
             startup_timeout: Duration::from_secs(90),
             keep_dir: false,
         }
     }
 }
 
-/// A running etcd + kube-apiserver (+ kube-controller-manager).
+/// A running etcd + kube-apiserver (+ kube-controller-manager, + kube-scheduler
+/// and kwok with simulated nodes).
 ///
 /// Dropping it (or calling [`ControlPlane::shutdown`]) stops every process and
 /// removes its directory.
@@ -72,6 +95,8 @@ pub struct ControlPlane {
     kubeconfig: PathBuf,
     pki: Pki,
     binaries: Binaries,
+    /// Names of the simulated nodes.
+    nodes: Vec<String>,
     /// In start order; stopped in reverse.
     processes: Mutex<Vec<Supervised>>,
 }
@@ -85,6 +110,17 @@ impl ControlPlane {
     /// Starts a control plane. Blocks until it is ready (safe to call from
     /// inside a tokio runtime; the readiness checks run on their own thread).
     pub fn start_with(options: ControlPlaneOptions) -> Result<Self> {
+        let lifecycle = options
+            .controllers
+            .iter()
+            .any(|c| c == NODE_LIFECYCLE_CONTROLLER || c == "*");
+        if options.nodes > 0 && !(options.controller_manager && lifecycle) {
+            bail!(
+                "simulated nodes need kube-controller-manager with its {NODE_LIFECYCLE_CONTROLLER} \
+                 (it makes new Nodes schedulable): keep the controller manager and that controller, \
+                 or start without nodes (`nodes: 0`, `up --no-nodes`)"
+            );
+        }
         remove_stale_dirs();
         let binaries = binaries::ensure_binaries()?;
         // A free port can be taken by someone else before we bind it: retry.
@@ -136,6 +172,7 @@ impl ControlPlane {
             kubeconfig: dir.join("admin.kubeconfig"),
             pki: Pki::generate(&dir.join("pki"))?,
             binaries: binaries.clone(),
+            nodes: Vec::new(),
             processes: Mutex::new(Vec::new()),
         };
         // From here on, dropping `cp` on error stops what was started.
@@ -236,6 +273,14 @@ impl ControlPlane {
                 .arg("--concurrent-gc-syncs=5")
                 .arg("--v=1");
             cp.spawn("kube-controller-manager", kcm)?;
+        }
+        let scheduler_probe = if options.nodes > 0 {
+            Some(cp.start_scheduler_and_nodes(options.nodes)?)
+        } else {
+            None
+        };
+
+        if options.controller_manager {
             cp.wait_for("kube-controller-manager", options.startup_timeout, || {
                 on_private_runtime(|| {
                     let kubeconfig = kubeconfig.clone();
@@ -247,7 +292,102 @@ impl ControlPlane {
                 })
             })?;
         }
+        if let Some(probe) = scheduler_probe {
+            cp.wait_for("kube-scheduler", options.startup_timeout, || {
+                on_private_runtime(|| {
+                    let probe = probe.clone();
+                    async move {
+                        let client = kube::Client::try_from(kubeconfig::load(&probe).await?)?;
+                        let req = http::Request::get("/readyz").body(Vec::new())?;
+                        Ok(client
+                            .request_text(req)
+                            .await
+                            .is_ok_and(|body| body == "ok"))
+                    }
+                })
+            })?;
+            let wanted = options.nodes;
+            cp.wait_for(
+                &format!("{wanted} simulated nodes (kwok)"),
+                options.startup_timeout,
+                || {
+                    on_private_runtime(|| {
+                        let kubeconfig = kubeconfig.clone();
+                        async move {
+                            let client =
+                                kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
+                            Ok(nodes::schedulable_nodes(&client).await? >= wanted)
+                        }
+                    })
+                },
+            )?;
+        }
         Ok(cp)
+    }
+
+    /// Starts kube-scheduler and kwok and creates `count` fake Nodes; returns
+    /// the kubeconfig that probes the scheduler's `/readyz`.
+    fn start_scheduler_and_nodes(&mut self, count: usize) -> Result<PathBuf> {
+        let scheduler_port = free_port()?;
+        let mut scheduler = Command::new(&self.binaries.kube_scheduler);
+        scheduler
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg("--leader-elect=false")
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={scheduler_port}"))
+            .arg(format!(
+                "--tls-cert-file={}",
+                self.pki.serving_cert.display()
+            ))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                self.pki.serving_key.display()
+            ))
+            .arg("--v=1");
+        self.spawn("kube-scheduler", scheduler)?;
+        // The scheduler knows no client CA, so the client certificate only
+        // proves nothing; /readyz is open to anyone.
+        let probe = self.dir.join("scheduler-probe.kubeconfig");
+        kubeconfig::write(
+            &probe,
+            &format!("https://127.0.0.1:{scheduler_port}"),
+            &self.pki.ca_cert,
+            "scheduler-probe",
+            &Credentials::ClientCertificate {
+                cert: self.pki.admin_cert.clone(),
+                key: self.pki.admin_key.clone(),
+            },
+        )?;
+
+        let stages = self.dir.join("kwok-stages.yaml");
+        fs::write(&stages, nodes::KWOK_STAGES)
+            .with_context(|| format!("writing {}", stages.display()))?;
+        let mut kwok = Command::new(&self.binaries.kwok);
+        kwok.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--config={}", stages.display()))
+            .arg(format!(
+                "--manage-nodes-with-annotation-selector={}=fake",
+                nodes::NODE_ANNOTATION
+            ))
+            .arg(format!("--cidr={}", nodes::KWOK_FALLBACK_CIDR))
+            .arg(format!("--node-ip={}", nodes::KWOK_FALLBACK_NODE_IP))
+            // Renew each Node's Lease (every 10 s), as a kubelet does: the
+            // node lifecycle controller marks a Node without fresh
+            // heartbeats NotReady after 50 s, and its pods not ready.
+            .arg("--node-lease-duration-seconds=40")
+            // kwok also reads ~/.kwok/kwok.yaml; a private HOME keeps a
+            // user's kwok configuration out of our cluster.
+            .env("HOME", &self.dir);
+        self.spawn("kwok", kwok)?;
+
+        let kubeconfig = self.kubeconfig.clone();
+        block_on_private(|| async move {
+            let client = kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
+            nodes::create_nodes(&client, count).await
+        })
+        .context("creating the simulated nodes")?;
+        self.nodes = (0..count).map(nodes::node_name).collect();
+        Ok(probe)
     }
 
     fn spawn(&self, name: &str, command: Command) -> Result<()> {
@@ -324,6 +464,11 @@ impl ControlPlane {
     /// The binaries this control plane runs (kubectl included).
     pub fn binaries(&self) -> &Binaries {
         &self.binaries
+    }
+
+    /// Names of the simulated nodes (empty when started with `nodes: 0`).
+    pub fn node_names(&self) -> &[String] {
+        &self.nodes
     }
 
     /// Process ids of the running components, by name.
@@ -455,11 +600,27 @@ fn http_get_plain(port: u16, path: &str) -> Result<String> {
 }
 
 /// Runs an async check on a fresh single-threaded runtime in its own thread,
-/// so callers may be inside or outside a tokio runtime.
+/// so callers may be inside or outside a tokio runtime. A check that takes
+/// more than 5 s counts as "not yet".
 fn on_private_runtime<F, Fut>(make: F) -> Result<bool>
 where
     F: FnOnce() -> Fut + Send,
     Fut: std::future::Future<Output = Result<bool>>,
+{
+    block_on_private(|| async {
+        tokio::time::timeout(Duration::from_secs(5), make())
+            .await
+            .unwrap_or_else(|_| Ok(false))
+    })
+}
+
+/// Runs async work to completion on a fresh single-threaded runtime in its
+/// own thread (callers may be inside or outside a tokio runtime).
+fn block_on_private<T, F, Fut>(make: F) -> Result<T>
+where
+    T: Send,
+    F: FnOnce() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<T>>,
 {
     std::thread::scope(|scope| {
         scope
@@ -467,14 +628,10 @@ where
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
-                runtime.block_on(async {
-                    tokio::time::timeout(Duration::from_secs(5), make())
-                        .await
-                        .unwrap_or_else(|_| Ok(false))
-                })
+                runtime.block_on(make())
             })
             .join()
-            .map_err(|_| anyhow!("readiness check panicked"))?
+            .map_err(|_| anyhow!("work on the private runtime panicked"))?
     })
 }
 

@@ -1,6 +1,7 @@
 //! Support for the end-to-end tests: a namespace of one's own on the shared
-//! local control plane, the CRD installed once, a host running in-process
-//! against that namespace, and waiting helpers that say what they waited for.
+//! local control plane (with simulated nodes, so pods are scheduled, run and
+//! become Ready), the CRD installed once, a host running in-process against
+//! that namespace, and waiting helpers that say what they waited for.
 //! [`deploy`]: the deploy manifests and the host binary run as the Deployment runs it.
 
 pub mod deploy;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod, PodTemplateSpec, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -110,6 +111,32 @@ impl TestEnv {
         Ok(self.jinghzhus().create(&PostParams::default(), &jz).await?)
     }
 
+    /// Creates a Jinghzhu with `desired` replicas of `template`.
+    pub async fn create_with_template(
+        &self,
+        name: &str,
+        desired: u32,
+        template: PodTemplateSpec,
+    ) -> Result<Jinghzhu> {
+        let jz = Jinghzhu::new(
+            name,
+            JinghzhuSpec {
+                desired,
+                template: Some(template),
+            },
+        );
+        Ok(self.jinghzhus().create(&PostParams::default(), &jz).await?)
+    }
+
+    /// Sets an annotation on a pod (e.g. the control plane's fail annotation).
+    pub async fn annotate_pod(&self, pod: &str, key: &str, value: &str) -> Result<()> {
+        let patch = serde_json::json!({ "metadata": { "annotations": { key: value } } });
+        self.pods()
+            .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
     /// [`TestEnv::create`] with an owned name (handy in `join_all`).
     pub async fn create_owned(
         &self,
@@ -143,18 +170,20 @@ impl TestEnv {
             .collect())
     }
 
-    /// Live (not terminating) pods controlled by `name`.
+    /// Live pods controlled by `name`: neither terminating nor finished
+    /// (`Failed`/`Succeeded`), the pods that count towards `desired`.
     pub async fn live_pods(&self, name: &str) -> Result<Vec<Pod>> {
         Ok(self
             .owned_pods(name)
             .await?
             .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(wasm_operator::observed::is_live)
             .collect())
     }
 
-    /// Waits until `name` has exactly `desired` live pods and a status that
-    /// says so (`current`, `podList` matching the pods, state `Running`).
+    /// Waits until `name` has exactly `desired` live pods, every one Running
+    /// and Ready, and a status that says so (`current`, `podList` matching
+    /// the pods, `readyReplicas`, state `Running`).
     pub async fn wait_converged(
         &self,
         name: &str,
@@ -167,15 +196,22 @@ impl TestEnv {
             let mut pods = self.live_pods(name).await?;
             pods.sort_by_key(|p| p.name_any());
             let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+            let ready = pods.iter().filter(|p| is_running_and_ready(p)).count();
             if let Some(status) = &jz.status
                 && pods.len() == desired as usize
+                && ready == pods.len()
                 && status.current == desired
+                && status.ready_replicas == Some(desired)
                 && status.pod_list == names
                 && status.state == "Running"
             {
                 return Ok((jz, pods));
             }
-            let last = format!("{} live pods {names:?}, status {:?}", pods.len(), jz.status);
+            let last = format!(
+                "{} live pods {names:?} ({ready} running and ready), status {:?}",
+                pods.len(),
+                jz.status
+            );
             if Instant::now() > deadline {
                 bail!(
                     "{}/{name} did not converge to {desired} within {timeout:?}: {last}",
@@ -240,6 +276,19 @@ impl TestEnv {
             })
             .collect())
     }
+}
+
+/// The pod's phase (`""` when it has no status yet).
+pub fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+/// True when the pod is in phase `Running` with a `Ready` condition `True`.
+pub fn is_running_and_ready(pod: &Pod) -> bool {
+    phase(pod) == "Running" && wasm_operator::observed::is_ready(pod)
 }
 
 /// Sends the in-process hosts' logs to the test's captured output, so a

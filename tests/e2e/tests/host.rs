@@ -1,5 +1,6 @@
-//! The host end to end: real etcd + kube-apiserver + kube-controller-manager,
-//! the example plugin built for wasm32-wasip2, the host running in-process
+//! The host end to end: real etcd + kube-apiserver + kube-controller-manager
+//! + kube-scheduler and simulated nodes (pods run and become Ready), the
+//! example plugin built for wasm32-wasip2, the host running in-process
 //! against one namespace per test.
 
 use std::time::Duration;
@@ -217,9 +218,10 @@ async fn deleting_a_jinghzhu_garbage_collects_its_pods() -> anyhow::Result<()> {
     env.jinghzhus()
         .delete("web", &DeleteParams::foreground())
         .await?;
+    // The pods go when their 30 s grace period ends, as with a kubelet.
     wait_for(
         "the garbage collector to delete the pods",
-        CONVERGE,
+        Duration::from_secs(120),
         || async { Ok(env.pods().list(&Default::default()).await?.items.is_empty()) },
     )
     .await?;

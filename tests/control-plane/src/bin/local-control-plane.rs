@@ -16,8 +16,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Start etcd, kube-apiserver and kube-controller-manager on loopback and
-    /// print the KUBECONFIG to export. Runs until Ctrl-C or SIGTERM. (Default.)
+    /// Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+    /// kwok with simulated nodes on loopback and print the KUBECONFIG to
+    /// export. Runs until Ctrl-C or SIGTERM. (Default.)
     Up {
         /// Also copy the admin kubeconfig here (for scripts).
         #[arg(long)]
@@ -25,6 +26,12 @@ enum Cmd {
         /// Do not start kube-controller-manager (no garbage collection).
         #[arg(long)]
         no_controller_manager: bool,
+        /// How many simulated nodes (kwok) to run pods on.
+        #[arg(long, default_value_t = local_control_plane::DEFAULT_NODES, value_name = "N")]
+        nodes: usize,
+        /// No nodes, no kube-scheduler, no kwok: pods stay Pending (same as --nodes 0).
+        #[arg(long, conflicts_with = "nodes")]
+        no_nodes: bool,
         /// Keep the directory with certificates, data and logs after stopping.
         #[arg(long)]
         keep_dir: bool,
@@ -38,6 +45,8 @@ fn main() -> Result<()> {
     match cli.command.unwrap_or(Cmd::Up {
         kubeconfig_out: None,
         no_controller_manager: false,
+        nodes: local_control_plane::DEFAULT_NODES,
+        no_nodes: false,
         keep_dir: false,
     }) {
         Cmd::Build => {
@@ -48,8 +57,18 @@ fn main() -> Result<()> {
         Cmd::Up {
             kubeconfig_out,
             no_controller_manager,
+            nodes,
+            no_nodes,
             keep_dir,
-        } => up(kubeconfig_out, !no_controller_manager, keep_dir),
+        } => up(
+            kubeconfig_out,
+            ControlPlaneOptions {
+                controller_manager: !no_controller_manager,
+                nodes: if no_nodes { 0 } else { nodes },
+                keep_dir,
+                ..Default::default()
+            },
+        ),
     }
 }
 
@@ -59,7 +78,7 @@ fn print_versions(bins: &binaries::Binaries) {
     }
 }
 
-fn up(kubeconfig_out: Option<PathBuf>, controller_manager: bool, keep_dir: bool) -> Result<()> {
+fn up(kubeconfig_out: Option<PathBuf>, options: ControlPlaneOptions) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -74,15 +93,17 @@ fn up(kubeconfig_out: Option<PathBuf>, controller_manager: bool, keep_dir: bool)
     let (mut sigint, mut sigterm) = signals.context("installing signal handlers")?;
 
     eprintln!("starting the local control plane...");
-    let cp = ControlPlane::start_with(ControlPlaneOptions {
-        controller_manager,
-        keep_dir,
-        ..Default::default()
-    })?;
+    let started = std::time::Instant::now();
+    let cp = ControlPlane::start_with(options)?;
+    let elapsed = started.elapsed();
     print_versions(cp.binaries());
     for (name, pid) in cp.pids() {
         println!("pid {name}={pid}");
     }
+    if !cp.node_names().is_empty() {
+        println!("nodes: {} (simulated by kwok)", cp.node_names().join(" "));
+    }
+    println!("started in {:.1} s", elapsed.as_secs_f64());
     if let Some(out) = &kubeconfig_out {
         std::fs::copy(cp.kubeconfig_path(), out)
             .with_context(|| format!("copying the kubeconfig to {}", out.display()))?;
