@@ -19,7 +19,14 @@ pub const REQUEST_TOTAL: &str = "apiserver_request_total";
 pub const RESOURCES: [&str; 4] = ["jinghzhus", "jinghzhus/status", "pods", "events"];
 
 /// Verbs that change something.
-pub const WRITE_VERBS: [&str; 6] = ["POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"];
+pub const WRITE_VERBS: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "DELETE",
+    "DELETECOLLECTION",
+    "APPLY",
+];
 
 /// Request counts keyed by `"VERB resource[/subresource]"`.
 pub type Requests = BTreeMap<String, u64>;

@@ -44,7 +44,14 @@ pub fn cargo_binary(package: &str, bin: &str, profile: Profile) -> Result<PathBu
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root())
-        .args(["build", "--message-format=json-render-diagnostics", "-p", package, "--bin", bin])
+        .args([
+            "build",
+            "--message-format=json-render-diagnostics",
+            "-p",
+            package,
+            "--bin",
+            bin,
+        ])
         // Flags meant for the benchmark's own build must not leak in.
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -87,7 +94,8 @@ pub fn controller_runtime_peer() -> Result<PathBuf> {
     let binary = dir.join("controller-runtime-peer");
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let lock = fs::File::create(dir.join(".lock"))?;
-    lock.lock().context("locking the controller-runtime peer's cache")?;
+    lock.lock()
+        .context("locking the controller-runtime peer's cache")?;
     if binary.is_file() {
         return Ok(binary);
     }
@@ -141,7 +149,11 @@ fn source_hash(dir: &Path) -> Result<String> {
     files.sort();
     let mut hasher = Sha256::new();
     for file in &files {
-        hasher.update(file.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
+        hasher.update(
+            file.file_name()
+                .map(|n| n.as_encoded_bytes())
+                .unwrap_or_default(),
+        );
         hasher.update(fs::read(file)?);
     }
     Ok(hex::encode(hasher.finalize())[..12].to_owned())

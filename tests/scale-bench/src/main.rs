@@ -26,7 +26,11 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     pods_per_object: u32,
     /// Which controllers, in order.
-    #[arg(long, value_delimiter = ',', default_value = "host,kube-rs,controller-runtime")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "host,kube-rs,controller-runtime"
+    )]
     controllers: Vec<ControllerKind>,
     /// `--workers` of every controller.
     #[arg(long, default_value_t = 4)]
@@ -58,8 +62,9 @@ struct Args {
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -109,6 +114,10 @@ async fn main() -> Result<()> {
 /// How this was invoked, as `cargo run --release -p scale-bench -- <args>`.
 fn command_line() -> String {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let release = if cfg!(debug_assertions) { "" } else { " --release" };
+    let release = if cfg!(debug_assertions) {
+        ""
+    } else {
+        " --release"
+    };
     format!("cargo run{release} -p scale-bench -- {}", args.join(" "))
 }

@@ -19,8 +19,8 @@ pub const HOST_RECONCILES: &str = "wasm_operator_reconciles_total";
 
 /// Parses Prometheus or OpenMetrics text.
 pub fn parse(text: &str) -> Result<Vec<Sample>> {
-    let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
-        .context("parsing Prometheus text")?;
+    let scrape =
+        Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).context("parsing Prometheus text")?;
     Ok(scrape.samples)
 }
 

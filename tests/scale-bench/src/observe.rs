@@ -46,9 +46,7 @@ impl Census {
     /// True when there are `objects` Jinghzhus, all converged, and exactly
     /// as many live pods as they desire.
     pub fn all_converged(&self, objects: usize) -> bool {
-        self.objects == objects
-            && self.converged == objects
-            && self.live_pods == self.desired_pods
+        self.objects == objects && self.converged == objects && self.live_pods == self.desired_pods
     }
 }
 
@@ -209,7 +207,10 @@ impl Observer {
                 return Ok(Instant::now());
             }
             if Instant::now() > deadline {
-                bail!("{what} did not happen within {timeout:?}; now: {:?}", self.census());
+                bail!(
+                    "{what} did not happen within {timeout:?}; now: {:?}",
+                    self.census()
+                );
             }
         }
     }
@@ -230,7 +231,10 @@ impl Observer {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || tokio::time::timeout(left, changed).await.is_err() {
-                bail!("{what} did not happen within {timeout:?}; now: {:?}", self.census());
+                bail!(
+                    "{what} did not happen within {timeout:?}; now: {:?}",
+                    self.census()
+                );
             }
         }
     }
@@ -292,12 +296,27 @@ mod tests {
 
     #[test]
     fn converged_needs_the_exact_pods_in_a_current_status() {
-        assert!(converged(&jinghzhu(2, Some(status(&["a-1", "a-2"], 2))), &["a-1", "a-2"]));
+        assert!(converged(
+            &jinghzhu(2, Some(status(&["a-1", "a-2"], 2))),
+            &["a-1", "a-2"]
+        ));
         assert!(!converged(&jinghzhu(2, None), &["a-1", "a-2"]));
-        assert!(!converged(&jinghzhu(2, Some(status(&["a-1", "a-2"], 1))), &["a-1", "a-2"]));
-        assert!(!converged(&jinghzhu(2, Some(status(&["a-1", "a-3"], 2))), &["a-1", "a-2"]));
-        assert!(!converged(&jinghzhu(3, Some(status(&["a-1", "a-2"], 2))), &["a-1", "a-2"]));
-        assert!(!converged(&jinghzhu(1, Some(status(&["a-1"], 2))), &["a-1", "a-2"]));
+        assert!(!converged(
+            &jinghzhu(2, Some(status(&["a-1", "a-2"], 1))),
+            &["a-1", "a-2"]
+        ));
+        assert!(!converged(
+            &jinghzhu(2, Some(status(&["a-1", "a-3"], 2))),
+            &["a-1", "a-2"]
+        ));
+        assert!(!converged(
+            &jinghzhu(3, Some(status(&["a-1", "a-2"], 2))),
+            &["a-1", "a-2"]
+        ));
+        assert!(!converged(
+            &jinghzhu(1, Some(status(&["a-1"], 2))),
+            &["a-1", "a-2"]
+        ));
     }
 
     #[test]
@@ -311,7 +330,19 @@ mod tests {
         };
         assert!(census.all_converged(3));
         assert!(!census.all_converged(4));
-        assert!(!Census { live_pods: 10, ..census }.all_converged(3));
-        assert!(!Census { converged: 2, ..census }.all_converged(3));
+        assert!(
+            !Census {
+                live_pods: 10,
+                ..census
+            }
+            .all_converged(3)
+        );
+        assert!(
+            !Census {
+                converged: 2,
+                ..census
+            }
+            .all_converged(3)
+        );
     }
 }

@@ -89,7 +89,10 @@ pub fn svg(results: &[RunResult], quantity: &Quantity) -> Result<String> {
         for (kind, points) in &series {
             let style = colour(*kind);
             chart
-                .draw_series(LineSeries::new(points.iter().copied(), style.stroke_width(2)))
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    style.stroke_width(2),
+                ))
                 .map_err(draw_error)?
                 .label(kind.name())
                 .legend(move |(x, y)| {

@@ -51,7 +51,12 @@ pub fn memory(pid: u32) -> Result<Memory> {
 fn parse_memory(status: &str) -> Option<Memory> {
     let field = |name: &str| -> Option<u64> {
         let line = status.lines().find(|l| l.starts_with(name))?;
-        let kib: u64 = line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+        let kib: u64 = line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
         Some(kib * 1024)
     };
     Some(Memory {
@@ -76,7 +81,8 @@ mod tests {
 
     #[test]
     fn parses_stat_with_spaces_in_the_name() {
-        let stat = "1234 (my proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 4 0 100 1000 10";
+        let stat =
+            "1234 (my proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 4 0 100 1000 10";
         assert_eq!(parse_cpu_ticks(stat), Some(300));
     }
 

@@ -56,7 +56,10 @@ pub struct Written {
 pub fn write(report: &Report, dir: &Path) -> Result<Written> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut plots_written = Vec::new();
-    for (file, quantity) in [("convergence.svg", &plots::CONVERGENCE), ("rss.svg", &plots::RSS)] {
+    for (file, quantity) in [
+        ("convergence.svg", &plots::CONVERGENCE),
+        ("rss.svg", &plots::RSS),
+    ] {
         let path = dir.join(file);
         fs::write(&path, plots::svg(&report.runs, quantity)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -110,7 +113,10 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
          | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     let mut any = false;
-    for r in runs.iter().filter(|r| r.controller != ControllerKind::ControllerRuntime) {
+    for r in runs
+        .iter()
+        .filter(|r| r.controller != ControllerKind::ControllerRuntime)
+    {
         let Some(base) = runs
             .iter()
             .find(|b| b.controller == ControllerKind::ControllerRuntime && b.objects == r.objects)
@@ -118,7 +124,13 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
             continue;
         };
         any = true;
-        let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}×", a / b) } else { "–".into() };
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                format!("{:.2}×", a / b)
+            } else {
+                "–".into()
+            }
+        };
         let _ = writeln!(
             t,
             "| {} | {} | {} | {} | {} | {} | {} |",
@@ -161,10 +173,7 @@ pub fn requests_table(runs: &[RunResult]) -> String {
 
 fn markdown_text(report: &Report) -> String {
     let mut md = String::from("# Scale benchmark\n\n");
-    let (_, cpus) = report
-        .runs
-        .first()
-        .map_or((0.0, 0), |r| r.load_at_start);
+    let (_, cpus) = report.runs.first().map_or((0.0, 0), |r| r.load_at_start);
     let _ = write!(
         md,
         "Produced by `{}` (started {}; Rust controllers built with the {:?} profile).\n\n\

@@ -34,6 +34,13 @@ use crate::procstat;
 /// The namespace every run works in.
 pub const NAMESPACE: &str = "scale-bench";
 
+/// kube-controller-manager's garbage collector looks for new resource types
+/// every 30 s; until it has seen the Jinghzhu CRD it learns of a deleted
+/// owner only then. The garbage-collection phase starts at least this long
+/// after the CRD was established, so it measures the collector, not that
+/// discovery tick (in runs with the 60 s quiet window it never waits).
+pub const GC_DISCOVERY_WAIT: Duration = Duration::from_secs(35);
+
 /// How to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -131,11 +138,13 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
         "scale-bench: {} with N={} x {} pods: starting a fresh control plane (load {:.2} on {} CPUs)",
         built.kind, options.objects, options.pods_per_object, load_at_start.0, load_at_start.1
     );
-    let cp = tokio::task::spawn_blocking(|| ControlPlane::start_with(ControlPlaneOptions::default()))
-        .await
-        .context("control plane start task")??;
+    let cp =
+        tokio::task::spawn_blocking(|| ControlPlane::start_with(ControlPlaneOptions::default()))
+            .await
+            .context("control plane start task")??;
     let client = cp.client().await?;
     install_crd(&client).await?;
+    let crd_established = Instant::now();
     create_namespace(&client).await?;
     let observer = Observer::start(&client, NAMESPACE).await?;
 
@@ -147,7 +156,15 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
         options.workers,
         &options.log_dir,
     )?;
-    let result = measure(&client, &observer, &mut controller, options, load_at_start).await;
+    let result = measure(
+        &client,
+        &observer,
+        &mut controller,
+        options,
+        load_at_start,
+        crd_established,
+    )
+    .await;
     let result = result.with_context(|| {
         format!(
             "{} run with N={} failed; the end of its log ({}):\n{}",
@@ -169,6 +186,7 @@ async fn measure(
     controller: &mut Running,
     options: &RunOptions,
     load_at_start: (f64, usize),
+    crd_established: Instant,
 ) -> Result<RunResult> {
     let pid = controller.pid();
     controller.wait_ready(Duration::from_secs(120)).await?;
@@ -216,6 +234,7 @@ async fn measure(
     let edit_latencies_ms = time_edits(client, observer, options).await?;
 
     // 5. Garbage collection.
+    tokio::time::sleep_until((crd_established + GC_DISCOVERY_WAIT).into()).await;
     let gc_secs = time_garbage_collection(client, observer).await?;
     controller.check_alive()?;
 
@@ -283,7 +302,11 @@ async fn create_objects(client: &Client, options: &RunOptions) -> Result<Request
 }
 
 /// Scales one object at a time by one pod and times each until converged.
-async fn time_edits(client: &Client, observer: &Observer, options: &RunOptions) -> Result<Vec<f64>> {
+async fn time_edits(
+    client: &Client,
+    observer: &Observer,
+    options: &RunOptions,
+) -> Result<Vec<f64>> {
     let api: Api<Jinghzhu> = Api::namespaced(client.clone(), NAMESPACE);
     let mut desired: Vec<u32> = vec![options.pods_per_object; options.objects];
     let mut latencies = Vec::with_capacity(options.edits);

@@ -24,7 +24,11 @@ pub fn input(jz: &Jinghzhu, pods: &[&Pod], now: SystemTime) -> sdk::ReconcileInp
             spec: sdk::JinghzhuSpec {
                 desired: jz.spec.desired,
                 template: jz.spec.template.as_ref().map(|t| sdk::PodTemplate {
-                    labels: t.metadata.as_ref().map(|m| kvs(&m.labels)).unwrap_or_default(),
+                    labels: t
+                        .metadata
+                        .as_ref()
+                        .map(|m| kvs(&m.labels))
+                        .unwrap_or_default(),
                     annotations: t
                         .metadata
                         .as_ref()

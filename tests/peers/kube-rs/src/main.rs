@@ -100,7 +100,11 @@ async fn main() -> Result<()> {
         pods: pod_cache,
         metrics,
     });
-    tracing::info!(workers = args.workers, namespace = args.namespace.as_deref().unwrap_or("<all>"), "controller starting");
+    tracing::info!(
+        workers = args.workers,
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        "controller starting"
+    );
     let (jinghzhu_cache, jinghzhu_writer) = reflector::store();
     let jinghzhu_events = watcher(jinghzhu_api, watcher::Config::default())
         .default_backoff()

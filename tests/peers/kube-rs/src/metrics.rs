@@ -78,17 +78,19 @@ impl Metrics {
 /// Binds `addr` and serves `/metrics` in the background; returns the bound address.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<SocketAddr> {
     let mut registry = Registry::default();
-    registry.sub_registry_with_prefix("controller_runtime").register(
-        "reconcile",
-        "Total number of reconciliations per controller",
-        metrics.reconciles.clone(),
-    );
+    registry
+        .sub_registry_with_prefix("controller_runtime")
+        .register(
+            "reconcile",
+            "Total number of reconciliations per controller",
+            metrics.reconciles.clone(),
+        );
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .with_state(Arc::new(registry));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the metrics address {addr} (change it with --metrics-addr)"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("binding the metrics address {addr} (change it with --metrics-addr)")
+    })?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, app).await {
@@ -104,7 +106,10 @@ async fn metrics_text(State(registry): State<Arc<Registry>>) -> impl IntoRespons
         tracing::error!(error = %err, "encoding metrics");
     }
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         text,
     )
 }
@@ -128,7 +133,9 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
         assert!(
-            text.contains(r#"controller_runtime_reconcile_total{controller="jinghzhu",result="success"} 2"#),
+            text.contains(
+                r#"controller_runtime_reconcile_total{controller="jinghzhu",result="success"} 2"#
+            ),
             "{text}"
         );
     }

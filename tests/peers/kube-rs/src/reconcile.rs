@@ -193,7 +193,11 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
     {
         let patch = serde_json::json!({ "status": status });
         jinghzhus
-            .patch_status(&jz.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &jz.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(|source| Error::Api {
                 what: format!("patching the status of {key}"),
@@ -207,12 +211,21 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
         };
         publish(ctx, jz, type_, &event.reason, &event.message).await;
     }
-    if jz.annotations().get(RECONCILED_BY_ANNOTATION).map(String::as_str) != Some(RECONCILED_BY) {
+    if jz
+        .annotations()
+        .get(RECONCILED_BY_ANNOTATION)
+        .map(String::as_str)
+        != Some(RECONCILED_BY)
+    {
         let patch = serde_json::json!({
             "metadata": { "annotations": { RECONCILED_BY_ANNOTATION: RECONCILED_BY } }
         });
         jinghzhus
-            .patch(&jz.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &jz.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(|source| Error::Api {
                 what: format!("annotating {key}"),
