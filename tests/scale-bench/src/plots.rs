@@ -84,6 +84,7 @@ pub fn svg(results: &[RunResult], quantity: &Quantity) -> Result<String> {
             .x_desc("N (Jinghzhus)")
             .y_desc(quantity.y_label)
             .x_label_formatter(&|x| format!("{x:.0}"))
+            .max_light_lines(2)
             .draw()
             .map_err(draw_error)?;
         for (kind, points) in &series {
