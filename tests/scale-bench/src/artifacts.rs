@@ -41,21 +41,15 @@ pub fn workspace_root() -> PathBuf {
 /// Builds binary `bin` of `package` with cargo and returns its path (taken
 /// from cargo's JSON messages, so `CARGO_TARGET_DIR` is honoured).
 pub fn cargo_binary(package: &str, bin: &str, profile: Profile) -> Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args([
-            "build",
-            "--message-format=json-render-diagnostics",
-            "-p",
-            package,
-            "--bin",
-            bin,
-        ])
-        // Flags meant for the benchmark's own build must not leak in.
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET");
+    let mut cmd = nested_cargo();
+    cmd.args([
+        "build",
+        "--message-format=json-render-diagnostics",
+        "-p",
+        package,
+        "--bin",
+        bin,
+    ]);
     if profile == Profile::Release {
         cmd.arg("--release");
     }
@@ -73,6 +67,46 @@ pub fn cargo_binary(package: &str, bin: &str, profile: Profile) -> Result<PathBu
         .filter(|msg| msg["reason"] == "compiler-artifact" && msg["target"]["name"] == bin)
         .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
         .ok_or_else(|| anyhow!("cargo built {package} but reported no executable `{bin}`"))
+}
+
+/// A `cargo` command in the workspace root that builds as a plain `cargo`
+/// from a shell would: without the flags meant for the benchmark's own
+/// build, and without the variables cargo sets for the program it runs
+/// (`cargo run`/`cargo test` set `CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...):
+/// some build scripts watch them (ring's watches `CARGO_MANIFEST_DIR`), so
+/// leaving them in would rebuild half the dependency graph on every run.
+pub fn nested_cargo() -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root());
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if is_set_by_cargo_for_the_program(name) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET");
+    cmd
+}
+
+/// Variables cargo sets when it runs a binary, test or build script (as
+/// opposed to those that configure cargo, like `CARGO_HOME` or `CARGO_TARGET_DIR`).
+fn is_set_by_cargo_for_the_program(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_EXE_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || name.starts_with("CARGO_CFG_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        )
 }
 
 /// The replicaset plugin, built for `wasm32-wasip2`.
@@ -168,6 +202,16 @@ pub fn tail(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_cargo_drops_what_cargo_sets_for_programs_only() {
+        assert!(is_set_by_cargo_for_the_program("CARGO_MANIFEST_DIR"));
+        assert!(is_set_by_cargo_for_the_program("CARGO_PKG_VERSION"));
+        assert!(is_set_by_cargo_for_the_program("CARGO_BIN_EXE_scale-bench"));
+        assert!(!is_set_by_cargo_for_the_program("CARGO_HOME"));
+        assert!(!is_set_by_cargo_for_the_program("CARGO_TARGET_DIR"));
+        assert!(!is_set_by_cargo_for_the_program("CARGO_INCREMENTAL"));
+    }
 
     #[test]
     fn the_go_peers_hash_follows_its_sources() {

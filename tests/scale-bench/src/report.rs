@@ -244,13 +244,9 @@ fn markdown_text(report: &Report) -> String {
 /// Runs `cargo bench -p wasm-operator --bench reconcile` and keeps criterion's
 /// benchmark names and `time:` lines.
 pub fn run_micro_bench() -> Result<String> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     eprintln!("scale-bench: cargo bench -p wasm-operator --bench reconcile");
-    let output = std::process::Command::new(cargo)
-        .current_dir(crate::artifacts::workspace_root())
+    let output = crate::artifacts::nested_cargo()
         .args(["bench", "-p", "wasm-operator", "--bench", "reconcile"])
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .output()
         .context("running cargo bench")?;
     let stdout = String::from_utf8_lossy(&output.stdout);
