@@ -1,0 +1,229 @@
+// The reconciler: a kubebuilder-style Reconcile that does what the Wasm host
+// does with the replicaset plugin, write for write (see host/src/apply):
+// creates in slow-start batches with a SuccessfulCreate Event per pod,
+// deletes with a UID precondition and a SuccessfulDelete Event per pod, the
+// status patched only when it changed, the ScalingUp/ScalingDown Event, and
+// the jinghzhu.io/reconciled-by annotation patched when it differs.
+//
+// Like a typical kubebuilder operator it has no expectations: it trusts the
+// informer cache, and a cache lagging behind its own creates can lead to an
+// extra pod that a later reconcile deletes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+)
+
+const (
+	// managedByLabel and ownerLabel are the labels the host puts on its pods.
+	managedByLabel = "app.kubernetes.io/managed-by"
+	managedBy      = "wasm-operator"
+	ownerLabel     = "jinghzhu.io/owner"
+	// reconciledByAnnotation names who reconciled the object last.
+	reconciledByAnnotation = "jinghzhu.io/reconciled-by"
+	// reconciledBy is this peer's stamp.
+	reconciledBy = "replicaset@0.1.0 (controller-runtime peer)"
+	// ownerIndex is the field index of pods by their controller's name
+	// (the kubebuilder CronJob tutorial's `.metadata.controller`).
+	ownerIndex = ".metadata.controller"
+	// eventAction is the action of every Event, as the host writes it.
+	eventAction = "Reconcile"
+	// maxNoteLength is where Event notes are cut, as the host does.
+	maxNoteLength = 1000
+)
+
+// defaultPodSpec is the pod spec without a template: one pause container.
+var defaultPodSpec = corev1.PodSpec{
+	Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+}
+
+// JinghzhuReconciler reconciles Jinghzhus.
+type JinghzhuReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder recorder.EventRecorder
+}
+
+// Reconcile keeps spec.desired live pods and reports them in the status.
+func (r *JinghzhuReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var jz Jinghzhu
+	if err := r.Get(ctx, req.NamespacedName, &jz); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if jz.DeletionTimestamp != nil {
+		// The garbage collector deletes its pods through their ownerReferences.
+		return ctrl.Result{}, nil
+	}
+
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(jz.Namespace),
+		client.MatchingFields{ownerIndex: jz.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	live := livePods(pods.Items, string(jz.UID))
+	decision := decide(jz.Spec.Desired, len(live))
+	status := observedStatus(&jz, live, decision.message)
+	logger.V(1).Info("reconcile", "desired", jz.Spec.Desired, "live", len(live))
+
+	var events [][2]string // reason, message of the plan's own Events
+	if decision.create > 0 {
+		if err := r.createPods(ctx, &jz, decision.create); err != nil {
+			return ctrl.Result{}, err
+		}
+		events = append(events, [2]string{"ScalingUp", scalingUpEvent(decision.create)})
+		logger.Info("scaling up", "live", len(live), "desired", jz.Spec.Desired, "creating", decision.create)
+	}
+	if decision.delete > 0 {
+		names := pickForDeletion(live, decision.delete)
+		if err := r.deletePods(ctx, &jz, live, names); err != nil {
+			return ctrl.Result{}, err
+		}
+		events = append(events, [2]string{"ScalingDown", scalingDownEvent(names)})
+		logger.Info("scaling down", "live", len(live), "desired", jz.Spec.Desired, "deleting", names)
+	}
+
+	if !statusEqual(jz.Status, status) {
+		patch, err := json.Marshal(map[string]any{"status": status})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Status().Patch(ctx, &jz, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("patching the status of %s: %w", req.NamespacedName, err)
+		}
+	}
+	for _, e := range events {
+		r.event(&jz, corev1.EventTypeNormal, e[0], e[1])
+	}
+	if jz.Annotations[reconciledByAnnotation] != reconciledBy {
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"annotations": map[string]string{reconciledByAnnotation: reconciledBy}},
+		})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Patch(ctx, &jz, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("annotating %s: %w", req.NamespacedName, err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// event records an Event on the Jinghzhu (in the background, as client-go does).
+func (r *JinghzhuReconciler) event(jz *Jinghzhu, eventType, reason, note string) {
+	if len(note) > maxNoteLength {
+		note = note[:maxNoteLength] + "…"
+	}
+	r.Recorder.Eventf(jz, nil, eventType, reason, eventAction, "%s", note)
+}
+
+// newPod builds one pod of jz from its template (or the pause pod).
+func (r *JinghzhuReconciler) newPod(jz *Jinghzhu) (*corev1.Pod, error) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: jz.Name + "-",
+			Namespace:    jz.Namespace,
+			Labels:       map[string]string{},
+		},
+		Spec: *defaultPodSpec.DeepCopy(),
+	}
+	if t := jz.Spec.Template; t != nil {
+		for k, v := range t.Labels {
+			pod.Labels[k] = v
+		}
+		if len(t.Annotations) > 0 {
+			pod.Annotations = make(map[string]string, len(t.Annotations))
+			for k, v := range t.Annotations {
+				pod.Annotations[k] = v
+			}
+		}
+		if len(t.Spec.Containers) > 0 {
+			pod.Spec = *t.Spec.DeepCopy()
+		}
+	}
+	// The operator's labels win over the template's.
+	pod.Labels[managedByLabel] = managedBy
+	pod.Labels[ownerLabel] = jz.Name
+	if err := controllerutil.SetControllerReference(jz, pod, r.Scheme); err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+// createPods creates count pods in slow-start batches (1, 2, 4, ...), each
+// batch in parallel; the first failure stops the rest.
+func (r *JinghzhuReconciler) createPods(ctx context.Context, jz *Jinghzhu, count int) error {
+	remaining := count
+	for batch := 1; remaining > 0; batch *= 2 {
+		n := min(batch, remaining)
+		remaining -= n
+		created := make([]*corev1.Pod, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			pod, err := r.newPod(jz)
+			if err != nil {
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := r.Create(ctx, pod); err != nil {
+					errs[i] = err
+					return
+				}
+				created[i] = pod
+			}()
+		}
+		wg.Wait()
+		var failure error
+		for i := range n {
+			if errs[i] != nil {
+				failure = errs[i]
+				continue
+			}
+			r.event(jz, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: "+created[i].Name)
+		}
+		if failure != nil {
+			r.event(jz, corev1.EventTypeWarning, "FailedCreate", "Error creating pod: "+failure.Error())
+			return fmt.Errorf("creating pods in %s: %w", jz.Namespace, failure)
+		}
+	}
+	return nil
+}
+
+// deletePods deletes the named live pods, each guarded by the UID it had.
+func (r *JinghzhuReconciler) deletePods(ctx context.Context, jz *Jinghzhu, live []*corev1.Pod, names []string) error {
+	byName := make(map[string]*corev1.Pod, len(live))
+	for _, p := range live {
+		byName[p.Name] = p
+	}
+	for _, name := range names {
+		pod, ok := byName[name]
+		if !ok {
+			continue
+		}
+		err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+		// Already gone, or replaced by another pod of the same name: fine.
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			r.event(jz, corev1.EventTypeWarning, "FailedDelete", fmt.Sprintf("Error deleting pod %s: %v", name, err))
+			return fmt.Errorf("deleting pod %s/%s: %w", jz.Namespace, name, err)
+		}
+		r.event(jz, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: "+name)
+	}
+	return nil
+}

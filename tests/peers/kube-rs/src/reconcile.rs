@@ -1,0 +1,276 @@
+//! One reconcile, the way a kube-rs operator does it by hand: read the
+//! Jinghzhu's pods from the reflector cache, run the replicaset logic
+//! natively, then create pods (slow-start batches, a `SuccessfulCreate` Event
+//! each), delete pods (UID precondition, a `SuccessfulDelete` Event each),
+//! patch the status when it changed, record the logic's Events and the
+//! `jinghzhu.io/reconciled-by` annotation — the same writes, in the same
+//! order, as the Wasm host with the replicaset plugin.
+//!
+//! Like a typical hand-written operator it keeps no expectations: it trusts
+//! the cache. Events are awaited inside the reconcile, as kube's `Recorder`
+//! is usually called.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::future::join_all;
+use jinghzhu_plugin_sdk::types::EventType as SdkEventType;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::Store;
+use kube::{Client, Resource, ResourceExt};
+use replicaset_logic::Variant;
+use wasm_operator::crd::Jinghzhu;
+
+use crate::convert;
+use crate::metrics::Metrics;
+use crate::ready::CacheReady;
+
+/// Label on every pod: who manages it (the pod watch selects on it).
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`], the host's, so all three controllers write the same pods.
+pub const MANAGED_BY: &str = "wasm-operator";
+/// Label naming the pod's Jinghzhu.
+pub const OWNER_LABEL: &str = "jinghzhu.io/owner";
+/// Annotation naming who reconciled the object last.
+pub const RECONCILED_BY_ANNOTATION: &str = "jinghzhu.io/reconciled-by";
+/// This peer's stamp in [`RECONCILED_BY_ANNOTATION`].
+pub const RECONCILED_BY: &str = "replicaset@0.1.0 (kube-rs peer)";
+/// Where Event notes are cut, as the host does.
+const MAX_NOTE: usize = 1000;
+
+/// What every reconcile shares.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// The pod cache.
+    pub pods: Store<Pod>,
+    /// Opens once the pod cache has had its initial list.
+    pub pods_ready: CacheReady,
+    /// Where Events go.
+    pub recorder: Recorder,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Jinghzhu has no namespace or uid.
+    #[error("the Jinghzhu has no namespace or uid")]
+    NotStored,
+    /// The pod cache's watch ended before its first list.
+    #[error("the pod cache stopped")]
+    CacheGone,
+    /// A pod spec the logic proposed does not parse.
+    #[error("invalid pod spec: {0}")]
+    Spec(#[from] serde_json::Error),
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// The call.
+        what: String,
+        /// The error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The controller's reconcile function.
+pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_inner(&jz, &ctx).await;
+    ctx.metrics.count_reconcile(result.is_ok());
+    result
+}
+
+async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> {
+    if jz.meta().deletion_timestamp.is_some() {
+        // The garbage collector deletes its pods through their ownerReferences.
+        return Ok(Action::await_change());
+    }
+    ctx.pods_ready.wait().await.map_err(|_| Error::CacheGone)?;
+    let (Some(namespace), Some(uid)) = (jz.namespace(), jz.uid()) else {
+        return Err(Error::NotStored);
+    };
+    let key = format!("{namespace}/{}", jz.name_any());
+    let cached = ctx.pods.state();
+    let owned: Vec<&Pod> = cached
+        .iter()
+        .map(|p| p.as_ref())
+        .filter(|p| {
+            p.namespace().as_deref() == Some(namespace.as_str())
+                && p.owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
+        })
+        .collect();
+
+    let input = convert::input(jz, &owned, SystemTime::now());
+    let output = replicaset_logic::reconcile_with(&input, Variant::V1);
+    // The SDK's native log lines went to stderr; drop the per-thread copy.
+    jinghzhu_plugin_sdk::log::take_captured();
+
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut owner = jz.controller_owner_ref(&()).ok_or(Error::NotStored)?;
+    owner.block_owner_deletion = Some(true);
+    let labels = BTreeMap::from([
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+        (OWNER_LABEL.to_owned(), jz.name_any()),
+    ]);
+
+    // Creates, in slow-start batches (1, 2, 4, ...); one failure stops the rest.
+    let mut remaining = output.create_pods.as_slice();
+    let mut batch = 1;
+    while !remaining.is_empty() {
+        let (now, later) = remaining.split_at(batch.min(remaining.len()));
+        remaining = later;
+        batch *= 2;
+        let mut requests = Vec::with_capacity(now.len());
+        for create in now {
+            let pod = convert::pod_to_create(create, &namespace, &labels, &owner)?;
+            let pods = pods.clone();
+            requests.push(async move { pods.create(&PostParams::default(), &pod).await });
+        }
+        let mut failure = None;
+        for result in join_all(requests).await {
+            match result {
+                Ok(pod) => {
+                    let note = format!("Created pod: {}", pod.name_any());
+                    publish(ctx, jz, EventType::Normal, "SuccessfulCreate", &note).await;
+                }
+                Err(err) => failure = Some(err),
+            }
+        }
+        if let Some(source) = failure {
+            let note = format!("Error creating pod: {source}");
+            publish(ctx, jz, EventType::Warning, "FailedCreate", &note).await;
+            return Err(Error::Api {
+                what: format!("creating pods in {namespace}"),
+                source,
+            });
+        }
+    }
+
+    // Deletes, each guarded by the UID seen in the cache.
+    for name in &output.delete_pods {
+        let Some(pod_uid) = owned
+            .iter()
+            .find(|p| p.metadata.name.as_ref() == Some(name))
+            .and_then(|p| p.uid())
+        else {
+            continue;
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(pod_uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match pods.delete(name, &params).await {
+            Ok(_) => {}
+            // Already gone, or replaced by another pod of the same name: fine.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(source) => {
+                let note = format!("Error deleting pod {name}: {source}");
+                publish(ctx, jz, EventType::Warning, "FailedDelete", &note).await;
+                return Err(Error::Api {
+                    what: format!("deleting pod {namespace}/{name}"),
+                    source,
+                });
+            }
+        }
+        let note = format!("Deleted pod: {name}");
+        publish(ctx, jz, EventType::Normal, "SuccessfulDelete", &note).await;
+    }
+
+    let jinghzhus: Api<Jinghzhu> = Api::namespaced(ctx.client.clone(), &namespace);
+    if let Some(status) = output.status.as_ref().map(convert::status)
+        && jz.status.as_ref() != Some(&status)
+    {
+        let patch = serde_json::json!({ "status": status });
+        jinghzhus
+            .patch_status(
+                &jz.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|source| Error::Api {
+                what: format!("patching the status of {key}"),
+                source,
+            })?;
+    }
+    for event in &output.events {
+        let type_ = match event.event_type {
+            SdkEventType::Normal => EventType::Normal,
+            SdkEventType::Warning => EventType::Warning,
+        };
+        publish(ctx, jz, type_, &event.reason, &event.message).await;
+    }
+    if jz
+        .annotations()
+        .get(RECONCILED_BY_ANNOTATION)
+        .map(String::as_str)
+        != Some(RECONCILED_BY)
+    {
+        let patch = serde_json::json!({
+            "metadata": { "annotations": { RECONCILED_BY_ANNOTATION: RECONCILED_BY } }
+        });
+        jinghzhus
+            .patch(
+                &jz.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|source| Error::Api {
+                what: format!("annotating {key}"),
+                source,
+            })?;
+    }
+    if !output.create_pods.is_empty() || !output.delete_pods.is_empty() {
+        tracing::info!(
+            object = %key,
+            created = output.create_pods.len(),
+            deleted = output.delete_pods.len(),
+            "reconciled"
+        );
+    }
+    Ok(match output.requeue_after_ms {
+        Some(ms) => Action::requeue(Duration::from_millis(ms)),
+        None => Action::await_change(),
+    })
+}
+
+/// Retry a failed reconcile after a second.
+pub fn error_policy(jz: Arc<Jinghzhu>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(object = %jz.name_any(), error = %err, "reconcile failed; retrying in 1 s");
+    Action::requeue(Duration::from_secs(1))
+}
+
+/// Records an Event on the Jinghzhu; a failure is logged, not fatal.
+async fn publish(ctx: &Context, jz: &Jinghzhu, type_: EventType, reason: &str, note: &str) {
+    let mut note = note.to_owned();
+    if note.len() > MAX_NOTE {
+        let mut end = MAX_NOTE;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push('…');
+    }
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&event, &jz.object_ref(&())).await {
+        tracing::warn!(object = %jz.name_any(), %reason, error = %err, "could not record Event");
+    }
+}

@@ -1,0 +1,236 @@
+//! Building what the benchmark runs, from the checkout it runs in: the host
+//! binary and the kube-rs peer with `cargo build` (the benchmark's own
+//! profile by default), the replicaset plugin for `wasm32-wasip2` through
+//! `wasm-artifacts`, and the controller-runtime peer with `go build` into a
+//! cache directory outside the repository, keyed by a hash of its `go.mod`,
+//! `go.sum` and sources (under a file lock, so concurrent runs build once).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, anyhow, bail};
+use sha2::{Digest, Sha256};
+
+/// The cargo profile binaries are built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// `cargo build` (unoptimised; what the CI smoke test uses).
+    Dev,
+    /// `cargo build --release` (what the measured runs use).
+    Release,
+}
+
+impl Profile {
+    /// The profile this benchmark itself was built with.
+    pub fn of_this_build() -> Self {
+        if cfg!(debug_assertions) {
+            Profile::Dev
+        } else {
+            Profile::Release
+        }
+    }
+}
+
+/// The workspace root (this crate lives in `tests/scale-bench`).
+pub fn workspace_root() -> PathBuf {
+    wasm_artifacts::workspace_root()
+}
+
+/// Builds binary `bin` of `package` with cargo and returns its path (taken
+/// from cargo's JSON messages, so `CARGO_TARGET_DIR` is honoured).
+pub fn cargo_binary(package: &str, bin: &str, profile: Profile) -> Result<PathBuf> {
+    let mut cmd = nested_cargo();
+    cmd.args([
+        "build",
+        "--message-format=json-render-diagnostics",
+        "-p",
+        package,
+        "--bin",
+        bin,
+    ]);
+    if profile == Profile::Release {
+        cmd.arg("--release");
+    }
+    eprintln!("scale-bench: cargo build -p {package} ({profile:?})");
+    let output = cmd.output().context("running cargo")?;
+    if !output.status.success() {
+        bail!(
+            "`cargo build -p {package}` failed:\n{}",
+            tail(&String::from_utf8_lossy(&output.stderr), 30)
+        );
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| msg["reason"] == "compiler-artifact" && msg["target"]["name"] == bin)
+        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| anyhow!("cargo built {package} but reported no executable `{bin}`"))
+}
+
+/// A `cargo` command in the workspace root that builds as a plain `cargo`
+/// from a shell would: without the flags meant for the benchmark's own
+/// build, and without the variables cargo sets for the program it runs
+/// (`cargo run`/`cargo test` set `CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...):
+/// some build scripts watch them (ring's watches `CARGO_MANIFEST_DIR`), so
+/// leaving them in would rebuild half the dependency graph on every run.
+pub fn nested_cargo() -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root());
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if is_set_by_cargo_for_the_program(name) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET");
+    cmd
+}
+
+/// Variables cargo sets when it runs a binary, test or build script (as
+/// opposed to those that configure cargo, like `CARGO_HOME` or `CARGO_TARGET_DIR`).
+fn is_set_by_cargo_for_the_program(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_EXE_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || name.starts_with("CARGO_CFG_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        )
+}
+
+/// The replicaset plugin, built for `wasm32-wasip2`.
+pub fn replicaset_plugin() -> Result<PathBuf> {
+    wasm_artifacts::try_build("replicaset-plugin", &[], wasm_artifacts::Toolchain::Wasip2)
+        .map_err(|err| anyhow!("{err}"))
+}
+
+/// The Go module of the controller-runtime peer.
+pub fn go_peer_dir() -> PathBuf {
+    workspace_root().join("tests/peers/controller-runtime")
+}
+
+/// Builds (or finds in the cache) the controller-runtime peer.
+pub fn controller_runtime_peer() -> Result<PathBuf> {
+    let source = go_peer_dir();
+    let root = local_control_plane::binaries::default_cache_root();
+    let dir = root.join(format!("controller-runtime-peer-{}", source_hash(&source)?));
+    let binary = dir.join("controller-runtime-peer");
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let lock = fs::File::create(dir.join(".lock"))?;
+    lock.lock()
+        .context("locking the controller-runtime peer's cache")?;
+    if binary.is_file() {
+        return Ok(binary);
+    }
+    let go = std::env::var_os("GO").unwrap_or_else(|| "go".into());
+    let staging = dir.join("controller-runtime-peer.building");
+    eprintln!(
+        "scale-bench: go build of the controller-runtime peer into {} (once; a few minutes on a cold Go cache)",
+        dir.display()
+    );
+    let output = Command::new(&go)
+        .current_dir(&source)
+        .args(["build", "-trimpath", "-o"])
+        .arg(&staging)
+        .arg(".")
+        .env("CGO_ENABLED", "0")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=readonly")
+        .output()
+        .map_err(|err| {
+            anyhow!(
+                "cannot run `{}` ({err}): the controller-runtime peer is built with Go 1.26 or \
+                 newer from the Go module proxy; install Go or leave the peer out \
+                 (--controllers host,kube-rs)",
+                go.to_string_lossy()
+            )
+        })?;
+    if !output.status.success() {
+        let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stdout));
+        bail!(
+            "`go build` of the controller-runtime peer in {} failed (is the Go module proxy \
+             reachable? GOPROXY): {}",
+            source.display(),
+            tail(&text, 20)
+        );
+    }
+    fs::rename(&staging, &binary)?;
+    Ok(binary)
+}
+
+/// A hash of the peer's `go.mod`, `go.sum` and `.go` files (names and contents).
+fn source_hash(dir: &Path) -> Result<String> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            name == "go.mod" || name == "go.sum" || name.ends_with(".go")
+        })
+        .collect();
+    files.sort();
+    let mut hasher = Sha256::new();
+    for file in &files {
+        hasher.update(
+            file.file_name()
+                .map(|n| n.as_encoded_bytes())
+                .unwrap_or_default(),
+        );
+        hasher.update(fs::read(file)?);
+    }
+    Ok(hex::encode(hasher.finalize())[..12].to_owned())
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_cargo_drops_what_cargo_sets_for_programs_only() {
+        assert!(is_set_by_cargo_for_the_program("CARGO_MANIFEST_DIR"));
+        assert!(is_set_by_cargo_for_the_program("CARGO_PKG_VERSION"));
+        assert!(is_set_by_cargo_for_the_program("CARGO_BIN_EXE_scale-bench"));
+        assert!(!is_set_by_cargo_for_the_program("CARGO_HOME"));
+        assert!(!is_set_by_cargo_for_the_program("CARGO_TARGET_DIR"));
+        assert!(!is_set_by_cargo_for_the_program("CARGO_INCREMENTAL"));
+    }
+
+    #[test]
+    fn the_go_peers_hash_follows_its_sources() {
+        let dir = tempfile_dir();
+        fs::write(dir.join("go.mod"), "module x\n").expect("write");
+        fs::write(dir.join("main.go"), "package main\n").expect("write");
+        fs::write(dir.join("README.md"), "ignored").expect("write");
+        let first = source_hash(&dir).expect("hash");
+        fs::write(dir.join("README.md"), "still ignored").expect("write");
+        assert_eq!(source_hash(&dir).expect("hash"), first);
+        fs::write(dir.join("main.go"), "package main // changed\n").expect("write");
+        assert_ne!(source_hash(&dir).expect("hash"), first);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("scale-bench-hash-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("mkdir");
+        dir
+    }
+}

@@ -1,0 +1,186 @@
+//! The three controllers under test and how each is built and started as
+//! its own process: the Wasm host (`wasm-operator run` with the replicaset
+//! plugin), the kube-rs peer and the controller-runtime peer — all with the
+//! same flags (`--namespace`, `--workers`, `--metrics-addr`), the admin
+//! kubeconfig in `KUBECONFIG`, and their output in a log file.
+
+use std::fmt;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use local_control_plane::process::Supervised;
+
+use crate::artifacts::{self, Profile};
+use crate::metrics;
+
+/// A controller the benchmark can run.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ControllerKind {
+    /// `wasm-operator run` with the replicaset plugin (Wasm).
+    Host,
+    /// `tests/peers/kube-rs`: kube-rs with the replicaset logic compiled in.
+    KubeRs,
+    /// `tests/peers/controller-runtime`: Go, controller-runtime.
+    ControllerRuntime,
+}
+
+impl ControllerKind {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ControllerKind::Host => "host",
+            ControllerKind::KubeRs => "kube-rs",
+            ControllerKind::ControllerRuntime => "controller-runtime",
+        }
+    }
+}
+
+impl fmt::Display for ControllerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A built controller: the program and the arguments before the common flags.
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// Which controller.
+    pub kind: ControllerKind,
+    /// The executable.
+    pub program: PathBuf,
+    /// Arguments that come first (`run --plugin …` for the host).
+    pub leading_args: Vec<String>,
+}
+
+/// Builds `kind` (cargo with `profile`, or Go).
+pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
+    let (program, leading_args) = match kind {
+        ControllerKind::Host => {
+            let program = artifacts::cargo_binary("wasm-operator", "wasm-operator", profile)?;
+            let plugin = artifacts::replicaset_plugin()?;
+            let args = vec![
+                "run".to_owned(),
+                "--plugin".to_owned(),
+                plugin.display().to_string(),
+            ];
+            (program, args)
+        }
+        ControllerKind::KubeRs => (
+            artifacts::cargo_binary("kube-rs-peer", "kube-rs-peer", profile)?,
+            Vec::new(),
+        ),
+        ControllerKind::ControllerRuntime => (artifacts::controller_runtime_peer()?, Vec::new()),
+    };
+    Ok(Built {
+        kind,
+        program,
+        leading_args,
+    })
+}
+
+/// A running controller process.
+pub struct Running {
+    /// Which controller.
+    pub kind: ControllerKind,
+    /// Where its `/metrics` is served.
+    pub metrics_addr: SocketAddr,
+    /// Its log file.
+    pub log: PathBuf,
+    process: Supervised,
+}
+
+impl Running {
+    /// Starts `built` against the cluster of `kubeconfig`, watching `namespace`.
+    pub fn start(
+        built: &Built,
+        kubeconfig: &Path,
+        namespace: &str,
+        workers: u16,
+        log_dir: &Path,
+    ) -> Result<Self> {
+        let metrics_addr = free_local_addr()?;
+        let mut cmd = Command::new(&built.program);
+        cmd.args(&built.leading_args)
+            .args(["--namespace", namespace])
+            .args(["--workers", &workers.to_string()])
+            .args(["--metrics-addr", &metrics_addr.to_string()])
+            .env("KUBECONFIG", kubeconfig)
+            // Each controller logs at its own default level.
+            .env_remove("RUST_LOG");
+        let log = log_dir.join(format!("{}.log", built.kind));
+        let process = Supervised::spawn(built.kind.name(), cmd, &log)
+            .with_context(|| format!("starting {}", built.program.display()))?;
+        Ok(Self {
+            kind: built.kind,
+            metrics_addr,
+            log,
+            process,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Fails with the end of its log if the process has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.process.exit_status() {
+            bail!(
+                "{} exited ({status}); the end of its log ({}):\n{}",
+                self.kind,
+                self.log.display(),
+                self.process.log_tail(30)
+            );
+        }
+        Ok(())
+    }
+
+    /// Waits until its `/metrics` reports a reconcile count.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_alive()?;
+            match metrics::fetch_reconciles(self.metrics_addr).await {
+                Ok(_) => return Ok(()),
+                Err(err) if Instant::now() > deadline => {
+                    bail!(
+                        "{} did not serve its reconcile count within {timeout:?} ({err:#}); \
+                         the end of its log:\n{}",
+                        self.kind,
+                        self.process.log_tail(30)
+                    )
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    /// Reconciles so far.
+    pub async fn reconciles(&mut self) -> Result<u64> {
+        self.check_alive()?;
+        metrics::fetch_reconciles(self.metrics_addr).await
+    }
+
+    /// The last `n` lines of its log.
+    pub fn log_tail(&self, n: usize) -> String {
+        self.process.log_tail(n)
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`.
+    pub fn stop(mut self, grace: Duration) {
+        self.process.stop(grace);
+    }
+}
+
+/// A loopback address with a port free right now.
+fn free_local_addr() -> Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr()?)
+}

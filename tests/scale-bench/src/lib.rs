@@ -1,0 +1,122 @@
+//! The scale benchmark: the Wasm host and its two peers (a native kube-rs
+//! operator and a Go controller-runtime operator, same logic and writes),
+//! each on a fresh local control plane, N Jinghzhus × P pods, measured from
+//! outside the controller process.
+//!
+//! `cargo run --release -p scale-bench -- --objects 1000 --pods-per-object 3 --controllers host,kube-rs,controller-runtime`
+//!
+//! - [`artifacts`]: building the controllers (cargo, wasm32-wasip2, Go with a cache).
+//! - [`controllers`]: the three controllers and their processes.
+//! - [`observe`]: the harness's watches and convergence checks.
+//! - [`scenario`]: one measured run.
+//! - [`apiserver`]: API requests from `apiserver_request_total`.
+//! - [`metrics`]: a controller's `/metrics` (reconcile counts).
+//! - [`procstat`]: CPU and memory from `/proc`.
+//! - [`report`] and [`plots`]: Markdown, JSON and SVG output.
+
+pub mod apiserver;
+pub mod artifacts;
+pub mod controllers;
+pub mod metrics;
+pub mod observe;
+pub mod plots;
+pub mod procstat;
+pub mod report;
+pub mod scenario;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::artifacts::Profile;
+use crate::controllers::ControllerKind;
+use crate::report::Report;
+use crate::scenario::{RunOptions, RunResult};
+
+/// A whole benchmark: which controllers, which Ns, and how.
+#[derive(Debug, Clone)]
+pub struct Benchmark {
+    /// The controllers, run in this order for each N.
+    pub controllers: Vec<ControllerKind>,
+    /// The Ns, smallest first.
+    pub objects: Vec<usize>,
+    /// Everything else about a run (its `objects` is replaced per N).
+    pub run: RunOptions,
+    /// The cargo profile of the host and the kube-rs peer.
+    pub profile: Profile,
+    /// Also run `cargo bench -p wasm-operator --bench reconcile`.
+    pub micro_bench: bool,
+    /// Write the report here.
+    pub results_dir: PathBuf,
+    /// The command line, for the report.
+    pub command: String,
+}
+
+/// Builds every controller, runs every (N, controller) pair, writes the
+/// report and returns it.
+pub async fn run(bench: &Benchmark) -> Result<Report> {
+    let started = k8s_openapi::jiff::Timestamp::now().to_string();
+    let mut built = Vec::new();
+    for kind in &bench.controllers {
+        let profile = bench.profile;
+        let kind = *kind;
+        built.push(tokio::task::spawn_blocking(move || controllers::build(kind, profile)).await??);
+    }
+    let mut runs: Vec<RunResult> = Vec::new();
+    for &objects in &bench.objects {
+        for b in &built {
+            let options = RunOptions {
+                objects,
+                log_dir: bench
+                    .results_dir
+                    .join("logs")
+                    .join(format!("{}-{objects}", b.kind)),
+                ..bench.run.clone()
+            };
+            let result = scenario::run(b, &options).await?;
+            eprintln!("{}", report::results_table(std::slice::from_ref(&result)));
+            runs.push(result);
+        }
+    }
+    let micro_bench = if bench.micro_bench {
+        Some(tokio::task::spawn_blocking(report::run_micro_bench).await??)
+    } else {
+        None
+    };
+    let report = Report {
+        command: bench.command.clone(),
+        started,
+        profile: bench.profile,
+        pods_per_object: bench.run.pods_per_object,
+        workers: bench.run.workers,
+        idle_secs: bench.run.idle.as_secs(),
+        edits: bench.run.edits,
+        create_concurrency: bench.run.create_concurrency,
+        runs,
+        micro_bench,
+    };
+    let written = report::write(&report, &bench.results_dir)?;
+    eprintln!(
+        "scale-bench: wrote {}, {} and {} plots",
+        written.markdown.display(),
+        written.json.display(),
+        written.plots.len()
+    );
+    Ok(report)
+}
+
+/// The defaults of a run (N = 1000 × 3 pods, 4 workers, 60 s quiet, 50 edits).
+pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
+    RunOptions {
+        objects: 1000,
+        pods_per_object: 3,
+        workers: 4,
+        create_concurrency: 16,
+        idle: Duration::from_secs(60),
+        edits: 50,
+        converge_timeout: Duration::from_secs(900),
+        settle: Duration::from_secs(3),
+        log_dir: results_dir.join("logs"),
+    }
+}

@@ -1,0 +1,123 @@
+//! `scale-bench`: the command line of the scale benchmark (see the crate docs
+//! and the README's "Scale benchmark" section).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Parser;
+use scale_bench::artifacts::{self, Profile};
+use scale_bench::controllers::ControllerKind;
+use scale_bench::{Benchmark, default_run_options, report};
+
+/// Runs the Wasm host and its peers on fresh local control planes with N
+/// Jinghzhus × P pods and reports convergence time, API requests, CPU, RSS,
+/// reconciles, edit latency and garbage-collection time, with SVG plots.
+#[derive(Debug, Parser)]
+#[command(name = "scale-bench")]
+struct Args {
+    /// N: how many Jinghzhus (ignored with --sweep).
+    #[arg(long, default_value_t = 1000)]
+    objects: usize,
+    /// Several Ns, e.g. 100,300,1000,3000; every controller runs at each.
+    #[arg(long, value_delimiter = ',')]
+    sweep: Vec<usize>,
+    /// P: `spec.desired` of every Jinghzhu.
+    #[arg(long, default_value_t = 3)]
+    pods_per_object: u32,
+    /// Which controllers, in order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "host,kube-rs,controller-runtime"
+    )]
+    controllers: Vec<ControllerKind>,
+    /// `--workers` of every controller.
+    #[arg(long, default_value_t = 4)]
+    workers: u16,
+    /// Seconds to watch a converged set for reconciles.
+    #[arg(long, default_value_t = 60)]
+    idle_secs: u64,
+    /// Single-object scale edits to time per run.
+    #[arg(long, default_value_t = 50)]
+    edits: usize,
+    /// Creates in flight at once while creating the N objects.
+    #[arg(long, default_value_t = 16)]
+    create_concurrency: usize,
+    /// Give up on a run's convergence after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    converge_timeout_secs: u64,
+    /// Cargo profile of the host and the kube-rs peer (default: this binary's).
+    #[arg(long, value_enum)]
+    build_profile: Option<Profile>,
+    /// Also run `cargo bench -p wasm-operator --bench reconcile` and include its figures.
+    #[arg(long)]
+    micro_bench: bool,
+    /// Where report.md, results.json, the plots and the controllers' logs go.
+    #[arg(long, default_value = "tests/scale-bench/results")]
+    results: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    if args.controllers.is_empty() {
+        bail!("--controllers needs at least one of host, kube-rs, controller-runtime");
+    }
+    let mut objects = if args.sweep.is_empty() {
+        vec![args.objects]
+    } else {
+        args.sweep.clone()
+    };
+    objects.sort_unstable();
+    objects.dedup();
+    if objects.contains(&0) {
+        bail!("N must be at least 1");
+    }
+    let results = if args.results.is_relative() {
+        artifacts::workspace_root().join(&args.results)
+    } else {
+        args.results.clone()
+    };
+    let mut run = default_run_options(&results);
+    run.pods_per_object = args.pods_per_object;
+    run.workers = args.workers;
+    run.idle = Duration::from_secs(args.idle_secs);
+    run.edits = args.edits;
+    run.create_concurrency = args.create_concurrency;
+    run.converge_timeout = Duration::from_secs(args.converge_timeout_secs);
+    let bench = Benchmark {
+        controllers: args.controllers.clone(),
+        objects,
+        run,
+        profile: args.build_profile.unwrap_or_else(Profile::of_this_build),
+        micro_bench: args.micro_bench,
+        results_dir: results,
+        command: command_line(),
+    };
+    let report = scale_bench::run(&bench).await?;
+    println!("{}", report::results_table(&report.runs));
+    if let Some(ratios) = report::ratios_table(&report.runs) {
+        println!("{ratios}");
+    }
+    Ok(())
+}
+
+/// How this was invoked, as `cargo run --release -p scale-bench -- <args>`.
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let release = if cfg!(debug_assertions) {
+        ""
+    } else {
+        " --release"
+    };
+    format!("cargo run{release} -p scale-bench -- {}", args.join(" "))
+}

@@ -1,0 +1,116 @@
+//! Reading Prometheus text: fetching a controller's `/metrics` over plain
+//! HTTP and summing samples with the `prometheus-parse` crate. Every
+//! controller reports reconciles under controller-runtime's name
+//! (`controller_runtime_reconcile_total`), or — the host until it adopts that
+//! name — `wasm_operator_reconciles_total`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use prometheus_parse::{Sample, Scrape, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// controller-runtime's reconcile counter (the Go peer, the kube-rs peer).
+pub const CONTROLLER_RUNTIME_RECONCILES: &str = "controller_runtime_reconcile_total";
+/// The host's own reconcile counter.
+pub const HOST_RECONCILES: &str = "wasm_operator_reconciles_total";
+
+/// Parses Prometheus or OpenMetrics text.
+pub fn parse(text: &str) -> Result<Vec<Sample>> {
+    let scrape =
+        Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).context("parsing Prometheus text")?;
+    Ok(scrape.samples)
+}
+
+/// A sample's value when it is a single number.
+pub fn number(sample: &Sample) -> Option<f64> {
+    match sample.value {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => Some(v),
+        Value::Histogram(_) | Value::Summary(_) => None,
+    }
+}
+
+/// The sum of every sample named `metric`, `None` when there is none.
+pub fn sum(samples: &[Sample], metric: &str) -> Option<f64> {
+    let mut found = false;
+    let mut total = 0.0;
+    for sample in samples.iter().filter(|s| s.metric == metric) {
+        if let Some(v) = number(sample) {
+            found = true;
+            total += v;
+        }
+    }
+    found.then_some(total)
+}
+
+/// Reconciles so far: controller-runtime's counter if the controller has it,
+/// else the host's.
+pub fn reconciles(samples: &[Sample]) -> Option<u64> {
+    sum(samples, CONTROLLER_RUNTIME_RECONCILES)
+        .or_else(|| sum(samples, HOST_RECONCILES))
+        .map(|v| v.round() as u64)
+}
+
+/// `GET http://<addr>/metrics` (HTTP/1.0, so the body ends at connection close).
+pub async fn fetch(addr: SocketAddr) -> Result<String> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\nAccept: text/plain\r\n\r\n")
+            .await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(response)
+    };
+    let response = tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .with_context(|| format!("{addr}/metrics did not answer within 10 s"))?
+        .with_context(|| format!("fetching http://{addr}/metrics"))?;
+    let text = String::from_utf8_lossy(&response);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        bail!("malformed HTTP response from {addr}/metrics");
+    };
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        bail!(
+            "http://{addr}/metrics answered {}",
+            head.lines().next().unwrap_or_default()
+        );
+    }
+    Ok(body.to_owned())
+}
+
+/// Fetches and parses a controller's reconcile count.
+pub async fn fetch_reconciles(addr: SocketAddr) -> Result<u64> {
+    let samples = parse(&fetch(addr).await?)?;
+    match reconciles(&samples) {
+        Some(n) => Ok(n),
+        None => bail!(
+            "http://{addr}/metrics has neither {CONTROLLER_RUNTIME_RECONCILES} nor {HOST_RECONCILES}"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefers_controller_runtimes_counter_and_sums_its_labels() {
+        let text = "# TYPE controller_runtime_reconcile_total counter\n\
+            controller_runtime_reconcile_total{controller=\"jinghzhu\",result=\"success\"} 7\n\
+            controller_runtime_reconcile_total{controller=\"jinghzhu\",result=\"error\"} 2\n\
+            wasm_operator_reconciles_total 100\n";
+        assert_eq!(reconciles(&parse(text).expect("parse")), Some(9));
+    }
+
+    #[test]
+    fn falls_back_to_the_hosts_counter_in_openmetrics_text() {
+        let text = "# HELP wasm_operator_reconciles Reconciles started.\n\
+            # TYPE wasm_operator_reconciles counter\n\
+            wasm_operator_reconciles_total 42\n# EOF\n";
+        assert_eq!(reconciles(&parse(text).expect("parse")), Some(42));
+        assert_eq!(reconciles(&parse("other_metric 1\n").expect("parse")), None);
+    }
+}

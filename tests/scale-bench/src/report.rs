@@ -1,0 +1,292 @@
+//! The benchmark's report: a Markdown file with the results table, the
+//! ratios to the controller-runtime peer, the API requests by verb and
+//! resource, links to the SVG plots and (optionally) the reconcile
+//! micro-benchmark's figures; plus every figure as JSON.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::artifacts::Profile;
+use crate::controllers::ControllerKind;
+use crate::plots;
+use crate::scenario::RunResult;
+
+/// A whole benchmark invocation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The command that produced it.
+    pub command: String,
+    /// When it started (UTC, RFC 3339).
+    pub started: String,
+    /// The cargo profile of the Rust controllers.
+    pub profile: Profile,
+    /// P.
+    pub pods_per_object: u32,
+    /// `--workers` of every controller.
+    pub workers: u16,
+    /// The quiet window, seconds.
+    pub idle_secs: u64,
+    /// Edits timed per run.
+    pub edits: usize,
+    /// Creates in flight at once.
+    pub create_concurrency: usize,
+    /// Every run, in the order run.
+    pub runs: Vec<RunResult>,
+    /// The reconcile micro-benchmark's figures (criterion's lines), if run.
+    pub micro_bench: Option<String>,
+}
+
+/// The files a report was written to.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// `report.md`.
+    pub markdown: PathBuf,
+    /// `results.json`.
+    pub json: PathBuf,
+    /// The SVG plots.
+    pub plots: Vec<PathBuf>,
+}
+
+/// Writes `report.md`, `results.json`, `convergence.svg` and `rss.svg` into `dir`.
+pub fn write(report: &Report, dir: &Path) -> Result<Written> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut plots_written = Vec::new();
+    for (file, quantity) in [
+        ("convergence.svg", &plots::CONVERGENCE),
+        ("rss.svg", &plots::RSS),
+    ] {
+        let path = dir.join(file);
+        fs::write(&path, plots::svg(&report.runs, quantity)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        plots_written.push(path);
+    }
+    let markdown = dir.join("report.md");
+    fs::write(&markdown, markdown_text(report))?;
+    let json = dir.join("results.json");
+    fs::write(&json, serde_json::to_string_pretty(report)?)?;
+    Ok(Written {
+        markdown,
+        json,
+        plots: plots_written,
+    })
+}
+
+/// The results table (also printed at the end of a run).
+pub fn results_table(runs: &[RunResult]) -> String {
+    let mut t = String::from(
+        "| Controller | N | Converge (s) | API writes | API reads | CPU (s) | RSS idle / converged / peak (MiB) | Reconciles converge / idle | Edit p50 / p99 (ms) | GC (s) | Load at start |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in runs {
+        let _ = writeln!(
+            t,
+            "| {} | {} | {:.2} | {} | {} | {:.2} | {:.0} / {:.0} / {:.0} | {} / {} | {:.0} / {:.0} | {:.1} | {:.2} |",
+            r.controller,
+            r.objects,
+            r.converge_secs,
+            r.writes,
+            r.reads,
+            r.cpu_converge_secs,
+            r.rss_idle_mib,
+            r.rss_converged_mib,
+            r.rss_peak_mib,
+            r.reconciles_converge,
+            r.reconciles_idle,
+            r.edit_p50_ms,
+            r.edit_p99_ms,
+            r.gc_secs,
+            r.load_at_start.0,
+        );
+    }
+    t
+}
+
+/// Each controller's figures divided by the controller-runtime peer's at the same N.
+pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
+    let mut t = String::from(
+        "| Controller | N | Converge | API writes | CPU | RSS converged | RSS growth (converged - idle) |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    let mut any = false;
+    for r in runs
+        .iter()
+        .filter(|r| r.controller != ControllerKind::ControllerRuntime)
+    {
+        let Some(base) = runs
+            .iter()
+            .find(|b| b.controller == ControllerKind::ControllerRuntime && b.objects == r.objects)
+        else {
+            continue;
+        };
+        any = true;
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                format!("{:.2}×", a / b)
+            } else {
+                "–".into()
+            }
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.controller,
+            r.objects,
+            ratio(r.converge_secs, base.converge_secs),
+            ratio(r.writes as f64, base.writes as f64),
+            ratio(r.cpu_converge_secs, base.cpu_converge_secs),
+            ratio(r.rss_converged_mib, base.rss_converged_mib),
+            ratio(
+                r.rss_converged_mib - r.rss_idle_mib,
+                base.rss_converged_mib - base.rss_idle_mib
+            ),
+        );
+    }
+    any.then_some(t)
+}
+
+/// The requests during convergence by verb and resource, one row per run.
+pub fn requests_table(runs: &[RunResult]) -> String {
+    let keys: BTreeSet<&String> = runs.iter().flat_map(|r| r.requests.keys()).collect();
+    let mut t = String::from("| Controller | N |");
+    for key in &keys {
+        let _ = write!(t, " {key} |");
+    }
+    t.push_str(" other resources |\n| --- | ---: |");
+    for _ in 0..=keys.len() {
+        t.push_str(" ---: |");
+    }
+    t.push('\n');
+    for r in runs {
+        let _ = write!(t, "| {} | {} |", r.controller, r.objects);
+        for key in &keys {
+            let _ = write!(t, " {} |", r.requests.get(*key).copied().unwrap_or(0));
+        }
+        let _ = writeln!(t, " {} |", r.other_requests);
+    }
+    t
+}
+
+fn markdown_text(report: &Report) -> String {
+    let mut md = String::from("# Scale benchmark\n\n");
+    let (_, cpus) = report.runs.first().map_or((0.0, 0), |r| r.load_at_start);
+    let _ = write!(
+        md,
+        "Produced by `{}` (started {}; Rust controllers built with the {:?} profile).\n\n\
+         Each run: a fresh local control plane (etcd, kube-apiserver, kube-controller-manager; \
+         default options), the Jinghzhu CRD, one controller as its own process with \
+         `--workers {}`, then N Jinghzhus × {} pods created ({} in flight) and watched \
+         from the harness. Machine: {cpus} CPUs, shared; the load average at each run's \
+         start is in the table.\n\n",
+        report.command,
+        report.started,
+        report.profile,
+        report.workers,
+        report.pods_per_object,
+        report.create_concurrency,
+    );
+    md.push_str(
+        "- **Converge**: first create until every object's status reports exactly its live pods \
+         (count, names, `Running`, observed generation) and the live pod total is exact.\n\
+         - **API writes / reads**: the API server's own `apiserver_request_total`, difference \
+         over the convergence window, on Jinghzhus, their status, pods and Events, less the \
+         harness's own creates. Writes are POST, PUT, PATCH, DELETE; reads GET and LIST \
+         (watches are counted when they end, so they hardly appear).\n\
+         - **CPU**: the controller process's user + system seconds over the convergence window.\n\
+         - **RSS**: `VmRSS` after start-up with no objects, at convergence, and `VmHWM` (peak).\n\
+         - **Reconciles**: from each controller's `/metrics` (`controller_runtime_reconcile_total`, \
+         or the host's `wasm_operator_reconciles_total`), during convergence and during the quiet \
+         window that follows",
+    );
+    let _ = write!(
+        md,
+        " ({} s).\n\
+         - **Edit p50 / p99**: {} single-object edits on the converged set (scale by one pod up, \
+         then back down), from the patch until the status shows the new count at the new \
+         generation.\n\
+         - **GC**: all Jinghzhus deleted at once until the garbage collector removed the last pod.\n\n",
+        report.idle_secs, report.edits,
+    );
+    md.push_str("## Results\n\n");
+    md.push_str(&results_table(&report.runs));
+    if let Some(ratios) = ratios_table(&report.runs) {
+        md.push_str("\n## Ratios to the controller-runtime peer (same N)\n\n");
+        md.push_str(&ratios);
+    }
+    md.push_str("\n## API requests during convergence, by verb and resource\n\n");
+    md.push_str(&requests_table(&report.runs));
+    md.push_str(
+        "\n## Plots\n\n![Convergence time against N](convergence.svg)\n\n\
+         ![RSS after convergence against N](rss.svg)\n",
+    );
+    md.push_str("\n## Reconcile micro-benchmark\n\n");
+    match &report.micro_bench {
+        Some(figures) => {
+            md.push_str(
+                "`cargo bench -p wasm-operator --bench reconcile` (criterion; low, median and high \
+                 estimates), run right after the scale runs:\n\n```text\n",
+            );
+            md.push_str(figures);
+            md.push_str("\n```\n");
+        }
+        None => md.push_str(
+            "Not run this time (`--micro-bench` runs it); the command is \
+             `cargo bench -p wasm-operator --bench reconcile`.\n",
+        ),
+    }
+    md
+}
+
+/// Runs `cargo bench -p wasm-operator --bench reconcile` and keeps criterion's
+/// benchmark names and `time:` lines.
+pub fn run_micro_bench() -> Result<String> {
+    eprintln!("scale-bench: cargo bench -p wasm-operator --bench reconcile");
+    let output = crate::artifacts::nested_cargo()
+        .args(["bench", "-p", "wasm-operator", "--bench", "reconcile"])
+        .output()
+        .context("running cargo bench")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    anyhow::ensure!(
+        output.status.success(),
+        "`cargo bench -p wasm-operator --bench reconcile` failed:\n{}",
+        crate::artifacts::tail(&String::from_utf8_lossy(&output.stderr), 20)
+    );
+    Ok(criterion_times(&stdout))
+}
+
+/// criterion's `<name> time: [low median high]` lines (the name may be on
+/// the line before when it is long).
+pub fn criterion_times(stdout: &str) -> String {
+    let mut kept = Vec::new();
+    let mut previous = "";
+    for line in stdout.lines() {
+        if line.contains("time:") {
+            if line.trim_start().starts_with("time:") {
+                kept.push(format!("{} {}", previous.trim(), line.trim()));
+            } else {
+                kept.push(line.trim().to_owned());
+            }
+        }
+        previous = line;
+    }
+    kept.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_criterion_time_lines_with_their_names() {
+        let out = "Benchmarking x\nreconcile/fresh_instance\n                        time:   [39.1 µs 40.1 µs 41.0 µs]\n\
+                   short               time:   [1.0 ms 1.1 ms 1.2 ms]\nchange: ...\n";
+        assert_eq!(
+            criterion_times(out),
+            "reconcile/fresh_instance time:   [39.1 µs 40.1 µs 41.0 µs]\nshort               time:   [1.0 ms 1.1 ms 1.2 ms]"
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! The scale benchmark in a small configuration, so it cannot rot: a real
+//! run end to end (fresh control plane, the controller as a process, every
+//! phase) with N = 20, asserting that it converged with exact pod counts and
+//! that every figure was actually collected.
+//!
+//! `host_smoke_run` runs under `cargo test --workspace` (CI). The peers'
+//! run needs the Go build of the controller-runtime peer (minutes on a cold
+//! Go cache), so it is `#[ignore]`d: `cargo test -p scale-bench --test smoke -- --ignored`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use scale_bench::artifacts::{self, Profile};
+use scale_bench::controllers::ControllerKind;
+use scale_bench::report::Report;
+use scale_bench::scenario::{RunOptions, RunResult};
+use scale_bench::{Benchmark, scenario};
+
+const OBJECTS: usize = 20;
+const PODS: u32 = 3;
+const EDITS: usize = 4;
+
+fn bench(controllers: &[ControllerKind], dir: &Path) -> Benchmark {
+    Benchmark {
+        controllers: controllers.to_vec(),
+        objects: vec![OBJECTS],
+        run: RunOptions {
+            objects: OBJECTS,
+            pods_per_object: PODS,
+            workers: 4,
+            create_concurrency: 8,
+            idle: Duration::from_secs(2),
+            edits: EDITS,
+            converge_timeout: Duration::from_secs(120),
+            settle: Duration::from_secs(1),
+            log_dir: dir.join("logs"),
+        },
+        profile: Profile::of_this_build(),
+        micro_bench: false,
+        results_dir: dir.to_path_buf(),
+        command: "scale-bench smoke test".to_owned(),
+    }
+}
+
+/// Every figure of a converged run is there and plausible.
+fn assert_collected(r: &RunResult) {
+    let what = format!("{} run: {r:#?}", r.controller);
+    let pods = OBJECTS as u64 * u64::from(PODS);
+    assert!(r.converge_secs > 0.0, "{what}");
+    // At least one create per pod, and the pods' Events, status writes and
+    // annotations; the harness's own Jinghzhu creates are not counted.
+    assert!(
+        r.requests.get("POST pods").copied().unwrap_or(0) >= pods,
+        "{what}"
+    );
+    assert!(!r.requests.contains_key("POST jinghzhus"), "{what}");
+    assert!(
+        r.requests
+            .get("PATCH jinghzhus/status")
+            .copied()
+            .unwrap_or(0)
+            >= OBJECTS as u64,
+        "{what}"
+    );
+    assert!(
+        r.writes >= 2 * pods + OBJECTS as u64,
+        "pods, their Events and statuses: {what}"
+    );
+    assert_eq!(
+        r.writes + r.reads,
+        r.requests.values().sum::<u64>(),
+        "{what}"
+    );
+    assert!(r.cpu_converge_secs > 0.0, "{what}");
+    assert!(r.cpu_idle_secs >= 0.0, "{what}");
+    assert!(r.rss_idle_mib > 1.0 && r.rss_converged_mib > 1.0, "{what}");
+    assert!(r.rss_peak_mib >= r.rss_converged_mib, "{what}");
+    assert!(r.reconciles_converge >= OBJECTS as u64, "{what}");
+    assert!(r.idle_secs >= 2.0, "{what}");
+    assert_eq!(r.edit_latencies_ms.len(), EDITS, "{what}");
+    assert!(r.edit_latencies_ms.iter().all(|&ms| ms > 0.0), "{what}");
+    assert!(
+        r.edit_p50_ms > 0.0 && r.edit_p99_ms >= r.edit_p50_ms,
+        "{what}"
+    );
+    assert!(r.gc_secs > 0.0, "{what}");
+    assert!(r.load_at_start.1 > 0, "{what}");
+}
+
+fn assert_report_written(report: &Report, dir: &Path) {
+    let markdown = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    for run in &report.runs {
+        let row = format!("| {} | {} |", run.controller, run.objects);
+        assert!(markdown.contains(&row), "no row {row} in:\n{markdown}");
+    }
+    for plot in ["convergence.svg", "rss.svg"] {
+        let svg = std::fs::read_to_string(dir.join(plot)).expect(plot);
+        assert!(
+            svg.starts_with("<svg") && svg.contains("N (Jinghzhus)"),
+            "{plot}"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).expect("json"))
+            .expect("results.json parses");
+    assert_eq!(
+        json["runs"].as_array().map(Vec::len),
+        Some(report.runs.len())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_smoke_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Build first, so the time limit below is about the run.
+    let plugin = artifacts::replicaset_plugin().expect("plugin");
+    assert!(plugin.is_file());
+    let bench = bench(&[ControllerKind::Host], dir.path());
+    let started = Instant::now();
+    let report = scale_bench::run(&bench).await.expect("the smoke run");
+    eprintln!("host smoke run took {:?}", started.elapsed());
+    assert_eq!(report.runs.len(), 1);
+    let run = &report.runs[0];
+    assert_eq!(run.controller, ControllerKind::Host);
+    assert_eq!(run.objects, OBJECTS);
+    assert_collected(run);
+    // The host remembers its creates (expectations): never a pod too many.
+    assert_eq!(
+        run.requests.get("DELETE pods").copied().unwrap_or(0),
+        0,
+        "the host deleted pods while only scaling up: {run:#?}"
+    );
+    assert_report_written(&report, dir.path());
+    assert!(scenario::GC_DISCOVERY_WAIT < Duration::from_secs(60));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "builds the Go controller-runtime peer (minutes on a cold Go cache); run with --ignored"]
+async fn peers_smoke_run() {
+    let go_test = std::process::Command::new(std::env::var_os("GO").unwrap_or_else(|| "go".into()))
+        .current_dir(artifacts::go_peer_dir())
+        .args(["test", "./..."])
+        .env("GOFLAGS", "-mod=readonly")
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("running go test");
+    assert!(
+        go_test.status.success(),
+        "go test of the controller-runtime peer failed:\n{}{}",
+        String::from_utf8_lossy(&go_test.stdout),
+        String::from_utf8_lossy(&go_test.stderr)
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bench = bench(
+        &[ControllerKind::KubeRs, ControllerKind::ControllerRuntime],
+        dir.path(),
+    );
+    let report = scale_bench::run(&bench)
+        .await
+        .expect("the peers' smoke run");
+    assert_eq!(report.runs.len(), 2);
+    for run in &report.runs {
+        assert_collected(run);
+    }
+    assert_report_written(&report, dir.path());
+    let markdown = std::fs::read_to_string(dir.path().join("report.md")).expect("report.md");
+    assert!(markdown.contains("Ratios to the controller-runtime peer"));
+}
