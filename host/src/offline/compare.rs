@@ -103,6 +103,7 @@ mod tests {
                 state: "Running".into(),
                 message: message.into(),
                 observed_generation: Some(1),
+                ..JinghzhuStatus::default()
             }),
             ..ProposedActions::default()
         }

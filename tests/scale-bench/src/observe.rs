@@ -291,6 +291,7 @@ mod tests {
             state: "Running".into(),
             message: String::new(),
             observed_generation: Some(generation),
+            ready_replicas: None,
         }
     }
 

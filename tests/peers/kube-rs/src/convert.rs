@@ -11,8 +11,11 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use wasm_operator::crd::{Jinghzhu, JinghzhuStatus};
 
-/// The pod spec when a create carries none that parses: one pause container.
-const DEFAULT_POD_SPEC_JSON: &str = jinghzhu_plugin_sdk::pod::DEFAULT_POD_SPEC_JSON;
+/// The pod spec when a create carries none: the host's default (a pause
+/// container that passes the restricted Pod Security Standard).
+fn default_pod_spec_json() -> &'static str {
+    wasm_operator::runtime::convert::default_pod_spec_json()
+}
 
 /// The logic's input for `jz` and its owned `pods` at `now`, pods sorted by name.
 pub fn input(jz: &Jinghzhu, pods: &[&Pod], now: SystemTime) -> sdk::ReconcileInput {
@@ -124,14 +127,20 @@ fn timestamp(t: SystemTime) -> sdk::Timestamp {
     }
 }
 
-/// The status the logic proposes, as the CRD's type.
-pub fn status(s: &sdk::JinghzhuStatus) -> JinghzhuStatus {
+/// The status the logic proposes, as the CRD's type, with `readyReplicas`
+/// counted from the `owned` pods as the host counts it.
+pub fn status(s: &sdk::JinghzhuStatus, owned: &[&Pod]) -> JinghzhuStatus {
+    let ready = owned
+        .iter()
+        .filter(|p| wasm_operator::observed::is_live(p) && wasm_operator::observed::is_ready(p))
+        .count();
     JinghzhuStatus {
         current: s.current,
         pod_list: s.pod_list.clone(),
         state: s.state.clone(),
         message: s.message.clone(),
         observed_generation: s.observed_generation,
+        ready_replicas: Some(u32::try_from(ready).unwrap_or(u32::MAX)),
     }
 }
 
@@ -150,7 +159,7 @@ pub fn pod_to_create(
         .collect();
     all_labels.extend(labels.clone());
     let spec_json = if create.spec_json.trim().is_empty() {
-        DEFAULT_POD_SPEC_JSON
+        default_pod_spec_json()
     } else {
         create.spec_json.as_str()
     };
@@ -236,7 +245,8 @@ mod tests {
         let out = replicaset_logic::reconcile_with(&input, replicaset_logic::Variant::V1);
         jinghzhu_plugin_sdk::log::take_captured();
         assert_eq!(out.create_pods.len(), 1);
-        let status = status(out.status.as_ref().expect("a status"));
+        let status = status(out.status.as_ref().expect("a status"), &refs);
+        assert_eq!(status.ready_replicas, Some(1));
         assert_eq!(status.pod_list, ["web-a", "web-b"]);
         assert_eq!(status.message, "2/3 pods; creating 1");
         assert_eq!(status.observed_generation, Some(2));

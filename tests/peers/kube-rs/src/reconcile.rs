@@ -188,7 +188,7 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
     }
 
     let jinghzhus: Api<Jinghzhu> = Api::namespaced(ctx.client.clone(), &namespace);
-    if let Some(status) = output.status.as_ref().map(convert::status)
+    if let Some(status) = output.status.as_ref().map(|s| convert::status(s, &owned))
         && jz.status.as_ref() != Some(&status)
     {
         let patch = serde_json::json!({ "status": status });
