@@ -352,7 +352,12 @@ mod tests {
             if long == "help" || long == "version" {
                 continue;
             }
-            let expected = format!("WASM_OPERATOR_{}", long.to_uppercase().replace('-', "_"));
+            // `--cache-dir` is shared with `reconcile` and `record`, whose
+            // users know it by what it caches.
+            let expected = match long {
+                "cache-dir" => "WASM_OPERATOR_PRECOMPILED_DIR".to_string(),
+                _ => format!("WASM_OPERATOR_{}", long.to_uppercase().replace('-', "_")),
+            };
             assert_eq!(
                 arg.get_env().and_then(|e| e.to_str()),
                 Some(expected.as_str()),

@@ -82,7 +82,14 @@ fn key() -> impl Strategy<Value = String> {
 
 fn kvs() -> impl Strategy<Value = Vec<wit::KeyValue>> {
     prop::collection::vec(
-        (key(), prop_oneof![Just("web".to_string()), Just("unconfined".to_string()), "[a-z0-9 ]{0,10}"]),
+        (
+            key(),
+            prop_oneof![
+                Just("web".to_string()),
+                Just("unconfined".to_string()),
+                "[a-z0-9 ]{0,10}"
+            ],
+        ),
         0..4,
     )
     .prop_map(|pairs| {
@@ -137,30 +144,32 @@ fn output() -> impl Strategy<Value = wit::ReconcileOutput> {
         prop::option::of(0u64..5000),
         prop::collection::vec(("[A-Za-z0-9 ]{0,12}", "[a-z ]{0,30}", any::<bool>()), 0..25),
     )
-        .prop_map(|(create_pods, delete_pods, status, requeue, events)| wit::ReconcileOutput {
-            create_pods,
-            delete_pods,
-            status: status.map(|(state, message, pods)| wit::JinghzhuStatus {
-                current: pods as u32,
-                pod_list: (0..pods).map(|i| format!("p{i}")).collect(),
-                state,
-                message,
-                observed_generation: None,
-            }),
-            requeue_after_ms: requeue,
-            events: events
-                .into_iter()
-                .map(|(reason, message, warning)| wit::Event {
-                    event_type: if warning {
-                        wit::EventType::Warning
-                    } else {
-                        wit::EventType::Normal
-                    },
-                    reason,
+        .prop_map(
+            |(create_pods, delete_pods, status, requeue, events)| wit::ReconcileOutput {
+                create_pods,
+                delete_pods,
+                status: status.map(|(state, message, pods)| wit::JinghzhuStatus {
+                    current: pods as u32,
+                    pod_list: (0..pods).map(|i| format!("p{i}")).collect(),
+                    state,
                     message,
-                })
-                .collect(),
-        })
+                    observed_generation: None,
+                }),
+                requeue_after_ms: requeue,
+                events: events
+                    .into_iter()
+                    .map(|(reason, message, warning)| wit::Event {
+                        event_type: if warning {
+                            wit::EventType::Warning
+                        } else {
+                            wit::EventType::Normal
+                        },
+                        reason,
+                        message,
+                    })
+                    .collect(),
+            },
+        )
 }
 
 fn jinghzhu(desired: u32, template: Option<&str>) -> Jinghzhu {
@@ -183,7 +192,7 @@ fn pod(name: &str, owner_uid: &str, phase: &str, terminating: bool) -> Pod {
             name: Some(name.into()),
             namespace: Some("shop".into()),
             uid: Some(format!("uid-{name}")),
-            deletion_timestamp: terminating.then(|| Time(Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: terminating.then_some(Time(Timestamp::UNIX_EPOCH)),
             owner_references: Some(vec![OwnerReference {
                 api_version: "jinghzhu.io/v1".into(),
                 kind: "Jinghzhu".into(),
@@ -205,7 +214,12 @@ fn pod(name: &str, owner_uid: &str, phase: &str, terminating: bool) -> Pod {
 fn pods() -> impl Strategy<Value = Vec<Pod>> {
     prop::collection::vec(
         (
-            prop_oneof![Just("web-a"), Just("web-b"), Just("web-c"), Just("other-pod")],
+            prop_oneof![
+                Just("web-a"),
+                Just("web-b"),
+                Just("web-c"),
+                Just("other-pod")
+            ],
             prop_oneof![Just("uid-web"), Just("uid-other")],
             prop_oneof![Just("Running"), Just("Pending"), Just("Failed")],
             any::<bool>(),
@@ -222,17 +236,23 @@ fn pods() -> impl Strategy<Value = Vec<Pod>> {
 }
 
 fn policy() -> impl Strategy<Value = PolicyConfig> {
-    prop_oneof![Just(PodPolicy::Template), Just(PodPolicy::Restricted), Just(PodPolicy::Baseline)]
-        .prop_map(|policy| PolicyConfig {
-            policy,
-            ..PolicyConfig::default()
-        })
+    prop_oneof![
+        Just(PodPolicy::Template),
+        Just(PodPolicy::Restricted),
+        Just(PodPolicy::Baseline)
+    ]
+    .prop_map(|policy| PolicyConfig {
+        policy,
+        ..PolicyConfig::default()
+    })
 }
 
 fn template() -> impl Strategy<Value = Option<&'static str>> {
     prop_oneof![
         Just(None),
-        Just(Some(r#"{"containers":[{"name":"app","image":"nginx:1.27"}]}"#)),
+        Just(Some(
+            r#"{"containers":[{"name":"app","image":"nginx:1.27"}]}"#
+        )),
         Just(Some(
             r#"{"serviceAccountName":"web","containers":[{"name":"app","image":"registry.k8s.io/pause:3.10"}],"volumes":[{"name":"s","secret":{"secretName":"x"}}]}"#
         )),
@@ -321,14 +341,21 @@ fn ordinary_outputs_are_accepted_under_every_policy() {
         }]
     };
     let template = r#"{"containers":[{"name":"app","image":"nginx:1.27"}]}"#;
-    for policy in [PodPolicy::Template, PodPolicy::Restricted, PodPolicy::Baseline] {
+    for policy in [
+        PodPolicy::Template,
+        PodPolicy::Restricted,
+        PodPolicy::Baseline,
+    ] {
         let config = PolicyConfig {
             policy,
             ..PolicyConfig::default()
         };
         for (jz, spec) in [
             (jinghzhu(3, None), String::new()),
-            (jinghzhu(3, None), convert::default_pod_spec_json().to_string()),
+            (
+                jinghzhu(3, None),
+                convert::default_pod_spec_json().to_string(),
+            ),
         ] {
             let owned = vec![pod("web-a", "uid-web", "Running", false)];
             let out = wit::ReconcileOutput {

@@ -169,7 +169,7 @@ impl Decoder {
                 Ok(jz) => E::Apply(jz),
                 // Unreadable now: drop any older, readable version from the
                 // cache, so nothing acts on a spec the user has replaced.
-                Err(placeholder) => E::Delete(placeholder),
+                Err(placeholder) => E::Delete(*placeholder),
             },
             E::Delete(obj) => {
                 if let Some(uid) = obj.uid() {
@@ -182,7 +182,7 @@ impl Decoder {
                 }
                 E::Delete(
                     self.typed_or_gone(obj)
-                        .unwrap_or_else(|placeholder| placeholder),
+                        .unwrap_or_else(|placeholder| *placeholder),
                 )
             }
         }))
@@ -194,7 +194,7 @@ impl Decoder {
 
     /// The typed object, or (when it cannot be read) an empty Jinghzhu with
     /// its metadata, after reporting why.
-    fn typed_or_gone(&self, mut obj: DynamicObject) -> Result<Jinghzhu, Jinghzhu> {
+    fn typed_or_gone(&self, mut obj: DynamicObject) -> Result<Jinghzhu, Box<Jinghzhu>> {
         obj.managed_fields_mut().clear();
         let value = serde_json::to_value(&obj);
         match value.and_then(serde_json::from_value::<Jinghzhu>) {
@@ -203,7 +203,7 @@ impl Decoder {
                 self.report(&obj, &err);
                 let mut placeholder = Jinghzhu::new(&obj.name_any(), Default::default());
                 placeholder.metadata = obj.metadata;
-                Err(placeholder)
+                Err(Box::new(placeholder))
             }
         }
     }

@@ -96,7 +96,7 @@ pub struct RuntimeArgs {
     pub plugin_memory_mib: u64,
     /// Most bytes a plugin may hand the host at once (its whole output, or
     /// one log call), in KiB. Checked before the host copies anything.
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=262_144))]
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_OUTPUT_LIMIT_KIB", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=262_144))]
     pub plugin_output_limit_kib: u64,
     /// Where precompiled plugins are cached
     /// (default: $XDG_CACHE_HOME/wasm-operator/precompiled or ~/.cache/...).
@@ -104,7 +104,11 @@ pub struct RuntimeArgs {
     pub cache_dir: Option<PathBuf>,
     /// Sign precompiled plugins with a key read from this file (at least 32
     /// bytes, e.g. a mounted Secret) instead of one kept in the cache directory.
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_PRECOMPILED_CACHE_KEY_FILE",
+        value_name = "FILE"
+    )]
     pub precompiled_cache_key_file: Option<PathBuf>,
     /// Compile plugins every time; never read or write the precompiled cache.
     #[arg(

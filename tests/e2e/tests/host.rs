@@ -1,5 +1,5 @@
-//! The host end to end: real etcd + kube-apiserver + kube-controller-manager
-//! + kube-scheduler and simulated nodes (pods run and become Ready), the
+//! The host end to end: real etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and simulated nodes (pods run and become Ready), the
 //! example plugin built for wasm32-wasip2, the host running in-process
 //! against one namespace per test.
 

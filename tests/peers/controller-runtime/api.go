@@ -31,6 +31,11 @@ type JinghzhuStatus struct {
 	// PodList names the live pods, sorted. Never nil when written: a JSON
 	// merge patch with `null` would delete the field instead of emptying it.
 	PodList []string `json:"podList"`
+	// ReadyReplicas is how many live pods have a True Ready condition:
+	// counted and written by the operator itself (the host's
+	// observed::ready_replicas), never decided by the logic. Absent until
+	// the status is first written.
+	ReadyReplicas *int64 `json:"readyReplicas,omitempty"`
 	// State is Running, Pending or Scaling.
 	State string `json:"state"`
 	// Message is a sentence for humans.
@@ -61,6 +66,10 @@ func (in *JinghzhuStatus) DeepCopyInto(out *JinghzhuStatus) {
 	if in.PodList != nil {
 		out.PodList = make([]string, len(in.PodList))
 		copy(out.PodList, in.PodList)
+	}
+	if in.ReadyReplicas != nil {
+		r := *in.ReadyReplicas
+		out.ReadyReplicas = &r
 	}
 	if in.ObservedGeneration != nil {
 		g := *in.ObservedGeneration

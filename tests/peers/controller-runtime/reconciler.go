@@ -1,9 +1,10 @@
 // The reconciler: a kubebuilder-style Reconcile that does what the Wasm host
 // does with the replicaset plugin, write for write (see host/src/apply):
-// creates in slow-start batches with a SuccessfulCreate Event per pod,
-// deletes with a UID precondition and a SuccessfulDelete Event per pod, the
-// status patched only when it changed, the ScalingUp/ScalingDown Event, and
-// the jinghzhu.io/reconciled-by annotation patched when it differs.
+// creates in slow-start batches and one SuccessfulCreate Event naming the
+// pods created, deletes with a UID precondition and one SuccessfulDelete
+// Event naming the pods deleted, the status (with the host's readyReplicas)
+// patched only when it changed, the ScalingUp/ScalingDown Event, and the
+// jinghzhu.io/reconciled-by annotation patched when it differs.
 //
 // Like a typical kubebuilder operator it has no expectations: it trusts the
 // informer cache, and a cache lagging behind its own creates can lead to an
@@ -42,14 +43,36 @@ const (
 	ownerIndex = ".metadata.controller"
 	// eventAction is the action of every Event, as the host writes it.
 	eventAction = "Reconcile"
-	// maxNoteLength is where Event notes are cut, as the host does.
-	maxNoteLength = 1000
+	// defaultImage is the image of the default pod (the host's DEFAULT_IMAGE).
+	defaultImage = "registry.k8s.io/pause:3.10"
 )
 
-// defaultPodSpec is the pod spec without a template: one pause container.
+// defaultPodSpec is the pod spec without a template, the host's
+// default_template_spec (host/src/apply/policy/template.rs): one pause
+// container that passes the restricted Pod Security Standard (runAsNonRoot,
+// runAsUser/runAsGroup 65535, seccomp RuntimeDefault, drop ALL, no privilege
+// escalation, read-only root filesystem) and mounts no service account token.
 var defaultPodSpec = corev1.PodSpec{
-	Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+	AutomountServiceAccountToken: ptrTo(false),
+	SecurityContext: &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptrTo(true),
+		RunAsUser:      ptrTo(int64(65535)),
+		RunAsGroup:     ptrTo(int64(65535)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	},
+	Containers: []corev1.Container{{
+		Name:  "app",
+		Image: defaultImage,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptrTo(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			ReadOnlyRootFilesystem:   ptrTo(true),
+		},
+	}},
 }
+
+// ptrTo returns a pointer to a copy of v.
+func ptrTo[T any](v T) *T { return &v }
 
 // JinghzhuReconciler reconciles Jinghzhus.
 type JinghzhuReconciler struct {
@@ -75,9 +98,11 @@ func (r *JinghzhuReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		client.MatchingFields{ownerIndex: jz.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	live := livePods(pods.Items, string(jz.UID))
-	decision := decide(jz.Spec.Desired, len(live))
-	status := observedStatus(&jz, live, decision.message)
+	uid := string(jz.UID)
+	live := livePods(pods.Items, uid)
+	decision := decide(jz.Spec.Desired, len(live), countReady(live))
+	// What the plugin returns: its status only when it differs from the stored one.
+	proposal := statusProposal(jz.Status, observedStatus(&jz, live, decision.message))
 	logger.V(1).Info("reconcile", "desired", jz.Spec.Desired, "live", len(live))
 
 	var events [][2]string // reason, message of the plan's own Events
@@ -97,7 +122,10 @@ func (r *JinghzhuReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		logger.Info("scaling down", "live", len(live), "desired", jz.Spec.Desired, "deleting", names)
 	}
 
-	if !statusEqual(jz.Status, status) {
+	// The proposal (or, without one, the stored status) with the host's
+	// readyReplicas, written only when it differs from the stored status.
+	if status := statusToWrite(jz.Status, proposal, readyReplicas(pods.Items, uid)); status != nil &&
+		!statusIdentical(jz.Status, status) {
 		patch, err := json.Marshal(map[string]any{"status": status})
 		if err != nil {
 			return ctrl.Result{}, err
@@ -125,10 +153,7 @@ func (r *JinghzhuReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 // event records an Event on the Jinghzhu (in the background, as client-go does).
 func (r *JinghzhuReconciler) event(jz *Jinghzhu, eventType, reason, note string) {
-	if len(note) > maxNoteLength {
-		note = note[:maxNoteLength] + "…"
-	}
-	r.Recorder.Eventf(jz, nil, eventType, reason, eventAction, "%s", note)
+	r.Recorder.Eventf(jz, nil, eventType, reason, eventAction, "%s", truncateNote(note))
 }
 
 // newPod builds one pod of jz from its template (or the pause pod).
@@ -165,10 +190,14 @@ func (r *JinghzhuReconciler) newPod(jz *Jinghzhu) (*corev1.Pod, error) {
 }
 
 // createPods creates count pods in slow-start batches (1, 2, 4, ...), each
-// batch in parallel; the first failure stops the rest.
+// batch in parallel; the first failed batch stops the rest. One
+// SuccessfulCreate Event names the pods created, then a FailedCreate Event
+// reports a failure, as the host does.
 func (r *JinghzhuReconciler) createPods(ctx context.Context, jz *Jinghzhu, count int) error {
+	var names []string
+	var failure error
 	remaining := count
-	for batch := 1; remaining > 0; batch *= 2 {
+	for batch := 1; remaining > 0 && failure == nil; batch *= 2 {
 		n := min(batch, remaining)
 		remaining -= n
 		created := make([]*corev1.Pod, n)
@@ -190,28 +219,36 @@ func (r *JinghzhuReconciler) createPods(ctx context.Context, jz *Jinghzhu, count
 			}()
 		}
 		wg.Wait()
-		var failure error
 		for i := range n {
 			if errs[i] != nil {
 				failure = errs[i]
 				continue
 			}
-			r.event(jz, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: "+created[i].Name)
+			names = append(names, created[i].Name)
 		}
-		if failure != nil {
-			r.event(jz, corev1.EventTypeWarning, "FailedCreate", "Error creating pod: "+failure.Error())
-			return fmt.Errorf("creating pods in %s: %w", jz.Namespace, failure)
-		}
+	}
+	if len(names) > 0 {
+		r.event(jz, corev1.EventTypeNormal, "SuccessfulCreate", createdEvent(names))
+	}
+	if failure != nil {
+		r.event(jz, corev1.EventTypeWarning, "FailedCreate", "Error creating pod: "+failure.Error())
+		return fmt.Errorf("creating pods in %s: %w", jz.Namespace, failure)
 	}
 	return nil
 }
 
-// deletePods deletes the named live pods, each guarded by the UID it had.
+// deletePods deletes the named live pods, each guarded by the UID it had,
+// one after another; the first failure stops the rest. One SuccessfulDelete
+// Event names the pods deleted, then a FailedDelete Event reports a failure,
+// as the host does.
 func (r *JinghzhuReconciler) deletePods(ctx context.Context, jz *Jinghzhu, live []*corev1.Pod, names []string) error {
 	byName := make(map[string]*corev1.Pod, len(live))
 	for _, p := range live {
 		byName[p.Name] = p
 	}
+	var deleted []string
+	var failed string
+	var failure error
 	for _, name := range names {
 		pod, ok := byName[name]
 		if !ok {
@@ -220,10 +257,17 @@ func (r *JinghzhuReconciler) deletePods(ctx context.Context, jz *Jinghzhu, live 
 		err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 		// Already gone, or replaced by another pod of the same name: fine.
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			r.event(jz, corev1.EventTypeWarning, "FailedDelete", fmt.Sprintf("Error deleting pod %s: %v", name, err))
-			return fmt.Errorf("deleting pod %s/%s: %w", jz.Namespace, name, err)
+			failed, failure = name, err
+			break
 		}
-		r.event(jz, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: "+name)
+		deleted = append(deleted, name)
+	}
+	if len(deleted) > 0 {
+		r.event(jz, corev1.EventTypeNormal, "SuccessfulDelete", deletedEvent(deleted))
+	}
+	if failure != nil {
+		r.event(jz, corev1.EventTypeWarning, "FailedDelete", fmt.Sprintf("Error deleting pod %s: %v", failed, failure))
+		return fmt.Errorf("deleting pod %s/%s: %w", jz.Namespace, failed, failure)
 	}
 	return nil
 }

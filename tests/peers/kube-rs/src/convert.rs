@@ -248,7 +248,7 @@ mod tests {
         let status = status(out.status.as_ref().expect("a status"), &refs);
         assert_eq!(status.ready_replicas, Some(1));
         assert_eq!(status.pod_list, ["web-a", "web-b"]);
-        assert_eq!(status.message, "2/3 pods; creating 1");
+        assert_eq!(status.message, "2/3 pods, 1/3 ready; creating 1");
         assert_eq!(status.observed_generation, Some(2));
 
         let owner = OwnerReference {
