@@ -162,6 +162,9 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
     let raw = match raw {
         Ok(raw) => raw,
         Err(err) => {
+            if matches!(err, crate::runtime::PluginError::OutputTooLarge(_)) {
+                crate::runtime::reclaim::release_free_memory();
+            }
             call.outcome(PluginOutcome::from(&err));
             ctx.metrics.plugin_errors.get_or_create(&labels).inc();
             let retryable = err.retryable();
@@ -185,6 +188,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
     };
 
     // Counts and sizes first, before any per-create work.
+    let large = crate::runtime::reclaim::is_large(&raw.output);
     let checked = validate::check_bounds(&raw.output, &jz, &pods, &ctx.limits).and_then(|()| {
         let proposal = raw.into_actions();
         let validated = validate::validate(&jz, &pods, &proposal, &ctx.policy)?;
@@ -193,6 +197,10 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
     let (proposal, validated) = match checked {
         Ok(checked) => checked,
         Err(rejection) => {
+            // The output is dropped by now: give its memory back.
+            if large {
+                crate::runtime::reclaim::release_free_memory();
+            }
             call.outcome(PluginOutcome::Rejected);
             return Err(reject(&ctx, &jz, &key, &digest, &rejection).await);
         }

@@ -33,6 +33,7 @@ pub mod errors;
 pub mod loader;
 pub mod output;
 pub mod plugin;
+pub mod reclaim;
 pub mod state;
 pub mod tags;
 

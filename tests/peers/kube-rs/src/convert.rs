@@ -127,20 +127,32 @@ fn timestamp(t: SystemTime) -> sdk::Timestamp {
     }
 }
 
-/// The status the logic proposes, as the CRD's type, with `readyReplicas`
-/// counted from the `owned` pods as the host counts it.
-pub fn status(s: &sdk::JinghzhuStatus, owned: &[&Pod]) -> JinghzhuStatus {
+/// The `stored` status with `readyReplicas` counted from the `owned` pods.
+pub fn with_ready_replicas(stored: &JinghzhuStatus, owned: &[&Pod]) -> JinghzhuStatus {
+    JinghzhuStatus {
+        ready_replicas: Some(ready_replicas(owned)),
+        ..stored.clone()
+    }
+}
+
+fn ready_replicas(owned: &[&Pod]) -> u32 {
     let ready = owned
         .iter()
         .filter(|p| wasm_operator::observed::is_live(p) && wasm_operator::observed::is_ready(p))
         .count();
+    u32::try_from(ready).unwrap_or(u32::MAX)
+}
+
+/// The status the logic proposes, as the CRD's type, with `readyReplicas`
+/// counted from the `owned` pods as the host counts it.
+pub fn status(s: &sdk::JinghzhuStatus, owned: &[&Pod]) -> JinghzhuStatus {
     JinghzhuStatus {
         current: s.current,
         pod_list: s.pod_list.clone(),
         state: s.state.clone(),
         message: s.message.clone(),
         observed_generation: s.observed_generation,
-        ready_replicas: Some(u32::try_from(ready).unwrap_or(u32::MAX)),
+        ready_replicas: Some(ready_replicas(owned)),
     }
 }
 

@@ -1,8 +1,9 @@
 //! One reconcile, the way a kube-rs operator does it by hand: read the
 //! Jinghzhu's pods from the reflector cache, run the replicaset logic
-//! natively, then create pods (slow-start batches, a `SuccessfulCreate` Event
-//! each), delete pods (UID precondition, a `SuccessfulDelete` Event each),
-//! patch the status when it changed, record the logic's Events and the
+//! natively, then create pods (slow-start batches; one `SuccessfulCreate`
+//! Event per reconcile naming up to ten), delete pods (UID precondition; one
+//! `SuccessfulDelete` Event), patch the status (with `readyReplicas`) when it
+//! changed, record the logic's Events and the
 //! `jinghzhu.io/reconciled-by` annotation — the same writes, in the same
 //! order, as the Wasm host with the replicaset plugin.
 //!
@@ -123,6 +124,7 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
 
     // Creates, in slow-start batches (1, 2, 4, ...); one failure stops the rest.
     let mut remaining = output.create_pods.as_slice();
+    let mut created = Vec::new();
     let mut batch = 1;
     while !remaining.is_empty() {
         let (now, later) = remaining.split_at(batch.min(remaining.len()));
@@ -137,12 +139,13 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
         let mut failure = None;
         for result in join_all(requests).await {
             match result {
-                Ok(pod) => {
-                    let note = format!("Created pod: {}", pod.name_any());
-                    publish(ctx, jz, EventType::Normal, "SuccessfulCreate", &note).await;
-                }
+                Ok(pod) => created.push(pod.name_any()),
                 Err(err) => failure = Some(err),
             }
+        }
+        if !created.is_empty() && (failure.is_some() || remaining.is_empty()) {
+            let note = format!("Created {} pod(s): {}", created.len(), name_list(&created));
+            publish(ctx, jz, EventType::Normal, "SuccessfulCreate", &note).await;
         }
         if let Some(source) = failure {
             let note = format!("Error creating pod: {source}");
@@ -155,6 +158,7 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
     }
 
     // Deletes, each guarded by the UID seen in the cache.
+    let mut deleted = Vec::new();
     for name in &output.delete_pods {
         let Some(pod_uid) = owned
             .iter()
@@ -175,6 +179,7 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
             // Already gone, or replaced by another pod of the same name: fine.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
             Err(source) => {
+                publish_deleted(ctx, jz, &deleted).await;
                 let note = format!("Error deleting pod {name}: {source}");
                 publish(ctx, jz, EventType::Warning, "FailedDelete", &note).await;
                 return Err(Error::Api {
@@ -183,12 +188,19 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
                 });
             }
         }
-        let note = format!("Deleted pod: {name}");
-        publish(ctx, jz, EventType::Normal, "SuccessfulDelete", &note).await;
+        deleted.push(name.clone());
     }
+    publish_deleted(ctx, jz, &deleted).await;
 
     let jinghzhus: Api<Jinghzhu> = Api::namespaced(ctx.client.clone(), &namespace);
-    if let Some(status) = output.status.as_ref().map(|s| convert::status(s, &owned))
+    // Like the host: the proposed status, else the stored one, always with
+    // `readyReplicas` brought up to date.
+    let status = match (output.status.as_ref(), jz.status.as_ref()) {
+        (Some(proposed), _) => Some(convert::status(proposed, &owned)),
+        (None, Some(stored)) => Some(convert::with_ready_replicas(stored, &owned)),
+        (None, None) => None,
+    };
+    if let Some(status) = status
         && jz.status.as_ref() != Some(&status)
     {
         let patch = serde_json::json!({ "status": status });
@@ -250,6 +262,29 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
 pub fn error_policy(jz: Arc<Jinghzhu>, err: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(object = %jz.name_any(), error = %err, "reconcile failed; retrying in 1 s");
     Action::requeue(Duration::from_secs(1))
+}
+
+/// Up to ten names, then how many more (the host's Event text).
+fn name_list(names: &[String]) -> String {
+    const NAMES_PER_EVENT: usize = 10;
+    let mut text = names
+        .iter()
+        .take(NAMES_PER_EVENT)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > NAMES_PER_EVENT {
+        text.push_str(&format!(" and {} more", names.len() - NAMES_PER_EVENT));
+    }
+    text
+}
+
+/// The one `SuccessfulDelete` Event of a reconcile, if it deleted anything.
+async fn publish_deleted(ctx: &Context, jz: &Jinghzhu, deleted: &[String]) {
+    if !deleted.is_empty() {
+        let note = format!("Deleted {} pod(s): {}", deleted.len(), name_list(deleted));
+        publish(ctx, jz, EventType::Normal, "SuccessfulDelete", &note).await;
+    }
 }
 
 /// Records an Event on the Jinghzhu; a failure is logged, not fatal.
