@@ -14,6 +14,18 @@
 //!   (cache off) versus from a warm precompiled cache (read, checksum,
 //!   deserialize); both include linking and the `info()` call.
 //!
+//! - `validate`: what the host does with an output before applying it.
+//!   `10_creates/<policy>`: a reconcile that creates 10 pods from the
+//!   default template (empty `spec-json`): the bounds check on the WIT
+//!   output, the conversion, and validation with the pod policy; under
+//!   `restricted` each create carries the default spec written out (parsed
+//!   once, checked once). `reject_200000_creates`: the bounds check refusing
+//!   a lifted output of 200 000 creates (the case where an admin loosened
+//!   `--plugin-output-limit-kib`), including dropping it.
+//!   `call_200000_creates_default_limit`: the misbehaving plugin proposing
+//!   200 000 creates at the default output limit, whole call (guest time
+//!   included): refused while the host copies the output.
+//!
 //! Run: `cargo bench -p wasm-operator --bench reconcile`
 
 use std::hint::black_box;
@@ -24,7 +36,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use wasm_artifacts::{Toolchain, build};
+use wasm_operator::apply::policy::{PodPolicy, PolicyConfig};
+use wasm_operator::apply::validate::{self, Limits};
 use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::runtime::bindings as wit;
 use wasm_operator::runtime::config::DEFAULT_POOL_INSTANCES;
 use wasm_operator::runtime::state::PluginState;
 use wasm_operator::runtime::tags::CallTags;
@@ -191,6 +206,100 @@ fn load(c: &mut Criterion) {
     group.finish();
 }
 
+fn creates(n: usize, spec_json: &str) -> wit::ReconcileOutput {
+    wit::ReconcileOutput {
+        create_pods: vec![
+            wit::PodCreate {
+                name: None,
+                generate_name: Some("web-".into()),
+                labels: vec![],
+                annotations: vec![],
+                spec_json: spec_json.into(),
+            };
+            n
+        ],
+        delete_pods: vec![],
+        status: None,
+        requeue_after_ms: None,
+        events: vec![wit::Event {
+            event_type: wit::EventType::Normal,
+            reason: "ScalingUp".into(),
+            message: format!("Creating {n} pod(s)"),
+        }],
+    }
+}
+
+fn validation(c: &mut Criterion) {
+    let (mut jz, _) = objects();
+    jz.spec.desired = PODS as u32;
+    let limits = Limits::default();
+    let input = convert::input(&jz, &[], SystemTime::UNIX_EPOCH);
+    let mut group = c.benchmark_group("validate");
+    for (name, policy, spec) in [
+        ("10_creates/template", PodPolicy::Template, ""),
+        (
+            "10_creates/restricted",
+            PodPolicy::Restricted,
+            convert::default_pod_spec_json(),
+        ),
+    ] {
+        let config = PolicyConfig {
+            policy,
+            ..PolicyConfig::default()
+        };
+        let output = creates(PODS, spec);
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || output.clone(),
+                |out| {
+                    validate::check_bounds(&out, &jz, &[], &limits).expect("within bounds");
+                    let proposal = convert::output(out, &input);
+                    let validated =
+                        validate::validate(&jz, &[], &proposal, &config).expect("valid");
+                    black_box((proposal, validated))
+                },
+                criterion::BatchSize::SmallInput,
+            )
+        });
+    }
+
+    let many = creates(200_000, "");
+    group.sample_size(20);
+    group.bench_function("reject_200000_creates", |b| {
+        b.iter_batched(
+            || many.clone(),
+            |out| {
+                let refused = validate::check_bounds(&out, &jz, &[], &limits).is_err();
+                drop(out);
+                assert!(refused);
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+
+    let path = build("misbehaving-plugin", &[], Toolchain::Wasip2);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let runtime = runtime(RuntimeConfig::default().allocator, None);
+    let plugin = runtime.load(&bytes, "misbehaving").expect("load");
+    let mut hostile = jz.clone();
+    hostile.metadata.annotations = Some(
+        [("test.jinghzhu.io/misbehave".to_string(), "many".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    let hostile_input = convert::input(&hostile, &[], SystemTime::UNIX_EPOCH);
+    group.bench_function("call_200000_creates_default_limit", |b| {
+        b.iter(|| {
+            let result = wasm_operator::runtime::block_on(
+                plugin.call_reconcile(&hostile_input, "bench/hostile"),
+            )
+            .expect("runs");
+            assert!(result.is_err(), "over the output limit");
+        })
+    });
+    group.finish();
+}
+
 fn short() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -201,6 +310,6 @@ fn short() -> Criterion {
 criterion_group! {
     name = benches;
     config = short();
-    targets = reconcile, load
+    targets = reconcile, load, validation
 }
 criterion_main!(benches);
