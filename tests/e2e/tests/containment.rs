@@ -100,7 +100,7 @@ async fn the_restricted_policy_names_each_broken_rule() -> anyhow::Result<()> {
         ("tolerate", "escalate:tolerations", "host/tolerations"),
         ("privileged", "escalate:privileged", "privileged"),
         ("hostnet", "escalate:host-network", "host-namespaces"),
-        ("hostpath", "escalate:host-path", "host-path"),
+        ("hostpath", "escalate:host-path", "hostPath volume"),
         ("root", "escalate:run-as-root", "run-as"),
     ];
     let modes: Vec<(&str, &str)> = attacks.iter().map(|(n, m, _)| (*n, *m)).collect();

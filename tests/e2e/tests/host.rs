@@ -8,7 +8,7 @@ use std::time::Duration;
 use e2e_tests::{RunningHost, TestEnv, plugin, wait_for};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 
 const CONVERGE: Duration = Duration::from_secs(60);
 
@@ -233,13 +233,18 @@ async fn deleting_a_jinghzhu_garbage_collects_its_pods() -> anyhow::Result<()> {
 async fn an_output_that_breaks_the_rules_is_rejected_whole() -> anyhow::Result<()> {
     let env = TestEnv::new("reject").await?;
     let host = RunningHost::start(&env, &plugin("misbehaving-plugin", &[])).await?;
-    // delete-foreign also proposes the normal creates: none may be applied.
-    env.create(
-        "thief",
-        2,
-        &[("test.jinghzhu.io/misbehave", "delete-foreign")],
-    )
-    .await?;
+    // The thief first converges at 2 pods, then (scaled to 3) proposes the
+    // normal create together with deleting a pod it does not own: none of
+    // it may be applied.
+    env.create("thief", 2, &[]).await?;
+    env.wait_converged("thief", 2, CONVERGE).await?;
+    let turn = serde_json::json!({
+        "metadata": { "annotations": { "test.jinghzhu.io/misbehave": "delete-foreign" } },
+        "spec": { "desired": 3 },
+    });
+    env.jinghzhus()
+        .patch("thief", &PatchParams::default(), &Patch::Merge(&turn))
+        .await?;
     env.create("badname", 1, &[("test.jinghzhu.io/misbehave", "bad-name")])
         .await?;
     for name in ["thief", "badname"] {
@@ -265,14 +270,19 @@ async fn an_output_that_breaks_the_rules_is_rejected_whole() -> anyhow::Result<(
         rejected.contains("not-owned-by-me"),
         "the Event says why: {rejected}"
     );
-    assert!(env.owned_pods("thief").await?.is_empty(), "nothing applied");
+    assert_eq!(env.owned_pods("thief").await?.len(), 2, "nothing applied");
     assert!(
         env.owned_pods("badname").await?.is_empty(),
         "nothing applied"
     );
-    assert!(
-        env.jinghzhus().get("thief").await?.status.is_none(),
-        "no status written"
+    assert_eq!(
+        env.jinghzhus()
+            .get("thief")
+            .await?
+            .status
+            .map(|s| s.current),
+        Some(2),
+        "no status written since"
     );
     assert!(host.metrics.rejected_outputs.get() >= 2);
     host.stop().await;

@@ -37,7 +37,9 @@ pub const MANY_PODS: usize = 200_000;
 /// How many extra pods `over-create` asks for beyond `desired`.
 pub const OVER_CREATE_EXTRA: u32 = 50;
 
-/// How many Events `event-flood` asks for.
+/// How many Events `event-flood` proposes in all (its normal ones, then
+/// new reasons up to this many: the per-reconcile limit, so only the
+/// per-object write budget can stop it).
 pub const FLOOD_EVENTS: usize = 20;
 
 /// How many podList entries `huge-status` writes.
@@ -162,7 +164,7 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
         }
         Some(Mode::EventFlood) => {
             let mut out = normal();
-            for i in 0..FLOOD_EVENTS {
+            for i in out.events.len()..FLOOD_EVENTS {
                 out.events.push(jinghzhu_plugin_sdk::output::normal_event(
                     format!("Flood{}{i}", input.now.nanoseconds),
                     "a reason never seen before",
