@@ -14,6 +14,7 @@
 //! dropped when the watch reports the object deleted.
 //!
 //! - [`watch`]: the two watch streams and their caches.
+//! - [`owner_index`]: which cached pods each Jinghzhu controls.
 //! - [`reconcile`]: one reconcile: cache → plugin → validate → apply.
 //! - [`metrics`]: what was done, as counters.
 //! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
@@ -27,6 +28,7 @@ pub mod backoff;
 pub mod budget;
 pub mod expectations;
 pub mod metrics;
+pub mod owner_index;
 pub mod readiness;
 pub mod reconcile;
 pub mod watch;
@@ -163,6 +165,7 @@ pub async fn run(
         client,
         pods_ready: readiness::CacheReady::new(&watches.pod_cache),
         pods: watches.pod_cache.clone(),
+        pod_owners: watches.pod_owners.clone(),
         plugin: plugin.clone(),
         objects,
         recorder,

@@ -1,5 +1,6 @@
-//! One reconcile of one Jinghzhu: read its pods from the cache, check our
-//! expectations, call the plugin, validate its whole proposal, apply it.
+//! One reconcile of one Jinghzhu: read its pods from the cache (through the
+//! owner index), check our expectations, call the plugin, validate its whole
+//! proposal, apply it.
 //!
 //! Level-triggered: nothing here depends on which event queued the object.
 //! The error policy is per-object exponential backoff; a plugin error it
@@ -19,13 +20,13 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::PerObject;
 use super::metrics::{Metrics, PluginLabels, PluginOutcome};
+use super::owner_index::OwnerIndex;
 use super::readiness::CacheReady;
 use super::watch::object_key;
 use crate::apply::policy::{self, PolicyConfig};
 use crate::apply::{self, Limits, validate};
 use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
-use crate::ownership::owned_pods;
 
 /// Everything a reconcile needs, shared by all workers.
 pub struct Context {
@@ -33,6 +34,8 @@ pub struct Context {
     pub client: Client,
     /// The pod cache.
     pub pods: Store<Pod>,
+    /// Which cached pods each Jinghzhu controls.
+    pub pod_owners: OwnerIndex,
     /// Opens once the pod cache has had its initial list.
     pub pods_ready: CacheReady,
     /// The plugin reconciles run with (swappable).
@@ -95,7 +98,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         .wait()
         .await
         .map_err(|_| ReconcileError::CacheGone)?;
-    let pods = owned_pods(&ctx.pods.state(), jz.as_ref());
+    let pods = ctx.pod_owners.owned_pods(&ctx.pods, jz.as_ref());
 
     let uid_state: std::collections::HashMap<String, bool> = pods
         .iter()
