@@ -21,12 +21,13 @@ use std::sync::{Arc, Mutex};
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::PerObject;
+use super::events::{EventSink, QueuedEvent};
 use super::owner_index::OwnerIndex;
 use crate::crd::Jinghzhu;
 use crate::ownership::MANAGED_BY_SELECTOR;
@@ -53,7 +54,7 @@ impl Watches {
         client: &Client,
         namespace: Option<&str>,
         objects: Arc<PerObject>,
-        recorder: Recorder,
+        events: EventSink,
     ) -> Self {
         let resource = ApiResource::erase::<Jinghzhu>(&());
         let (jinghzhu_api, pod_api): (Api<DynamicObject>, Api<Pod>) = match namespace {
@@ -70,7 +71,7 @@ impl Watches {
         let (jinghzhu_cache, jinghzhu_writer) = reflector::store();
         let decoder = Decoder {
             objects: objects.clone(),
-            recorder,
+            events,
             reported: Arc::new(Mutex::new(HashSet::new())),
         };
         let jinghzhus = watcher(jinghzhu_api, watcher::Config::default())
@@ -163,7 +164,7 @@ fn controller_uid(pod: &Pod) -> Option<&str> {
 /// Turns untyped Jinghzhu watch events into typed ones, one object at a time.
 struct Decoder {
     objects: Arc<PerObject>,
-    recorder: Recorder,
+    events: EventSink,
     /// `uid/resourceVersion` of unreadable objects already reported.
     reported: Arc<Mutex<HashSet<String>>>,
 }
@@ -254,18 +255,16 @@ impl Decoder {
             resource_version: obj.metadata.resource_version.clone(),
             ..ObjectReference::default()
         };
-        let recorder = self.recorder.clone();
-        tokio::spawn(async move {
-            let event = Event {
+        self.events.send(QueuedEvent {
+            event: Event {
                 type_: EventType::Warning,
                 reason: "InvalidObject".into(),
                 note: Some(note),
                 action: "Decode".into(),
                 secondary: None,
-            };
-            if let Err(err) = recorder.publish(&event, &reference).await {
-                tracing::warn!(%object, error = %err, "could not record Event");
-            }
+            },
+            regarding: reference,
+            object,
         });
     }
 }
