@@ -1,7 +1,8 @@
 //! Applying a plugin's proposal: first [`validate`] the whole of it (all or
 //! nothing), then create pods with the host's labels and a controller
 //! ownerReference, delete owned pods with a UID precondition, patch
-//! `/status` when it changed, and record Events — raising expectations
+//! `/status` when it changed, and queue Events (recorded in the background
+//! by [`crate::controller::events`], never waited for) — raising expectations
 //! before every create is sent and recording every delete, so a lagging
 //! cache (or a create whose answer was lost) cannot double them.
 //!
@@ -30,15 +31,15 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::{Client, ResourceExt};
 
 pub use validate::{Limits, Rejection, Validated, check_bounds, validate};
 
 use crate::actions::{self, PodToCreate, ProposedActions};
+use crate::controller::events::EventSink;
 use crate::controller::expectations::Expectations;
 use crate::controller::metrics::Metrics;
-use crate::controller::reconcile::publish;
 use crate::crd::Jinghzhu;
 use crate::ownership::{controller_reference, operator_labels};
 use crate::runtime::LoadedPlugin;
@@ -51,8 +52,8 @@ pub const RECONCILED_BY_ANNOTATION: &str = "jinghzhu.io/reconciled-by";
 pub struct Target<'a> {
     /// API client.
     pub client: &'a Client,
-    /// Event recorder.
-    pub recorder: &'a Recorder,
+    /// Where Events are queued (recorded in the background).
+    pub events: &'a EventSink,
     /// Expectations to record creates and deletes in.
     pub expectations: &'a Expectations,
     /// Counters.
@@ -74,7 +75,7 @@ pub struct Applied {
     pub deleted: Vec<String>,
     /// Whether `/status` was patched.
     pub status_written: bool,
-    /// Events recorded.
+    /// Events queued for recording.
     pub events: usize,
 }
 
@@ -193,8 +194,7 @@ pub async fn apply(
         }
     }
     if !applied.created.is_empty() {
-        publish(
-            target.recorder,
+        target.events.publish(
             jz,
             EventType::Normal,
             "SuccessfulCreate",
@@ -203,19 +203,16 @@ pub async fn apply(
                 applied.created.len(),
                 name_list(&applied.created)
             ),
-        )
-        .await;
+        );
         applied.events += 1;
     }
     if let Some(source) = failure {
-        publish(
-            target.recorder,
+        target.events.publish(
             jz,
             EventType::Warning,
             "FailedCreate",
             &format!("Error creating pod: {source}"),
-        )
-        .await;
+        );
         return Err(ApplyError::Api {
             what: format!("creating pods in {namespace}"),
             source,
@@ -225,8 +222,7 @@ pub async fn apply(
     // Deletes, each guarded by the UID we saw (never a same-named newcomer).
     let result = delete_pods(target, &pods, owned, proposal, &mut applied).await;
     if !applied.deleted.is_empty() {
-        publish(
-            target.recorder,
+        target.events.publish(
             jz,
             EventType::Normal,
             "SuccessfulDelete",
@@ -235,19 +231,16 @@ pub async fn apply(
                 applied.deleted.len(),
                 name_list(&applied.deleted)
             ),
-        )
-        .await;
+        );
         applied.events += 1;
     }
     if let Err((name, source)) = result {
-        publish(
-            target.recorder,
+        target.events.publish(
             jz,
             EventType::Warning,
             "FailedDelete",
             &format!("Error deleting pod {name}: {source}"),
-        )
-        .await;
+        );
         return Err(ApplyError::Api {
             what: format!("deleting pod {namespace}/{name}"),
             source,
@@ -279,7 +272,7 @@ pub async fn apply(
 
     // The plugin's own Events, one per reason.
     for (type_, reason, message) in aggregate_events(&proposal.events) {
-        publish(target.recorder, jz, type_, reason, &message).await;
+        target.events.publish(jz, type_, reason, &message);
         applied.events += 1;
     }
     // Which plugin reconciled this object, for whoever runs the cluster.

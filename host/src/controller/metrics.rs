@@ -159,6 +159,8 @@ pub struct Metrics {
     pub shadow_active: Gauge,
     /// Reconciles where the shadow plugin proposed something else.
     pub shadow_differences: Counter,
+    /// Events dropped because the Event queue was full.
+    pub events_dropped: Counter,
 
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: Family<ResultLabels, Counter>,
@@ -199,6 +201,7 @@ impl Default for Metrics {
             plugin_rollbacks: Counter::default(),
             shadow_active: Gauge::default(),
             shadow_differences: Counter::default(),
+            events_dropped: Counter::default(),
             budget_exceeded: Counter::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
@@ -288,6 +291,11 @@ impl Metrics {
             "shadow_differences",
             "Reconciles where the shadow plugin proposed something else",
             self.shadow_differences.clone(),
+        );
+        r.register(
+            "events_dropped",
+            "Events not recorded because the Event queue was full",
+            self.events_dropped.clone(),
         );
         r.register(
             "plugin_call_duration_seconds",
@@ -783,6 +791,34 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn events_a_full_queue_drops_are_exported() {
+        use kube::runtime::events::EventType;
+
+        let metrics = Metrics::default();
+        let text = encoded(&metrics);
+        assert!(
+            text.contains("wasm_operator_events_dropped_total 0"),
+            "{text}"
+        );
+        let (sink, _queue) =
+            crate::controller::events::EventSink::channel(1, metrics.events_dropped.clone());
+        let jz = crate::crd::Jinghzhu::new("web", Default::default());
+        for _ in 0..3 {
+            sink.publish(
+                &jz,
+                EventType::Normal,
+                "SuccessfulCreate",
+                "Created 1 pod(s): a",
+            );
+        }
+        let text = encoded(&metrics);
+        assert!(
+            text.contains("wasm_operator_events_dropped_total 2"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //! dropped when the watch reports the object deleted.
 //!
 //! - [`watch`]: the two watch streams and their caches.
+//! - [`owner_index`]: which cached pods each Jinghzhu controls.
 //! - [`reconcile`]: one reconcile: cache → plugin → validate → apply.
+//! - [`events`]: the queue Events go through, recorded in the background.
 //! - [`metrics`]: what was done, as counters.
 //! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
 //!
@@ -25,8 +27,10 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod events;
 pub mod expectations;
 pub mod metrics;
+pub mod owner_index;
 pub mod readiness;
 pub mod reconcile;
 pub mod watch;
@@ -115,7 +119,7 @@ impl Default for ControllerConfig {
 }
 
 /// Runs the controller until `shutdown` resolves, then lets running
-/// reconciles finish.
+/// reconciles finish and records the Events still queued.
 pub async fn run(
     client: Client,
     plugin: Arc<ActivePlugin>,
@@ -129,6 +133,11 @@ pub async fn run(
             controller: config.reporter.clone(),
             instance: std::env::var("POD_NAME").ok(),
         },
+    );
+    let (events, event_worker) = events::EventSink::start(
+        recorder,
+        events::QUEUE_CAPACITY,
+        metrics.events_dropped.clone(),
     );
     // Shutting down: reconciles still waiting for leadership give up at once.
     let shutdown = {
@@ -147,7 +156,7 @@ pub async fn run(
         &client,
         config.namespace.as_deref(),
         objects.clone(),
-        recorder.clone(),
+        events.clone(),
     );
     let pods_api: Api<Pod> = match config.namespace.as_deref() {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -163,9 +172,10 @@ pub async fn run(
         client,
         pods_ready: readiness::CacheReady::new(&watches.pod_cache),
         pods: watches.pod_cache.clone(),
+        pod_owners: watches.pod_owners.clone(),
         plugin: plugin.clone(),
         objects,
-        recorder,
+        events,
         limits: config.limits.clone(),
         policy: config.policy.clone(),
         metrics: metrics.clone(),
@@ -216,7 +226,11 @@ pub async fn run(
             _ = heartbeat.tick() => config.health.beat(),
         }
     }
+    event_worker.drain(EVENT_DRAIN_TIMEOUT).await;
 }
+
+/// How long a stopping host spends recording the Events still queued.
+const EVENT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs a reconcile once this host leads, measured the way
 /// controller-runtime measures it; cancels it if the leadership term ends

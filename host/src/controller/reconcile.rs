@@ -1,5 +1,6 @@
-//! One reconcile of one Jinghzhu: read its pods from the cache, check our
-//! expectations, call the plugin, validate its whole proposal, apply it.
+//! One reconcile of one Jinghzhu: read its pods from the cache (through the
+//! owner index), check our expectations, call the plugin, validate its whole
+//! proposal, apply it.
 //!
 //! Level-triggered: nothing here depends on which event queued the object.
 //! The error policy is per-object exponential backoff; a plugin error it
@@ -13,19 +14,20 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 
 use super::PerObject;
+use super::events::EventSink;
 use super::metrics::{Metrics, PluginLabels, PluginOutcome};
+use super::owner_index::OwnerIndex;
 use super::readiness::CacheReady;
 use super::watch::object_key;
 use crate::apply::policy::{self, PolicyConfig};
 use crate::apply::{self, Limits, validate};
 use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
-use crate::ownership::owned_pods;
 
 /// Everything a reconcile needs, shared by all workers.
 pub struct Context {
@@ -33,14 +35,16 @@ pub struct Context {
     pub client: Client,
     /// The pod cache.
     pub pods: Store<Pod>,
+    /// Which cached pods each Jinghzhu controls.
+    pub pod_owners: OwnerIndex,
     /// Opens once the pod cache has had its initial list.
     pub pods_ready: CacheReady,
     /// The plugin reconciles run with (swappable).
     pub plugin: Arc<ActivePlugin>,
     /// Expectations, backoff and write budget, per Jinghzhu UID.
     pub objects: Arc<PerObject>,
-    /// Where Events go.
-    pub recorder: Recorder,
+    /// Where Events go (queued; never waited for).
+    pub events: EventSink,
     /// What a plugin may propose.
     pub limits: Limits,
     /// Which pod specs a plugin may propose.
@@ -95,7 +99,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         .wait()
         .await
         .map_err(|_| ReconcileError::CacheGone)?;
-    let pods = owned_pods(&ctx.pods.state(), jz.as_ref());
+    let pods = ctx.pod_owners.owned_pods(&ctx.pods, jz.as_ref());
 
     let uid_state: std::collections::HashMap<String, bool> = pods
         .iter()
@@ -124,14 +128,12 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         if !violations.is_empty() {
             let reasons = validate::Rejection(violations).to_string();
             tracing::error!(object = %key, %reasons, "the Jinghzhu's template is not allowed; nothing done");
-            publish(
-                &ctx.recorder,
+            ctx.events.publish(
                 &jz,
                 EventType::Warning,
                 "InvalidTemplate",
                 &format!("spec.template is not allowed by the pod policy; no pods are made until it is fixed: {reasons}"),
-            )
-            .await;
+            );
             return Err(ReconcileError::InvalidTemplate(reasons));
         }
     }
@@ -171,14 +173,12 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
             let message = err.to_string();
             let kind = err.kind();
             tracing::error!(object = %key, plugin = %digest, retryable, kind, error = %message, "plugin failed");
-            publish(
-                &ctx.recorder,
+            ctx.events.publish(
                 &jz,
                 EventType::Warning,
                 "PluginFailed",
                 &format!("plugin {digest} failed (rule limits/{kind}): {message}"),
-            )
-            .await;
+            );
             return Err(ReconcileError::Plugin {
                 plugin: digest,
                 message,
@@ -202,7 +202,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
                 crate::runtime::reclaim::release_free_memory();
             }
             call.outcome(PluginOutcome::Rejected);
-            return Err(reject(&ctx, &jz, &key, &digest, &rejection).await);
+            return Err(reject(&ctx, &jz, &key, &digest, &rejection));
         }
     };
     call.outcome(PluginOutcome::Ok);
@@ -218,8 +218,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         tracing::warn!(object = %key, writes = cost, retry_in_ms = wait.as_millis() as u64, "write budget exceeded; nothing applied");
         if ctx.objects.budget.should_warn(&uid) {
             let budget = ctx.objects.budget.config();
-            publish(
-                &ctx.recorder,
+            ctx.events.publish(
                 &jz,
                 EventType::Warning,
                 "WriteBudgetExceeded",
@@ -231,8 +230,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
                     budget.burst,
                     wait.as_secs().max(1)
                 ),
-            )
-            .await;
+            );
         }
         return Ok(Action::requeue(wait));
     }
@@ -240,7 +238,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
     let applied = apply::apply(
         &apply::Target {
             client: &ctx.client,
-            recorder: &ctx.recorder,
+            events: &ctx.events,
             expectations: &ctx.objects.expectations,
             metrics: &ctx.metrics,
             owner_uid: &uid,
@@ -288,7 +286,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
 
 /// Reports a rejected proposal: a log line and a `RejectedOutput` Warning
 /// Event naming every broken rule.
-async fn reject(
+fn reject(
     ctx: &Context,
     jz: &Jinghzhu,
     key: &str,
@@ -299,16 +297,14 @@ async fn reject(
     let reasons = rejection.to_string();
     let rules = rejection.rules().join(", ");
     tracing::error!(object = %key, plugin = %digest, %rules, %reasons, "plugin output rejected; nothing applied");
-    publish(
-        &ctx.recorder,
+    ctx.events.publish(
         jz,
         EventType::Warning,
         "RejectedOutput",
         &format!(
             "plugin {digest} proposed a change that breaks {rules}; nothing applied: {reasons}"
         ),
-    )
-    .await;
+    );
     ReconcileError::Rejected(reasons)
 }
 
@@ -328,37 +324,6 @@ pub fn error_policy(jz: Arc<Jinghzhu>, err: &ReconcileError, ctx: Arc<Context>) 
     let delay = ctx.objects.backoff.failed(&jz.uid().unwrap_or(key.clone()));
     tracing::warn!(object = %key, error = %err, retry_in_ms = delay.as_millis() as u64, "reconcile failed; requeued with backoff");
     Action::requeue(delay)
-}
-
-/// Records an Event on the Jinghzhu; a failure to record is logged, not fatal.
-pub async fn publish(
-    recorder: &Recorder,
-    jz: &Jinghzhu,
-    type_: EventType,
-    reason: &str,
-    note: &str,
-) {
-    let event = Event {
-        type_,
-        reason: reason.to_string(),
-        note: Some(truncate(note, 1000)),
-        action: "Reconcile".to_string(),
-        secondary: None,
-    };
-    if let Err(err) = recorder.publish(&event, &jz.object_ref(&())).await {
-        tracing::warn!(object = %object_key(jz), %reason, error = %err, "could not record Event");
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 /// Logs an error the controller machinery reports (not a reconcile's own).

@@ -11,7 +11,8 @@
 //! Only our own pods are watched (label `app.kubernetes.io/managed-by=wasm-operator`),
 //! and `managedFields` are stripped before caching: we never read them and
 //! they are most of a small object's size. A pod seen for the first time is
-//! reported to the expectations of its controlling Jinghzhu; a deleted
+//! reported to the expectations of its controlling Jinghzhu; every pod event
+//! also updates the [`OwnerIndex`] next to the pod cache; a deleted
 //! Jinghzhu's bookkeeping is dropped.
 
 use std::collections::HashSet;
@@ -20,12 +21,14 @@ use std::sync::{Arc, Mutex};
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::PerObject;
+use super::events::{EventSink, QueuedEvent};
+use super::owner_index::OwnerIndex;
 use crate::crd::Jinghzhu;
 use crate::ownership::MANAGED_BY_SELECTOR;
 
@@ -41,6 +44,8 @@ pub struct Watches {
     pub pods: ObjectStream<Pod>,
     /// The pod cache.
     pub pod_cache: Store<Pod>,
+    /// Which cached pods each owner UID controls.
+    pub pod_owners: OwnerIndex,
 }
 
 impl Watches {
@@ -49,7 +54,7 @@ impl Watches {
         client: &Client,
         namespace: Option<&str>,
         objects: Arc<PerObject>,
-        recorder: Recorder,
+        events: EventSink,
     ) -> Self {
         let resource = ApiResource::erase::<Jinghzhu>(&());
         let (jinghzhu_api, pod_api): (Api<DynamicObject>, Api<Pod>) = match namespace {
@@ -66,7 +71,7 @@ impl Watches {
         let (jinghzhu_cache, jinghzhu_writer) = reflector::store();
         let decoder = Decoder {
             objects: objects.clone(),
-            recorder,
+            events,
             reported: Arc::new(Mutex::new(HashSet::new())),
         };
         let jinghzhus = watcher(jinghzhu_api, watcher::Config::default())
@@ -86,28 +91,17 @@ impl Watches {
 
         let (pod_cache, pod_writer) = reflector::store();
         let known = pod_cache.clone();
+        let pod_owners = OwnerIndex::default();
+        let owners = pod_owners.clone();
         let pods = watcher(
             pod_api,
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
         )
         .default_backoff()
         .modify(|pod: &mut Pod| pod.managed_fields_mut().clear())
-        .inspect_ok(move |event| match event {
-            watcher::Event::Delete(pod) => {
-                if let Some(uid) = pod.uid() {
-                    objects.expectations.observe_gone(&uid);
-                }
-            }
-            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
-                if let (Some(uid), Some(owner)) = (pod.uid(), controller_uid(pod))
-                    && known
-                        .get(&ObjectRef::from_obj(pod))
-                        .is_none_or(|cached| cached.uid().as_deref() != Some(uid.as_str()))
-                {
-                    objects.expectations.observe_added(owner, &uid);
-                }
-            }
-            _ => {}
+        .inspect_ok(move |event| {
+            owners.apply_watcher_event(event);
+            observe(&objects, &known, event);
         })
         .reflect(pod_writer)
         .touched_objects()
@@ -131,7 +125,31 @@ impl Watches {
             jinghzhu_cache,
             pods: Box::pin(pods),
             pod_cache,
+            pod_owners,
         }
+    }
+}
+
+/// Tells the expectations about a pod event: a pod seen for the first time
+/// (not in the cache yet, or there under another UID) was added for its
+/// controller; a deleted pod is gone.
+fn observe(objects: &PerObject, known: &Store<Pod>, event: &watcher::Event<Pod>) {
+    match event {
+        watcher::Event::Delete(pod) => {
+            if let Some(uid) = pod.uid() {
+                objects.expectations.observe_gone(&uid);
+            }
+        }
+        watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+            if let (Some(uid), Some(owner)) = (pod.uid(), controller_uid(pod))
+                && known
+                    .get(&ObjectRef::from_obj(pod))
+                    .is_none_or(|cached| cached.uid().as_deref() != Some(uid.as_str()))
+            {
+                objects.expectations.observe_added(owner, &uid);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -146,7 +164,7 @@ fn controller_uid(pod: &Pod) -> Option<&str> {
 /// Turns untyped Jinghzhu watch events into typed ones, one object at a time.
 struct Decoder {
     objects: Arc<PerObject>,
-    recorder: Recorder,
+    events: EventSink,
     /// `uid/resourceVersion` of unreadable objects already reported.
     reported: Arc<Mutex<HashSet<String>>>,
 }
@@ -237,18 +255,16 @@ impl Decoder {
             resource_version: obj.metadata.resource_version.clone(),
             ..ObjectReference::default()
         };
-        let recorder = self.recorder.clone();
-        tokio::spawn(async move {
-            let event = Event {
+        self.events.send(QueuedEvent {
+            event: Event {
                 type_: EventType::Warning,
                 reason: "InvalidObject".into(),
                 note: Some(note),
                 action: "Decode".into(),
                 secondary: None,
-            };
-            if let Err(err) = recorder.publish(&event, &reference).await {
-                tracing::warn!(%object, error = %err, "could not record Event");
-            }
+            },
+            regarding: reference,
+            object,
         });
     }
 }
