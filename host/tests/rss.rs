@@ -32,7 +32,10 @@ fn mib(bytes: u64) -> f64 {
 
 /// What the controller does with one call: bounds first, then (for a
 /// refused, large output) the memory back. `Ok(true)` = accepted.
-fn reconcile_like_the_controller(plugin: &LoadedPlugin, jz: &Jinghzhu) -> Result<bool, PluginError> {
+fn reconcile_like_the_controller(
+    plugin: &LoadedPlugin,
+    jz: &Jinghzhu,
+) -> Result<bool, PluginError> {
     let input = convert::input(jz, &[], SystemTime::now());
     let output = match wasm_operator::runtime::block_on(plugin.call_reconcile(&input, "rss/obj"))? {
         Ok(output) => output,
@@ -69,7 +72,10 @@ fn rss_returns_to_baseline_after_200000_create_proposals() {
     // (refused while the host copies it), and under a limit an admin has
     // loosened to 256 MiB (copied whole, then refused by the count check).
     let runtimes: Vec<(&str, Runtime)> = [
-        ("default output limit", RuntimeConfig::default().output_limit_bytes),
+        (
+            "default output limit",
+            RuntimeConfig::default().output_limit_bytes,
+        ),
         ("output limit loosened to 256 MiB", 256 * 1024 * 1024),
     ]
     .into_iter()
@@ -102,7 +108,6 @@ fn rss_returns_to_baseline_after_200000_create_proposals() {
                 (_, other) => panic!("{name}: unexpected outcome {other:?}"),
             }
             peak = peak.max(rss_bytes());
-
         }
         warm(plugin);
     }
