@@ -153,12 +153,25 @@ impl Kustomization {
         let text = String::from_utf8(out.stdout)?;
         let mut objects = Vec::new();
         for doc in serde_yaml::Deserializer::from_str(&text) {
-            let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)?;
+            let mut value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)?;
             if !value.is_null() {
+                unwrap_binary_data(&mut value);
                 objects.push(value);
             }
         }
         Ok(objects)
+    }
+}
+
+/// kustomize writes `binaryData` as base64 broken into 70-character lines;
+/// the API server accepts that, k8s-openapi's decoder does not: join them.
+fn unwrap_binary_data(object: &mut serde_yaml::Value) {
+    if let Some(serde_yaml::Value::Mapping(data)) = object.get_mut("binaryData") {
+        for (_, value) in data.iter_mut() {
+            if let serde_yaml::Value::String(text) = value {
+                text.retain(|c| !c.is_ascii_whitespace());
+            }
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use e2e_tests::{RunningHost, TestEnv, plugin};
+use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ObjectMeta, PostParams};
 use wasm_operator::actions::ProposedActions;
@@ -330,7 +330,11 @@ async fn a_scaffolded_plugin_with_the_even_rule_reconciles_on_the_control_plane(
     .await??;
     println!("build: {:?}", built.elapsed());
 
-    let host = RunningHost::start(&env, &wasm).await?;
+    // One pod more than `desired`: the host refuses that unless the admin
+    // allows a surge (`--max-surge 1`, as the walk-through says).
+    let mut options = HostOptions::file(&wasm);
+    options.controller.limits.max_surge = 1;
+    let host = RunningHost::start_with(&env, options).await?;
     env.create("odd", 3, &[]).await?;
     let (jz, pods) = env
         .wait_converged("odd", 4, Duration::from_secs(60))

@@ -154,3 +154,16 @@ fn differences(a: &Value, b: &Value, path: &mut String, out: &mut Vec<String>) {
         }),
     }
 }
+
+#[cfg(test)]
+mod default_spec_file {
+    /// `wit/default-pod-spec.json` states the default for plugin authors and
+    /// their offline tests; it must be what the host really uses.
+    #[test]
+    fn the_default_spec_file_is_the_host_default() {
+        let file: k8s_openapi::api::core::v1::PodSpec =
+            serde_json::from_str(include_str!("../../../../wit/default-pod-spec.json"))
+                .expect("wit/default-pod-spec.json is a PodSpec");
+        assert_eq!(file, super::default_template_spec());
+    }
+}

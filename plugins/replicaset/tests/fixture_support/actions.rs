@@ -17,8 +17,23 @@ fn string_map(list: &[KeyValue]) -> Value {
     )
 }
 
-/// `output` in the proposed-actions shape; empty parts are omitted.
-pub fn to_actions(output: &ReconcileOutput) -> Result<Value, String> {
+/// The spec the host gives a create whose `spec-json` is empty and whose
+/// Jinghzhu has no template spec (the WIT contract's default; the host's
+/// tests check it matches `default_template_spec()`).
+const HOST_DEFAULT_SPEC_JSON: &str = include_str!("../../../../wit/default-pod-spec.json");
+
+/// `output` (of a call on `input`) in the proposed-actions shape, as the
+/// host shows it: an empty `spec-json` becomes the template's spec or the
+/// host's default; empty parts are omitted.
+pub fn to_actions(input: &ReconcileInput, output: &ReconcileOutput) -> Result<Value, String> {
+    let template_spec = input
+        .jinghzhu
+        .spec
+        .template
+        .as_ref()
+        .map(|t| t.spec_json.as_str())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or(HOST_DEFAULT_SPEC_JSON);
     let mut actions = Map::new();
     if !output.create_pods.is_empty() {
         let mut creates = Vec::new();
@@ -36,11 +51,14 @@ pub fn to_actions(output: &ReconcileOutput) -> Result<Value, String> {
             if !c.annotations.is_empty() {
                 create.insert("annotations".into(), string_map(&c.annotations));
             }
-            if !c.spec_json.is_empty() {
-                let spec: Value = serde_json::from_str(&c.spec_json)
-                    .map_err(|e| format!("spec-json is not JSON: {e}"))?;
-                create.insert("spec".into(), spec);
-            }
+            let spec_json = if c.spec_json.trim().is_empty() {
+                template_spec
+            } else {
+                c.spec_json.as_str()
+            };
+            let spec: Value = serde_json::from_str(spec_json)
+                .map_err(|e| format!("spec-json is not JSON: {e}"))?;
+            create.insert("spec".into(), spec);
             creates.push(Value::Object(create));
         }
         actions.insert("createPods".into(), Value::Array(creates));
