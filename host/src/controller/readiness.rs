@@ -32,6 +32,9 @@ pub struct CacheReady {
     ready: Shared<BoxFuture<'static, bool>>,
 }
 
+/// How often a waiter looks at the store again (see [`CacheReady::new`]).
+const RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The cache's writer went away before the initial list (its watch stream ended).
 #[derive(Debug, thiserror::Error)]
 #[error("the cache stopped before its initial list was complete")]
@@ -46,8 +49,20 @@ impl CacheReady {
     {
         let store = store.clone();
         let ready = async move {
-            let result: Result<(), WriterDropped> = store.wait_until_ready().await;
-            result.is_ok()
+            // kube's `Store::wait_until_ready` wakes only the most recently
+            // registered waiter (a oneshot underneath), and kube's own
+            // `Controller` waits on the same store: poll again every tick so
+            // this waiter is never the one left asleep.
+            loop {
+                let wait = store.wait_until_ready();
+                match tokio::time::timeout(RECHECK, wait).await {
+                    Ok(result) => {
+                        let result: Result<(), WriterDropped> = result;
+                        break result.is_ok();
+                    }
+                    Err(_elapsed) => continue,
+                }
+            }
         }
         .boxed()
         .shared();
@@ -95,6 +110,32 @@ mod tests {
                 .expect("waiter task");
             assert!(released.is_ok());
         }
+    }
+
+    /// kube's `Controller` waits on the same store; its waker must not
+    /// replace ours for good (this hung `/readyz` forever).
+    #[tokio::test]
+    async fn a_waiter_is_released_when_someone_else_also_waits_on_the_store() {
+        let (store, mut writer) = reflector::store::<Pod>();
+        let gate = CacheReady::new(&store);
+        let ours = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.wait().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let theirs = tokio::spawn({
+            let store = store.clone();
+            async move { store.wait_until_ready().await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let released = tokio::time::timeout(Duration::from_secs(5), ours)
+            .await
+            .expect("our waiter was left parked")
+            .expect("waiter task");
+        assert!(released.is_ok());
+        assert!(theirs.await.expect("their task"));
     }
 
     #[tokio::test]
