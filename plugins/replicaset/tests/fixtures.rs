@@ -130,7 +130,11 @@ fn a_wrong_expectation_is_detected() {
     output.create_pods.push(output.create_pods[0].clone());
     assert_ne!(to_actions(&input, &output), expected(&dir));
     let v2 = reconcile_with(&input, Variant::V2);
-    assert_ne!(to_actions(&input, &v2), expected(&dir), "the v2 message differs");
+    assert_ne!(
+        to_actions(&input, &v2),
+        expected(&dir),
+        "the v2 message differs"
+    );
 }
 
 #[test]
