@@ -56,15 +56,15 @@ fn compare_with_reports_each_differing_case_and_exits_1() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("-   message: 0/1 pods; creating 1"),
+        stdout.contains("-   message: 0/1 pods, 0/1 ready; creating 1"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("+   message: '[v2] 0/1 pods; creating 1'"),
+        stdout.contains("+   message: '[v2] 0/1 pods, 0/1 ready; creating 1'"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("status: old 0/\"Pending\""),
+        stdout.contains("status: old 0/\"Scaling\""),
         "the summary line: {stdout}"
     );
     assert!(stdout.contains("(new: replicaset@0.1.0+v2"), "{stdout}");
