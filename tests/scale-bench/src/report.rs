@@ -177,7 +177,8 @@ fn markdown_text(report: &Report) -> String {
     let _ = write!(
         md,
         "Produced by `{}` (started {}; Rust controllers built with the {:?} profile).\n\n\
-         Each run: a fresh local control plane (etcd, kube-apiserver, kube-controller-manager; \
+         Each run: a fresh local control plane (etcd, kube-apiserver, kube-controller-manager, \
+         kube-scheduler and kwok with 3 simulated nodes; \
          default options), the Jinghzhu CRD, one controller as its own process with \
          `--workers {}`, then N Jinghzhus × {} pods created ({} in flight) and watched \
          from the harness. Machine: {cpus} CPUs, shared; the load average at each run's \
