@@ -34,8 +34,11 @@ pub fn is_live(pod: &Pod) -> bool {
 }
 
 /// How many of `owned` are live and ready.
-pub fn ready_replicas(owned: &[Pod]) -> u32 {
-    let ready = owned.iter().filter(|p| is_live(p) && is_ready(p)).count();
+pub fn ready_replicas<'a>(owned: impl IntoIterator<Item = &'a Pod>) -> u32 {
+    let ready = owned
+        .into_iter()
+        .filter(|p| is_live(p) && is_ready(p))
+        .count();
     u32::try_from(ready).unwrap_or(u32::MAX)
 }
 

@@ -122,7 +122,7 @@ pub fn write_cost(jz: &Jinghzhu, proposal: &ProposedActions) -> u32 {
 const NAMES_PER_EVENT: usize = 10;
 
 /// `a, b, c` for at most [`NAMES_PER_EVENT`] names, then `and N more`.
-fn name_list(names: &[String]) -> String {
+pub fn name_list(names: &[String]) -> String {
     let mut text = names
         .iter()
         .take(NAMES_PER_EVENT)

@@ -136,11 +136,7 @@ pub fn with_ready_replicas(stored: &JinghzhuStatus, owned: &[&Pod]) -> JinghzhuS
 }
 
 fn ready_replicas(owned: &[&Pod]) -> u32 {
-    let ready = owned
-        .iter()
-        .filter(|p| wasm_operator::observed::is_live(p) && wasm_operator::observed::is_ready(p))
-        .count();
-    u32::try_from(ready).unwrap_or(u32::MAX)
+    wasm_operator::observed::ready_replicas(owned.iter().copied())
 }
 
 /// The status the logic proposes, as the CRD's type, with `readyReplicas`

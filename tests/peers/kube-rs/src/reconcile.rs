@@ -144,7 +144,11 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
             }
         }
         if !created.is_empty() && (failure.is_some() || remaining.is_empty()) {
-            let note = format!("Created {} pod(s): {}", created.len(), name_list(&created));
+            let note = format!(
+                "Created {} pod(s): {}",
+                created.len(),
+                wasm_operator::apply::name_list(&created)
+            );
             publish(ctx, jz, EventType::Normal, "SuccessfulCreate", &note).await;
         }
         if let Some(source) = failure {
@@ -264,25 +268,14 @@ pub fn error_policy(jz: Arc<Jinghzhu>, err: &Error, _ctx: Arc<Context>) -> Actio
     Action::requeue(Duration::from_secs(1))
 }
 
-/// Up to ten names, then how many more (the host's Event text).
-fn name_list(names: &[String]) -> String {
-    const NAMES_PER_EVENT: usize = 10;
-    let mut text = names
-        .iter()
-        .take(NAMES_PER_EVENT)
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > NAMES_PER_EVENT {
-        text.push_str(&format!(" and {} more", names.len() - NAMES_PER_EVENT));
-    }
-    text
-}
-
 /// The one `SuccessfulDelete` Event of a reconcile, if it deleted anything.
 async fn publish_deleted(ctx: &Context, jz: &Jinghzhu, deleted: &[String]) {
     if !deleted.is_empty() {
-        let note = format!("Deleted {} pod(s): {}", deleted.len(), name_list(deleted));
+        let note = format!(
+            "Deleted {} pod(s): {}",
+            deleted.len(),
+            wasm_operator::apply::name_list(deleted)
+        );
         publish(ctx, jz, EventType::Normal, "SuccessfulDelete", &note).await;
     }
 }
