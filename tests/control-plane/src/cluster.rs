@@ -31,6 +31,13 @@ use crate::process::{self, Supervised};
 /// Prefix of every control plane's temporary directory.
 const DIR_PREFIX: &str = "wasm-operator-cp-";
 
+/// Client rate limits for kube-controller-manager and kube-scheduler: none
+/// to speak of (kwokctl's `--disable-qps-limits` values). Their defaults
+/// (20 and 50 requests/s) would make the garbage collector and pod binding
+/// the pace of every test and benchmark, not the operator under test; kwok's
+/// own client is unthrottled already.
+const UNTHROTTLED_CLIENT: [&str; 2] = ["--kube-api-qps=5000", "--kube-api-burst=10000"];
+
 /// The controllers kube-controller-manager runs by default here. For the
 /// simulated nodes: the node lifecycle controller lifts the
 /// `node.kubernetes.io/not-ready` taint every new Node is created with once
@@ -271,6 +278,7 @@ impl ControlPlane {
                 ))
                 .arg(format!("--root-ca-file={}", cp.pki.ca_cert.display()))
                 .arg("--concurrent-gc-syncs=5")
+                .args(UNTHROTTLED_CLIENT)
                 .arg("--v=1");
             cp.spawn("kube-controller-manager", kcm)?;
         }
@@ -343,6 +351,7 @@ impl ControlPlane {
                 "--tls-private-key-file={}",
                 self.pki.serving_key.display()
             ))
+            .args(UNTHROTTLED_CLIENT)
             .arg("--v=1");
         self.spawn("kube-scheduler", scheduler)?;
         // The scheduler knows no client CA, so the client certificate only
