@@ -65,6 +65,11 @@ pub struct JinghzhuStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The plugin whose proposal this status came from,
+    /// `<name>@<version> (sha256:…)`. Written by the host with the rest of
+    /// the status (no write of its own), never by a plugin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciled_by: Option<String>,
 }
 
 /// A pod template is open-ended (the API server validates pods when they
@@ -167,8 +172,13 @@ mod tests {
             state: "Running".into(),
             message: "1/1 pods".into(),
             observed_generation: Some(2),
+            reconciled_by: Some("replicaset@0.1.0 (sha256:0123456789ab)".into()),
         };
         let json = serde_json::to_value(&status).expect("json");
+        assert_eq!(
+            json["reconciledBy"],
+            "replicaset@0.1.0 (sha256:0123456789ab)"
+        );
         assert_eq!(json["podList"][0], "web-abcde");
         assert_eq!(json["observedGeneration"], 2);
         assert_eq!(json["readyReplicas"], 1);

@@ -1,5 +1,6 @@
-//! What the host observes about a Jinghzhu's pods and writes into its status
-//! itself: `status.readyReplicas`.
+//! What the host writes into a Jinghzhu's status itself, next to the
+//! plugin's proposal: `status.readyReplicas` (observed from its pods) and
+//! `status.reconciledBy` (the plugin that made the proposal).
 //!
 //! The plugin decides `current`, `podList`, `state` and `message`; how many
 //! pods are ready is an observation, not a decision, so the host counts it
@@ -43,18 +44,21 @@ pub fn ready_replicas<'a>(owned: impl IntoIterator<Item = &'a Pod>) -> u32 {
 }
 
 /// The status to write, given the one `stored` on the object, the one the
-/// plugin `proposed` (if any) and the `owned` pods it saw: the proposal with
-/// the host's `readyReplicas`; without a proposal, the stored status with
-/// `readyReplicas` brought up to date. `None` when there is nothing to say
-/// (no proposal and no status yet). The caller still skips the write when
-/// the result equals `stored`.
+/// plugin `proposed` (if any), the `owned` pods it saw and the plugin's
+/// stamp (`reconciled_by`): the proposal with the host's `readyReplicas` and
+/// `reconciledBy`; without a proposal, the stored status with both brought
+/// up to date. `None` when there is nothing to say (no proposal and no
+/// status yet). The caller still skips the write when the result equals
+/// `stored`, so the plugin's identity costs no write of its own.
 pub fn status_to_write(
     stored: Option<&JinghzhuStatus>,
     proposed: Option<&JinghzhuStatus>,
     owned: &[Pod],
+    reconciled_by: &str,
 ) -> Option<JinghzhuStatus> {
     let mut status = proposed.or(stored)?.clone();
     status.ready_replicas = Some(ready_replicas(owned));
+    status.reconciled_by = Some(reconciled_by.to_string());
     Some(status)
 }
 
@@ -107,7 +111,8 @@ mod tests {
     }
 
     #[test]
-    fn the_host_adds_ready_replicas_to_what_is_written() {
+    fn the_host_adds_ready_replicas_and_its_plugin_to_what_is_written() {
+        const STAMP: &str = "replicaset@0.1.0 (sha256:0123456789ab)";
         let pods = [pod("a", "Running", true), pod("b", "Running", false)];
         let stored = JinghzhuStatus {
             current: 2,
@@ -121,24 +126,33 @@ mod tests {
             ..JinghzhuStatus::default()
         };
         // A proposal is written with the host's count.
-        let written = status_to_write(Some(&stored), Some(&proposed), &pods).expect("status");
+        let written =
+            status_to_write(Some(&stored), Some(&proposed), &pods, STAMP).expect("status");
         assert_eq!(
             (written.state.as_str(), written.ready_replicas),
             ("Running", Some(1))
         );
+        assert_eq!(written.reconciled_by.as_deref(), Some(STAMP));
         // No proposal: the stored status, with the count brought up to date.
-        let refreshed = status_to_write(Some(&stored), None, &pods).expect("status");
+        let refreshed = status_to_write(Some(&stored), None, &pods, STAMP).expect("status");
         assert_eq!(
             (refreshed.state.as_str(), refreshed.ready_replicas),
             ("Pending", Some(1))
         );
         // Nothing proposed and nothing stored: nothing to write.
-        assert_eq!(status_to_write(None, None, &pods), None);
+        assert_eq!(status_to_write(None, None, &pods, STAMP), None);
         // Up to date already: the same status comes back, so no write is made.
         let current = JinghzhuStatus {
             ready_replicas: Some(1),
+            reconciled_by: Some(STAMP.into()),
             ..stored
         };
-        assert_eq!(status_to_write(Some(&current), None, &pods), Some(current));
+        assert_eq!(
+            status_to_write(Some(&current), None, &pods, STAMP),
+            Some(current.clone())
+        );
+        // Another plugin took over: its stamp makes the status differ.
+        let swapped = status_to_write(Some(&current), None, &pods, "other@2.0.0 (sha256:f00)");
+        assert_ne!(swapped, Some(current));
     }
 }

@@ -199,6 +199,7 @@ pub fn output(out: wit::ReconcileOutput, input: &wit::ReconcileInput) -> Propose
             state: s.state,
             message: s.message,
             observed_generation: s.observed_generation,
+            reconciled_by: None, // the host's stamp, added when written
         }),
         requeue_after: out.requeue_after_ms.map(std::time::Duration::from_millis),
         events: out

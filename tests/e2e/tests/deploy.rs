@@ -24,7 +24,6 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use openmetrics_parser::OpenMetricsType;
-use wasm_operator::apply::RECONCILED_BY_ANNOTATION;
 use wasm_operator::runtime::digest_of;
 
 const CONVERGE: Duration = Duration::from_secs(120);
@@ -617,10 +616,7 @@ async fn a_leader_and_a_standby_with_different_plugin_versions_do_not_ping_pong(
                 jz.name_any(),
                 (
                     jz.resource_version().unwrap_or_default(),
-                    jz.annotations()
-                        .get(RECONCILED_BY_ANNOTATION)
-                        .cloned()
-                        .unwrap_or_default(),
+                    jz.status.and_then(|s| s.reconciled_by).unwrap_or_default(),
                 ),
             );
         }
@@ -706,8 +702,8 @@ async fn a_plugin_swap_through_the_configmap_reaches_the_leader_and_the_standby(
         || async {
             let jz = env.jinghzhus().get("web").await?;
             Ok(jz
-                .annotations()
-                .get(RECONCILED_BY_ANNOTATION)
+                .status
+                .and_then(|s| s.reconciled_by)
                 .is_some_and(|by| by.contains("+v2")))
         },
     )

@@ -10,7 +10,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use wasm_operator::apply::RECONCILED_BY_ANNOTATION;
 use wasm_operator::crd::Jinghzhu;
 use wasm_operator::hotswap::RollbackPolicy;
 use wasm_operator::hotswap::setup::PluginSource;
@@ -82,7 +81,7 @@ async fn wait_all(
                         "{} (rv {:?}, reconciled-by {:?}): {:?}",
                         jz.name_any(),
                         jz.metadata.resource_version,
-                        jz.annotations().get(RECONCILED_BY_ANNOTATION),
+                        jz.status.as_ref().and_then(|s| s.reconciled_by.as_deref()),
                         jz.status
                     )
                 })
@@ -138,12 +137,13 @@ async fn swapping_the_plugin_file_while_200_objects_reconcile() -> anyhow::Resul
     assert_eq!(pods.len(), 200, "exactly one pod per object");
     assert_eq!(host.metrics.pods_created.get(), 200, "no pod over-created");
     assert_eq!(host.metrics.pods_deleted.get(), 0);
-    let annotated = env.jinghzhus().list(&Default::default()).await?.items;
+    let stamped = env.jinghzhus().list(&Default::default()).await?.items;
     assert!(
-        annotated.iter().all(|jz| jz
-            .annotations()
-            .get("jinghzhu.io/reconciled-by")
-            .is_some_and(|a| a.contains(&v2_digest[..19]))),
+        stamped.iter().all(|jz| jz
+            .status
+            .as_ref()
+            .and_then(|s| s.reconciled_by.as_deref())
+            .is_some_and(|by| by.contains(&v2_digest[..19]))),
         "every object names the plugin that reconciled it"
     );
     host.stop().await;
