@@ -40,13 +40,10 @@ use crate::actions::{self, PodToCreate, ProposedActions};
 use crate::controller::events::EventSink;
 use crate::controller::expectations::Expectations;
 use crate::controller::metrics::Metrics;
+use crate::controller::own_writes::OwnWrites;
 use crate::crd::Jinghzhu;
 use crate::ownership::{controller_reference, operator_labels};
 use crate::runtime::LoadedPlugin;
-
-/// Annotation on each Jinghzhu naming the plugin (name, version, digest)
-/// that last reconciled it.
-pub const RECONCILED_BY_ANNOTATION: &str = "jinghzhu.io/reconciled-by";
 
 /// Where and as whom a proposal is applied.
 pub struct Target<'a> {
@@ -56,13 +53,15 @@ pub struct Target<'a> {
     pub events: &'a EventSink,
     /// Expectations to record creates and deletes in.
     pub expectations: &'a Expectations,
+    /// Where status writes are recorded, so their watch echo queues nothing.
+    pub own_writes: &'a OwnWrites,
     /// Counters.
     pub metrics: &'a Metrics,
     /// UID of the Jinghzhu (the key of its expectations).
     pub owner_uid: &'a str,
     /// `namespace/name` of the Jinghzhu.
     pub key: &'a str,
-    /// The plugin that proposed it (named in Events and annotations).
+    /// The plugin that proposed it (named in `status.reconciledBy`).
     pub plugin: &'a LoadedPlugin,
 }
 
@@ -96,14 +95,12 @@ pub enum ApplyError {
     },
 }
 
-/// How many writes applying `proposal` to `jz` may take: each pod create
-/// and delete, the status patch when the status changes, and one Event per
-/// aggregated reason (the host's create and delete Events included).
-pub fn write_cost(jz: &Jinghzhu, proposal: &ProposedActions) -> u32 {
-    let status = proposal
-        .status
-        .as_ref()
-        .is_some_and(|s| jz.status.as_ref() != Some(s));
+/// How many writes applying `proposal` to `jz`, whose pods are `owned`,
+/// by the plugin `stamp` may take: each pod create and delete, the status
+/// patch when the status would change, and one Event per aggregated reason
+/// (the host's create and delete Events included).
+pub fn write_cost(jz: &Jinghzhu, owned: &[Pod], proposal: &ProposedActions, stamp: &str) -> u32 {
+    let status = status_change(jz, owned, proposal, stamp).is_some();
     let reasons: std::collections::HashSet<(&str, bool)> = proposal
         .events
         .iter()
@@ -247,15 +244,12 @@ pub async fn apply(
         });
     }
 
-    // Status (the plugin's, with the host's readyReplicas), only when it
-    // differs from what is stored.
-    if let Some(status) =
-        crate::observed::status_to_write(jz.status.as_ref(), proposal.status.as_ref(), owned)
-        && jz.status.as_ref() != Some(&status)
-    {
+    // Status (the plugin's, with the host's readyReplicas and the plugin's
+    // identity), only when it differs from what is stored.
+    if let Some(status) = status_change(jz, owned, proposal, &target.plugin.describe()) {
         let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &namespace);
         let patch = serde_json::json!({ "status": status });
-        jinghzhus
+        let written = jinghzhus
             .patch_status(
                 &jz.name_any(),
                 &PatchParams::default(),
@@ -266,6 +260,9 @@ pub async fn apply(
                 what: format!("patching the status of {}", target.key),
                 source,
             })?;
+        if let Some(version) = written.resource_version() {
+            target.own_writes.wrote(target.owner_uid, version);
+        }
         target.metrics.status_patches.inc();
         applied.status_written = true;
     }
@@ -275,26 +272,20 @@ pub async fn apply(
         target.events.publish(jz, type_, reason, &message);
         applied.events += 1;
     }
-    // Which plugin reconciled this object, for whoever runs the cluster.
-    let stamp = target.plugin.describe();
-    if jz.annotations().get(RECONCILED_BY_ANNOTATION) != Some(&stamp) {
-        let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &namespace);
-        let patch = serde_json::json!({
-            "metadata": { "annotations": { RECONCILED_BY_ANNOTATION: stamp } }
-        });
-        jinghzhus
-            .patch(
-                &jz.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(|source| ApplyError::Api {
-                what: format!("annotating {}", target.key),
-                source,
-            })?;
-    }
     Ok(applied)
+}
+
+/// The status to write when it differs from the stored one: the
+/// proposal's (or the stored one) with the host's own fields (see
+/// [`crate::observed::status_to_write`]).
+fn status_change(
+    jz: &Jinghzhu,
+    owned: &[Pod],
+    proposal: &ProposedActions,
+    stamp: &str,
+) -> Option<crate::crd::JinghzhuStatus> {
+    crate::observed::status_to_write(jz.status.as_ref(), proposal.status.as_ref(), owned, stamp)
+        .filter(|status| jz.status.as_ref() != Some(status))
 }
 
 /// The Pod to send for `create`, whose validated spec is `spec`: the
@@ -417,6 +408,40 @@ mod tests {
         assert_eq!(groups[0].1, "Scaled");
         assert_eq!(groups[0].2, "a; b");
         assert_eq!(groups[1].2, "x");
+    }
+
+    #[test]
+    fn an_unchanged_status_costs_no_write() {
+        const STAMP: &str = "replicaset@0.1.0 (sha256:0123456789ab)";
+        let mut jz = Jinghzhu::new(
+            "web",
+            crate::crd::JinghzhuSpec {
+                desired: 0,
+                template: None,
+            },
+        );
+        let proposed = crate::crd::JinghzhuStatus {
+            state: "Running".into(),
+            ..Default::default()
+        };
+        let proposal = ProposedActions {
+            status: Some(proposed.clone()),
+            ..ProposedActions::default()
+        };
+        // Nothing stored yet: the status is a write.
+        assert_eq!(write_cost(&jz, &[], &proposal, STAMP), 1);
+        // Stored as the host would write it: nothing to write.
+        jz.status = crate::observed::status_to_write(None, Some(&proposed), &[], STAMP);
+        assert_eq!(write_cost(&jz, &[], &proposal, STAMP), 0);
+        // Another plugin's proposal restamps it; a delete and its Event add two.
+        let proposal = ProposedActions {
+            delete_pods: vec!["web-1".into()],
+            ..proposal
+        };
+        assert_eq!(
+            write_cost(&jz, &[], &proposal, "other@1.0.0 (sha256:f00)"),
+            3
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //!
 //! - [`watch`]: the two watch streams and their caches.
 //! - [`owner_index`]: which cached pods each Jinghzhu controls.
+//! - [`own_writes`]: our status writes, whose watch echo queues nothing.
 //! - [`reconcile`]: one reconcile: cache → plugin → validate → apply.
 //! - [`events`]: the queue Events go through, recorded in the background.
 //! - [`metrics`]: what was done, as counters.
@@ -30,6 +31,7 @@ pub mod budget;
 pub mod events;
 pub mod expectations;
 pub mod metrics;
+pub mod own_writes;
 pub mod owner_index;
 pub mod readiness;
 pub mod reconcile;
@@ -68,6 +70,8 @@ pub struct PerObject {
     pub backoff: backoff::PerObjectBackoff,
     /// Writes left this minute.
     pub budget: budget::WriteBudget,
+    /// Status writes whose watch echo is still to come.
+    pub own_writes: own_writes::OwnWrites,
 }
 
 impl PerObject {
@@ -76,6 +80,7 @@ impl PerObject {
         self.expectations.forget(uid);
         self.backoff.succeeded(uid);
         self.budget.forget(uid);
+        self.own_writes.forget(uid);
     }
 }
 
@@ -151,6 +156,7 @@ pub async fn run(
         expectations: expectations::Expectations::new(config.expectations_timeout),
         backoff: backoff::PerObjectBackoff::default(),
         budget: budget::WriteBudget::new(config.budget),
+        own_writes: own_writes::OwnWrites::default(),
     });
     let watches = watch::Watches::start(
         &client,

@@ -211,7 +211,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         .await;
 
     // The object's write budget covers every write of the proposal.
-    let cost = apply::write_cost(&jz, &proposal);
+    let cost = apply::write_cost(&jz, &pods, &proposal, &plugin.describe());
     if let Err(wait) = ctx.objects.budget.try_spend(&uid, cost) {
         ctx.metrics.budget_exceeded.inc();
         let wait = wait.max(ctx.limits.min_requeue);
@@ -240,6 +240,7 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
             client: &ctx.client,
             events: &ctx.events,
             expectations: &ctx.objects.expectations,
+            own_writes: &ctx.objects.own_writes,
             metrics: &ctx.metrics,
             owner_uid: &uid,
             key: &key,
@@ -327,6 +328,15 @@ pub fn error_policy(jz: Arc<Jinghzhu>, err: &ReconcileError, ctx: Arc<Context>) 
 }
 
 /// Logs an error the controller machinery reports (not a reconcile's own).
-pub fn log_controller_error<E: std::fmt::Debug>(err: &E) {
-    tracing::warn!(error = ?err, "controller");
+/// A pod event whose owner is gone (a deleted Jinghzhu's pods being
+/// collected) is expected and logged at debug; the rest are warnings.
+pub fn log_controller_error<E: std::fmt::Debug>(
+    err: &kube::runtime::controller::Error<E, kube::runtime::watcher::Error>,
+) {
+    match err {
+        kube::runtime::controller::Error::ObjectNotFound(object) => {
+            tracing::debug!(object = %object, "owner not in the cache (deleted); event ignored");
+        }
+        other => tracing::warn!(error = ?other, "controller"),
+    }
 }

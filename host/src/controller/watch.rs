@@ -13,7 +13,9 @@
 //! they are most of a small object's size. A pod seen for the first time is
 //! reported to the expectations of its controlling Jinghzhu; every pod event
 //! also updates the [`OwnerIndex`] next to the pod cache; a deleted
-//! Jinghzhu's bookkeeping is dropped.
+//! Jinghzhu's bookkeeping is dropped. The echo of the host's own status
+//! write updates the Jinghzhu cache but queues nothing (see
+//! [`super::own_writes`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -79,6 +81,20 @@ impl Watches {
             .filter_map(move |event| futures::future::ready(decoder.decode(event)))
             .reflect(jinghzhu_writer)
             .applied_objects()
+            .try_filter({
+                let objects = objects.clone();
+                move |jz: &Jinghzhu| {
+                    let echo = objects.own_writes.is_echo(jz);
+                    if echo {
+                        tracing::debug!(
+                            object = %object_key(jz),
+                            resource_version = jz.resource_version().unwrap_or_default(),
+                            "event seen: our own status write; not queued"
+                        );
+                    }
+                    futures::future::ready(!echo)
+                }
+            })
             .inspect_ok(|jz: &Jinghzhu| {
                 tracing::info!(
                     object = %object_key(jz),
