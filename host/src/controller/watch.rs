@@ -9,8 +9,10 @@
 //! on that one object and stop the operator for the cluster.
 //!
 //! Only our own pods are watched (label `app.kubernetes.io/managed-by=wasm-operator`),
-//! and `managedFields` are stripped before caching: we never read them and
-//! they are most of a small object's size. A pod seen for the first time is
+//! and each is cut down before caching to what reconciles and plugins read
+//! ([`strip_pod`]): its metadata without `managedFields`, its phase and its
+//! `Ready` condition. The spec and the rest of the status are most of a
+//! pod's size and nothing here reads them. A pod seen for the first time is
 //! reported to the expectations of its controlling Jinghzhu; every pod event
 //! also updates the [`OwnerIndex`] next to the pod cache; a deleted
 //! Jinghzhu's bookkeeping is dropped. The echo of the host's own status
@@ -114,7 +116,7 @@ impl Watches {
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
         )
         .default_backoff()
-        .modify(|pod: &mut Pod| pod.managed_fields_mut().clear())
+        .modify(strip_pod)
         .inspect_ok(move |event| {
             owners.apply_watcher_event(event);
             observe(&objects, &known, event);
@@ -143,6 +145,33 @@ impl Watches {
             pod_cache,
             pod_owners,
         }
+    }
+}
+
+/// Cuts a watched pod down to what the host and its plugins read: the
+/// metadata (less `managedFields`), `status.phase` and the `Ready`
+/// condition (see [`crate::runtime::convert`] and [`crate::observed`]).
+/// The spec, container statuses, IPs and other conditions are dropped.
+pub fn strip_pod(pod: &mut Pod) {
+    pod.managed_fields_mut().clear();
+    pod.spec = None;
+    if let Some(status) = pod.status.take() {
+        let ready = status
+            .conditions
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == "Ready")
+            .map(|c| k8s_openapi::api::core::v1::PodCondition {
+                type_: c.type_,
+                status: c.status,
+                ..Default::default()
+            })
+            .collect::<Vec<_>>();
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: status.phase,
+            conditions: (!ready.is_empty()).then_some(ready),
+            ..Default::default()
+        });
     }
 }
 
@@ -292,4 +321,68 @@ pub fn object_key<K: Resource>(obj: &K) -> String {
         obj.meta().namespace.as_deref().unwrap_or_default(),
         obj.meta().name.as_deref().unwrap_or_default()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_pod_keeps_its_metadata_phase_and_readiness_only() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-abcde", "namespace": "default", "uid": "p1",
+                "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "jinghzhu.io/v1", "kind": "Jinghzhu",
+                                     "name": "web", "uid": "j1", "controller": true}],
+                "managedFields": [{"manager": "kubectl", "operation": "Update"}]
+            },
+            "spec": {"containers": [{"name": "app", "image": "pause"}], "nodeName": "node-0"},
+            "status": {
+                "phase": "Running", "podIP": "10.0.0.7", "hostIP": "10.0.0.1",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True"},
+                    {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-23T00:00:00Z"}
+                ],
+                "containerStatuses": [{"name": "app", "image": "pause", "imageID": "",
+                                       "ready": true, "restartCount": 0}]
+            }
+        }))
+        .expect("pod");
+        let before = crate::runtime::convert::input(
+            &crate::crd::Jinghzhu::new("web", Default::default()),
+            std::slice::from_ref(&pod),
+            std::time::UNIX_EPOCH,
+        );
+        let ready_before = crate::observed::ready_replicas([&pod]);
+        let mut stripped = pod.clone();
+        strip_pod(&mut stripped);
+
+        assert!(stripped.spec.is_none());
+        assert!(
+            stripped
+                .metadata
+                .managed_fields
+                .as_ref()
+                .is_none_or(Vec::is_empty)
+        );
+        let status = stripped.status.clone().expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(status.pod_ip.is_none() && status.container_statuses.is_none());
+        assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
+        assert_eq!(
+            stripped.metadata.owner_references,
+            pod.metadata.owner_references
+        );
+        assert_eq!(stripped.metadata.labels, pod.metadata.labels);
+        // What a plugin is given and what the host counts are unchanged.
+        let after = crate::runtime::convert::input(
+            &crate::crd::Jinghzhu::new("web", Default::default()),
+            std::slice::from_ref(&stripped),
+            std::time::UNIX_EPOCH,
+        );
+        assert_eq!(format!("{:?}", after.pods), format!("{:?}", before.pods));
+        assert_eq!(crate::observed::ready_replicas([&stripped]), ready_before);
+        assert_eq!(ready_before, 1);
+    }
 }
