@@ -1,7 +1,8 @@
 //! Applying a plugin's proposal: first [`validate`] the whole of it (all or
 //! nothing), then create pods with the host's labels and a controller
 //! ownerReference, delete owned pods with a UID precondition, patch
-//! `/status` when it changed, and queue Events (recorded in the background
+//! `/status` when it changed (and the same status is not already on its
+//! way, see [`crate::controller::own_writes`]), and queue Events (recorded in the background
 //! by [`crate::controller::events`], never waited for) — raising expectations
 //! before every create is sent and recording every delete, so a lagging
 //! cache (or a create whose answer was lost) cannot double them.
@@ -53,7 +54,7 @@ pub struct Target<'a> {
     pub events: &'a EventSink,
     /// Expectations to record creates and deletes in.
     pub expectations: &'a Expectations,
-    /// Where status writes are recorded, so their watch echo queues nothing.
+    /// Status writes on their way (their echo queues nothing; none is sent twice).
     pub own_writes: &'a OwnWrites,
     /// Counters.
     pub metrics: &'a Metrics,
@@ -246,23 +247,26 @@ pub async fn apply(
 
     // Status (the plugin's, with the host's readyReplicas and the plugin's
     // identity), only when it differs from what is stored.
-    if let Some(status) = status_change(jz, owned, proposal, &target.plugin.describe()) {
+    if let Some(status) = status_change(jz, owned, proposal, &target.plugin.describe())
+        && !target.own_writes.in_flight(target.owner_uid, &status)
+    {
         let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &namespace);
         let patch = serde_json::json!({ "status": status });
-        let written = jinghzhus
+        target.own_writes.sending(target.owner_uid, &status);
+        jinghzhus
             .patch_status(
                 &jz.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
             .await
-            .map_err(|source| ApplyError::Api {
-                what: format!("patching the status of {}", target.key),
-                source,
+            .map_err(|source| {
+                target.own_writes.failed(target.owner_uid);
+                ApplyError::Api {
+                    what: format!("patching the status of {}", target.key),
+                    source,
+                }
             })?;
-        if let Some(version) = written.resource_version() {
-            target.own_writes.wrote(target.owner_uid, version);
-        }
         target.metrics.status_patches.inc();
         applied.status_written = true;
     }

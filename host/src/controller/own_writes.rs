@@ -1,68 +1,115 @@
-//! The host's own status writes, so their echo on the watch does not queue
-//! the object again.
+//! The host's own status writes that the watch has not shown yet: their
+//! echo queues nothing, and they are not sent twice.
 //!
 //! Every `/status` patch comes back as a watch event. Reconciling on it
-//! would do nothing new (the host wrote exactly that), but it costs a plugin
-//! call, and a plugin whose status changes on every call would feed itself:
-//! write → event → reconcile → write. So after a status patch the host
-//! remembers the resourceVersion the API server gave the object; the watch
-//! event carrying that version still updates the cache but queues nothing.
-//! Any other change (the spec, labels, another writer's status, a pod) has
-//! a resourceVersion of its own and queues the object as before.
+//! would do nothing new (the host wrote exactly that), but it costs a
+//! plugin call, and a plugin whose status changes on every call would feed
+//! itself: write → event → reconcile → write. And a reconcile that starts
+//! (on a pod event) before the echo has reached the cache compares against
+//! the old status and would send the same patch again.
 //!
-//! One entry per Jinghzhu UID: the latest write replaces the one before,
-//! the echo removes it, and [`OwnWrites::forget`] drops it with the object.
+//! So before each status patch the host records the status it sends, per
+//! Jinghzhu UID ([`OwnWrites::sending`]). The first watch event whose status
+//! is exactly that one is the echo ([`OwnWrites::is_echo`]): it updates the
+//! cache, queues nothing and ends the record. Until then a reconcile that
+//! would write the same status again skips it ([`OwnWrites::in_flight`]).
+//! Any other change (spec, labels, a pod, another writer's status) is its
+//! own watch event and queues the object as before.
+//!
+//! A record ends with its echo, a failed patch ([`OwnWrites::failed`]), a
+//! newer write, the object's deletion, a re-list of the watch (which may
+//! skip versions; [`OwnWrites::clear`]) or after [`RECORD_TTL`], so a lost
+//! echo can never hold back a write for long.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 
-use crate::crd::Jinghzhu;
+use crate::crd::{Jinghzhu, JinghzhuStatus};
 
-/// The resourceVersion of each Jinghzhu's latest status write whose echo
-/// has not been seen yet, by UID.
+/// How long a status write is trusted to be on its way without the watch
+/// showing it.
+pub const RECORD_TTL: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+struct Sent {
+    status: JinghzhuStatus,
+    at: Instant,
+}
+
+/// The latest status each Jinghzhu was sent whose echo has not been seen,
+/// by UID.
 #[derive(Debug, Default)]
 pub struct OwnWrites {
-    pending: Mutex<HashMap<String, String>>,
+    sent: Mutex<HashMap<String, Sent>>,
 }
 
 impl OwnWrites {
-    /// Remembers that the host's status write left the object `uid` at
-    /// `resource_version`.
-    pub fn wrote(&self, uid: &str, resource_version: String) {
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.insert(uid.to_string(), resource_version);
+    /// Records that `status` is being sent to the Jinghzhu `uid` (call it
+    /// before the patch, so an echo that beats the response is recognised).
+    pub fn sending(&self, uid: &str, status: &JinghzhuStatus) {
+        if let Ok(mut sent) = self.sent.lock() {
+            sent.insert(
+                uid.to_string(),
+                Sent {
+                    status: status.clone(),
+                    at: Instant::now(),
+                },
+            );
         }
     }
 
-    /// True when `jz` is exactly the version the host's last status write
-    /// produced (its echo); the entry is used up.
+    /// The patch for `uid` failed: nothing is on its way.
+    pub fn failed(&self, uid: &str) {
+        self.forget(uid);
+    }
+
+    /// True when `jz` carries exactly the status last sent to it and not
+    /// seen since (its echo); the record ends.
     pub fn is_echo(&self, jz: &Jinghzhu) -> bool {
-        let (Some(uid), Some(version)) = (jz.uid(), jz.resource_version()) else {
+        let (Some(uid), Some(status)) = (jz.uid(), jz.status.as_ref()) else {
             return false;
         };
-        let Ok(mut pending) = self.pending.lock() else {
+        let Ok(mut sent) = self.sent.lock() else {
             return false;
         };
-        if pending.get(&uid) == Some(&version) {
-            pending.remove(&uid);
+        if sent.get(&uid).is_some_and(|s| &s.status == status) {
+            sent.remove(&uid);
             true
         } else {
             false
         }
     }
 
+    /// True when `status` is what was last sent to `uid`, less than
+    /// [`RECORD_TTL`] ago, and the watch has not shown it yet: sending it
+    /// again would change nothing.
+    pub fn in_flight(&self, uid: &str, status: &JinghzhuStatus) -> bool {
+        self.sent.lock().is_ok_and(|sent| {
+            sent.get(uid)
+                .is_some_and(|s| &s.status == status && s.at.elapsed() < RECORD_TTL)
+        })
+    }
+
     /// Drops what is kept for the Jinghzhu `uid`.
     pub fn forget(&self, uid: &str) {
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(uid);
+        if let Ok(mut sent) = self.sent.lock() {
+            sent.remove(uid);
+        }
+    }
+
+    /// Drops every record (the watch re-lists and may skip echoes).
+    pub fn clear(&self) {
+        if let Ok(mut sent) = self.sent.lock() {
+            sent.clear();
         }
     }
 
     /// How many writes wait for their echo.
     pub fn len(&self) -> usize {
-        self.pending.lock().map_or(0, |p| p.len())
+        self.sent.lock().map_or(0, |s| s.len())
     }
 
     /// True when no write waits for its echo.
@@ -76,7 +123,15 @@ mod tests {
     use super::*;
     use crate::crd::JinghzhuSpec;
 
-    fn at(uid: &str, version: &str) -> Jinghzhu {
+    fn status(state: &str) -> JinghzhuStatus {
+        JinghzhuStatus {
+            current: 1,
+            state: state.into(),
+            ..JinghzhuStatus::default()
+        }
+    }
+
+    fn seen(uid: &str, status: Option<JinghzhuStatus>) -> Jinghzhu {
         let mut jz = Jinghzhu::new(
             "web",
             JinghzhuSpec {
@@ -85,39 +140,51 @@ mod tests {
             },
         );
         jz.metadata.uid = Some(uid.into());
-        jz.metadata.resource_version = Some(version.into());
+        jz.status = status;
         jz
     }
 
     #[test]
-    fn only_the_version_our_write_produced_is_an_echo() {
+    fn the_echo_of_a_sent_status_queues_nothing_once() {
         let writes = OwnWrites::default();
-        writes.wrote("u1", "12".into());
-        // A change made by someone else before or after ours queues.
-        assert!(!writes.is_echo(&at("u1", "11")));
-        assert!(!writes.is_echo(&at("u1", "13")));
-        // Another object at that version is not ours.
-        assert!(!writes.is_echo(&at("u2", "12")));
-        assert!(writes.is_echo(&at("u1", "12")));
-        // Used up: the same version seen again (a relist) queues.
-        assert!(!writes.is_echo(&at("u1", "12")));
+        writes.sending("u1", &status("Running"));
+        // Versions before ours (another status, none yet) and other objects queue.
+        assert!(!writes.is_echo(&seen("u1", Some(status("Pending")))));
+        assert!(!writes.is_echo(&seen("u1", None)));
+        assert!(!writes.is_echo(&seen("u2", Some(status("Running")))));
+        assert!(writes.in_flight("u1", &status("Running")));
+        assert!(writes.is_echo(&seen("u1", Some(status("Running")))));
+        // Seen: a later event with the same status (a spec change) queues,
+        // and the status is no longer in flight.
+        assert!(!writes.is_echo(&seen("u1", Some(status("Running")))));
+        assert!(!writes.in_flight("u1", &status("Running")));
         assert!(writes.is_empty());
     }
 
     #[test]
-    fn the_latest_write_wins_and_forget_drops_it() {
+    fn only_the_latest_sent_status_is_in_flight() {
         let writes = OwnWrites::default();
-        writes.wrote("u1", "12".into());
-        writes.wrote("u1", "14".into());
-        assert!(!writes.is_echo(&at("u1", "12")));
+        writes.sending("u1", &status("Pending"));
+        writes.sending("u1", &status("Running"));
+        assert!(!writes.in_flight("u1", &status("Pending")));
+        assert!(writes.in_flight("u1", &status("Running")));
+        // The first write's echo is not the latest's.
+        assert!(!writes.is_echo(&seen("u1", Some(status("Pending")))));
+        assert!(writes.in_flight("u1", &status("Running")));
+    }
+
+    #[test]
+    fn failures_deletions_and_relists_end_the_record() {
+        let writes = OwnWrites::default();
+        writes.sending("u1", &status("Running"));
+        writes.failed("u1");
+        assert!(!writes.in_flight("u1", &status("Running")));
+        writes.sending("u1", &status("Running"));
         writes.forget("u1");
-        assert!(!writes.is_echo(&at("u1", "14")));
-        assert!(!writes.is_echo(&Jinghzhu::new(
-            "no-uid",
-            JinghzhuSpec {
-                desired: 1,
-                template: None
-            }
-        )));
+        assert!(!writes.is_echo(&seen("u1", Some(status("Running")))));
+        writes.sending("u1", &status("Running"));
+        writes.sending("u2", &status("Running"));
+        writes.clear();
+        assert_eq!(writes.len(), 0);
     }
 }

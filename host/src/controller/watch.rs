@@ -225,7 +225,11 @@ impl Decoder {
             Err(err) => return Some(Err(err)),
         };
         Some(Ok(match event {
-            E::Init => E::Init,
+            E::Init => {
+                // A re-list may skip the echo of a write on its way.
+                self.objects.own_writes.clear();
+                E::Init
+            }
             E::InitDone => E::InitDone,
             E::InitApply(obj) => E::InitApply(self.typed(obj)?),
             E::Apply(obj) => match self.typed_or_gone(obj) {
