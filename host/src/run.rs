@@ -61,6 +61,10 @@ pub struct RunArgs {
     /// Reconciles running at once (one per object at a time regardless).
     #[arg(long, env = "WASM_OPERATOR_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
+    /// Gather an object's pod events for this long before reconciling it, so a burst
+    /// (its pods becoming ready one by one) costs one reconcile (0: at once).
+    #[arg(long, env = "WASM_OPERATOR_POD_BATCH_MS", default_value_t = 100)]
+    pub pod_batch_ms: u64,
     /// Plugin sandbox limits and the precompiled cache.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -243,6 +247,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let config = ControllerConfig {
         namespace: args.namespace.clone(),
         workers: args.workers,
+        pod_batch: crate::controller::pod_batch::PodBatchConfig {
+            window: Duration::from_millis(args.pod_batch_ms),
+        },
         limits: Limits {
             max_creates,
             max_surge: usize::try_from(args.max_surge).unwrap_or(usize::MAX),

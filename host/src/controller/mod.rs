@@ -16,6 +16,7 @@
 //! - [`watch`]: the two watch streams and their caches.
 //! - [`owner_index`]: which cached pods each Jinghzhu controls.
 //! - [`own_writes`]: our status writes, whose watch echo queues nothing.
+//! - [`pod_batch`]: pod events queue their owner, gathered per short window.
 //! - [`reconcile`]: one reconcile: cache → plugin → validate → apply.
 //! - [`events`]: the queue Events go through, recorded in the background.
 //! - [`metrics`]: what was done, as counters.
@@ -33,6 +34,7 @@ pub mod expectations;
 pub mod metrics;
 pub mod own_writes;
 pub mod owner_index;
+pub mod pod_batch;
 pub mod readiness;
 pub mod reconcile;
 pub mod watch;
@@ -46,7 +48,7 @@ use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::controller::Config as RuntimeConfig;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 
 use crate::apply::Limits;
 use crate::apply::policy::PolicyConfig;
@@ -91,6 +93,8 @@ pub struct ControllerConfig {
     pub namespace: Option<String>,
     /// Reconciles running at once (each object is still reconciled by one at a time).
     pub workers: u16,
+    /// How pod events are gathered before they queue their owner.
+    pub pod_batch: pod_batch::PodBatchConfig,
     /// How long to trust our own expectations before reconciling anyway.
     pub expectations_timeout: Duration,
     /// Limits on what a plugin may propose.
@@ -112,6 +116,7 @@ impl Default for ControllerConfig {
         Self {
             namespace: None,
             workers: 4,
+            pod_batch: pod_batch::PodBatchConfig::default(),
             expectations_timeout: Duration::from_secs(300),
             limits: Limits::default(),
             policy: PolicyConfig::default(),
@@ -209,7 +214,7 @@ pub async fn run(
         .acquisitions()
         .inspect(move |()| requeue_all());
     let results = Controller::for_stream(jinghzhus, watches.jinghzhu_cache)
-        .owns_stream(pods)
+        .reconcile_on(pod_batch::owner_triggers(pods, config.pod_batch))
         .reconcile_all_on(swaps)
         .reconcile_all_on(acquisitions)
         .with_config(RuntimeConfig::default().concurrency(config.workers))
@@ -285,14 +290,10 @@ fn track_triggers(
     let jz_queue = queue.clone();
     let jinghzhus = jinghzhus.inspect_ok(move |jz| jz_queue.added(watch::object_key(jz)));
     let pods = pods.inspect_ok(move |pod| {
-        if let Some(owner) = pod
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true) && o.kind == "Jinghzhu")
-        {
+        if let Some(owner) = pod_batch::controlling_owner(pod) {
             queue.added(format!(
                 "{}/{}",
-                pod.namespace().unwrap_or_default(),
+                owner.namespace.unwrap_or_default(),
                 owner.name
             ));
         }
