@@ -62,9 +62,13 @@ pub struct RunArgs {
     #[arg(long, env = "WASM_OPERATOR_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
     /// Gather an object's pod events for this long before reconciling it, so a burst
-    /// (its pods becoming ready one by one) costs one reconcile (0: at once).
+    /// (its pods becoming ready one by one) costs one reconcile (0: at once); one
+    /// more such window per round of the workers already queued…
     #[arg(long, env = "WASM_OPERATOR_POD_BATCH_MS", default_value_t = 100)]
     pub pod_batch_ms: u64,
+    /// …up to this long.
+    #[arg(long, env = "WASM_OPERATOR_POD_BATCH_MAX_MS", default_value_t = 1000)]
+    pub pod_batch_max_ms: u64,
     /// Plugin sandbox limits and the precompiled cache.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -249,6 +253,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
         workers: args.workers,
         pod_batch: crate::controller::pod_batch::PodBatchConfig {
             window: Duration::from_millis(args.pod_batch_ms),
+            max_window: Duration::from_millis(args.pod_batch_max_ms),
+            workers: args.workers,
         },
         limits: Limits {
             max_creates,

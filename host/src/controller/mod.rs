@@ -214,7 +214,10 @@ pub async fn run(
         .acquisitions()
         .inspect(move |()| requeue_all());
     let results = Controller::for_stream(jinghzhus, watches.jinghzhu_cache)
-        .reconcile_on(pod_batch::owner_triggers(pods, config.pod_batch))
+        .reconcile_on(pod_batch::owner_triggers(pods, config.pod_batch, {
+            let queue = metrics.queue.clone();
+            move || queue.depth()
+        }))
         .reconcile_all_on(swaps)
         .reconcile_all_on(acquisitions)
         .with_config(RuntimeConfig::default().concurrency(config.workers))

@@ -29,14 +29,21 @@ use crate::crd::Jinghzhu;
 /// How pod events are gathered before they queue their owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PodBatchConfig {
-    /// Longest an owner waits after its first pod event (zero: at once).
+    /// How long an owner waits after its first pod event when the queue is
+    /// short (zero: at once).
     pub window: Duration,
+    /// The longest it waits when many objects are queued.
+    pub max_window: Duration,
+    /// The controller's workers.
+    pub workers: u16,
 }
 
 impl Default for PodBatchConfig {
     fn default() -> Self {
         Self {
             window: DEFAULT_WINDOW,
+            max_window: DEFAULT_MAX_WINDOW,
+            workers: 4,
         }
     }
 }
@@ -44,6 +51,25 @@ impl Default for PodBatchConfig {
 /// The default window: long enough to gather a burst of pod changes, short
 /// next to the time pods take to start.
 pub const DEFAULT_WINDOW: Duration = Duration::from_millis(100);
+/// The default longest window.
+pub const DEFAULT_MAX_WINDOW: Duration = Duration::from_secs(1);
+
+impl PodBatchConfig {
+    /// The window for a pod event when `waiting` objects are queued: one
+    /// [`window`](Self::window) more for every round of the workers the
+    /// queue holds, up to [`max_window`](Self::max_window). An idle host
+    /// reacts within one window; a host working through a backlog gathers
+    /// more of each owner's pod changes into one reconcile instead of
+    /// adding to the backlog (what a busy controller-runtime queue does by
+    /// itself).
+    pub fn window_for(&self, waiting: usize) -> Duration {
+        let rounds = waiting / usize::from(self.workers.max(1));
+        let factor = u32::try_from(rounds.saturating_add(1)).unwrap_or(u32::MAX);
+        self.window
+            .saturating_mul(factor)
+            .min(self.max_window.max(self.window))
+    }
+}
 
 /// The Jinghzhu that controls `pod`, if any.
 pub fn controlling_owner(pod: &Pod) -> Option<ObjectRef<Jinghzhu>> {
@@ -60,16 +86,17 @@ pub fn controlling_owner(pod: &Pod) -> Option<ObjectRef<Jinghzhu>> {
 }
 
 /// Turns pod events into reconcile triggers for their owners, each owner
-/// at most once per window.
+/// at most once per window; `waiting` tells how many objects are queued.
 pub fn owner_triggers(
     pods: impl Stream<Item = Result<Pod, watcher::Error>> + Send + 'static,
     config: PodBatchConfig,
+    waiting: impl Fn() -> usize + Send + 'static,
 ) -> impl Stream<Item = ObjectRef<Jinghzhu>> + Send + 'static {
     let requests = pods.filter_map(move |event| {
         futures::future::ready(match event {
             Ok(pod) => controlling_owner(&pod).map(|owner| ScheduleRequest {
                 message: owner,
-                run_at: tokio::time::Instant::now() + config.window,
+                run_at: tokio::time::Instant::now() + config.window_for(waiting()),
             }),
             Err(err) => {
                 tracing::warn!(error = %err, "pod watch error; the watcher retries");
@@ -127,7 +154,11 @@ mod tests {
         ])
         .chain(futures::stream::pending());
         let started = tokio::time::Instant::now();
-        let mut triggers = Box::pin(owner_triggers(events, PodBatchConfig { window }));
+        let config = PodBatchConfig {
+            window,
+            ..PodBatchConfig::default()
+        };
+        let mut triggers = Box::pin(owner_triggers(events, config, || 0));
         let mut names = Vec::new();
         for _ in 0..2 {
             let owner = tokio::time::timeout(Duration::from_secs(5), triggers.next())
@@ -145,6 +176,27 @@ mod tests {
         assert!(more.is_err(), "another trigger: {more:?}");
     }
 
+    #[test]
+    fn the_window_grows_with_the_queue_up_to_its_limit() {
+        let config = PodBatchConfig {
+            window: Duration::from_millis(100),
+            max_window: Duration::from_secs(1),
+            workers: 4,
+        };
+        assert_eq!(config.window_for(0), Duration::from_millis(100));
+        assert_eq!(config.window_for(3), Duration::from_millis(100));
+        assert_eq!(config.window_for(4), Duration::from_millis(200));
+        assert_eq!(config.window_for(20), Duration::from_millis(600));
+        assert_eq!(config.window_for(10_000), Duration::from_secs(1));
+        assert_eq!(config.window_for(usize::MAX), Duration::from_secs(1));
+        // A limit below the window never shortens it.
+        let odd = PodBatchConfig {
+            max_window: Duration::ZERO,
+            ..config
+        };
+        assert_eq!(odd.window_for(100), Duration::from_millis(100));
+    }
+
     #[tokio::test]
     async fn a_zero_window_queues_at_once() {
         let events = futures::stream::iter(vec![Ok(pod("web-1", "web", "Jinghzhu", true))])
@@ -153,7 +205,9 @@ mod tests {
             events,
             PodBatchConfig {
                 window: Duration::ZERO,
+                ..PodBatchConfig::default()
             },
+            || 100,
         ));
         let owner = tokio::time::timeout(Duration::from_millis(50), triggers.next())
             .await
