@@ -292,6 +292,7 @@ mod tests {
             message: String::new(),
             observed_generation: Some(generation),
             ready_replicas: None,
+            reconciled_by: None,
         }
     }
 
