@@ -194,7 +194,23 @@ pub async fn run(
     spawn_readiness(&watches, &ctx, config.health.clone());
     metrics.init_controller(config.workers);
     let queue = metrics.queue.clone();
-    let (jinghzhus, pods) = track_triggers(watches.jinghzhus, watches.pods, queue.clone());
+    // Pod events count as queued when their owner's batch window closes, so
+    // the depth is the backlog of objects due, not those gathering events.
+    let jinghzhus = track_triggers(watches.jinghzhus, queue.clone());
+    let pod_triggers = pod_batch::owner_triggers(watches.pods, config.pod_batch, {
+        let queue = queue.clone();
+        move || queue.depth()
+    })
+    .inspect({
+        let queue = queue.clone();
+        move |owner| {
+            queue.added(format!(
+                "{}/{}",
+                owner.namespace.as_deref().unwrap_or_default(),
+                owner.name
+            ))
+        }
+    });
     // Re-queue every known object when the plugin changes (hot swap) and
     // when this host becomes the leader.
     let requeue_all = {
@@ -214,10 +230,7 @@ pub async fn run(
         .acquisitions()
         .inspect(move |()| requeue_all());
     let results = Controller::for_stream(jinghzhus, watches.jinghzhu_cache)
-        .reconcile_on(pod_batch::owner_triggers(pods, config.pod_batch, {
-            let queue = metrics.queue.clone();
-            move || queue.depth()
-        }))
+        .reconcile_on(pod_triggers)
         .reconcile_all_on(swaps)
         .reconcile_all_on(acquisitions)
         .with_config(RuntimeConfig::default().concurrency(config.workers))
@@ -283,25 +296,13 @@ async fn reconcile_when_leading(
 type Triggers<K> =
     std::pin::Pin<Box<dyn futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send>>;
 
-/// Counts every trigger for the workqueue metrics (a pod counts for the
-/// Jinghzhu that controls it).
+/// Counts every Jinghzhu trigger for the workqueue metrics (pod triggers
+/// are counted as their batch closes, see [`pod_batch`]).
 fn track_triggers(
     jinghzhus: Triggers<Jinghzhu>,
-    pods: Triggers<Pod>,
     queue: Arc<metrics::QueueTracker>,
-) -> (Triggers<Jinghzhu>, Triggers<Pod>) {
-    let jz_queue = queue.clone();
-    let jinghzhus = jinghzhus.inspect_ok(move |jz| jz_queue.added(watch::object_key(jz)));
-    let pods = pods.inspect_ok(move |pod| {
-        if let Some(owner) = pod_batch::controlling_owner(pod) {
-            queue.added(format!(
-                "{}/{}",
-                owner.namespace.unwrap_or_default(),
-                owner.name
-            ));
-        }
-    });
-    (Box::pin(jinghzhus), Box::pin(pods))
+) -> Triggers<Jinghzhu> {
+    Box::pin(jinghzhus.inspect_ok(move |jz| queue.added(watch::object_key(jz))))
 }
 
 /// Marks the host ready once both caches have had their initial list.

@@ -55,7 +55,8 @@ pub const DEFAULT_WINDOW: Duration = Duration::from_millis(100);
 pub const DEFAULT_MAX_WINDOW: Duration = Duration::from_secs(1);
 
 impl PodBatchConfig {
-    /// The window for a pod event when `waiting` objects are queued: one
+    /// The window for a pod event when `waiting` objects are due and wait
+    /// for a worker (not those still gathering their own events): one
     /// [`window`](Self::window) more for every round of the workers the
     /// queue holds, up to [`max_window`](Self::max_window). An idle host
     /// reacts within one window; a host working through a backlog gathers
@@ -86,7 +87,8 @@ pub fn controlling_owner(pod: &Pod) -> Option<ObjectRef<Jinghzhu>> {
 }
 
 /// Turns pod events into reconcile triggers for their owners, each owner
-/// at most once per window; `waiting` tells how many objects are queued.
+/// at most once per window; `waiting` tells how many objects are due and
+/// wait for a worker.
 pub fn owner_triggers(
     pods: impl Stream<Item = Result<Pod, watcher::Error>> + Send + 'static,
     config: PodBatchConfig,
