@@ -75,6 +75,9 @@ pub struct Applied {
     pub deleted: Vec<String>,
     /// Whether `/status` was patched.
     pub status_written: bool,
+    /// The status was not written because the object changed since it was
+    /// read (the cache is behind): reconcile again shortly.
+    pub stale: bool,
     /// Events queued for recording.
     pub events: usize,
 }
@@ -247,28 +250,47 @@ pub async fn apply(
 
     // Status (the plugin's, with the host's readyReplicas and the plugin's
     // identity), only when it differs from what is stored.
+    // It is sent with the resourceVersion this reconcile read as a
+    // precondition: a cache that has fallen behind gets a conflict instead of
+    // overwriting what it has not seen, and the reconcile runs again.
     if let Some(status) = status_change(jz, owned, proposal, &target.plugin.describe())
         && !target.own_writes.in_flight(target.owner_uid, &status)
     {
         let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &namespace);
-        let patch = serde_json::json!({ "status": status });
-        target.own_writes.sending(target.owner_uid, &status);
-        jinghzhus
+        let read = jz.resource_version();
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": read },
+            "status": status,
+        });
+        match jinghzhus
             .patch_status(
                 &jz.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
             .await
-            .map_err(|source| {
-                target.own_writes.failed(target.owner_uid);
-                ApplyError::Api {
+        {
+            Ok(written) => {
+                let version = written.resource_version();
+                // A patch that changed nothing keeps the version and makes no
+                // watch event: nothing to wait for.
+                if let Some(version) = version.filter(|v| Some(v) != read.as_ref()) {
+                    target.own_writes.wrote(target.owner_uid, &status, version);
+                }
+                target.metrics.status_patches.inc();
+                applied.status_written = true;
+            }
+            Err(kube::Error::Api(err)) if err.code == 409 => {
+                tracing::debug!(object = %target.key, "status not written: the cache is behind; reconciling again");
+                applied.stale = true;
+            }
+            Err(source) => {
+                return Err(ApplyError::Api {
                     what: format!("patching the status of {}", target.key),
                     source,
-                }
-            })?;
-        target.metrics.status_patches.inc();
-        applied.status_written = true;
+                });
+            }
+        }
     }
 
     // The plugin's own Events, one per reason.

@@ -81,6 +81,9 @@ pub enum ReconcileError {
     CacheGone,
 }
 
+/// How soon a reconcile whose status write met a newer version runs again.
+const STALE_STATUS_RETRY: Duration = Duration::from_millis(200);
+
 /// The controller's reconcile function.
 pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let key = object_key(jz.as_ref());
@@ -268,6 +271,13 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
             let requeue = proposal
                 .requeue_after
                 .map(|after| after.max(ctx.limits.min_requeue));
+            // A status refused as stale: the newer version may be our own
+            // write's echo, which queues nothing, so come back for it.
+            let requeue = if summary.stale {
+                Some(requeue.map_or(STALE_STATUS_RETRY, |r| r.min(STALE_STATUS_RETRY)))
+            } else {
+                requeue
+            };
             tracing::info!(
                 object = %key,
                 events = summary.events,
