@@ -42,9 +42,8 @@ use crate::controller::events::EventSink;
 use crate::controller::expectations::Expectations;
 use crate::controller::metrics::Metrics;
 use crate::controller::own_writes::OwnWrites;
-use crate::crd::Jinghzhu;
+use crate::crd::{Jinghzhu, JinghzhuStatus};
 use crate::ownership::{controller_reference, operator_labels};
-use crate::runtime::LoadedPlugin;
 
 /// Where and as whom a proposal is applied.
 pub struct Target<'a> {
@@ -62,8 +61,6 @@ pub struct Target<'a> {
     pub owner_uid: &'a str,
     /// `namespace/name` of the Jinghzhu.
     pub key: &'a str,
-    /// The plugin that proposed it (named in `status.reconciledBy`).
-    pub plugin: &'a LoadedPlugin,
 }
 
 /// What was applied.
@@ -99,12 +96,12 @@ pub enum ApplyError {
     },
 }
 
-/// How many writes applying `proposal` to `jz`, whose pods are `owned`,
-/// by the plugin `stamp` may take: each pod create and delete, the status
-/// patch when the status would change, and one Event per aggregated reason
-/// (the host's create and delete Events included).
-pub fn write_cost(jz: &Jinghzhu, owned: &[Pod], proposal: &ProposedActions, stamp: &str) -> u32 {
-    let status = status_change(jz, owned, proposal, stamp).is_some();
+/// How many writes applying `proposal` with the status change `status`
+/// (from [`status_change`]) may take: each pod create and delete, the
+/// status patch when there is one, and one Event per aggregated reason (the
+/// host's create and delete Events included).
+pub fn write_cost(proposal: &ProposedActions, status: Option<&JinghzhuStatus>) -> u32 {
+    let status = status.is_some();
     let reasons: std::collections::HashSet<(&str, bool)> = proposal
         .events
         .iter()
@@ -136,13 +133,15 @@ pub fn name_list(names: &[String]) -> String {
     text
 }
 
-/// Applies a validated proposal.
+/// Applies a validated proposal, whose status change (from
+/// [`status_change`]) is `status`.
 pub async fn apply(
     target: &Target<'_>,
     jz: &Jinghzhu,
     owned: &[Pod],
     proposal: &ProposedActions,
     validated: &Validated,
+    status: Option<&JinghzhuStatus>,
 ) -> Result<Applied, ApplyError> {
     let namespace = jz.namespace().ok_or(ApplyError::NotStored)?;
     let owner = controller_reference(jz).ok_or(ApplyError::NotStored)?;
@@ -253,8 +252,8 @@ pub async fn apply(
     // It is sent with the resourceVersion this reconcile read as a
     // precondition: a cache that has fallen behind gets a conflict instead of
     // overwriting what it has not seen, and the reconcile runs again.
-    if let Some(status) = status_change(jz, owned, proposal, &target.plugin.describe())
-        && !target.own_writes.in_flight(target.owner_uid, &status)
+    if let Some(status) = status
+        && !target.own_writes.in_flight(target.owner_uid, status)
     {
         let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &namespace);
         let read = jz.resource_version();
@@ -275,7 +274,7 @@ pub async fn apply(
                 // A patch that changed nothing keeps the version and makes no
                 // watch event: nothing to wait for.
                 if let Some(version) = version.filter(|v| Some(v) != read.as_ref()) {
-                    target.own_writes.wrote(target.owner_uid, &status, version);
+                    target.own_writes.wrote(target.owner_uid, status, version);
                 }
                 target.metrics.status_patches.inc();
                 applied.status_written = true;
@@ -301,15 +300,16 @@ pub async fn apply(
     Ok(applied)
 }
 
-/// The status to write when it differs from the stored one: the
-/// proposal's (or the stored one) with the host's own fields (see
+/// The status to write for `proposal` when it differs from the stored one:
+/// the proposal's (or the stored one) with the host's own fields, the
+/// `readyReplicas` of `owned` and the plugin `stamp` (see
 /// [`crate::observed::status_to_write`]).
-fn status_change(
+pub fn status_change(
     jz: &Jinghzhu,
     owned: &[Pod],
     proposal: &ProposedActions,
     stamp: &str,
-) -> Option<crate::crd::JinghzhuStatus> {
+) -> Option<JinghzhuStatus> {
     crate::observed::status_to_write(jz.status.as_ref(), proposal.status.as_ref(), owned, stamp)
         .filter(|status| jz.status.as_ref() != Some(status))
 }
@@ -446,7 +446,7 @@ mod tests {
                 template: None,
             },
         );
-        let proposed = crate::crd::JinghzhuStatus {
+        let proposed = JinghzhuStatus {
             state: "Running".into(),
             ..Default::default()
         };
@@ -454,20 +454,20 @@ mod tests {
             status: Some(proposed.clone()),
             ..ProposedActions::default()
         };
+        let cost = |jz: &Jinghzhu, proposal: &ProposedActions, stamp: &str| {
+            write_cost(proposal, status_change(jz, &[], proposal, stamp).as_ref())
+        };
         // Nothing stored yet: the status is a write.
-        assert_eq!(write_cost(&jz, &[], &proposal, STAMP), 1);
+        assert_eq!(cost(&jz, &proposal, STAMP), 1);
         // Stored as the host would write it: nothing to write.
         jz.status = crate::observed::status_to_write(None, Some(&proposed), &[], STAMP);
-        assert_eq!(write_cost(&jz, &[], &proposal, STAMP), 0);
+        assert_eq!(cost(&jz, &proposal, STAMP), 0);
         // Another plugin's proposal restamps it; a delete and its Event add two.
         let proposal = ProposedActions {
             delete_pods: vec!["web-1".into()],
             ..proposal
         };
-        assert_eq!(
-            write_cost(&jz, &[], &proposal, "other@1.0.0 (sha256:f00)"),
-            3
-        );
+        assert_eq!(cost(&jz, &proposal, "other@1.0.0 (sha256:f00)"), 3);
     }
 
     #[test]

@@ -112,12 +112,14 @@ impl OwnWrites {
     }
 
     /// How many writes wait for their echo.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.written.lock().map_or(0, |w| w.len())
     }
 
     /// True when no write waits for its echo.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

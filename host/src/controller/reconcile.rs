@@ -214,7 +214,8 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         .await;
 
     // The object's write budget covers every write of the proposal.
-    let cost = apply::write_cost(&jz, &pods, &proposal, &plugin.describe());
+    let status = apply::status_change(&jz, &pods, &proposal, &plugin.describe());
+    let cost = apply::write_cost(&proposal, status.as_ref());
     if let Err(wait) = ctx.objects.budget.try_spend(&uid, cost) {
         ctx.metrics.budget_exceeded.inc();
         let wait = wait.max(ctx.limits.min_requeue);
@@ -247,12 +248,12 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
             metrics: &ctx.metrics,
             owner_uid: &uid,
             key: &key,
-            plugin: plugin.as_ref(),
         },
         jz.as_ref(),
         &pods,
         &proposal,
         &validated,
+        status.as_ref(),
     )
     .await;
     match applied {
