@@ -7,8 +7,9 @@
 //!   the pooling allocator and with on-demand mmap (the default).
 //!   `reused_instance` calls one kept instance again and again (the host
 //!   never does this; it is the floor a fresh instance is compared with).
-//!   `fresh_instance_with_conversion` adds building the WIT input from the
-//!   Kubernetes objects and converting the output back.
+//!   `fresh_instance_with_conversion` is the host's default (the pool) plus
+//!   building the WIT input from the Kubernetes objects and converting the
+//!   output back: the figure the plugin call goal is about.
 //!   `store_setup_only` is the `Store` and WASI context alone.
 //! - `load`: `Runtime::load` of the component with Cranelift compiling it
 //!   (cache off) versus from a warm precompiled cache (read, checksum,

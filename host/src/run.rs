@@ -171,6 +171,34 @@ impl LeaderElectionArgs {
     }
 }
 
+/// Plugin instances the host may need at once beyond its workers: loading
+/// or vetting a new plugin while they all run.
+const SPARE_INSTANCES: u32 = 4;
+
+/// Refuses a pool that cannot hold an instance per worker (two with a shadow
+/// plugin, which runs beside each call) plus [`SPARE_INSTANCES`]: calls beyond
+/// it would fail.
+fn check_instance_pool(args: &RunArgs) -> Result<()> {
+    let Some(pool) = args.runtime.config().allocator.pool_size() else {
+        return Ok(());
+    };
+    let per_worker = if args.shadow_plugin.is_some() { 2 } else { 1 };
+    let needed = u32::from(args.workers) * per_worker + SPARE_INSTANCES;
+    if pool < needed {
+        bail!(
+            "--plugin-instance-pool {pool} is smaller than the {needed} instances {} workers{} may need at once; \
+             raise it, lower --workers, or set it to 0 to allocate instances on demand",
+            args.workers,
+            if per_worker == 2 {
+                " with a shadow plugin"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
+
 /// Runs the host until Ctrl-C or SIGTERM. On a signal, reconciles that are
 /// running finish, the Lease (if held) is released, and the host exits.
 pub async fn run(args: RunArgs) -> Result<()> {
@@ -186,6 +214,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
             args.max_creates
         );
     }
+    check_instance_pool(&args)?;
     let election = args.leader_election.config();
     if let Some(config) = &election {
         config.validate().map_err(|err| anyhow!(err))?;

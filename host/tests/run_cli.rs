@@ -84,3 +84,36 @@ fn flags_come_from_the_environment_and_bad_leader_election_durations_are_refused
         "checked before connecting, naming the flag: {stderr}"
     );
 }
+
+#[test]
+fn an_instance_pool_smaller_than_the_workers_need_is_refused_up_front() {
+    let home = tempfile::TempDir::new().expect("temp home");
+    let run = |pool: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+            .args(["run", "--plugin", "plugin.wasm", "--workers", "8"])
+            .args(["--plugin-instance-pool", pool])
+            .env_clear()
+            .env("HOME", home.path())
+            .env("KUBECONFIG", home.path().join("none"))
+            .output()
+            .expect("run wasm-operator");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let small = run("11");
+    assert!(
+        small.contains(
+            "--plugin-instance-pool 11 is smaller than the 12 instances 8 workers may need at once"
+        ),
+        "checked before connecting, naming the flag: {small}"
+    );
+    // Enough slots, or none (on demand): the next problem is the missing
+    // kubeconfig, so the pool passed.
+    for ok in ["12", "0"] {
+        let stderr = run(ok);
+        assert!(
+            !stderr.contains("--plugin-instance-pool")
+                && stderr.contains("no Kubernetes configuration found"),
+            "{ok}: {stderr}"
+        );
+    }
+}

@@ -266,18 +266,7 @@ impl LoadedPlugin {
         // Caps what the guest can make the host allocate in one transfer:
         // the whole output of `reconcile`, or one `log` call's arguments.
         store.set_hostcall_fuel(self.output_limit);
-        // Yield to the executor at every tick so the outer timeout is seen;
-        // trap once the deadline has passed in any case.
-        let started = Instant::now();
-        let deadline = self.deadline;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if started.elapsed() >= deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
+        arm_deadline(&mut store, self.deadline);
         store
     }
 
@@ -348,7 +337,11 @@ impl LoadedPlugin {
                 return Err(self.classify(&store, &err, &tail));
             }
         };
-        Ok(ReusableInstance { store, operator })
+        Ok(ReusableInstance {
+            store,
+            operator,
+            deadline: self.deadline,
+        })
     }
 }
 
@@ -447,11 +440,27 @@ fn panic_message(stderr_tail: &[String]) -> Option<String> {
     })
 }
 
+/// Starts the clock of a call on `store`: at every epoch tick the guest
+/// yields to the executor, so the outer timeout is seen, and once `deadline`
+/// has passed it traps in any case.
+fn arm_deadline(store: &mut Store<PluginState>, deadline: Duration) {
+    let started = Instant::now();
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if started.elapsed() >= deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+}
+
 /// A store and instance reused across calls (benchmarks only).
 #[doc(hidden)]
 pub struct ReusableInstance {
     store: Store<PluginState>,
     operator: Operator,
+    deadline: Duration,
 }
 
 impl ReusableInstance {
@@ -460,6 +469,8 @@ impl ReusableInstance {
         &mut self,
         input: &wit::ReconcileInput,
     ) -> anyhow::Result<wit::ReconcileOutput> {
+        // Each call gets the whole deadline, as a fresh instance would.
+        arm_deadline(&mut self.store, self.deadline);
         let out = self
             .operator
             .jinghzhu_operator_reconciler()
