@@ -232,7 +232,7 @@ mod tests {
             "web",
             JinghzhuSpec {
                 desired: 2,
-                template,
+                template: template.map(Box::new),
             },
         );
         jz.metadata.namespace = Some("shop".into());

@@ -122,7 +122,7 @@ impl TestEnv {
             name,
             JinghzhuSpec {
                 desired,
-                template: Some(template),
+                template: Some(Box::new(template)),
             },
         );
         Ok(self.jinghzhus().create(&PostParams::default(), &jz).await?)
