@@ -30,9 +30,9 @@ pub struct JinghzhuSpec {
     #[schemars(schema_with = "non_negative_count_schema")]
     pub desired: u32,
     /// The pods to run. When absent, the plugin picks a default (the
-    /// example plugin runs a pause container). Boxed: a `PodTemplateSpec`
-    /// is about 2 KiB inline even when absent, and every cached Jinghzhu
-    /// would carry it.
+    /// example plugin runs a pause container).
+    // Boxed: a `PodTemplateSpec` is about 2 KiB inline even when absent, and
+    // every cached Jinghzhu would carry it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "pod_template_schema")]
     pub template: Option<Box<PodTemplateSpec>>,
