@@ -762,3 +762,35 @@ fn the_pooling_allocator_works_too() {
         .expect("reconcile");
     assert_eq!(out.create_pods.len(), 2);
 }
+
+/// A pool slot is reused for the next call only after its memory was reset:
+/// a plugin counting its calls in a global and on the heap sees 1 every time,
+/// with a pool of one slot (so every call reuses it), the default pool and
+/// on-demand instances.
+#[test]
+fn no_state_survives_from_one_call_to_the_next() {
+    let mut jz = misbehaving_jinghzhu("remember");
+    jz.spec.desired = 0;
+    for allocator in [
+        InstanceAllocator::Pooling { max_instances: 1 },
+        InstanceAllocator::default(),
+        InstanceAllocator::OnDemand,
+    ] {
+        let runtime = Runtime::new(RuntimeConfig {
+            allocator,
+            ..config()
+        })
+        .expect("runtime");
+        let plugin = load(&runtime, &misbehaving()).expect("load");
+        for call in 1..=3 {
+            let out = plugin
+                .reconcile_blocking(&jz, &[], now())
+                .expect("reconcile");
+            let message = out.status.map(|s| s.message).unwrap_or_default();
+            assert_eq!(
+                message, "calls seen by this instance: global 1, heap 1",
+                "{allocator:?}, call {call}"
+            );
+        }
+    }
+}

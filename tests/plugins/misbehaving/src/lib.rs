@@ -162,6 +162,20 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
             out.requeue_after_ms = Some(1);
             Ok(out)
         }
+        Some(Mode::Remember) => {
+            let mut out = normal();
+            let mut status = out
+                .status
+                .take()
+                .or_else(|| input.jinghzhu.status.clone())
+                .unwrap_or_else(|| {
+                    jinghzhu_plugin_sdk::status::build(Vec::<String>::new(), "Pending", "", None)
+                });
+            let (global, heap) = hazards::count_this_call();
+            status.message = format!("calls seen by this instance: global {global}, heap {heap}");
+            out.status = Some(status);
+            Ok(out)
+        }
         Some(Mode::EventFlood) => {
             let mut out = normal();
             for i in out.events.len()..FLOOD_EVENTS {

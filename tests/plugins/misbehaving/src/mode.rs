@@ -67,6 +67,10 @@ pub enum Mode {
     /// `foreign-labels`: the normal output, with created pods labelled
     /// `app=database` (to join another app's Service).
     ForeignLabels,
+    /// `remember`: the normal output, with a status message counting the
+    /// calls this instance has seen, in a global and on the heap (both must
+    /// be 1: every call gets a fresh instance).
+    Remember,
     /// Any other value: logs a warning and behaves normally.
     Unknown(String),
 }
@@ -99,6 +103,7 @@ impl Mode {
             "over-create" => Mode::OverCreate,
             "huge-status" => Mode::HugeStatus,
             "foreign-labels" => Mode::ForeignLabels,
+            "remember" => Mode::Remember,
             other => match other.strip_prefix("escalate:") {
                 Some(what) => Mode::Escalate(what.to_owned()),
                 None => Mode::Unknown(other.to_owned()),
@@ -128,6 +133,7 @@ mod tests {
             ("sleep", Mode::Sleep),
             ("recurse", Mode::Recurse),
             ("log-flood", Mode::LogFlood),
+            ("remember", Mode::Remember),
             ("requeue-zero", Mode::RequeueZero),
             ("volatile-status", Mode::VolatileStatus),
             ("event-flood", Mode::EventFlood),
