@@ -159,6 +159,27 @@ pub fn escalated_spec(what: &str) -> String {
     )
 }
 
+/// Calls this instance has seen, counted in a global and in a heap cell the
+/// first call allocates: `(global, heap)` after counting this call. An
+/// instance that kept its memory between calls would return 2, 3, ...
+pub fn count_this_call() -> (u32, u32) {
+    static GLOBAL: AtomicU32 = AtomicU32::new(0);
+    static HEAP: AtomicPtr<u32> = AtomicPtr::new(std::ptr::null_mut());
+    let global = GLOBAL.fetch_add(1, Ordering::Relaxed) + 1;
+    let mut cell = HEAP.load(Ordering::Relaxed);
+    if cell.is_null() {
+        cell = Box::into_raw(Box::new(0u32));
+        HEAP.store(cell, Ordering::Relaxed);
+    }
+    // SAFETY: `cell` came from `Box::into_raw` above (in this instance) and
+    // is never freed; the guest is single-threaded.
+    let heap = unsafe {
+        *cell += 1;
+        *cell
+    };
+    (global, heap)
+}
+
 #[cfg(test)]
 mod tests {
     use super::escalated_spec;
@@ -207,25 +228,4 @@ mod tests {
         }
         depth == 0 && !in_string
     }
-}
-
-/// Calls this instance has seen, counted in a global and in a heap cell the
-/// first call allocates: `(global, heap)` after counting this call. An
-/// instance that kept its memory between calls would return 2, 3, ...
-pub fn count_this_call() -> (u32, u32) {
-    static GLOBAL: AtomicU32 = AtomicU32::new(0);
-    static HEAP: AtomicPtr<u32> = AtomicPtr::new(std::ptr::null_mut());
-    let global = GLOBAL.fetch_add(1, Ordering::Relaxed) + 1;
-    let mut cell = HEAP.load(Ordering::Relaxed);
-    if cell.is_null() {
-        cell = Box::into_raw(Box::new(0u32));
-        HEAP.store(cell, Ordering::Relaxed);
-    }
-    // SAFETY: `cell` came from `Box::into_raw` above (in this instance) and
-    // is never freed; the guest is single-threaded.
-    let heap = unsafe {
-        *cell += 1;
-        *cell
-    };
-    (global, heap)
 }
