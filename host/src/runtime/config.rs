@@ -126,9 +126,10 @@ pub struct RuntimeArgs {
     )]
     pub no_precompiled_cache: bool,
     /// Plugin instances that may be alive at once, from a pool reserved at
-    /// start (a fresh instance from the pool is ~3x cheaper). Must exceed
-    /// --workers. 0 allocates every instance on demand instead (no fixed
-    /// cap, no address space reserved up front).
+    /// start (a fresh instance from the pool is ~3x cheaper). Must cover
+    /// --workers (twice with --shadow-plugin) plus 4. 0 allocates every
+    /// instance on demand instead (no fixed cap, no address space reserved
+    /// up front).
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_INSTANCE_POOL", default_value_t = DEFAULT_POOL_INSTANCES)]
     pub plugin_instance_pool: u32,
 }
