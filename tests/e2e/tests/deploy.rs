@@ -497,7 +497,9 @@ async fn only_the_leader_reconciles_and_after_kill_9_the_standby_takes_over_with
     assert_eq!(
         created.of("web") - before,
         50,
-        "exactly 50 pods were ever created for the scale-up (no double creates across the takeover)"
+        "exactly 50 pods were ever created for the scale-up (no double creates across the takeover); \
+         replica-b's last log lines:\n{}",
+        b.log_tail(80)
     );
     assert!(
         reconciles(&mut b).await? >= 1.0,
