@@ -18,6 +18,7 @@
 
 pub mod actions;
 pub mod apply;
+pub mod cached_pod;
 pub mod cli;
 pub mod controller;
 pub mod crd;

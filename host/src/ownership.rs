@@ -37,7 +37,7 @@ pub fn controller_reference(jz: &Jinghzhu) -> Option<OwnerReference> {
 }
 
 /// True if `pod` is controlled by the object with this UID.
-pub fn is_controlled_by(pod: &Pod, owner_uid: &str) -> bool {
+pub fn is_controlled_by<R: Resource>(pod: &R, owner_uid: &str) -> bool {
     pod.owner_references()
         .iter()
         .any(|o| o.controller == Some(true) && o.uid == owner_uid)
@@ -55,7 +55,7 @@ where
     let mut owned: Vec<Pod> = pods
         .iter()
         .map(|p| p.borrow())
-        .filter(|p| p.meta().namespace.as_deref() == namespace && is_controlled_by(p, uid))
+        .filter(|p| p.meta().namespace.as_deref() == namespace && is_controlled_by(*p, uid))
         .cloned()
         .collect();
     owned.sort_by_key(|p| p.name_any());

@@ -18,6 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
+use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
 use crate::ownership::is_controlled_by;
 
@@ -36,13 +37,13 @@ struct State {
 
 #[derive(Debug, Default)]
 struct Entries {
-    by_owner: HashMap<String, HashSet<ObjectRef<Pod>>>,
-    owner_of: HashMap<ObjectRef<Pod>, String>,
+    by_owner: HashMap<String, HashSet<ObjectRef<CachedPod>>>,
+    owner_of: HashMap<ObjectRef<CachedPod>, String>,
 }
 
 impl Entries {
     /// Records `pod` under its current controller (or under none).
-    fn apply(&mut self, pod: &Pod) {
+    fn apply(&mut self, pod: &CachedPod) {
         let key = pod_key(pod);
         let owner = pod
             .owner_references()
@@ -64,7 +65,7 @@ impl Entries {
         }
     }
 
-    fn remove(&mut self, key: &ObjectRef<Pod>) {
+    fn remove(&mut self, key: &ObjectRef<CachedPod>) {
         let Some(owner) = self.owner_of.remove(key) else {
             return;
         };
@@ -78,7 +79,7 @@ impl Entries {
 }
 
 /// The store's key of a pod, without the version and UID it does not hash.
-fn pod_key(pod: &Pod) -> ObjectRef<Pod> {
+fn pod_key(pod: &CachedPod) -> ObjectRef<CachedPod> {
     let key = ObjectRef::new(&pod.name_any());
     match pod.namespace() {
         Some(namespace) => key.within(&namespace),
@@ -88,7 +89,7 @@ fn pod_key(pod: &Pod) -> ObjectRef<Pod> {
 
 impl OwnerIndex {
     /// Applies one pod watch event, as the reflector store does.
-    pub fn apply_watcher_event(&self, event: &watcher::Event<Pod>) {
+    pub fn apply_watcher_event(&self, event: &watcher::Event<CachedPod>) {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         match event {
             watcher::Event::Apply(pod) => state.live.apply(pod),
@@ -100,7 +101,7 @@ impl OwnerIndex {
     }
 
     /// Keys of the pods controlled by the object with UID `owner_uid`.
-    pub fn pods_of(&self, owner_uid: &str) -> Vec<ObjectRef<Pod>> {
+    pub fn pods_of(&self, owner_uid: &str) -> Vec<ObjectRef<CachedPod>> {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         state
             .live
@@ -111,9 +112,9 @@ impl OwnerIndex {
     }
 
     /// The cached pods controlled by `jz` (same namespace, controller
-    /// ownerReference with its UID), sorted by name: what
+    /// ownerReference with its UID), sorted by name, as `Pod`s: what
     /// [`crate::ownership::owned_pods`] finds in the whole cache.
-    pub fn owned_pods(&self, cache: &Store<Pod>, jz: &Jinghzhu) -> Vec<Pod> {
+    pub fn owned_pods(&self, cache: &Store<CachedPod>, jz: &Jinghzhu) -> Vec<Pod> {
         let (Some(uid), namespace) = (jz.meta().uid.as_deref(), jz.meta().namespace.as_deref())
         else {
             return Vec::new();
@@ -122,8 +123,8 @@ impl OwnerIndex {
             .pods_of(uid)
             .iter()
             .filter_map(|key| cache.get(key))
-            .filter(|p| p.meta().namespace.as_deref() == namespace && is_controlled_by(p, uid))
-            .map(|p| Pod::clone(&p))
+            .filter(|p| p.meta().namespace.as_deref() == namespace && is_controlled_by(&**p, uid))
+            .map(|p| p.to_pod())
             .collect();
         owned.sort_by_key(|p| p.name_any());
         owned
@@ -139,8 +140,8 @@ mod tests {
     use super::*;
     use crate::ownership::owned_pods;
 
-    fn pod(namespace: &str, name: &str, owner: Option<&str>) -> Pod {
-        Pod {
+    fn pod(namespace: &str, name: &str, owner: Option<&str>) -> CachedPod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some(namespace.into()),
@@ -157,7 +158,7 @@ mod tests {
                 }),
                 ..ObjectMeta::default()
             },
-            ..Pod::default()
+            ..CachedPod::default()
         }
     }
 
@@ -168,7 +169,7 @@ mod tests {
         jz
     }
 
-    fn names(keys: Vec<ObjectRef<Pod>>) -> Vec<String> {
+    fn names(keys: Vec<ObjectRef<CachedPod>>) -> Vec<String> {
         let mut names: Vec<String> = keys.into_iter().map(|k| k.name).collect();
         names.sort();
         names
@@ -177,8 +178,8 @@ mod tests {
     /// The index and a real reflector store fed the same events.
     struct Fed {
         index: OwnerIndex,
-        cache: Store<Pod>,
-        writer: reflector::store::Writer<Pod>,
+        cache: Store<CachedPod>,
+        writer: reflector::store::Writer<CachedPod>,
     }
 
     impl Fed {
@@ -191,7 +192,7 @@ mod tests {
             }
         }
 
-        fn send(&mut self, event: Event<Pod>) {
+        fn send(&mut self, event: Event<CachedPod>) {
             self.index.apply_watcher_event(&event);
             self.writer.apply_watcher_event(&event);
         }
@@ -200,7 +201,8 @@ mod tests {
         fn owned(&self, namespace: &str, uid: &str) -> Vec<String> {
             let jz = jinghzhu(namespace, uid);
             let indexed = self.index.owned_pods(&self.cache, &jz);
-            let scanned = owned_pods(&self.cache.state(), &jz);
+            let all: Vec<Pod> = self.cache.state().iter().map(|p| p.to_pod()).collect();
+            let scanned = owned_pods(&all, &jz);
             assert_eq!(indexed, scanned, "index and full scan disagree for {uid}");
             indexed.iter().map(|p| p.name_any()).collect()
         }

@@ -18,12 +18,12 @@
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::scheduler::{ScheduleRequest, scheduler};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
+use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
 
 /// How pod events are gathered before they queue their owner.
@@ -73,7 +73,7 @@ impl PodBatchConfig {
 }
 
 /// The Jinghzhu that controls `pod`, if any.
-pub fn controlling_owner(pod: &Pod) -> Option<ObjectRef<Jinghzhu>> {
+pub fn controlling_owner(pod: &CachedPod) -> Option<ObjectRef<Jinghzhu>> {
     let owner = pod.owner_references().iter().find(|o| {
         o.controller == Some(true)
             && o.kind == Jinghzhu::kind(&())
@@ -90,7 +90,7 @@ pub fn controlling_owner(pod: &Pod) -> Option<ObjectRef<Jinghzhu>> {
 /// at most once per window; `waiting` tells how many objects are due and
 /// wait for a worker.
 pub fn owner_triggers(
-    pods: impl Stream<Item = Result<Pod, watcher::Error>> + Send + 'static,
+    pods: impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static,
     config: PodBatchConfig,
     waiting: impl Fn() -> usize + Send + 'static,
 ) -> impl Stream<Item = ObjectRef<Jinghzhu>> + Send + 'static {
@@ -115,8 +115,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
 
-    fn pod(name: &str, owner: &str, kind: &str, controller: bool) -> Pod {
-        Pod {
+    fn pod(name: &str, owner: &str, kind: &str, controller: bool) -> CachedPod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
@@ -130,7 +130,7 @@ mod tests {
                 }]),
                 ..ObjectMeta::default()
             },
-            ..Pod::default()
+            ..CachedPod::default()
         }
     }
 
@@ -140,7 +140,7 @@ mod tests {
         assert_eq!(owner, ObjectRef::new("web").within("default"));
         assert!(controlling_owner(&pod("b", "web", "Jinghzhu", false)).is_none());
         assert!(controlling_owner(&pod("c", "rs", "ReplicaSet", true)).is_none());
-        assert!(controlling_owner(&Pod::default()).is_none());
+        assert!(controlling_owner(&CachedPod::default()).is_none());
     }
 
     #[tokio::test]

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
@@ -26,6 +25,7 @@ use super::readiness::CacheReady;
 use super::watch::object_key;
 use crate::apply::policy::{self, PolicyConfig};
 use crate::apply::{self, Limits, validate};
+use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
 
@@ -34,7 +34,7 @@ pub struct Context {
     /// API client (the host's identity).
     pub client: Client,
     /// The pod cache.
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     /// Which cached pods each Jinghzhu controls.
     pub pod_owners: OwnerIndex,
     /// Opens once the pod cache has had its initial list.

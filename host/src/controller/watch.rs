@@ -9,8 +9,8 @@
 //! on that one object and stop the operator for the cluster.
 //!
 //! Only our own pods are watched (label `app.kubernetes.io/managed-by=wasm-operator`),
-//! and each is cut down before caching to what reconciles and plugins read
-//! ([`strip_pod`]): its metadata without `managedFields`, its phase and its
+//! and each is decoded straight into what reconciles and plugins read
+//! ([`CachedPod`]): its metadata without `managedFields`, its phase and its
 //! `Ready` condition. The spec and the rest of the status are most of a
 //! pod's size and nothing here reads them. A pod seen for the first time is
 //! reported to the expectations of its controlling Jinghzhu; every pod event
@@ -23,7 +23,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -33,6 +33,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use super::PerObject;
 use super::events::{EventSink, QueuedEvent};
 use super::owner_index::OwnerIndex;
+use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
 use crate::ownership::MANAGED_BY_SELECTOR;
 
@@ -45,9 +46,9 @@ pub struct Watches {
     /// The Jinghzhu cache.
     pub jinghzhu_cache: Store<Jinghzhu>,
     /// Our pods, as triggers for their owners (added, modified or deleted).
-    pub pods: ObjectStream<Pod>,
+    pub pods: ObjectStream<CachedPod>,
     /// The pod cache.
-    pub pod_cache: Store<Pod>,
+    pub pod_cache: Store<CachedPod>,
     /// Which cached pods each owner UID controls.
     pub pod_owners: OwnerIndex,
 }
@@ -61,7 +62,7 @@ impl Watches {
         events: EventSink,
     ) -> Self {
         let resource = ApiResource::erase::<Jinghzhu>(&());
-        let (jinghzhu_api, pod_api): (Api<DynamicObject>, Api<Pod>) = match namespace {
+        let (jinghzhu_api, pod_api): (Api<DynamicObject>, Api<CachedPod>) = match namespace {
             Some(ns) => (
                 Api::namespaced_with(client.clone(), ns, &resource),
                 Api::namespaced(client.clone(), ns),
@@ -116,14 +117,13 @@ impl Watches {
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
         )
         .default_backoff()
-        .modify(strip_pod)
         .inspect_ok(move |event| {
             owners.apply_watcher_event(event);
             observe(&objects, &known, event);
         })
         .reflect(pod_writer)
         .touched_objects()
-        .inspect_ok(|pod: &Pod| {
+        .inspect_ok(|pod: &CachedPod| {
             let owner = pod
                 .owner_references()
                 .iter()
@@ -132,7 +132,7 @@ impl Watches {
             tracing::debug!(
                 pod = %object_key(pod),
                 owner = owner.as_deref().unwrap_or("-"),
-                phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("-"),
+                phase = pod.phase.as_deref().unwrap_or("-"),
                 terminating = pod.metadata.deletion_timestamp.is_some(),
                 "event seen: Pod changed; owner queued"
             );
@@ -148,37 +148,10 @@ impl Watches {
     }
 }
 
-/// Cuts a watched pod down to what the host and its plugins read: the
-/// metadata (less `managedFields`), `status.phase` and the `Ready`
-/// condition (see [`crate::runtime::convert`] and [`crate::observed`]).
-/// The spec, container statuses, IPs and other conditions are dropped.
-pub fn strip_pod(pod: &mut Pod) {
-    pod.managed_fields_mut().clear();
-    pod.spec = None;
-    if let Some(status) = pod.status.take() {
-        let ready = status
-            .conditions
-            .into_iter()
-            .flatten()
-            .filter(|c| c.type_ == "Ready")
-            .map(|c| k8s_openapi::api::core::v1::PodCondition {
-                type_: c.type_,
-                status: c.status,
-                ..Default::default()
-            })
-            .collect::<Vec<_>>();
-        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
-            phase: status.phase,
-            conditions: (!ready.is_empty()).then_some(ready),
-            ..Default::default()
-        });
-    }
-}
-
 /// Tells the expectations about a pod event: a pod seen for the first time
 /// (not in the cache yet, or there under another UID) was added for its
 /// controller; a deleted pod is gone.
-fn observe(objects: &PerObject, known: &Store<Pod>, event: &watcher::Event<Pod>) {
+fn observe(objects: &PerObject, known: &Store<CachedPod>, event: &watcher::Event<CachedPod>) {
     match event {
         watcher::Event::Delete(pod) => {
             if let Some(uid) = pod.uid() {
@@ -199,7 +172,7 @@ fn observe(objects: &PerObject, known: &Store<Pod>, event: &watcher::Event<Pod>)
 }
 
 /// UID of a pod's controlling owner.
-fn controller_uid(pod: &Pod) -> Option<&str> {
+fn controller_uid(pod: &CachedPod) -> Option<&str> {
     pod.owner_references()
         .iter()
         .find(|o| o.controller == Some(true))
@@ -329,11 +302,13 @@ pub fn object_key<K: Resource>(obj: &K) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
     use super::*;
 
     #[test]
-    fn a_cached_pod_keeps_its_metadata_phase_and_readiness_only() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
+    fn a_cached_pod_gives_plugins_and_counts_what_the_full_pod_does() {
+        let json = serde_json::json!({
             "metadata": {
                 "name": "web-abcde", "namespace": "default", "uid": "p1",
                 "labels": {"app": "web"},
@@ -351,42 +326,26 @@ mod tests {
                 "containerStatuses": [{"name": "app", "image": "pause", "imageID": "",
                                        "ready": true, "restartCount": 0}]
             }
-        }))
-        .expect("pod");
-        let before = crate::runtime::convert::input(
-            &crate::crd::Jinghzhu::new("web", Default::default()),
-            std::slice::from_ref(&pod),
-            std::time::UNIX_EPOCH,
-        );
-        let ready_before = crate::observed::ready_replicas([&pod]);
-        let mut stripped = pod.clone();
-        strip_pod(&mut stripped);
+        });
+        let pod: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(json.clone()).expect("pod");
+        let cached: CachedPod = serde_json::from_value(json).expect("cached pod");
+        let seen = cached.to_pod();
+        let jz = crate::crd::Jinghzhu::new("web", Default::default());
 
-        assert!(stripped.spec.is_none());
-        assert!(
-            stripped
-                .metadata
-                .managed_fields
-                .as_ref()
-                .is_none_or(Vec::is_empty)
-        );
-        let status = stripped.status.clone().expect("status");
-        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(seen.spec.is_none());
+        assert!(seen.metadata.managed_fields.is_none());
+        let status = seen.status.clone().expect("status");
         assert!(status.pod_ip.is_none() && status.container_statuses.is_none());
-        assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
         assert_eq!(
-            stripped.metadata.owner_references,
+            seen.metadata.owner_references,
             pod.metadata.owner_references
         );
-        assert_eq!(stripped.metadata.labels, pod.metadata.labels);
         // What a plugin is given and what the host counts are unchanged.
-        let after = crate::runtime::convert::input(
-            &crate::crd::Jinghzhu::new("web", Default::default()),
-            std::slice::from_ref(&stripped),
-            std::time::UNIX_EPOCH,
-        );
+        let before = crate::runtime::convert::input(&jz, std::slice::from_ref(&pod), UNIX_EPOCH);
+        let after = crate::runtime::convert::input(&jz, std::slice::from_ref(&seen), UNIX_EPOCH);
         assert_eq!(format!("{:?}", after.pods), format!("{:?}", before.pods));
-        assert_eq!(crate::observed::ready_replicas([&stripped]), ready_before);
-        assert_eq!(ready_before, 1);
+        assert_eq!(crate::observed::ready_replicas([&seen]), 1);
+        assert_eq!(crate::observed::ready_replicas([&pod]), 1);
     }
 }

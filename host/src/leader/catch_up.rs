@@ -22,6 +22,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::reflector::Store;
 
 use super::{Leadership, Term};
+use crate::cached_pod::CachedPod;
 
 /// How long the barrier waits before letting reconciles go anyway.
 pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,13 +34,18 @@ pub struct LeaderGate {
     leadership: Leadership,
     pods: Api<Pod>,
     selector: String,
-    cache: Store<Pod>,
+    cache: Store<CachedPod>,
     barrier: Mutex<Option<(u64, Barrier)>>,
 }
 
 impl LeaderGate {
     /// A gate for reconciles that read `cache` (filled from `pods` with `selector`).
-    pub fn new(leadership: Leadership, pods: Api<Pod>, selector: &str, cache: Store<Pod>) -> Self {
+    pub fn new(
+        leadership: Leadership,
+        pods: Api<Pod>,
+        selector: &str,
+        cache: Store<CachedPod>,
+    ) -> Self {
         Self {
             leadership,
             pods,
@@ -86,7 +92,12 @@ impl LeaderGate {
 
 /// Waits until `cache` holds every pod a quorum list of `pods` (with
 /// `selector`) returns, re-listing to forget pods deleted meanwhile.
-pub async fn catch_up(pods: Api<Pod>, selector: String, cache: Store<Pod>, timeout: Duration) {
+pub async fn catch_up(
+    pods: Api<Pod>,
+    selector: String,
+    cache: Store<CachedPod>,
+    timeout: Duration,
+) {
     let started = tokio::time::Instant::now();
     let params = ListParams::default().labels(&selector);
     let mut missing: Option<HashSet<String>> = None;
