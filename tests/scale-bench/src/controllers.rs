@@ -111,8 +111,12 @@ impl Running {
             .args(["--workers", &workers.to_string()])
             .args(["--metrics-addr", &metrics_addr.to_string()])
             .env("KUBECONFIG", kubeconfig)
-            // Each controller logs at its own default level.
-            .env_remove("RUST_LOG");
+            // Each controller logs at its own default level and runs as
+            // it would in a container: no backtrace capture inherited from
+            // a developer's shell (anyhow captures one per error with it).
+            .env_remove("RUST_LOG")
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE");
         let log = log_dir.join(format!("{}.log", built.kind));
         let process = Supervised::spawn(built.kind.name(), cmd, &log)
             .with_context(|| format!("starting {}", built.program.display()))?;
