@@ -375,6 +375,44 @@ impl ProcessHost {
             .collect()
     }
 
+    /// The records that explain who created what and when: leadership
+    /// changes, the takeover barrier and every reconcile that created or
+    /// deleted pods, one short line each (for assertion messages, whose end
+    /// is what CI shows).
+    pub fn timeline(&self) -> String {
+        let mut out = String::new();
+        for r in self.log_records() {
+            let message = r["fields"]["message"].as_str().unwrap_or_default();
+            let fields = &r["fields"];
+            let changed = |f: &str| fields[f].as_str().is_some_and(|v| v != "[]");
+            let interesting = message.starts_with("leader election")
+                || message.starts_with("after taking over")
+                || (message == "actions applied" && (changed("created") || changed("deleted")))
+                || r["level"] == "WARN"
+                || r["level"] == "ERROR";
+            if !interesting {
+                continue;
+            }
+            let ts = r["timestamp"].as_str().unwrap_or_default();
+            let time = ts.split('T').nth(1).unwrap_or(ts);
+            let mut extra: Vec<String> = Vec::new();
+            if let Some(map) = fields.as_object() {
+                for (k, v) in map {
+                    if k != "message" {
+                        let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                        extra.push(format!("{k}={v}"));
+                    }
+                }
+            }
+            out.push_str(&format!(
+                "{} {time} {message} {}\n",
+                self.name,
+                extra.join(" ")
+            ));
+        }
+        out
+    }
+
     /// How many log records carry `message`.
     pub fn count_logged(&self, message: &str) -> usize {
         self.log_records()

@@ -498,8 +498,10 @@ async fn only_the_leader_reconciles_and_after_kill_9_the_standby_takes_over_with
         created.of("web") - before,
         50,
         "exactly 50 pods were ever created for the scale-up (no double creates across the takeover); \
-         replica-b's last log lines:\n{}",
-        b.log_tail(80)
+         replica-b's last log lines:\n{}\n(kill -9 with {at_kill} created, takeover after {takeover:?}) timelines:\n{}{}",
+        b.log_tail(40),
+        a.timeline(),
+        b.timeline()
     );
     assert!(
         reconciles(&mut b).await? >= 1.0,
