@@ -181,6 +181,7 @@ pub async fn run(
     ));
     let ctx = Arc::new(Context {
         client,
+        jinghzhus: watches.jinghzhu_cache.clone(),
         pods_ready: readiness::CacheReady::new(&watches.pod_cache),
         pods: watches.pod_cache.clone(),
         pod_owners: watches.pod_owners.clone(),

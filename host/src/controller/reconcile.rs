@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 
 use super::PerObject;
@@ -33,6 +33,8 @@ use crate::hotswap::ActivePlugin;
 pub struct Context {
     /// API client (the host's identity).
     pub client: Client,
+    /// The Jinghzhu cache (the one the controller dispatches from).
+    pub jinghzhus: Store<Jinghzhu>,
     /// The pod cache.
     pub pods: Store<CachedPod>,
     /// Which cached pods each Jinghzhu controls.
@@ -84,10 +86,38 @@ pub enum ReconcileError {
 /// How soon a reconcile whose status write met a newer version runs again.
 const STALE_STATUS_RETRY: Duration = Duration::from_millis(200);
 
+/// The object as cached now, in place of the copy the controller handed
+/// over when it dispatched the reconcile. A reconcile can wait long before
+/// it runs (on a standby until it leads, at start until the pod cache is
+/// listed), and acting on the spec it was handed then would undo what was
+/// changed meanwhile: a new leader deleting pods for a `desired` raised
+/// minutes ago. `None` when the object is gone, or when a namesake with
+/// another UID took its place (that one has a reconcile of its own).
+fn current(cache: &Store<Jinghzhu>, dispatched: Arc<Jinghzhu>) -> Option<Arc<Jinghzhu>> {
+    if dispatched.uid().is_none() {
+        return Some(dispatched); // not from the API server (tests); nothing newer exists
+    }
+    cache
+        .get(&ObjectRef::from_obj(dispatched.as_ref()))
+        .filter(|now| now.uid() == dispatched.uid())
+}
+
 /// The controller's reconcile function.
-pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let key = object_key(jz.as_ref());
+pub async fn reconcile(
+    dispatched: Arc<Jinghzhu>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let key = object_key(dispatched.as_ref());
     ctx.metrics.reconciles.inc();
+    // Never act on a partial pod list: that is how restarts over-create.
+    ctx.pods_ready
+        .wait()
+        .await
+        .map_err(|_| ReconcileError::CacheGone)?;
+    let Some(jz) = current(&ctx.jinghzhus, dispatched) else {
+        tracing::debug!(object = %key, "gone since it was queued; nothing to do");
+        return Ok(Action::await_change());
+    };
     let Some(uid) = jz.uid() else {
         return Ok(Action::await_change()); // not from the API server
     };
@@ -97,11 +127,6 @@ pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, R
         ctx.objects.forget(&uid);
         return Ok(Action::await_change());
     }
-    // Never act on a partial pod list: that is how restarts over-create.
-    ctx.pods_ready
-        .wait()
-        .await
-        .map_err(|_| ReconcileError::CacheGone)?;
     let pods = ctx.pod_owners.owned_pods(&ctx.pods, jz.as_ref());
 
     let uid_state: std::collections::HashMap<String, bool> = pods
@@ -349,5 +374,45 @@ pub fn log_controller_error<E: std::fmt::Debug>(
             tracing::debug!(object = %object, "owner not in the cache (deleted); event ignored");
         }
         other => tracing::warn!(error = ?other, "controller"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+    use crate::crd::JinghzhuSpec;
+
+    fn web(uid: &str, desired: u32) -> Jinghzhu {
+        let mut jz = Jinghzhu::new(
+            "web",
+            JinghzhuSpec {
+                desired,
+                template: None,
+            },
+        );
+        jz.metadata.namespace = Some("ns".into());
+        jz.metadata.uid = Some(uid.into());
+        jz
+    }
+
+    #[test]
+    fn a_reconcile_acts_on_the_object_as_cached_when_it_runs() {
+        let (cache, mut writer) = reflector::store();
+        // Dispatched at desired 3 (say, to a standby that waits to lead)…
+        let dispatched = Arc::new(web("uid-1", 3));
+        writer.apply_watcher_event(&Event::Apply(web("uid-1", 3)));
+        // …and scaled to 50 before it runs.
+        writer.apply_watcher_event(&Event::Apply(web("uid-1", 50)));
+        let now = current(&cache, dispatched.clone()).expect("still there");
+        assert_eq!(now.spec.desired, 50);
+
+        // Deleted and made again under the same name: not this reconcile's object.
+        writer.apply_watcher_event(&Event::Delete(web("uid-1", 50)));
+        assert!(current(&cache, dispatched.clone()).is_none());
+        writer.apply_watcher_event(&Event::Apply(web("uid-2", 1)));
+        assert!(current(&cache, dispatched).is_none());
     }
 }
