@@ -333,7 +333,7 @@ impl ProcessHost {
         };
         set("WASM_OPERATOR_NAMESPACE", &installed.namespace);
         set("WASM_OPERATOR_METRICS_ADDR", "127.0.0.1:0");
-        set("WASM_OPERATOR_CACHE_DIR", &cache.to_string_lossy());
+        set("WASM_OPERATOR_PRECOMPILED_DIR", &cache.to_string_lossy());
         set("KUBECONFIG", &installed.kubeconfig.to_string_lossy());
         set("HOME", &dir.path().to_string_lossy());
         if let Ok(filter) = std::env::var("RUST_LOG") {

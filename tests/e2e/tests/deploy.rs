@@ -194,6 +194,21 @@ async fn the_kustomize_base_is_accepted_by_the_api_server_and_meets_the_restrict
         env_of("WASM_OPERATOR_PLUGIN_CONFIGMAP").value.as_deref(),
         Some("$(POD_NAMESPACE)/wasm-operator-plugin")
     );
+    // Every WASM_OPERATOR_* variable the manifest sets is one `run` reads
+    // (a retired or misspelt name would be ignored, with at most a warning).
+    let help = std::process::Command::new(host_binary())
+        .args(["run", "--help"])
+        .output()?;
+    let help = String::from_utf8_lossy(&help.stdout);
+    for var in container.env.iter().flatten() {
+        if var.name.starts_with("WASM_OPERATOR_") {
+            assert!(
+                help.contains(&format!("[env: {}=", var.name)),
+                "the Deployment sets {}, which `wasm-operator run` does not read",
+                var.name
+            );
+        }
+    }
 
     // The namespace for real (its Pod Security labels apply to the dry run),
     // then everything as a server-side dry run.
