@@ -1,19 +1,41 @@
-//! What a cached pod costs the host: 3000 pods as the API server sends them
-//! (spec, conditions, IP, managedFields), decoded into `CachedPod` as the
-//! watch does, in a kube reflector store. Heap bytes in use are read from glibc before and
-//! after. One test in its own binary, so no other test allocates meanwhile.
+//! What the host's caches cost per entry:
+//! - a cached pod: 3000 pods as the API server sends them (spec, conditions,
+//!   IP, managedFields), decoded into `CachedPod` as the watch does, in a
+//!   kube reflector store;
+//! - a remembered Event: 5000 Events as the event writer remembers them for
+//!   series, against what kube's `Recorder` kept for each (its key and the
+//!   whole Event, rebuilt here field by field).
+//!
+//! Heap bytes in use are read from glibc before and after. The tests take a
+//! lock, so no other test allocates meanwhile.
 //!
 //! `cargo test -p wasm-operator --test cache_footprint -- --nocapture`
 
-use k8s_openapi::api::core::v1::Pod;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::{Event as EventToWrite, EventType};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::Event;
 use wasm_operator::cached_pod::CachedPod;
+use wasm_operator::controller::event_writer::{
+    RECENT_CAPACITY, RecentEvents, RepeatKey, SERIES_WINDOW,
+};
 
-/// Heap bytes in use (all arenas).
+/// One measurement at a time.
+static MEASURING: Mutex<()> = Mutex::new(());
+
+/// Heap bytes in use: all arenas, plus the large blocks glibc maps on their
+/// own (a big hash table's).
 fn heap_in_use() -> usize {
     // SAFETY: mallinfo2 only reads glibc's own statistics.
-    unsafe { libc::mallinfo2().uordblks }
+    let info = unsafe { libc::mallinfo2() };
+    info.uordblks + info.hblkhd
 }
 
 fn pod_json(i: usize) -> String {
@@ -25,6 +47,7 @@ fn pod_json(i: usize) -> String {
 
 #[test]
 fn a_cached_pod_costs_less_than_2_kib() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     const PODS: usize = 3000;
     let (store, mut writer): (_, Writer<CachedPod>) = reflector::store();
     let before = heap_in_use();
@@ -42,4 +65,125 @@ fn a_cached_pod_costs_less_than_2_kib() {
     // The same pods as k8s-openapi `Pod`s took 9378 bytes each, and 3826
     // with the spec, managedFields and all but the Ready condition dropped.
     assert!(per_pod < 2048, "{per_pod} bytes per cached pod");
+}
+
+/// The Jinghzhu an Event is about, as `object_ref` makes it.
+fn regarding(i: usize) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("jinghzhu.io/v1".into()),
+        kind: Some("Jinghzhu".into()),
+        namespace: Some("scale-bench".into()),
+        name: Some(format!("bench-{i:05}")),
+        uid: Some(format!("7a1c1a52-3b0e-4f57-9d3a-{i:012}")),
+        resource_version: Some(format!("{}", 100_000 + i)),
+        ..ObjectReference::default()
+    }
+}
+
+fn event(i: usize) -> EventToWrite {
+    EventToWrite {
+        type_: EventType::Normal,
+        reason: "SuccessfulCreate".into(),
+        note: Some(format!(
+            "Created 3 pod(s): bench-{i:05}-x7k2q, bench-{i:05}-b9d4m, bench-{i:05}-p3z8w"
+        )),
+        action: "Reconcile".into(),
+        secondary: None,
+    }
+}
+
+/// kube's `Reference`: an `ObjectReference` hashed on its identity.
+#[derive(PartialEq)]
+struct KubeReference(ObjectReference);
+
+impl Eq for KubeReference {}
+
+impl std::hash::Hash for KubeReference {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.api_version.hash(state);
+        self.0.kind.hash(state);
+        self.0.name.hash(state);
+        self.0.namespace.hash(state);
+        self.0.uid.hash(state);
+    }
+}
+
+/// kube's `Recorder` cache key: its `EventKey`'s fields.
+type KubeEventKey = (
+    EventType,
+    String,
+    String,
+    String,
+    Option<String>,
+    KubeReference,
+    Option<KubeReference>,
+);
+
+/// What kube's `Recorder` kept per Event: the key and the Event it created.
+fn kube_recorder_entry(i: usize) -> (KubeEventKey, K8sEvent) {
+    let ev = event(i);
+    let regarding = regarding(i);
+    let now = Timestamp::now();
+    let key = (
+        ev.type_,
+        ev.action.clone(),
+        ev.reason.clone(),
+        "wasm-operator".to_string(),
+        None,
+        KubeReference(regarding.clone()),
+        None,
+    );
+    let event = K8sEvent {
+        action: Some(ev.action),
+        reason: Some(ev.reason),
+        event_time: Some(MicroTime(now)),
+        note: ev.note,
+        metadata: ObjectMeta {
+            namespace: regarding.namespace.clone(),
+            name: Some(format!(
+                "{}.{:x}",
+                regarding.name.clone().unwrap_or_default(),
+                now.as_nanosecond()
+            )),
+            ..ObjectMeta::default()
+        },
+        regarding: Some(regarding),
+        reporting_controller: Some("wasm-operator".into()),
+        reporting_instance: Some("wasm-operator".into()),
+        type_: Some("Normal".into()),
+        ..K8sEvent::default()
+    };
+    (key, event)
+}
+
+#[test]
+fn a_remembered_event_costs_less_than_a_tenth_of_what_kube_s_recorder_kept() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    const EVENTS: usize = 4000;
+    const { assert!(EVENTS <= RECENT_CAPACITY, "measure without evictions") };
+
+    let before = heap_in_use();
+    let mut recent = RecentEvents::new(RECENT_CAPACITY, SERIES_WINDOW);
+    let now = Instant::now();
+    for i in 0..EVENTS {
+        let name = format!("bench-{i:05}.{:x}", 1_790_000_000_000_000_000u64 + i as u64);
+        recent.remember(RepeatKey::new(&event(i), &regarding(i)), name.into(), now);
+    }
+    let ours = heap_in_use().saturating_sub(before) / EVENTS;
+    assert_eq!(recent.len(), EVENTS);
+
+    let before = heap_in_use();
+    let mut kube_cache: HashMap<KubeEventKey, K8sEvent> = HashMap::new();
+    for i in 0..EVENTS {
+        let (key, event) = kube_recorder_entry(i);
+        kube_cache.insert(key, event);
+    }
+    let kube = heap_in_use().saturating_sub(before) / EVENTS;
+    assert_eq!(kube_cache.len(), EVENTS);
+
+    eprintln!(
+        "a remembered Event: {ours} bytes on the heap; kube's Recorder kept {kube} bytes for each"
+    );
+    assert!(ours < 512, "{ours} bytes per remembered Event");
+    assert!(ours * 10 < kube, "{ours} against kube's {kube}");
 }

@@ -1,6 +1,6 @@
 //! The Event sink: reconciles hand their Kubernetes Events to a bounded
-//! queue and go on; one background task records them with kube's
-//! [`Recorder`] (which aggregates repeats into series).
+//! queue and go on; one background task records them with the
+//! [`EventWriter`] (which turns repeats into series).
 //!
 //! A reconcile never waits for an Event write. When the queue is full (the
 //! API server is slow, or something is very noisy) the Event is dropped and
@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::event_writer::EventWriter;
 use super::watch::object_key;
 use crate::crd::Jinghzhu;
 
@@ -51,12 +52,12 @@ impl EventSink {
         (Self { queue, dropped }, received)
     }
 
-    /// A sink whose Events `recorder` records from a background task.
-    pub fn start(recorder: Recorder, capacity: usize, dropped: Counter) -> (Self, EventWorker) {
+    /// A sink whose Events `writer` records from a background task.
+    pub fn start(writer: EventWriter, capacity: usize, dropped: Counter) -> (Self, EventWorker) {
         let (sink, received) = Self::channel(capacity, dropped);
         let worker = EventWorker::spawn(received, move |queued| {
-            let recorder = recorder.clone();
-            async move { record(&recorder, queued).await }
+            let writer = writer.clone();
+            async move { record(&writer, queued).await }
         });
         (sink, worker)
     }
@@ -104,8 +105,8 @@ impl EventSink {
 }
 
 /// Records one Event; a failure is logged, not fatal.
-async fn record(recorder: &Recorder, queued: QueuedEvent) {
-    if let Err(err) = recorder.publish(&queued.event, &queued.regarding).await {
+async fn record(writer: &EventWriter, queued: QueuedEvent) {
+    if let Err(err) = writer.write(&queued.event, &queued.regarding).await {
         tracing::warn!(
             object = %queued.object,
             reason = %queued.event.reason,

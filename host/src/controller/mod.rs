@@ -19,6 +19,7 @@
 //! - [`pod_batch`]: pod events queue their owner, gathered per short window.
 //! - [`reconcile`]: one reconcile: cache → plugin → validate → apply.
 //! - [`events`]: the queue Events go through, recorded in the background.
+//! - [`event_writer`]: writes them, repeats as series, remembering little.
 //! - [`metrics`]: what was done, as counters.
 //! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
 //!
@@ -29,6 +30,7 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod event_writer;
 pub mod events;
 pub mod expectations;
 pub mod metrics;
@@ -47,7 +49,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::controller::Config as RuntimeConfig;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 
 use crate::apply::Limits;
@@ -137,15 +138,15 @@ pub async fn run(
     metrics: Arc<metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let recorder = Recorder::new(
+    let writer = event_writer::EventWriter::new(
         client.clone(),
-        Reporter {
+        event_writer::Reporter {
             controller: config.reporter.clone(),
             instance: std::env::var("POD_NAME").ok(),
         },
     );
     let (events, event_worker) = events::EventSink::start(
-        recorder,
+        writer,
         events::QUEUE_CAPACITY,
         metrics.events_dropped.clone(),
     );

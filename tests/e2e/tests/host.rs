@@ -370,3 +370,98 @@ async fn the_host_works_with_only_the_rbac_of_examples_deploy() -> anyhow::Resul
 fn serde_yaml_doc<T: serde::de::DeserializeOwned>(doc: &str) -> anyhow::Result<T> {
     Ok(serde_yaml::from_str(doc)?)
 }
+
+/// The event writer against the real API server: an Event, its repeat as a
+/// series patch that `kubectl describe` shows as one Event seen twice, the
+/// same reason at another resourceVersion as a new Event, and a repeat of
+/// an Event that was deleted meanwhile as a new Event again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_writer_turns_repeats_into_a_series() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::Resource;
+    use kube::api::Api;
+    use kube::runtime::events::{Event, EventType};
+    use wasm_operator::controller::event_writer::{EventWriter, Reporter};
+
+    let env = TestEnv::new("events").await?;
+    let jz = env.create("web", 0, &[]).await?;
+    let writer = EventWriter::new(
+        env.client.clone(),
+        Reporter {
+            controller: "wasm-operator-test".into(),
+            instance: Some("replica-a".into()),
+        },
+    );
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Scaled".into(),
+        note: Some("scaled to 0".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    let regarding = jz.object_ref(&());
+    writer.write(&event, &regarding).await?;
+    writer.write(&event, &regarding).await?;
+
+    let events: Api<K8sEvent> = Api::namespaced(env.client.clone(), &env.namespace);
+    let scaled = |list: Vec<K8sEvent>| -> Vec<K8sEvent> {
+        list.into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Scaled"))
+            .collect()
+    };
+    let written = scaled(events.list(&Default::default()).await?.items);
+    assert_eq!(written.len(), 1, "one Event for a repeat: {written:#?}");
+    let first = &written[0];
+    assert_eq!(first.series.as_ref().map(|s| s.count), Some(2));
+    assert_eq!(first.note.as_deref(), Some("scaled to 0"));
+    assert_eq!(
+        first.reporting_controller.as_deref(),
+        Some("wasm-operator-test")
+    );
+    assert_eq!(first.reporting_instance.as_deref(), Some("replica-a"));
+    assert_eq!(first.type_.as_deref(), Some("Normal"));
+    assert_eq!(
+        first.regarding.as_ref().and_then(|r| r.uid.clone()),
+        jz.metadata.uid
+    );
+    // What `kubectl describe` reads (core/v1): one Event, "x2".
+    let described: Vec<CoreEvent> = env
+        .events_of("web")
+        .await?
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Scaled"))
+        .collect();
+    assert_eq!(described.len(), 1, "{described:#?}");
+    assert_eq!(
+        described[0].series.as_ref().and_then(|s| s.count),
+        Some(2),
+        "{described:#?}"
+    );
+
+    // The object changed (another resourceVersion): the same reason is a
+    // new Event.
+    let mut changed = regarding.clone();
+    changed.resource_version = Some(format!(
+        "{}0",
+        regarding.resource_version.clone().unwrap_or_default()
+    ));
+    writer.write(&event, &changed).await?;
+    assert_eq!(
+        scaled(events.list(&Default::default()).await?.items).len(),
+        2
+    );
+
+    // The first Event is gone (expired, or deleted): its repeat is created anew.
+    events
+        .delete(&first.name_any(), &DeleteParams::default())
+        .await?;
+    writer.write(&event, &regarding).await?;
+    let after = scaled(events.list(&Default::default()).await?.items);
+    assert_eq!(after.len(), 2, "{after:#?}");
+    assert!(
+        after.iter().all(|e| e.name_any() != first.name_any()),
+        "a new Event, not the deleted one"
+    );
+    Ok(())
+}
