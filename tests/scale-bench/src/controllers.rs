@@ -105,7 +105,21 @@ impl Running {
         log_dir: &Path,
     ) -> Result<Self> {
         let metrics_addr = free_local_addr()?;
-        let mut cmd = Command::new(&built.program);
+        let mut cmd = match wrapper()? {
+            Some(mut wrapper) => {
+                let mut cmd = Command::new(wrapper.remove(0));
+                cmd.args(wrapper).arg(&built.program);
+                cmd
+            }
+            None => Command::new(&built.program),
+        };
+        if built.kind == ControllerKind::Host {
+            // As a pod starts with an emptyDir for its precompiled plugins:
+            // the host compiles the plugin when it starts.
+            let precompiled = log_dir.join("precompiled");
+            let _ = std::fs::remove_dir_all(&precompiled);
+            cmd.env("WASM_OPERATOR_PRECOMPILED_DIR", &precompiled);
+        }
         cmd.args(&built.leading_args)
             .args(["--namespace", namespace])
             .args(["--workers", &workers.to_string()])
@@ -180,6 +194,25 @@ impl Running {
     /// SIGTERM, then SIGKILL after `grace`.
     pub fn stop(mut self, grace: Duration) {
         self.process.stop(grace);
+    }
+}
+
+/// The environment variable naming a command every controller runs under,
+/// split on whitespace (a profiler: `heaptrack -o /tmp/heap`, `perf record
+/// -g -o /tmp/perf.data`). Its figures are then the wrapper's process's.
+pub const WRAPPER_VAR: &str = "SCALE_BENCH_WRAPPER";
+
+fn wrapper() -> Result<Option<Vec<String>>> {
+    match std::env::var(WRAPPER_VAR) {
+        Ok(value) => {
+            let words: Vec<String> = value.split_whitespace().map(str::to_owned).collect();
+            if words.is_empty() {
+                bail!("{WRAPPER_VAR} is set but empty: name a command or unset it");
+            }
+            Ok(Some(words))
+        }
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(err) => bail!("{WRAPPER_VAR}: {err}"),
     }
 }
 

@@ -2,6 +2,7 @@
 //! (`stat`: utime + stime) and memory (`status`: `VmRSS` now, `VmHWM` the
 //! peak so far), and the machine's load average for the report.
 
+use std::collections::BTreeMap;
 use std::fs;
 
 use anyhow::{Context, Result, anyhow};
@@ -13,6 +14,26 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
     parse_cpu_ticks(&stat)
         .map(|ticks| ticks as f64 / clock_ticks_per_second())
         .ok_or_else(|| anyhow!("unexpected /proc/{pid}/stat format: {stat}"))
+}
+
+/// CPU seconds so far of each named process (those that have exited are
+/// left out).
+pub fn cpu_seconds_by_name(processes: &[(String, u32)]) -> BTreeMap<String, f64> {
+    processes
+        .iter()
+        .filter_map(|(name, pid)| Some((name.clone(), cpu_seconds(*pid).ok()?)))
+        .collect()
+}
+
+/// `after - before` for each process in both.
+pub fn cpu_difference(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .filter_map(|(name, a)| Some((name.clone(), a - before.get(name)?)))
+        .collect()
 }
 
 /// utime + stime in clock ticks: fields 14 and 15 of `stat`, counted after
@@ -39,6 +60,10 @@ pub struct Memory {
     pub rss: u64,
     /// `VmHWM` (high-water mark of the resident set).
     pub peak: u64,
+    /// `RssAnon`: the heap, stacks and other private memory.
+    pub anon: u64,
+    /// `RssFile`: pages of mapped files, mostly the executable's own code.
+    pub file: u64,
 }
 
 /// The process's [`Memory`].
@@ -62,6 +87,8 @@ fn parse_memory(status: &str) -> Option<Memory> {
     Some(Memory {
         rss: field("VmRSS:")?,
         peak: field("VmHWM:")?,
+        anon: field("RssAnon:").unwrap_or(0),
+        file: field("RssFile:").unwrap_or(0),
     })
 }
 
@@ -88,13 +115,26 @@ mod tests {
 
     #[test]
     fn parses_status_memory() {
-        let status = "Name:\tx\nVmHWM:\t   2048 kB\nVmRSS:\t   1024 kB\n";
+        let status = "Name:\tx\nVmHWM:\t   2048 kB\nVmRSS:\t   1024 kB\n\
+                      RssAnon:\t    768 kB\nRssFile:\t    256 kB\n";
         assert_eq!(
             parse_memory(status),
             Some(Memory {
                 rss: 1024 * 1024,
-                peak: 2048 * 1024
+                peak: 2048 * 1024,
+                anon: 768 * 1024,
+                file: 256 * 1024,
             })
+        );
+    }
+
+    #[test]
+    fn cpu_differences_keep_processes_seen_twice() {
+        let before = BTreeMap::from([("etcd".to_owned(), 1.0), ("kwok".to_owned(), 2.0)]);
+        let after = BTreeMap::from([("etcd".to_owned(), 3.5), ("kube-apiserver".to_owned(), 9.0)]);
+        assert_eq!(
+            cpu_difference(&before, &after),
+            BTreeMap::from([("etcd".to_owned(), 2.5)])
         );
     }
 
@@ -103,6 +143,7 @@ mod tests {
         let pid = std::process::id();
         let mem = memory(pid).expect("memory");
         assert!(mem.rss > 0 && mem.peak >= mem.rss);
+        assert!(mem.anon > 0 && mem.file > 0 && mem.anon + mem.file <= mem.rss);
         // Burn a little CPU so the counter moves off zero.
         let mut x = 0u64;
         let start = std::time::Instant::now();

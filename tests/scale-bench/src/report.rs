@@ -149,6 +149,74 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
     any.then_some(t)
 }
 
+/// Where the machine's CPU went during each run's convergence: the
+/// controller, each control-plane process and the harness, their total, and
+/// that total as a share of every CPU over the convergence time.
+pub fn cpu_table(runs: &[RunResult]) -> String {
+    let names: BTreeSet<&String> = runs
+        .iter()
+        .flat_map(|r| r.cpu_others_converge_secs.keys())
+        .collect();
+    let mut t = String::from("| Controller | N | controller |");
+    for name in &names {
+        let _ = write!(t, " {name} |");
+    }
+    t.push_str(" total | busy |\n| --- | ---: | ---: |");
+    for _ in 0..names.len() + 2 {
+        t.push_str(" ---: |");
+    }
+    t.push('\n');
+    for r in runs {
+        let _ = write!(
+            t,
+            "| {} | {} | {:.2} |",
+            r.controller, r.objects, r.cpu_converge_secs
+        );
+        let mut total = r.cpu_converge_secs;
+        for name in &names {
+            match r.cpu_others_converge_secs.get(*name) {
+                Some(secs) => {
+                    total += secs;
+                    let _ = write!(t, " {secs:.2} |");
+                }
+                None => t.push_str(" – |"),
+            }
+        }
+        let capacity = r.converge_secs * r.load_at_start.1 as f64;
+        let busy = if capacity > 0.0 {
+            format!("{:.0}%", 100.0 * total / capacity)
+        } else {
+            "–".into()
+        };
+        let _ = writeln!(t, " {total:.2} | {busy} |");
+    }
+    t
+}
+
+/// The controller's resident memory at convergence, split into anonymous
+/// memory and mapped files.
+pub fn memory_table(runs: &[RunResult]) -> String {
+    let mut t = String::from(
+        "| Controller | N | RSS converged (MiB) | anonymous (MiB) | files (MiB) | per pod (KiB, growth from idle) |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in runs {
+        let pods = r.objects as f64 * f64::from(r.pods_per_object);
+        let per_pod = (r.rss_converged_mib - r.rss_idle_mib) * 1024.0 / pods.max(1.0);
+        let _ = writeln!(
+            t,
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            r.controller,
+            r.objects,
+            r.rss_converged_mib,
+            r.rss_converged_anon_mib,
+            r.rss_converged_file_mib,
+            per_pod,
+        );
+    }
+    t
+}
+
 /// The requests during convergence by verb and resource, one row per run.
 pub fn requests_table(runs: &[RunResult]) -> String {
     let keys: BTreeSet<&String> = runs.iter().flat_map(|r| r.requests.keys()).collect();
@@ -220,6 +288,19 @@ fn markdown_text(report: &Report) -> String {
     }
     md.push_str("\n## API requests during convergence, by verb and resource\n\n");
     md.push_str(&requests_table(&report.runs));
+    md.push_str(
+        "\n## CPU seconds during convergence, by process\n\n\
+         Everything that shares the machine with the controller: the control plane's \
+         processes and the harness (`scale-bench`, which creates the objects and watches \
+         them). **busy** is the total over every CPU for the convergence time.\n\n",
+    );
+    md.push_str(&cpu_table(&report.runs));
+    md.push_str(
+        "\n## Memory at convergence\n\n\
+         `RssAnon` (heap, stacks) and `RssFile` (pages of the executable and shared \
+         libraries mapped in) from `/proc/PID/status`.\n\n",
+    );
+    md.push_str(&memory_table(&report.runs));
     md.push_str(
         "\n## Plots\n\n![Convergence time against N](convergence.svg)\n\n\
          ![RSS after convergence against N](rss.svg)\n",

@@ -12,6 +12,7 @@
 //! 5. garbage collection: every Jinghzhu deleted at once, timed until the
 //!    last pod is gone.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -91,12 +92,25 @@ pub struct RunResult {
     pub other_requests: u64,
     /// Controller CPU seconds during convergence.
     pub cpu_converge_secs: f64,
+    /// CPU seconds during convergence of each control-plane process
+    /// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)
+    /// and of the harness itself (`scale-bench`: the creates and the watches
+    /// that tell convergence): what shares the machine with the controller.
+    #[serde(default)]
+    pub cpu_others_converge_secs: BTreeMap<String, f64>,
     /// Controller CPU seconds during the quiet window.
     pub cpu_idle_secs: f64,
     /// RSS before any object, MiB.
     pub rss_idle_mib: f64,
     /// RSS when converged, MiB.
     pub rss_converged_mib: f64,
+    /// Of `rss_converged_mib`: anonymous memory (heap, stacks), MiB.
+    #[serde(default)]
+    pub rss_converged_anon_mib: f64,
+    /// Of `rss_converged_mib`: pages of mapped files (the executable's
+    /// code and read-only data, shared libraries), MiB.
+    #[serde(default)]
+    pub rss_converged_file_mib: f64,
     /// Peak RSS (VmHWM) when converged, MiB.
     pub rss_peak_mib: f64,
     /// Reconciles during convergence.
@@ -156,6 +170,8 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
         options.workers,
         &options.log_dir,
     )?;
+    let mut others = cp.pids();
+    others.push(("scale-bench".to_owned(), std::process::id()));
     let result = measure(
         &client,
         &observer,
@@ -163,6 +179,7 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
         options,
         load_at_start,
         crd_established,
+        &others,
     )
     .await;
     let result = result.with_context(|| {
@@ -187,6 +204,7 @@ async fn measure(
     options: &RunOptions,
     load_at_start: (f64, usize),
     crd_established: Instant,
+    others: &[(String, u32)],
 ) -> Result<RunResult> {
     let pid = controller.pid();
     controller.wait_ready(Duration::from_secs(120)).await?;
@@ -197,6 +215,7 @@ async fn measure(
     let reconciles_before = controller.reconciles().await?;
     let requests_before = apiserver::snapshot(client).await?;
     let cpu_before = procstat::cpu_seconds(pid)?;
+    let others_before = procstat::cpu_seconds_by_name(others);
     let started = Instant::now();
     let own_requests = create_objects(client, options).await?;
     let converged_at = observer
@@ -209,6 +228,8 @@ async fn measure(
         .await?;
     let converge_secs = converged_at.duration_since(started).as_secs_f64();
     let cpu_converged = procstat::cpu_seconds(pid)?;
+    let cpu_others_converge_secs =
+        procstat::cpu_difference(&others_before, &procstat::cpu_seconds_by_name(others));
     let memory = procstat::memory(pid)?;
     let requests_after = apiserver::snapshot(client).await?;
     let reconciles_converged = controller.reconciles().await?;
@@ -250,9 +271,12 @@ async fn measure(
         requests,
         other_requests,
         cpu_converge_secs: cpu_converged - cpu_before,
+        cpu_others_converge_secs,
         cpu_idle_secs,
         rss_idle_mib: mib(rss_idle),
         rss_converged_mib: mib(memory.rss),
+        rss_converged_anon_mib: mib(memory.anon),
+        rss_converged_file_mib: mib(memory.file),
         rss_peak_mib: mib(memory.peak),
         reconciles_converge: reconciles_converged - reconciles_before,
         reconciles_idle,

@@ -75,6 +75,29 @@ fn assert_collected(r: &RunResult) {
     assert!(r.cpu_idle_secs >= 0.0, "{what}");
     assert!(r.rss_idle_mib > 1.0 && r.rss_converged_mib > 1.0, "{what}");
     assert!(r.rss_peak_mib >= r.rss_converged_mib, "{what}");
+    assert!(
+        r.rss_converged_anon_mib > 0.0
+            && r.rss_converged_file_mib > 0.0
+            && r.rss_converged_anon_mib + r.rss_converged_file_mib <= r.rss_converged_mib + 0.01,
+        "{what}"
+    );
+    for process in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "scale-bench",
+    ] {
+        assert!(
+            r.cpu_others_converge_secs
+                .get(process)
+                .is_some_and(|secs| *secs >= 0.0),
+            "{process}: {what}"
+        );
+    }
+    assert!(
+        r.cpu_others_converge_secs["kube-apiserver"] > 0.0,
+        "the API server served the run: {what}"
+    );
     assert!(r.reconciles_converge >= OBJECTS as u64, "{what}");
     assert!(r.idle_secs >= 2.0, "{what}");
     assert_eq!(r.edit_latencies_ms.len(), EDITS, "{what}");
@@ -132,6 +155,22 @@ async fn host_smoke_run() {
     );
     assert_report_written(&report, dir.path());
     assert!(scenario::GC_DISCOVERY_WAIT < Duration::from_secs(60));
+    // Each host run starts with an empty precompiled cache, as a pod with
+    // an emptyDir does: it compiled the plugin (in its child compiler) and
+    // stored it there.
+    let run_dir = dir.path().join("logs").join(format!("host-{OBJECTS}"));
+    let log = std::fs::read_to_string(run_dir.join("host.log")).expect("host log");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("plugin loaded") && l.contains("outcome=Compiled")),
+        "the host did not compile the plugin at start"
+    );
+    let stored = std::fs::read_dir(run_dir.join("precompiled"))
+        .expect("the run's precompiled cache")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        .count();
+    assert_eq!(stored, 1, "one precompiled plugin in the run's own cache");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
