@@ -46,6 +46,10 @@ pub enum Command {
     New(NewArgs),
     /// Print the Jinghzhu CustomResourceDefinition as YAML.
     Crd,
+    /// Compile the component on stdin to native code on stdout, for an engine
+    /// with the host's settings: the child process `run` compiles plugins in.
+    #[command(name = "compile-plugin", hide = true)]
+    CompilePlugin(crate::runtime::compiler::CompilePluginArgs),
 }
 
 fn init_tracing(format: LogFormat) {
@@ -112,6 +116,9 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reconcile(args) => crate::offline::run(args),
         Command::Record(args) => crate::offline::record::run(args),
         Command::New(args) => crate::scaffold::run(args),
+        Command::CompilePlugin(args) => {
+            crate::runtime::compiler::compile_plugin(args).map(|()| ExitCode::SUCCESS)
+        }
         Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

@@ -25,7 +25,8 @@ use crate::hotswap::RollbackPolicy;
 use crate::hotswap::setup::{self, PluginOptions, PluginSource};
 use crate::leader::lease::parse_duration;
 use crate::leader::{self, Elector, LeaderElectionConfig, Leadership};
-use crate::runtime::{Runtime, RuntimeArgs};
+use crate::runtime::compiler::{DEFAULT_COMPILE_MEMORY_MIB, DEFAULT_COMPILE_TIMEOUT};
+use crate::runtime::{ChildCompiler, Compiler, Runtime, RuntimeArgs, RuntimeConfig};
 use crate::serve::{self, Endpoint, Health, LeaderInfo};
 
 /// Options of `wasm-operator run`.
@@ -72,6 +73,13 @@ pub struct RunArgs {
     /// Plugin sandbox limits and the precompiled cache.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Most seconds the child process that compiles a plugin (at start and on
+    /// every swap) may take; it is killed after that and the plugin refused.
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_COMPILE_TIMEOUT_SECS", default_value_t = DEFAULT_COMPILE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub plugin_compile_timeout_secs: u64,
+    /// Most memory, in MiB, the child process that compiles a plugin may allocate.
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_COMPILE_MEMORY_MIB", default_value_t = DEFAULT_COMPILE_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(64..=65536))]
+    pub plugin_compile_memory_mib: u64,
     /// Serve `/metrics` (OpenMetrics), `/status` (JSON), `/healthz` and `/readyz` here
     /// (port 0: any free port; the log and `/status` say which).
     #[arg(
@@ -222,7 +230,15 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let client = connect().await?;
     check_crd_in(&client, args.namespace.as_deref()).await?;
 
-    let runtime = Arc::new(Runtime::new(args.runtime.config())?);
+    let runtime = Arc::new(Runtime::new(RuntimeConfig {
+        // Cranelift never runs in the operator's own process (see
+        // `runtime::compiler`).
+        compiler: Compiler::Child(ChildCompiler::this_executable(
+            Duration::from_secs(args.plugin_compile_timeout_secs),
+            args.plugin_compile_memory_mib * 1024 * 1024,
+        )),
+        ..args.runtime.config()
+    })?);
     let metrics = Arc::new(Metrics::default());
 
     let source = match (&args.plugin, &args.plugin_configmap) {

@@ -99,7 +99,12 @@ pub async fn start(
     let plugin = vet(&runtime, &bytes, &label, options.pinned_sha256.as_deref())
         .await
         .map_err(|refusal| anyhow!("the plugin from {label} cannot serve: {refusal}"))?;
-    tracing::info!(plugin = %plugin.describe(), source = %label, "plugin loaded");
+    tracing::info!(
+        plugin = %plugin.describe(),
+        source = %label,
+        outcome = ?plugin.load_outcome(),
+        "plugin loaded"
+    );
     let initial_digest = plugin.digest().to_string();
     let active = Arc::new(ActivePlugin::new(
         plugin,

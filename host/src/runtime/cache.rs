@@ -95,10 +95,7 @@ impl PrecompiledCache {
     /// lives (for this engine), if caching is on.
     pub fn path_for(&self, engine: &Engine, digest_hex: &str) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
-        let mut hasher = Sha256Hasher::default();
-        engine.precompile_compatibility_hash().hash(&mut hasher);
-        let engine_key = hex::encode(&hasher.0.finalize()[..8]);
-        Some(dir.join(format!("{digest_hex}-{engine_key}.cwasm")))
+        Some(dir.join(format!("{digest_hex}-{}.cwasm", engine_key(engine))))
     }
 
     /// The key, after checking the directory once (`None`: do not use the
@@ -123,12 +120,14 @@ impl PrecompiledCache {
     }
 
     /// The component for `bytes` (whose sha256 is `digest_hex`): from the
-    /// cache when a trusted artifact is there, else compiled (and stored).
+    /// cache when a trusted artifact is there, else compiled by `compile`
+    /// (and stored).
     pub fn load(
         &self,
         engine: &Engine,
         bytes: &[u8],
         digest_hex: &str,
+        compile: impl FnOnce(&[u8]) -> anyhow::Result<Vec<u8>>,
     ) -> anyhow::Result<(Component, LoadOutcome)> {
         let path = self.path_for(engine, digest_hex);
         let key = path.as_ref().and_then(|_| self.key());
@@ -163,8 +162,11 @@ impl PrecompiledCache {
                 ),
             }
         }
-        let precompiled = engine.precompile_component(bytes)?;
-        // SAFETY: the bytes were produced just now by this same engine.
+        let precompiled = compile(bytes)?;
+        // SAFETY: the bytes were produced just now by `engine`, or by a
+        // child compiler (this same executable) for an engine whose
+        // compatibility key it checked equals `engine`'s; deserialize checks
+        // the header and settings again.
         let component = unsafe { Component::deserialize(engine, &precompiled)? };
         if let (Some(path), Some(key)) = (path, key)
             && let Err(err) = store(&path, &precompiled, key)
@@ -177,6 +179,15 @@ impl PrecompiledCache {
         }
         Ok((component, LoadOutcome::Compiled))
     }
+}
+
+/// A short key of everything about `engine` that generated code depends on
+/// ([`Engine::precompile_compatibility_hash`]): part of every artifact's
+/// file name, and what a child compiler must match.
+pub fn engine_key(engine: &Engine) -> String {
+    let mut hasher = Sha256Hasher::default();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hex::encode(&hasher.0.finalize()[..8])
 }
 
 /// First bytes of every cache file, then the HMAC, then the artifact.

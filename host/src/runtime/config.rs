@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::cache::PrecompiledCache;
+use super::compiler::Compiler;
 
 /// Default CPU deadline of one plugin call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
@@ -33,6 +34,8 @@ pub struct RuntimeConfig {
     pub cache_key_file: Option<PathBuf>,
     /// How instances get their memory.
     pub allocator: InstanceAllocator,
+    /// Where plugins are compiled (this process, or a child with limits).
+    pub compiler: Compiler,
 }
 
 impl Default for RuntimeConfig {
@@ -44,6 +47,7 @@ impl Default for RuntimeConfig {
             cache_dir: PrecompiledCache::default_dir(),
             cache_key_file: None,
             allocator: InstanceAllocator::default(),
+            compiler: Compiler::default(),
         }
     }
 }
@@ -154,6 +158,7 @@ impl RuntimeArgs {
                 0 => InstanceAllocator::OnDemand,
                 max_instances => InstanceAllocator::Pooling { max_instances },
             },
+            compiler: Compiler::InProcess,
         }
     }
 }

@@ -75,13 +75,15 @@ impl Runtime {
         check_header(bytes, source)?;
         let digest = digest_of(bytes);
         let digest_hex = digest.trim_start_matches("sha256:");
-        let (component, outcome) =
-            self.cache
-                .load(&self.engine, bytes, digest_hex)
-                .map_err(|err| LoadError::Compile {
-                    from: source.to_string(),
-                    message: format!("{err:#}"),
-                })?;
+        let (component, outcome) = self
+            .cache
+            .load(&self.engine, bytes, digest_hex, |bytes| {
+                self.config.compiler.precompile(&self.engine, bytes)
+            })
+            .map_err(|err| LoadError::Compile {
+                from: source.to_string(),
+                message: format!("{err:#}"),
+            })?;
         let pre = self
             .linker
             .instantiate_pre(&component)

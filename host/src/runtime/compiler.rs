@@ -1,0 +1,287 @@
+//! Where a plugin is compiled to native code: in this process, or in a
+//! child process with a time and a memory limit.
+//!
+//! `wasm-operator run` compiles in a child (`wasm-operator compile-plugin`,
+//! the same executable), so the long-running host never runs Cranelift: the
+//! compiler's code pages, its worker threads and the heap it leaves behind
+//! stay out of the operator's resident memory (about 10 MiB of it, measured
+//! with the scale benchmark), and a plugin that makes the compiler run too
+//! long or allocate too much costs a killed child (rule
+//! `limits/compile-time` or `limits/compile-memory`), not the host. The
+//! child builds its engine from the same settings and checks that its
+//! compatibility key matches the host's before compiling; the host loads
+//! what it returns as it loads a precompiled artifact from its cache.
+//!
+//! Tools (`reconcile`, `record`), tests and benchmarks compile in process.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use wasmtime::Engine;
+
+use super::cache::engine_key;
+use super::config::{InstanceAllocator, RuntimeConfig};
+
+/// Default time a child may spend compiling one plugin.
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default memory (`RLIMIT_DATA`: heap and other private writable
+/// mappings), in MiB, of the child that compiles one plugin.
+pub const DEFAULT_COMPILE_MEMORY_MIB: u64 = 1024;
+
+/// The hidden subcommand a child compiler runs.
+pub const SUBCOMMAND: &str = "compile-plugin";
+
+/// How plugins are compiled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Compiler {
+    /// With Cranelift in this process (tools, tests, benchmarks).
+    #[default]
+    InProcess,
+    /// In a child process (what `run` does).
+    Child(ChildCompiler),
+}
+
+/// A child process that compiles one plugin: `program compile-plugin`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildCompiler {
+    /// The executable (this one: `/proc/self/exe`, which stays the running
+    /// binary even when the file on disk is replaced).
+    pub program: PathBuf,
+    /// Killed after this long.
+    pub timeout: Duration,
+    /// Its `RLIMIT_DATA`, bytes.
+    pub memory_limit_bytes: u64,
+}
+
+impl ChildCompiler {
+    /// A child running this very executable.
+    pub fn this_executable(timeout: Duration, memory_limit_bytes: u64) -> Self {
+        Self {
+            program: PathBuf::from("/proc/self/exe"),
+            timeout,
+            memory_limit_bytes,
+        }
+    }
+}
+
+impl Compiler {
+    /// Compiles the component `bytes` for `engine` and returns what
+    /// `Engine::precompile_component` returns.
+    pub fn precompile(&self, engine: &Engine, bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+        match self {
+            Compiler::InProcess => Ok(engine.precompile_component(bytes)?),
+            Compiler::Child(child) => child.precompile(engine, bytes),
+        }
+    }
+}
+
+/// The arguments of the child: the key its engine must have.
+fn child_args(key: &str) -> Vec<String> {
+    vec![
+        SUBCOMMAND.to_owned(),
+        "--engine-key".to_owned(),
+        key.to_owned(),
+    ]
+}
+
+impl ChildCompiler {
+    fn precompile(&self, engine: &Engine, bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+        let mut command = Command::new(&self.program);
+        command
+            .args(child_args(&engine_key(engine)))
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        limit_child(&mut command, self.memory_limit_bytes);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting the compiler ({})", self.program.display()))?;
+
+        // Feed and drain the pipes on their own threads, so neither side
+        // blocks on a full pipe while the other waits.
+        let mut stdin = child.stdin.take().context("the compiler's stdin")?;
+        let mut stdout = child.stdout.take().context("the compiler's stdout")?;
+        let mut stderr = child.stderr.take().context("the compiler's stderr")?;
+        let output_limit = self.memory_limit_bytes;
+        let (status, artifact, message) = std::thread::scope(|scope| {
+            scope.spawn(move || {
+                // A child that dies early closes its stdin: its exit
+                // status says why, not this write.
+                let _ = stdin.write_all(bytes);
+            });
+            let artifact = scope.spawn(move || {
+                let mut out = Vec::new();
+                (&mut stdout)
+                    .take(output_limit)
+                    .read_to_end(&mut out)
+                    .map(|_| out)
+            });
+            let message = scope.spawn(move || {
+                let mut err = Vec::new();
+                let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut err);
+                String::from_utf8_lossy(&err).trim().to_owned()
+            });
+            let status = wait_or_kill(&mut child, self.timeout);
+            (status, artifact.join(), message.join().unwrap_or_default())
+        });
+        match status? {
+            Exit::TimedOut => bail!(
+                "compiling took longer than {}s and was stopped (rule limits/compile-time; \
+                 `--plugin-compile-timeout-secs` raises it)",
+                self.timeout.as_secs_f64()
+            ),
+            Exit::Done(status) if status.success() => artifact
+                .map_err(|_| anyhow::anyhow!("the compiler's output reader failed"))?
+                .context("reading the compiled plugin from the compiler"),
+            Exit::Done(status) => Err(self.failure(status, &message)),
+        }
+    }
+
+    /// Why a child that exited unsuccessfully did.
+    fn failure(&self, status: ExitStatus, message: &str) -> anyhow::Error {
+        use std::os::unix::process::ExitStatusExt;
+        let out_of_memory = message.contains("memory allocation of")
+            || message.contains("out of memory")
+            || status.signal() == Some(libc::SIGABRT) && message.is_empty();
+        if out_of_memory {
+            anyhow::anyhow!(
+                "compiling needed more than {} MiB and was stopped (rule limits/compile-memory; \
+                 `--plugin-compile-memory-mib` raises it)",
+                self.memory_limit_bytes / (1024 * 1024)
+            )
+        } else if message.is_empty() {
+            anyhow::anyhow!("the compiler exited with {status} and said nothing")
+        } else {
+            anyhow::anyhow!("{}", message.trim_start_matches("error: "))
+        }
+    }
+}
+
+/// How a child ended.
+enum Exit {
+    /// It exited (or was killed by a signal) on its own.
+    Done(ExitStatus),
+    /// It ran past its time and was killed.
+    TimedOut,
+}
+
+/// Waits for `child` until `timeout`, then kills it.
+fn wait_or_kill(child: &mut std::process::Child, timeout: Duration) -> anyhow::Result<Exit> {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(status) = child.try_wait().context("waiting for the compiler")? {
+            return Ok(Exit::Done(status));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Exit::TimedOut);
+        }
+        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Sets the child's limits between fork and exec: its memory
+/// (`RLIMIT_DATA`), no core file, and death with the host.
+fn limit_child(command: &mut Command, memory_limit_bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    let data = libc::rlimit {
+        rlim_cur: memory_limit_bytes,
+        rlim_max: memory_limit_bytes,
+    };
+    let core = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: between fork and exec only async-signal-safe calls are made
+    // (setrlimit, prctl), on values prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_DATA, &data) != 0
+                || libc::setrlimit(libc::RLIMIT_CORE, &core) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            #[cfg(target_os = "linux")]
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// The child's side: the command-line arguments of `compile-plugin`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompilePluginArgs {
+    /// The host engine's compatibility key; the child refuses to compile
+    /// for any other.
+    #[arg(long)]
+    pub engine_key: String,
+}
+
+/// Reads a component from stdin, compiles it for the host's engine and
+/// writes the artifact to stdout.
+///
+/// The child's engine is the host's with instances allocated on demand:
+/// the instance pool and the per-instance memory cap do not change the
+/// generated code (the engine key is the same, checked below), and a pool
+/// would reserve and map memory the compiler never uses.
+pub fn compile_plugin(args: CompilePluginArgs) -> anyhow::Result<()> {
+    let config = RuntimeConfig {
+        allocator: InstanceAllocator::OnDemand,
+        ..RuntimeConfig::default()
+    };
+    let engine = super::engine::new_engine(&config)?;
+    let key = engine_key(&engine);
+    if key != args.engine_key {
+        bail!(
+            "the compiler's engine ({key}) differs from the host's ({}); \
+             the host and its compiler must be the same executable",
+            args.engine_key
+        );
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .context("reading the component from stdin")?;
+    let artifact = engine.precompile_component(&bytes)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&artifact)?;
+    stdout.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_child_is_given_the_engine_key() {
+        assert_eq!(child_args("abc"), ["compile-plugin", "--engine-key", "abc"]);
+    }
+
+    #[test]
+    fn the_instance_allocator_and_memory_cap_leave_the_engine_key_alone() {
+        // What lets the child compile with an on-demand engine for a host
+        // with a pool.
+        let key = |allocator, memory_limit_bytes| {
+            let config = RuntimeConfig {
+                allocator,
+                memory_limit_bytes,
+                ..RuntimeConfig::default()
+            };
+            engine_key(&super::super::engine::new_engine(&config).expect("engine"))
+        };
+        let on_demand = key(InstanceAllocator::OnDemand, 64 << 20);
+        assert_eq!(
+            key(InstanceAllocator::Pooling { max_instances: 8 }, 32 << 20),
+            on_demand
+        );
+    }
+}
