@@ -373,6 +373,8 @@ pub struct HostOptions {
     pub controller: ControllerConfig,
     /// Run as this client instead of the admin (e.g. a ServiceAccount's).
     pub client: Option<Client>,
+    /// The plugin runtime (limits, precompiled cache, compiler).
+    pub runtime: RuntimeConfig,
 }
 
 impl HostOptions {
@@ -385,6 +387,7 @@ impl HostOptions {
             rollback: RollbackPolicy::default(),
             controller: ControllerConfig::default(),
             client: None,
+            runtime: RuntimeConfig::default(),
         }
     }
 }
@@ -400,7 +403,7 @@ impl RunningHost {
         options.controller.namespace = Some(env.namespace.clone());
         let client = options.client.clone().unwrap_or_else(|| env.client.clone());
         let metrics = Arc::new(Metrics::default());
-        let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
+        let runtime = Arc::new(Runtime::new(options.runtime)?);
         let plugins = setup::start(
             &client,
             runtime,

@@ -361,3 +361,150 @@ async fn a_recreated_object_does_not_inherit_the_old_ones_backoff() -> anyhow::R
     host.stop().await;
     Ok(())
 }
+
+/// The plugin from a ConfigMap named `plugin`, key `plugin.wasm`.
+fn plugin_configmap(bytes: Vec<u8>) -> k8s_openapi::api::core::v1::ConfigMap {
+    k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("plugin".into()),
+            ..Default::default()
+        },
+        binary_data: Some(std::collections::BTreeMap::from([(
+            "plugin.wasm".to_string(),
+            k8s_openapi::ByteString(bytes),
+        )])),
+        ..Default::default()
+    }
+}
+
+/// A host whose plugins are compiled by the real `wasm-operator` executable
+/// in a child process with `limits`, taking its plugin from the ConfigMap
+/// `plugin` and precompiled artifacts from `cache`.
+async fn host_compiling_in_a_child(
+    env: &TestEnv,
+    limits: wasm_operator::runtime::ChildCompiler,
+    cache: &std::path::Path,
+) -> anyhow::Result<RunningHost> {
+    let mut options = HostOptions::file(std::path::Path::new("-"));
+    options.source = wasm_operator::hotswap::setup::PluginSource::ConfigMap {
+        namespace: env.namespace.clone(),
+        name: "plugin".into(),
+        key: "plugin.wasm".into(),
+    };
+    options.runtime = wasm_operator::runtime::RuntimeConfig {
+        cache_dir: Some(cache.to_path_buf()),
+        compiler: wasm_operator::runtime::Compiler::Child(limits),
+        ..Default::default()
+    };
+    RunningHost::start_with(env, options).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    use wasm_operator::runtime::{ChildCompiler, Runtime, RuntimeConfig};
+
+    let env = TestEnv::new("compile-limits").await?;
+    let v1 = std::fs::read(plugin("replicaset-plugin", &[]))?;
+    let v2 = std::fs::read(plugin("replicaset-plugin", &["v2"]))?;
+    // v1 is precompiled already (as after an earlier start); v2 must be
+    // compiled when it arrives.
+    let cache = tempfile::tempdir()?;
+    Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..Default::default()
+    })?
+    .load(&v1, "v1")?;
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let apply = PatchParams::apply("e2e").force();
+    let program = e2e_tests::deploy::host_binary();
+    let refusals = |rule: &'static str| {
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(env.client.clone(), &env.namespace);
+        async move {
+            Ok::<_, anyhow::Error>(
+                events
+                    .list(&Default::default())
+                    .await?
+                    .items
+                    .into_iter()
+                    .filter(|e| {
+                        e.reason.as_deref() == Some("PluginRefused")
+                            && e.type_.as_deref() == Some("Warning")
+                            && e.involved_object.name.as_deref() == Some("plugin")
+                            && e.message.as_deref().is_some_and(|m| m.contains(rule))
+                    })
+                    .count(),
+            )
+        }
+    };
+
+    for (round, (rule, limits)) in [
+        (
+            "limits/compile-time",
+            ChildCompiler {
+                program: program.clone(),
+                timeout: Duration::from_millis(1),
+                memory_limit_bytes: 1 << 30,
+            },
+        ),
+        (
+            "limits/compile-memory",
+            ChildCompiler {
+                program: program.clone(),
+                timeout: Duration::from_secs(60),
+                memory_limit_bytes: 8 << 20,
+            },
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        maps.patch(
+            "plugin",
+            &apply,
+            &Patch::Apply(&plugin_configmap(v1.clone())),
+        )
+        .await?;
+        let host = host_compiling_in_a_child(&env, limits, cache.path()).await?;
+        let before = format!("before-{round}");
+        env.create(&before, 1, &[]).await?;
+        env.wait_converged(&before, 1, CONVERGE).await?;
+
+        // v2 arrives; its compile breaks the limit; v1 keeps serving.
+        maps.patch(
+            "plugin",
+            &apply,
+            &Patch::Apply(&plugin_configmap(v2.clone())),
+        )
+        .await?;
+        e2e_tests::wait_for(
+            &format!("a PluginRefused Warning naming {rule}"),
+            Duration::from_secs(60),
+            || async { Ok(refusals(rule).await? > 0) },
+        )
+        .await
+        .map_err(|err| {
+            let last = host
+                .history
+                .lock()
+                .ok()
+                .and_then(|h| h.last_refusal.clone())
+                .map(|r| r.outcome);
+            err.context(format!("last refusal: {last:?}"))
+        })?;
+        assert_eq!(host.metrics.plugin_swaps.get(), 0, "{rule}: no swap");
+        assert!(
+            !host.plugin.current().info().version.ends_with("+v2"),
+            "{rule}: v1 still serves"
+        );
+        let after = format!("after-{round}");
+        env.create(&after, 2, &[]).await?;
+        env.wait_converged(&after, 2, CONVERGE).await?;
+        env.scale(&before, 2).await?;
+        env.wait_converged(&before, 2, CONVERGE).await?;
+        host.stop().await;
+    }
+    Ok(())
+}
