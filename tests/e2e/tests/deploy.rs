@@ -282,9 +282,10 @@ async fn the_kustomize_base_is_accepted_by_the_api_server_and_meets_the_restrict
 #[test]
 fn the_dockerfile_builds_the_binary_these_tests_run() -> anyhow::Result<()> {
     let argv = dockerfile_build_command()?;
+    // The `dist` profile: release with whole-program LTO (see Cargo.toml).
     assert_eq!(
-        &argv[..4],
-        ["cargo", "build", "--release", "--locked"],
+        &argv[..5],
+        ["cargo", "build", "--profile", "dist", "--locked"],
         "{argv:?}"
     );
     let binary = host_binary();

@@ -18,17 +18,21 @@ use sha2::{Digest, Sha256};
 pub enum Profile {
     /// `cargo build` (unoptimised; what the CI smoke test uses).
     Dev,
-    /// `cargo build --release` (what the measured runs use).
+    /// `cargo build --release`.
     Release,
+    /// `cargo build --profile dist`: release with whole-program LTO, what
+    /// the container image ships and what the measured runs use.
+    Dist,
 }
 
 impl Profile {
-    /// The profile this benchmark itself was built with.
+    /// The profile for the controllers when the benchmark itself was built
+    /// this way: `dev` for a debug build (the smoke test), else `dist`.
     pub fn of_this_build() -> Self {
         if cfg!(debug_assertions) {
             Profile::Dev
         } else {
-            Profile::Release
+            Profile::Dist
         }
     }
 }
@@ -50,8 +54,14 @@ pub fn cargo_binary(package: &str, bin: &str, profile: Profile) -> Result<PathBu
         "--bin",
         bin,
     ]);
-    if profile == Profile::Release {
-        cmd.arg("--release");
+    match profile {
+        Profile::Dev => {}
+        Profile::Release => {
+            cmd.arg("--release");
+        }
+        Profile::Dist => {
+            cmd.args(["--profile", "dist"]);
+        }
     }
     eprintln!("scale-bench: cargo build -p {package} ({profile:?})");
     let output = cmd.output().context("running cargo")?;

@@ -47,7 +47,8 @@ struct Args {
     /// Give up on a run's convergence after this many seconds.
     #[arg(long, default_value_t = 900)]
     converge_timeout_secs: u64,
-    /// Cargo profile of the host and the kube-rs peer (default: this binary's).
+    /// Cargo profile of the host and the kube-rs peer (default: `dist`, what
+    /// the image ships; `dev` when the benchmark itself is a debug build).
     #[arg(long, value_enum)]
     build_profile: Option<Profile>,
     /// Also run `cargo bench -p wasm-operator --bench reconcile` and include its figures.
