@@ -32,7 +32,7 @@ use anyhow::Result;
 use crate::artifacts::Profile;
 use crate::controllers::ControllerKind;
 use crate::report::Report;
-use crate::scenario::{RunOptions, RunResult};
+use crate::scenario::RunOptions;
 
 /// A whole benchmark: which controllers, which Ns, and how.
 #[derive(Debug, Clone)]
@@ -63,7 +63,18 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
         let kind = *kind;
         built.push(tokio::task::spawn_blocking(move || controllers::build(kind, profile)).await??);
     }
-    let mut runs: Vec<RunResult> = Vec::new();
+    let mut report = Report {
+        command: bench.command.clone(),
+        started,
+        profile: bench.profile,
+        pods_per_object: bench.run.pods_per_object,
+        workers: bench.run.workers,
+        idle_secs: bench.run.idle.as_secs(),
+        edits: bench.run.edits,
+        create_concurrency: bench.run.create_concurrency,
+        runs: Vec::new(),
+        micro_bench: None,
+    };
     for &objects in &bench.objects {
         for b in &built {
             let options = RunOptions {
@@ -76,26 +87,15 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
             };
             let result = scenario::run(b, &options).await?;
             eprintln!("{}", report::results_table(std::slice::from_ref(&result)));
-            runs.push(result);
+            report.runs.push(result);
+            // Written after every run, so a long sweep that fails late
+            // keeps what it measured.
+            report::write(&report, &bench.results_dir)?;
         }
     }
-    let micro_bench = if bench.micro_bench {
-        Some(tokio::task::spawn_blocking(report::run_micro_bench).await??)
-    } else {
-        None
-    };
-    let report = Report {
-        command: bench.command.clone(),
-        started,
-        profile: bench.profile,
-        pods_per_object: bench.run.pods_per_object,
-        workers: bench.run.workers,
-        idle_secs: bench.run.idle.as_secs(),
-        edits: bench.run.edits,
-        create_concurrency: bench.run.create_concurrency,
-        runs,
-        micro_bench,
-    };
+    if bench.micro_bench {
+        report.micro_bench = Some(tokio::task::spawn_blocking(report::run_micro_bench).await??);
+    }
     let written = report::write(&report, &bench.results_dir)?;
     eprintln!(
         "scale-bench: wrote {}, {} and {} plots",
