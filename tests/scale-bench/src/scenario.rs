@@ -256,7 +256,8 @@ async fn measure(
 
     // 5. Garbage collection.
     tokio::time::sleep_until((crd_established + GC_DISCOVERY_WAIT).into()).await;
-    let gc_secs = time_garbage_collection(client, observer).await?;
+    let pods = options.objects as u64 * u64::from(options.pods_per_object);
+    let gc_secs = time_garbage_collection(client, observer, gc_timeout(pods)).await?;
     controller.check_alive()?;
 
     Ok(RunResult {
@@ -361,8 +362,19 @@ async fn time_edits(
     Ok(latencies)
 }
 
+/// How long the garbage collector gets to remove `pods`: 10 minutes, or
+/// 50 ms a pod when that is longer (it removed about 70 pods a second here
+/// at N = 1000).
+pub fn gc_timeout(pods: u64) -> Duration {
+    Duration::from_secs(600).max(Duration::from_millis(pods.saturating_mul(50)))
+}
+
 /// Deletes every Jinghzhu and times until the garbage collector removed every pod.
-async fn time_garbage_collection(client: &Client, observer: &Observer) -> Result<f64> {
+async fn time_garbage_collection(
+    client: &Client,
+    observer: &Observer,
+    timeout: Duration,
+) -> Result<f64> {
     let api: Api<Jinghzhu> = Api::namespaced(client.clone(), NAMESPACE);
     let started = Instant::now();
     api.delete_collection(&DeleteParams::background(), &ListParams::default())
@@ -372,7 +384,7 @@ async fn time_garbage_collection(client: &Client, observer: &Observer) -> Result
         .poll_until(
             "garbage collection of every pod",
             Duration::from_millis(50),
-            Duration::from_secs(600),
+            timeout,
             |o| {
                 let census = o.census();
                 census.objects == 0 && census.pods == 0
@@ -433,6 +445,12 @@ async fn create_namespace(client: &Client) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_garbage_collector_gets_more_time_for_more_pods() {
+        assert_eq!(gc_timeout(3000), Duration::from_secs(600));
+        assert_eq!(gc_timeout(30_000), Duration::from_secs(1500));
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
