@@ -39,6 +39,8 @@ use crate::scenario::RunOptions;
 pub struct Benchmark {
     /// The controllers, run in this order for each N.
     pub controllers: Vec<ControllerKind>,
+    /// When not empty, the only controllers run at the largest N.
+    pub largest_n_controllers: Vec<ControllerKind>,
     /// The Ns, smallest first.
     pub objects: Vec<usize>,
     /// Everything else about a run (its `objects` is replaced per N).
@@ -75,8 +77,15 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
         runs: Vec::new(),
         micro_bench: None,
     };
+    let largest = bench.objects.iter().copied().max();
     for &objects in &bench.objects {
         for b in &built {
+            if Some(objects) == largest
+                && !bench.largest_n_controllers.is_empty()
+                && !bench.largest_n_controllers.contains(&b.kind)
+            {
+                continue;
+            }
             let options = RunOptions {
                 objects,
                 log_dir: bench

@@ -23,6 +23,7 @@ const EDITS: usize = 4;
 fn bench(controllers: &[ControllerKind], dir: &Path) -> Benchmark {
     Benchmark {
         controllers: controllers.to_vec(),
+        largest_n_controllers: Vec::new(),
         objects: vec![OBJECTS],
         run: RunOptions {
             objects: OBJECTS,
