@@ -377,9 +377,7 @@ async fn time_garbage_collection(
 ) -> Result<f64> {
     let api: Api<Jinghzhu> = Api::namespaced(client.clone(), NAMESPACE);
     let started = Instant::now();
-    api.delete_collection(&DeleteParams::background(), &ListParams::default())
-        .await
-        .context("deleting every Jinghzhu")?;
+    delete_every_jinghzhu(&api).await?;
     let done = observer
         .poll_until(
             "garbage collection of every pod",
@@ -392,6 +390,33 @@ async fn time_garbage_collection(
         )
         .await?;
     Ok(done.duration_since(started).as_secs_f64())
+}
+
+/// One `deletecollection` of every Jinghzhu, sent again while it fails:
+/// at N = 10 000 the API server spends longer than its 60 s request
+/// timeout on it here and closes the connection, having deleted part of
+/// them (each attempt makes progress; the Jinghzhus have no finalizers).
+async fn delete_every_jinghzhu(api: &Api<Jinghzhu>) -> Result<()> {
+    const ATTEMPTS: u32 = 20;
+    let mut attempt = 1;
+    loop {
+        match api
+            .delete_collection(&DeleteParams::background(), &ListParams::default())
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(error) if attempt < ATTEMPTS => {
+                eprintln!(
+                    "scale-bench: deleting every Jinghzhu, attempt {attempt} of {ATTEMPTS}: {error}; sending it again"
+                );
+                attempt += 1;
+            }
+            Err(error) => {
+                return Err(anyhow::Error::new(error)
+                    .context(format!("deleting every Jinghzhu failed {ATTEMPTS} times")));
+            }
+        }
+    }
 }
 
 async fn install_crd(client: &Client) -> Result<()> {
