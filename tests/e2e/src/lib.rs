@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod, PodTemplateSpec, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Event, Namespace, Pod, PodTemplateSpec, ServiceAccount,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -264,6 +266,12 @@ impl TestEnv {
 
     /// Events recorded on the Jinghzhu `name`.
     pub async fn events_of(&self, name: &str) -> Result<Vec<Event>> {
+        self.events_on("Jinghzhu", name).await
+    }
+
+    /// Events recorded on the object of `kind` named `name` (e.g. the
+    /// plugin's ConfigMap).
+    pub async fn events_on(&self, kind: &str, name: &str) -> Result<Vec<Event>> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
         Ok(events
             .list(&ListParams::default())
@@ -271,10 +279,26 @@ impl TestEnv {
             .items
             .into_iter()
             .filter(|e| {
-                e.involved_object.kind.as_deref() == Some("Jinghzhu")
+                e.involved_object.kind.as_deref() == Some(kind)
                     && e.involved_object.name.as_deref() == Some(name)
             })
             .collect())
+    }
+}
+
+/// A ConfigMap `name` holding `bytes` as the plugin, under the key
+/// `plugin.wasm` (for `PluginSource::ConfigMap`).
+pub fn plugin_configmap(name: &str, bytes: Vec<u8>) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        binary_data: Some(std::collections::BTreeMap::from([(
+            "plugin.wasm".to_string(),
+            k8s_openapi::ByteString(bytes),
+        )])),
+        ..Default::default()
     }
 }
 

@@ -362,21 +362,6 @@ async fn a_recreated_object_does_not_inherit_the_old_ones_backoff() -> anyhow::R
     Ok(())
 }
 
-/// The plugin from a ConfigMap named `plugin`, key `plugin.wasm`.
-fn plugin_configmap(bytes: Vec<u8>) -> k8s_openapi::api::core::v1::ConfigMap {
-    k8s_openapi::api::core::v1::ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some("plugin".into()),
-            ..Default::default()
-        },
-        binary_data: Some(std::collections::BTreeMap::from([(
-            "plugin.wasm".to_string(),
-            k8s_openapi::ByteString(bytes),
-        )])),
-        ..Default::default()
-    }
-}
-
 /// A host whose plugins are compiled by the real `wasm-operator` executable
 /// in a child process with `limits`, taking its plugin from the ConfigMap
 /// `plugin` and precompiled artifacts from `cache`.
@@ -420,19 +405,15 @@ async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> a
     let apply = PatchParams::apply("e2e").force();
     let program = e2e_tests::deploy::host_binary();
     let refusals = |rule: &'static str| {
-        let events: Api<k8s_openapi::api::core::v1::Event> =
-            Api::namespaced(env.client.clone(), &env.namespace);
+        let env = &env;
         async move {
             Ok::<_, anyhow::Error>(
-                events
-                    .list(&Default::default())
+                env.events_on("ConfigMap", "plugin")
                     .await?
-                    .items
-                    .into_iter()
+                    .iter()
                     .filter(|e| {
                         e.reason.as_deref() == Some("PluginRefused")
                             && e.type_.as_deref() == Some("Warning")
-                            && e.involved_object.name.as_deref() == Some("plugin")
                             && e.message.as_deref().is_some_and(|m| m.contains(rule))
                     })
                     .count(),
@@ -464,7 +445,7 @@ async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> a
         maps.patch(
             "plugin",
             &apply,
-            &Patch::Apply(&plugin_configmap(v1.clone())),
+            &Patch::Apply(&e2e_tests::plugin_configmap("plugin", v1.clone())),
         )
         .await?;
         let host = host_compiling_in_a_child(&env, limits, cache.path()).await?;
@@ -476,7 +457,7 @@ async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> a
         maps.patch(
             "plugin",
             &apply,
-            &Patch::Apply(&plugin_configmap(v2.clone())),
+            &Patch::Apply(&e2e_tests::plugin_configmap("plugin", v2.clone())),
         )
         .await?;
         e2e_tests::wait_for(

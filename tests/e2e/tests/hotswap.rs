@@ -1,15 +1,13 @@
 //! Hot-swapping plugins in a running host against the real control plane:
 //! file and ConfigMap sources, refusals, automatic rollback, shadow mode.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use wasm_operator::crd::Jinghzhu;
 use wasm_operator::hotswap::RollbackPolicy;
 use wasm_operator::hotswap::setup::PluginSource;
@@ -150,20 +148,6 @@ async fn swapping_the_plugin_file_while_200_objects_reconcile() -> anyhow::Resul
     Ok(())
 }
 
-fn plugin_configmap(bytes: Vec<u8>) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("operator-plugin".into()),
-            ..Default::default()
-        },
-        binary_data: Some(BTreeMap::from([(
-            "plugin.wasm".to_string(),
-            ByteString(bytes),
-        )])),
-        ..Default::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn swapping_through_a_configmap_and_refusing_a_corrupt_one() -> anyhow::Result<()> {
     let env = TestEnv::new("swap-cm").await?;
@@ -173,7 +157,7 @@ async fn swapping_through_a_configmap_and_refusing_a_corrupt_one() -> anyhow::Re
     maps.patch(
         "operator-plugin",
         &apply,
-        &Patch::Apply(&plugin_configmap(v1())),
+        &Patch::Apply(&e2e_tests::plugin_configmap("operator-plugin", v1())),
     )
     .await?;
 
@@ -193,7 +177,7 @@ async fn swapping_through_a_configmap_and_refusing_a_corrupt_one() -> anyhow::Re
     maps.patch(
         "operator-plugin",
         &apply,
-        &Patch::Apply(&plugin_configmap(v2())),
+        &Patch::Apply(&e2e_tests::plugin_configmap("operator-plugin", v2())),
     )
     .await?;
     wait_all(&env, 20, Duration::from_secs(120), |m| {
@@ -206,24 +190,21 @@ async fn swapping_through_a_configmap_and_refusing_a_corrupt_one() -> anyhow::Re
     maps.patch(
         "operator-plugin",
         &apply,
-        &Patch::Apply(&plugin_configmap(b"not a plugin".to_vec())),
+        &Patch::Apply(&e2e_tests::plugin_configmap(
+            "operator-plugin",
+            b"not a plugin".to_vec(),
+        )),
     )
     .await?;
     wait_for(
         "a PluginRefused Event on the ConfigMap",
         Duration::from_secs(30),
         || async {
-            let events: Api<k8s_openapi::api::core::v1::Event> =
-                Api::namespaced(env.client.clone(), &env.namespace);
-            Ok(events
-                .list(&Default::default())
+            Ok(env
+                .events_on("ConfigMap", "operator-plugin")
                 .await?
-                .items
                 .iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("PluginRefused")
-                        && e.involved_object.name.as_deref() == Some("operator-plugin")
-                }))
+                .any(|e| e.reason.as_deref() == Some("PluginRefused")))
         },
     )
     .await?;
