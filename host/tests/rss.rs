@@ -11,7 +11,9 @@ use std::time::SystemTime;
 use support::*;
 use wasm_operator::apply::validate::{self, Limits};
 use wasm_operator::crd::Jinghzhu;
-use wasm_operator::runtime::{LoadedPlugin, PluginError, Runtime, RuntimeConfig, convert, reclaim};
+use wasm_operator::runtime::{
+    LoadedPlugin, PluginError, Runtime, RuntimeConfig, convert, engine, reclaim,
+};
 
 /// Resident set size of this process, from `/proc/self/statm`.
 fn rss_bytes() -> u64 {
@@ -118,10 +120,25 @@ fn rss_returns_to_baseline_after_200000_create_proposals() {
         mib(peak),
         mib(after)
     );
+    // The pool keeps the first pages of a slot's memory resident for the
+    // next call (reset in place, not unmapped): a plugin that touched them
+    // leaves them resident, bounded by the pool's settings whatever it
+    // proposed. The calls here are sequential, so each runtime warmed one
+    // slot. Anything beyond that, plus 10% noise, is the output's memory
+    // kept: without the allocator settings that was 20 MiB.
+    let kept_by_pool = (plugins.len() * engine::LINEAR_MEMORY_KEEP_RESIDENT) as u64;
+    let allowed = baseline as f64 * 1.10 + kept_by_pool as f64;
+    eprintln!(
+        "allowed: baseline + 10% + {:.1} MiB the pool keeps resident = {:.1} MiB",
+        mib(kept_by_pool),
+        mib(allowed as u64)
+    );
     assert!(
-        after as f64 <= baseline as f64 * 1.10,
-        "RSS {:.1} MiB after the hostile outputs is more than 10% above the baseline {:.1} MiB",
+        after as f64 <= allowed,
+        "RSS {:.1} MiB after the hostile outputs is more than the baseline {:.1} MiB + 10% + \
+         the {:.1} MiB the instance pool may keep resident",
         mib(after),
-        mib(baseline)
+        mib(baseline),
+        mib(kept_by_pool)
     );
 }

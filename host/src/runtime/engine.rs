@@ -27,6 +27,13 @@ pub const MAX_WASM_STACK: usize = 1024 * 1024;
 /// The stack of the fiber a call runs on: [`MAX_WASM_STACK`] plus 1 MiB for
 /// host functions called from the guest.
 pub const ASYNC_STACK: usize = 2 * 1024 * 1024;
+/// Bytes of a pooled linear memory that stay resident between calls (reset
+/// in place instead of unmapped). A plugin that touched that much memory
+/// leaves it resident in each warm slot it ran in: at most
+/// [`MAX_WARM_SLOTS`] × this per memory, bounded whatever the plugin does.
+pub const LINEAR_MEMORY_KEEP_RESIDENT: usize = 2 << 20;
+/// Most pool slots kept warm (resident pages kept) for reuse.
+pub const MAX_WARM_SLOTS: u32 = 16;
 
 /// Builds the engine for `config` and starts its epoch ticker.
 pub fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
@@ -59,11 +66,11 @@ fn pooling(config: &RuntimeConfig, slots: u32) -> PoolingAllocationConfig {
         .total_stacks(slots)
         .max_memory_size(max_memory)
         // Keep some slots' pages resident for reuse, zeroed lazily.
-        .max_unused_warm_slots(slots.min(16))
+        .max_unused_warm_slots(slots.min(MAX_WARM_SLOTS))
         // Reset only the pages a call touched (Linux 6.7+ PAGEMAP_SCAN)
         // instead of memsetting the first `keep_resident` bytes every time.
         .pagemap_scan(Enabled::Auto)
-        .linear_memory_keep_resident(2 << 20)
+        .linear_memory_keep_resident(LINEAR_MEMORY_KEEP_RESIDENT)
         .table_keep_resident(64 << 10);
     pool
 }
