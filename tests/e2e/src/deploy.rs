@@ -76,8 +76,8 @@ pub fn dockerfile_binary() -> Result<PathBuf> {
 /// The build runs in a target directory cached outside the repository
 /// ([`dist_target_dir`]), so a fresh clone reuses the registry dependencies
 /// an earlier build compiled (about 6 of the 15 minutes of a cold `dist`
-/// build on a 2-core machine); the workspace's own crates are always
-/// rebuilt. The binary is then copied to where the Dockerfile takes it from.
+/// build on a 2-core machine); the workspace's own crates are rebuilt when
+/// another checkout built there last. The binary is then copied to where the Dockerfile takes it from.
 pub fn host_binary() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| build_as_the_dockerfile_does().map_err(|e| format!("{e:#}")));
@@ -90,7 +90,17 @@ pub fn host_binary() -> PathBuf {
 fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     let argv = dockerfile_build_command()?;
     let target_dir = dist_target_dir()?;
-    forget_workspace_crates(&target_dir)?;
+    // Cargo's file-time checks hold within one checkout: only a build from
+    // another one makes the workspace's fingerprints untrustworthy.
+    let root = wasm_artifacts::workspace_root();
+    let stamp = target_dir.join("built-from");
+    let built_here =
+        std::fs::read(&stamp).is_ok_and(|from| from == root.as_os_str().as_encoded_bytes());
+    if !built_here {
+        forget_workspace_crates(&target_dir)?;
+    }
+    // Before building: a build from here that fails halfway still counts.
+    std::fs::write(&stamp, root.as_os_str().as_encoded_bytes())?;
     let started = Instant::now();
     let out = Command::new(&argv[0])
         .args(&argv[1..])
@@ -183,7 +193,8 @@ fn remove_unused_siblings(parent: &Path, keep: &Path) {
 }
 
 /// Removes the fingerprints of this workspace's crates from `target_dir`, so
-/// cargo rebuilds them from this checkout's sources. Cargo decides whether a
+/// cargo rebuilds them from this checkout's sources (done when another
+/// checkout built there last, as its `built-from` file says). Cargo decides whether a
 /// local crate is fresh by comparing file times, and a target directory
 /// shared between checkouts could hold a build of another checkout's newer
 /// sources. Registry crates (immutable, named by version and checksum) are
