@@ -77,7 +77,8 @@ pub fn dockerfile_binary() -> Result<PathBuf> {
 /// ([`dist_target_dir`]), so a fresh clone reuses the registry dependencies
 /// an earlier build compiled (about 6 of the 15 minutes of a cold `dist`
 /// build on a 2-core machine); the workspace's own crates are rebuilt when
-/// another checkout built there last. The binary is then copied to where the Dockerfile takes it from.
+/// another checkout built there last. The binary is then copied to where
+/// the Dockerfile takes it from.
 pub fn host_binary() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| build_as_the_dockerfile_does().map_err(|e| format!("{e:#}")));
@@ -166,7 +167,12 @@ pub fn dist_target_dir() -> Result<PathBuf> {
     let parent = local_control_plane::binaries::default_cache_root().join("cargo-target");
     let dir = parent.join(key);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::write(dir.join("last-used"), b"")?;
+    // The time as content, so the file's modification time moves on.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    std::fs::write(dir.join("last-used"), now.to_string())?;
     remove_unused_siblings(&parent, &dir);
     Ok(dir)
 }
@@ -181,11 +187,13 @@ fn remove_unused_siblings(parent: &Path, keep: &Path) {
         if path == keep {
             continue;
         }
+        // A directory another run has just made may not have its stamp yet.
         let unused_for = std::fs::metadata(path.join("last-used"))
+            .or_else(|_| std::fs::metadata(&path))
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok());
-        if unused_for.is_none_or(|age| age > max_age) {
+        if unused_for.is_some_and(|age| age > max_age) {
             // Best effort: another run may be removing it too.
             let _ = std::fs::remove_dir_all(&path);
         }
