@@ -105,7 +105,7 @@ fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     let started = Instant::now();
     let out = Command::new(&argv[0])
         .args(&argv[1..])
-        .current_dir(wasm_artifacts::workspace_root())
+        .current_dir(&root)
         .env("CARGO_TARGET_DIR", &target_dir)
         .output()
         .with_context(|| format!("running {argv:?}"))?;
@@ -121,7 +121,7 @@ fn build_as_the_dockerfile_does() -> Result<PathBuf> {
         started.elapsed()
     );
     let binary = dockerfile_binary()?;
-    let workspace_target = wasm_artifacts::workspace_root().join("target");
+    let workspace_target = root.join("target");
     let relative = binary
         .strip_prefix(&workspace_target)
         .with_context(|| format!("{} is not under target/", binary.display()))?;
