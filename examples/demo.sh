@@ -5,7 +5,9 @@
 # scheduled, run and become Ready), install the CRD, start the host with the
 # example plugin, apply the sample objects and watch their pods become
 # Running and Ready, scale one up and down, delete a pod and make another one
-# fail and watch both get replaced, then tear everything down.
+# fail and watch both get replaced, swap the plugin for a second version in
+# the running host and back (every object reconciled by the new plugin, no
+# restart), then tear everything down.
 #
 #   examples/demo.sh          # runs through and stops
 #   examples/demo.sh --keep   # leaves everything running until Ctrl-C
@@ -19,10 +21,14 @@ bold=$'\033[1m'; plain=$'\033[0m'
 say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
 show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
 
-say "setting up: Rust targets, cargo-component, Kubernetes binaries, the plugin (tests/setup.sh)"
-tests/setup.sh
-say "building the host and the control-plane command"
+say "setting up: Rust target, Kubernetes binaries, the plugin (tests/setup.sh --demo)"
+tests/setup.sh --demo
+say "building the host, the control-plane command and a second version of the plugin (feature v2)"
+started=$(date +%s)
 cargo build --quiet -p wasm-operator -p local-control-plane
+# Its own target directory, so the v1 build in target/ stays as it is.
+cargo build --quiet --release --target wasm32-wasip2 -p replicaset-plugin --features v2 --target-dir target/demo-v2
+echo "    (built in $(( $(date +%s) - started )) s)"
 
 work=$(mktemp -d -t wasm-operator-demo.XXXXXX)
 cp_pid=""; host_pid=""
@@ -54,8 +60,12 @@ say "installing the Jinghzhu CRD (generated from the Rust types: wasm-operator c
 target/debug/wasm-operator crd | kubectl apply -f -
 show kubectl wait --for=condition=Established crd/jinghzhus.jinghzhu.io --timeout=60s
 
-plugin=target/wasm32-wasip2/release/replicaset_plugin.wasm
-say "starting the host with the example plugin ($plugin, $(wc -c <"$plugin") bytes)"
+v1=target/wasm32-wasip2/release/replicaset_plugin.wasm
+v2=target/demo-v2/wasm32-wasip2/release/replicaset_plugin.wasm
+# The host watches this file: replacing it swaps the plugin.
+plugin=$work/plugin.wasm
+cp "$v1" "$plugin"
+say "starting the host with the example plugin ($v1, $(wc -c <"$plugin") bytes, copied to $plugin)"
 target/debug/wasm-operator run --plugin "$plugin" --metrics-addr 127.0.0.1:0 >"$work/host.log" 2>&1 &
 host_pid=$!
 sleep 1
@@ -121,6 +131,36 @@ converge nginx 3
 echo "the failed pod stays (Error), as a ReplicaSet leaves it; three others run:"
 show kubectl get pods -l jinghzhu.io/owner=nginx
 show kubectl get jz
+
+# Replaces the watched plugin file with $1 (write, then rename: what a
+# ConfigMap volume or an editor does) and waits until every Jinghzhu's status
+# was written by a plugin whose `reconciledBy` matches the pattern $2.
+swap_to() {
+    local file=$1 suffix=$2 started by
+    started=$(date +%s%N)
+    cp "$file" "$plugin.new" && mv "$plugin.new" "$plugin"
+    for _ in $(seq 1 240); do
+        by=$(kubectl get jz -o jsonpath='{range .items[*]}{.status.reconciledBy}{"\n"}{end}')
+        if [[ -n "$by" ]] && ! grep -qv "$suffix" <<<"$by"; then
+            echo "every object reconciled by the new plugin $(( ($(date +%s%N) - started) / 1000000 )) ms after the file was replaced"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "the swap to $file did not reach every object; host log:" >&2
+    tail -n 30 "$work/host.log" >&2
+    return 1
+}
+
+say "hot swap: replacing the plugin with version 2 (its status messages start with [v2]) in the running host"
+swap_to "$v2" "+v2 (sha256:"
+show kubectl get jz -o custom-columns=NAME:.metadata.name,STATE:.status.state,MESSAGE:.status.message,RECONCILED-BY:.status.reconciledBy
+converge web 2
+converge nginx 3
+say "hot swap back to version 1"
+swap_to "$v1" "@[0-9.]* (sha256:"
+show kubectl get jz -o custom-columns=NAME:.metadata.name,STATE:.status.state,MESSAGE:.status.message,RECONCILED-BY:.status.reconciledBy
+grep -E 'swap|swapped' "$work/host.log" | tail -n 4 || true
 
 say "Events recorded on the Jinghzhus"
 show kubectl get events --field-selector involvedObject.kind=Jinghzhu --sort-by=.lastTimestamp

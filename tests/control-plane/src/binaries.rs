@@ -266,9 +266,11 @@ impl BinaryBuilder {
                 .env("CGO_ENABLED", "0")
                 .env("GOTOOLCHAIN", "local")
                 .env("GOFLAGS", "-mod=readonly");
-            let output = cmd.output().map_err(|_| BinaryBuildError::GoMissing {
-                go: self.go.to_string_lossy().into_owned(),
-                version: KUBERNETES_VERSION,
+            let output = output_with_progress(&mut cmd, "go build").map_err(|_| {
+                BinaryBuildError::GoMissing {
+                    go: self.go.to_string_lossy().into_owned(),
+                    version: KUBERNETES_VERSION,
+                }
             })?;
             if !output.status.success() {
                 let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -311,21 +313,22 @@ impl BinaryBuilder {
             "local-control-plane: installing kwok {KWOK_VERSION} with `go install` into {} (once)",
             dir.display()
         );
-        let output = Command::new(&self.go)
-            // Outside any Go module: `go install pkg@version` uses only kwok's own go.mod.
-            .current_dir(&dir)
+        let mut cmd = Command::new(&self.go);
+        // Outside any Go module: `go install pkg@version` uses only kwok's own go.mod.
+        cmd.current_dir(&dir)
             .arg("install")
             .arg("-trimpath")
             .arg(format!("{KWOK_PACKAGE}@{KWOK_VERSION}"))
             .env("GOBIN", &staging)
             .env("CGO_ENABLED", "0")
             .env("GOTOOLCHAIN", "local")
-            .env_remove("GOFLAGS")
-            .output()
-            .map_err(|_| BinaryBuildError::GoMissing {
+            .env_remove("GOFLAGS");
+        let output = output_with_progress(&mut cmd, "go install kwok").map_err(|_| {
+            BinaryBuildError::GoMissing {
                 go: self.go.to_string_lossy().into_owned(),
                 version: KUBERNETES_VERSION,
-            })?;
+            }
+        })?;
         if !output.status.success() {
             let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
             text.push_str(&String::from_utf8_lossy(&output.stdout));
@@ -384,6 +387,28 @@ fn version_ldflags() -> String {
 pub(crate) fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Runs `cmd` to completion like [`Command::output`], printing a line every
+/// 30 s while it runs (a cold Go build takes minutes and prints nothing).
+fn output_with_progress(cmd: &mut Command, what: &str) -> std::io::Result<std::process::Output> {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+    let started = std::time::Instant::now();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(EVERY)
+            {
+                eprintln!(
+                    "local-control-plane: {what} still running ({} s)",
+                    started.elapsed().as_secs()
+                );
+            }
+        });
+        let output = cmd.output();
+        drop(done);
+        output
+    })
 }
 
 /// An exclusive `flock(2)` on a file, released on drop.
