@@ -79,6 +79,15 @@ pub fn dockerfile_binary() -> Result<PathBuf> {
 /// build on a 2-core machine); the workspace's own crates are rebuilt when
 /// another checkout built there last. The binary is then copied to where
 /// the Dockerfile takes it from.
+///
+/// The whole-program LTO link is most of a warm build (about 9 minutes).
+/// It proves only that the `dist` profile links, which depends on the
+/// Dockerfile, the profiles, the locked dependencies and the toolchain, not
+/// on our sources. So once the full build has passed for one digest of
+/// those ([`DistBuildKey`]), later builds with the same digest run the same
+/// command line with LTO off and 16 codegen units (cargo's
+/// `CARGO_PROFILE_DIST_*` overrides, in a target directory of their own).
+/// `WASM_OPERATOR_FULL_DIST_BUILD=1` always builds in full.
 pub fn host_binary() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| build_as_the_dockerfile_does().map_err(|e| format!("{e:#}")));
@@ -90,7 +99,9 @@ pub fn host_binary() -> PathBuf {
 
 fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     let argv = dockerfile_build_command()?;
-    let target_dir = dist_target_dir()?;
+    let key = DistBuildKey::of_this_checkout()?;
+    let full = key.needs_full_build();
+    let target_dir = dist_target_dir(&key, full)?;
     // Cargo's file-time checks hold within one checkout: only a build from
     // another one makes the workspace's fingerprints untrustworthy.
     let root = wasm_artifacts::workspace_root();
@@ -103,10 +114,15 @@ fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     // Before building: a build from here that fails halfway still counts.
     std::fs::write(&stamp, root.as_os_str().as_encoded_bytes())?;
     let started = Instant::now();
-    let out = Command::new(&argv[0])
+    let mut command = Command::new(&argv[0]);
+    command
         .args(&argv[1..])
         .current_dir(&root)
-        .env("CARGO_TARGET_DIR", &target_dir)
+        .env("CARGO_TARGET_DIR", &target_dir);
+    if !full {
+        command.envs(DistBuildKey::CHEAPER_PROFILE);
+    }
+    let out = command
         .output()
         .with_context(|| format!("running {argv:?}"))?;
     if !out.status.success() {
@@ -115,8 +131,20 @@ fn build_as_the_dockerfile_does() -> Result<PathBuf> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    if full {
+        key.record_full_build()?;
+    }
+    let how = if full {
+        "in full".to_string()
+    } else {
+        format!(
+            "with {:?}: the full build passed before for digest {}",
+            DistBuildKey::CHEAPER_PROFILE,
+            key.digest
+        )
+    };
     eprintln!(
-        "built the host as the Dockerfile does ({argv:?}, target directory {}) in {:?}",
+        "built the host as the Dockerfile does ({argv:?}, {how}; target directory {}) in {:?}",
         target_dir.display(),
         started.elapsed()
     );
@@ -143,29 +171,110 @@ fn build_as_the_dockerfile_does() -> Result<PathBuf> {
 /// Days a cached target directory may stay unused before it is removed.
 const DIST_TARGET_KEEP_DAYS: u64 = 7;
 
-/// `<cache root>/cargo-target/<key>`: the target directory of the `dist`
-/// build, keyed by `Cargo.lock` and `rustc -vV` (another lock file or
-/// toolchain gets its own directory; cargo's fingerprints decide what is
-/// fresh inside one). The cache root is the Kubernetes binaries' one
-/// (`~/.cache/wasm-operator`). Directories unused for a week are removed.
-pub fn dist_target_dir() -> Result<PathBuf> {
-    use sha2::{Digest as _, Sha256};
-    let root = wasm_artifacts::workspace_root();
-    let lock = std::fs::read(root.join("Cargo.lock")).context("reading Cargo.lock")?;
-    let rustc = Command::new("rustc")
-        .arg("-vV")
-        .current_dir(&root)
-        .output()
-        .context("running rustc -vV")?;
-    let mut hasher = Sha256::new();
-    hasher.update(&lock);
-    hasher.update(&rustc.stdout);
-    let key: String = hasher.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+/// What decides whether the `dist` profile builds, apart from our sources:
+/// the Dockerfile, the `[profile.*]` tables of the workspace's `Cargo.toml`,
+/// `Cargo.lock` and `rustc -vV`.
+pub struct DistBuildKey {
+    /// Hex digest of all four.
+    pub digest: String,
+    /// The digest of `Cargo.lock` and `rustc -vV` only: what the compiled
+    /// registry crates in a target directory depend on.
+    dependencies: String,
+}
+
+impl DistBuildKey {
+    /// The profile overrides of a build whose full form passed before.
+    pub const CHEAPER_PROFILE: [(&str, &str); 2] = [
+        ("CARGO_PROFILE_DIST_LTO", "off"),
+        ("CARGO_PROFILE_DIST_CODEGEN_UNITS", "16"),
+    ];
+
+    /// The key of the checkout these tests run in.
+    pub fn of_this_checkout() -> Result<Self> {
+        use sha2::{Digest as _, Sha256};
+        let root = wasm_artifacts::workspace_root();
+        let lock = std::fs::read(root.join("Cargo.lock")).context("reading Cargo.lock")?;
+        let manifest =
+            std::fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?;
+        let rustc = Command::new("rustc")
+            .arg("-vV")
+            .current_dir(&root)
+            .output()
+            .context("running rustc -vV")?;
+        let hex = |hasher: Sha256| -> String {
+            hasher.finalize()[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        let mut dependencies = Sha256::new();
+        dependencies.update(&lock);
+        dependencies.update(&rustc.stdout);
+        let mut all = dependencies.clone();
+        all.update(dockerfile()?.as_bytes());
+        all.update(profile_tables(&manifest).as_bytes());
+        Ok(Self {
+            digest: hex(all),
+            dependencies: hex(dependencies),
+        })
+    }
+
+    fn stamp(&self) -> PathBuf {
+        local_control_plane::binaries::default_cache_root()
+            .join("dist-build-passed")
+            .join(&self.digest)
+    }
+
+    /// Whether this build must be the full one: its key never built in full
+    /// here, or `WASM_OPERATOR_FULL_DIST_BUILD=1`.
+    pub fn needs_full_build(&self) -> bool {
+        std::env::var_os("WASM_OPERATOR_FULL_DIST_BUILD").is_some_and(|v| v == "1")
+            || !self.stamp().is_file()
+    }
+
+    fn record_full_build(&self) -> Result<()> {
+        let stamp = self.stamp();
+        if let Some(parent) = stamp.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&stamp, b"the full dist build passed\n")
+            .with_context(|| format!("writing {}", stamp.display()))
+    }
+}
+
+/// The lines of `manifest` that belong to `[profile…]` tables.
+fn profile_tables(manifest: &str) -> String {
+    let mut inside = false;
+    let mut out = String::new();
+    for line in manifest.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            inside = trimmed.starts_with("[profile");
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `<cache root>/cargo-target/<dependencies>[-cheaper]`: the target
+/// directory of the `dist` build, keyed by `Cargo.lock` and `rustc -vV`
+/// (another lock file or toolchain gets its own directory; cargo's
+/// fingerprints decide what is fresh inside one), with one of its own for
+/// builds with [`DistBuildKey::CHEAPER_PROFILE`] (so switching does not
+/// rebuild every registry crate). The cache root is the Kubernetes
+/// binaries' one (`~/.cache/wasm-operator`). Directories unused for a week
+/// are removed.
+pub fn dist_target_dir(key: &DistBuildKey, full: bool) -> Result<PathBuf> {
     let parent = local_control_plane::binaries::default_cache_root().join("cargo-target");
-    let dir = parent.join(key);
+    let name = if full {
+        key.dependencies.clone()
+    } else {
+        format!("{}-cheaper", key.dependencies)
+    };
+    let dir = parent.join(name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     // The time as content, so the file's modification time moves on.
     let now = std::time::SystemTime::now()
@@ -759,7 +868,20 @@ fn sample_value(value: &OpenMetricsValue) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::is_fingerprint_of;
+    use super::{is_fingerprint_of, profile_tables};
+
+    #[test]
+    fn the_build_key_reads_only_the_profile_tables() {
+        let manifest = "[workspace]\nmembers = [\"host\"]\n\n[profile.release]\nstrip = \"debuginfo\"\n\n[profile.dist]\ninherits = \"release\"\nlto = \"fat\"\n[patch.crates-io]\nfoo = { path = \"x\" }\n";
+        let tables = profile_tables(manifest);
+        assert_eq!(
+            tables,
+            "[profile.release]\nstrip = \"debuginfo\"\n\n[profile.dist]\ninherits = \"release\"\nlto = \"fat\"\n"
+        );
+        // A change outside the profiles leaves the key alone; one inside moves it.
+        assert_eq!(profile_tables(&manifest.replace("host", "other")), tables);
+        assert_ne!(profile_tables(&manifest.replace("fat", "thin")), tables);
+    }
 
     #[test]
     fn a_fingerprint_belongs_to_the_package_named_before_its_hash() {
