@@ -1,7 +1,10 @@
 //! The `Jinghzhu` custom resource (`jinghzhu.io/v1`), defined by Rust types;
 //! its CRD is generated from them (`wasm-operator crd`) and
 //! `examples/crd.yaml` and its copy in the kustomize base `examples/deploy/crd.yaml`
-//! are kept identical by a test.
+//! are kept identical by a test. [`incoming`] reads them from the API server
+//! one object at a time.
+
+pub mod incoming;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::CustomResource;
@@ -79,46 +82,60 @@ pub struct JinghzhuStatus {
 /// types what a structural schema can check cheaply at admission: labels and
 /// annotations are string maps, `spec.containers` is a non-empty list of
 /// objects with a `name`, `initContainers` and `volumes` are lists of named
-/// objects. Everything else is kept as written. A template the host still
-/// cannot read is reported and skipped per object (see
-/// `controller::watch`).
+/// objects. Everything else is kept as written.
+///
+/// Every object the schema types is bounded in its number of properties
+/// (a little above what its Kubernetes type has: `PodTemplateSpec` 2,
+/// `ObjectMeta` 15, `PodSpec` about 45, `Container` and `Volume` about 30),
+/// lists in their items, names in their length. A structural schema cannot
+/// bound the nesting below a field it keeps open: the host does
+/// (`crd::incoming`), and a template it still cannot read is reported and
+/// skipped per object.
 fn pod_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let named_list = |min_items: u64| {
+    let named_list = |min_items: u64, max_items: u64| {
         serde_json::json!({
             "type": "array",
             "minItems": min_items,
+            "maxItems": max_items,
             "items": {
                 "type": "object",
+                "maxProperties": 64,
                 "required": ["name"],
-                "properties": { "name": { "type": "string", "minLength": 1 } },
+                "properties": { "name": { "type": "string", "minLength": 1, "maxLength": 63 } },
                 "x-kubernetes-preserve-unknown-fields": true
             }
         })
     };
-    let string_map = serde_json::json!({
-        "type": "object",
-        "additionalProperties": { "type": "string" }
-    });
+    let string_map = |max_properties: u64| {
+        serde_json::json!({
+            "type": "object",
+            "maxProperties": max_properties,
+            "additionalProperties": { "type": "string" }
+        })
+    };
     schemars::json_schema!({
         "type": "object",
         "nullable": true,
+        "maxProperties": 2,
         "description": "A pod template (metadata.labels, metadata.annotations, spec).",
         "properties": {
             "metadata": {
                 "type": "object",
+                "maxProperties": 16,
                 "properties": {
-                    "labels": string_map,
-                    "annotations": string_map
+                    "labels": string_map(64),
+                    "annotations": string_map(128)
                 },
                 "x-kubernetes-preserve-unknown-fields": true
             },
             "spec": {
                 "type": "object",
+                "maxProperties": 64,
                 "required": ["containers"],
                 "properties": {
-                    "containers": named_list(1),
-                    "initContainers": named_list(0),
-                    "volumes": named_list(0)
+                    "containers": named_list(1, 64),
+                    "initContainers": named_list(0, 64),
+                    "volumes": named_list(0, 256)
                 },
                 "x-kubernetes-preserve-unknown-fields": true
             }

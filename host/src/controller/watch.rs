@@ -1,12 +1,16 @@
 //! The informers: watch streams of Jinghzhus and of the Pods this operator
 //! manages, each feeding a cache (reflector store).
 //!
-//! Jinghzhus are watched untyped and decoded one by one: an object the host
-//! cannot read (say a template whose `containers` is a string, which the
-//! CRD's open template schema lets through) is reported once per version
-//! (a Warning Event and a log line) and left out of the cache, and every
-//! other object keeps converging. A typed watch would fail the whole list
-//! on that one object and stop the operator for the cluster.
+//! Jinghzhus are watched as [`Incoming`] and so decoded one by one (see
+//! [`crate::crd::incoming`]): an object the host cannot read (a template
+//! nested thousands of levels deep, or whose `containers` is a string, both
+//! of which the CRD's open template schema lets through) is reported once
+//! per version (an `InvalidObject` Warning Event naming the rule, and a log
+//! line) and left out of the cache, and every other object keeps
+//! converging. A typed watch (or one into `DynamicObject`, whose
+//! `serde_json::Value` has serde_json's depth limit too; kube's
+//! `DeserializeGuard` buffers the same way) would fail the whole list on
+//! that one object and stop the operator for the cluster.
 //!
 //! Only our own pods are watched (label `app.kubernetes.io/managed-by=wasm-operator`),
 //! and each is decoded straight into what reconciles and plugins read
@@ -24,7 +28,6 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -35,6 +38,7 @@ use super::events::{EventSink, QueuedEvent};
 use super::owner_index::OwnerIndex;
 use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
+use crate::crd::incoming::{Incoming, Unreadable};
 use crate::ownership::MANAGED_BY_SELECTOR;
 
 type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
@@ -61,16 +65,12 @@ impl Watches {
         objects: Arc<PerObject>,
         events: EventSink,
     ) -> Self {
-        let resource = ApiResource::erase::<Jinghzhu>(&());
-        let (jinghzhu_api, pod_api): (Api<DynamicObject>, Api<CachedPod>) = match namespace {
+        let (jinghzhu_api, pod_api): (Api<Incoming>, Api<CachedPod>) = match namespace {
             Some(ns) => (
-                Api::namespaced_with(client.clone(), ns, &resource),
+                Api::namespaced(client.clone(), ns),
                 Api::namespaced(client.clone(), ns),
             ),
-            None => (
-                Api::all_with(client.clone(), &resource),
-                Api::all(client.clone()),
-            ),
+            None => (Api::all(client.clone()), Api::all(client.clone())),
         };
 
         let (jinghzhu_cache, jinghzhu_writer) = reflector::store();
@@ -179,7 +179,8 @@ fn controller_uid(pod: &CachedPod) -> Option<&str> {
         .map(|o| o.uid.as_str())
 }
 
-/// Turns untyped Jinghzhu watch events into typed ones, one object at a time.
+/// Turns Jinghzhu watch events into typed ones, reporting each object that
+/// cannot be read.
 struct Decoder {
     objects: Arc<PerObject>,
     events: EventSink,
@@ -190,7 +191,7 @@ struct Decoder {
 impl Decoder {
     fn decode(
         &self,
-        event: Result<watcher::Event<DynamicObject>, watcher::Error>,
+        event: Result<watcher::Event<Incoming>, watcher::Error>,
     ) -> Option<Result<watcher::Event<Jinghzhu>, watcher::Error>> {
         use watcher::Event as E;
         let event = match event {
@@ -220,39 +221,33 @@ impl Decoder {
                         .unwrap_or_else(|e| e.into_inner())
                         .retain(|key| !key.starts_with(&prefix));
                 }
-                E::Delete(
-                    self.typed_or_gone(obj)
-                        .unwrap_or_else(|placeholder| *placeholder),
-                )
+                // Gone: nothing to report, whatever its shape.
+                E::Delete(match obj.into_result() {
+                    Ok(jz) => jz,
+                    Err(unreadable) => unreadable.placeholder(),
+                })
             }
         }))
     }
 
-    fn typed(&self, obj: DynamicObject) -> Option<Jinghzhu> {
+    fn typed(&self, obj: Incoming) -> Option<Jinghzhu> {
         self.typed_or_gone(obj).ok()
     }
 
     /// The typed object, or (when it cannot be read) an empty Jinghzhu with
-    /// its metadata, after reporting why.
-    fn typed_or_gone(&self, mut obj: DynamicObject) -> Result<Jinghzhu, Box<Jinghzhu>> {
-        obj.managed_fields_mut().clear();
-        let value = serde_json::to_value(&obj);
-        match value.and_then(serde_json::from_value::<Jinghzhu>) {
-            Ok(jz) => Ok(jz),
-            Err(err) => {
-                self.report(&obj, &err);
-                let mut placeholder = Jinghzhu::new(&obj.name_any(), Default::default());
-                placeholder.metadata = obj.metadata;
-                Err(Box::new(placeholder))
-            }
-        }
+    /// its identity, after reporting why.
+    fn typed_or_gone(&self, obj: Incoming) -> Result<Jinghzhu, Box<Jinghzhu>> {
+        obj.into_result().map_err(|unreadable| {
+            self.report(&unreadable);
+            Box::new(unreadable.placeholder())
+        })
     }
 
-    fn report(&self, obj: &DynamicObject, err: &serde_json::Error) {
+    fn report(&self, obj: &Unreadable) {
         let key = format!(
             "{}/{}",
-            obj.uid().unwrap_or_default(),
-            obj.resource_version().unwrap_or_default()
+            obj.metadata.uid.as_deref().unwrap_or_default(),
+            obj.metadata.resource_version.as_deref().unwrap_or_default()
         );
         if !self
             .reported
@@ -262,12 +257,13 @@ impl Decoder {
         {
             return;
         }
-        let object = object_key(obj);
-        let note = format!(
-            "this Jinghzhu cannot be read and is skipped until it is fixed: {err}. \
-             Check spec.template against the PodTemplateSpec schema"
+        let object = format!(
+            "{}/{}",
+            obj.metadata.namespace.as_deref().unwrap_or_default(),
+            obj.metadata.name.as_deref().unwrap_or_default()
         );
-        tracing::warn!(%object, error = %err, "skipping a Jinghzhu the host cannot read");
+        let note = obj.note();
+        tracing::warn!(%object, rule = obj.rule, reason = %obj.reason, "skipping a Jinghzhu the host cannot read");
         let reference = ObjectReference {
             api_version: Some(Jinghzhu::api_version(&()).into_owned()),
             kind: Some(Jinghzhu::kind(&()).into_owned()),

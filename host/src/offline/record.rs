@@ -7,6 +7,10 @@
 //! `expected.yaml` from that plugin, as `reconcile --fixtures --bless`
 //! would, so the case is usable at once.
 //!
+//! Jinghzhus are read one object at a time ([`Incoming`]): one the host
+//! cannot read is skipped with a warning when recording a list, and is an
+//! error when named.
+//!
 //! Nothing is written unless every chosen object was found, and no case
 //! directory is replaced without `--overwrite`; each case is written to a
 //! temporary directory and renamed into place.
@@ -24,6 +28,7 @@ use kube::{Client, ResourceExt};
 
 use super::fixtures::{self, Mode};
 use crate::crd::Jinghzhu;
+use crate::crd::incoming::Incoming;
 use crate::ownership::{MANAGED_BY_SELECTOR, owned_pods};
 use crate::runtime::{Runtime, RuntimeArgs};
 
@@ -205,7 +210,7 @@ pub async fn fetch(client: &Client, args: &RecordArgs) -> Result<Vec<Snapshot>> 
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_string());
     let all_namespaces = args.all_namespaces && args.names.is_empty();
-    let (jinghzhus, pods): (Api<Jinghzhu>, Api<Pod>) = if all_namespaces {
+    let (jinghzhus, pods): (Api<Incoming>, Api<Pod>) = if all_namespaces {
         (Api::all(client.clone()), Api::all(client.clone()))
     } else {
         (
@@ -219,11 +224,22 @@ pub async fn fetch(client: &Client, args: &RecordArgs) -> Result<Vec<Snapshot>> 
         if let Some(selector) = &args.selector {
             params = params.labels(selector);
         }
-        chosen = jinghzhus
+        for item in jinghzhus
             .list(&params)
             .await
             .context("listing Jinghzhus")?
-            .items;
+            .items
+        {
+            match item.into_result() {
+                Ok(jz) => chosen.push(jz),
+                Err(unreadable) => eprintln!(
+                    "skipping {}/{}: {}",
+                    unreadable.metadata.namespace.as_deref().unwrap_or_default(),
+                    unreadable.metadata.name.as_deref().unwrap_or_default(),
+                    unreadable.note()
+                ),
+            }
+        }
         if chosen.is_empty() {
             bail!(
                 "no Jinghzhu matched{} in {} (nothing was written)",
@@ -246,7 +262,9 @@ pub async fn fetch(client: &Client, args: &RecordArgs) -> Result<Vec<Snapshot>> 
                 .await
                 .with_context(|| format!("reading Jinghzhu {namespace}/{name}"))?
             {
-                Some(jz) => chosen.push(jz),
+                Some(item) => chosen.push(item.into_result().map_err(|unreadable| {
+                    anyhow!("Jinghzhu {namespace}/{name}: {}", unreadable.note())
+                })?),
                 None => missing.push(name.as_str()),
             }
         }
