@@ -7,6 +7,13 @@
 //! `series.lastObservedTime` only. If that Event is gone (the API server
 //! keeps Events an hour), a new one is created.
 //!
+//! Who speaks is part of that identity: an Event a plugin asked for (action
+//! [`PLUGIN_ACTION`]) is written with the reporting instance
+//! `<instance>/plugin` and never joins a series of the host's; and a host
+//! Warning is the same Event only with the same note (a hash of it is in
+//! the key), so a new set of broken rules is a new Event that says so
+//! rather than a count on an old one.
+//!
 //! Of each Event written the writer remembers only what a series patch
 //! needs: its name and namespace, how often it was seen and when last, under
 //! a compact key (about 300 bytes in all). kube's `Recorder`, which this
@@ -29,12 +36,18 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Client, ResourceExt};
 
+use super::events::PLUGIN_ACTION;
+use crate::plugin_text::{MAX_EVENT_NOTE, MAX_EVENT_REASON, escape_within};
+
 /// How long a repeat still joins the first Event's series (kube's and
 /// client-go's value).
 pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 
 /// Most Events remembered for series at once.
 pub const RECENT_CAPACITY: usize = 4096;
+
+/// Longest `reportingInstance` Kubernetes accepts.
+const MAX_REPORTING_INSTANCE: usize = 128;
 
 /// Who writes the Events: `reportingController` and `reportingInstance`.
 #[derive(Debug, Clone)]
@@ -114,7 +127,8 @@ impl EventWriter {
     }
 
     /// The Event as created: named `<object>.<nanoseconds in hex>` like
-    /// client-go's, in the object's namespace.
+    /// client-go's, in the object's namespace; its texts escaped and bounded
+    /// again here (the sink did it already; a direct caller may not have).
     fn new_event(&self, event: &Event, regarding: &ObjectReference) -> K8sEvent {
         let now = Timestamp::now();
         K8sEvent {
@@ -129,16 +143,33 @@ impl EventWriter {
             },
             event_time: Some(MicroTime(now)),
             type_: Some(type_name(event.type_).to_string()),
-            action: Some(event.action.clone()),
-            reason: Some(event.reason.clone()),
-            note: event.note.clone(),
+            action: Some(escape_within(&event.action, MAX_EVENT_REASON)),
+            reason: Some(escape_within(&event.reason, MAX_EVENT_REASON)),
+            note: event
+                .note
+                .as_deref()
+                .map(|n| escape_within(n, MAX_EVENT_NOTE)),
             regarding: Some(regarding.clone()),
             related: event.secondary.clone(),
             reporting_controller: Some(self.controller.clone()),
-            reporting_instance: Some(self.instance.clone()),
+            reporting_instance: Some(reporting_instance(&self.instance, event)),
             ..K8sEvent::default()
         }
     }
+}
+
+/// Who reports `event`: this replica (`instance`), or for an Event a plugin
+/// asked for, `<instance>/plugin`.
+pub fn reporting_instance(instance: &str, event: &Event) -> String {
+    if event.action != PLUGIN_ACTION {
+        return instance.to_string();
+    }
+    const SUFFIX: &str = "/plugin";
+    let mut end = instance.len().min(MAX_REPORTING_INSTANCE - SUFFIX.len());
+    while !instance.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{SUFFIX}", &instance[..end])
 }
 
 fn type_name(type_: EventType) -> &'static str {
@@ -148,9 +179,10 @@ fn type_name(type_: EventType) -> &'static str {
     }
 }
 
-/// What makes two Events the same for a series: type, action, reason, the
-/// object (kind, namespace, name, UID) at its resourceVersion, and the
-/// related object if any. Kept as one string.
+/// What makes two Events the same for a series: type, action (which tells
+/// a plugin's Events from the host's), reason, the object (kind, namespace,
+/// name, UID) at its resourceVersion, the related object if any, and for
+/// the host's Warnings a hash of the note. Kept as one string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RepeatKey(Box<str>);
 
@@ -167,6 +199,12 @@ impl RepeatKey {
         if let Some(related) = &event.secondary {
             key.push('\n');
             key.push_str(&reference_key(related));
+        }
+        if event.type_ == EventType::Warning && event.action != PLUGIN_ACTION {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::hash::DefaultHasher::new();
+            event.note.hash(&mut hasher);
+            key.push_str(&format!("\n{:016x}", hasher.finish()));
         }
         Self(key.into())
     }
@@ -354,6 +392,63 @@ mod tests {
         ] {
             assert_eq!(recent.repeat(&key, now), None, "{key:?}");
         }
+    }
+
+    #[test]
+    fn plugin_events_never_join_the_host_s_and_host_warnings_differ_by_note() {
+        let mut recent = RecentEvents::new(16, SERIES_WINDOW);
+        let now = Instant::now();
+        let web = object("web", "7");
+        recent.remember(
+            RepeatKey::new(&event("SuccessfulCreate"), &web),
+            "web.1".into(),
+            now,
+        );
+        let plugin = Event {
+            action: PLUGIN_ACTION.into(),
+            ..event("SuccessfulCreate")
+        };
+        assert_eq!(recent.repeat(&RepeatKey::new(&plugin, &web), now), None);
+
+        let warning = |action: &str, note: &str| Event {
+            type_: EventType::Warning,
+            action: action.into(),
+            note: Some(note.into()),
+            ..event("RejectedOutput")
+        };
+        let first = warning("Reconcile", "breaks events/reserved-reason");
+        recent.remember(RepeatKey::new(&first, &web), "web.2".into(), now);
+        assert!(recent.repeat(&RepeatKey::new(&first, &web), now).is_some());
+        let other_rules = warning("Reconcile", "breaks names/pod-name");
+        assert_eq!(
+            recent.repeat(&RepeatKey::new(&other_rules, &web), now),
+            None
+        );
+        // A plugin's Warnings are one series whatever they say.
+        let plugin_a = warning(PLUGIN_ACTION, "a");
+        recent.remember(RepeatKey::new(&plugin_a, &web), "web.3".into(), now);
+        let plugin_b = warning(PLUGIN_ACTION, "b");
+        assert!(
+            recent
+                .repeat(&RepeatKey::new(&plugin_b, &web), now)
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn plugin_events_say_so_in_the_reporting_instance() {
+        let host = event("Scaled");
+        assert_eq!(reporting_instance("replica-a", &host), "replica-a");
+        let plugin = Event {
+            action: PLUGIN_ACTION.into(),
+            ..event("Scaled")
+        };
+        assert_eq!(reporting_instance("replica-a", &plugin), "replica-a/plugin");
+        let long = "r".repeat(200);
+        assert_eq!(
+            reporting_instance(&long, &plugin).len(),
+            MAX_REPORTING_INSTANCE
+        );
     }
 
     #[test]

@@ -9,6 +9,15 @@
 //! as before. On shutdown [`EventWorker::drain`] records what is still
 //! queued, within a time limit; dropping the worker (the host aborted)
 //! loses it, as a crash would.
+//!
+//! Every Event passes [`EventSink::send`], which escapes and bounds its
+//! reason and note with [`crate::plugin_text`] (a plugin's text, or a host
+//! note quoting one, can neither break a line nor exceed Kubernetes'
+//! limits), whoever produced it. The host's own Events carry the host's
+//! actions (`Reconcile`, …); the Events a plugin asks for are recorded with
+//! [`EventSink::publish_plugin`]: action [`PLUGIN_ACTION`], the note
+//! prefixed with the plugin's name, and (by the writer) a reporting
+//! instance that says `plugin`, so nobody mistakes them for the host's.
 
 use std::future::Future;
 use std::time::Duration;
@@ -23,9 +32,14 @@ use tokio::task::JoinHandle;
 use super::event_writer::EventWriter;
 use super::watch::object_key;
 use crate::crd::Jinghzhu;
+use crate::plugin_text::{self, MAX_EVENT_NOTE, MAX_EVENT_REASON};
 
 /// Events the queue holds before new ones are dropped.
 pub const QUEUE_CAPACITY: usize = 1024;
+
+/// The `action` of every Event a plugin asked for (the host's own Events
+/// never use it).
+pub const PLUGIN_ACTION: &str = "PluginEvent";
 
 /// An Event waiting to be recorded.
 pub struct QueuedEvent {
@@ -62,15 +76,40 @@ impl EventSink {
         (sink, worker)
     }
 
-    /// Queues an Event on the Jinghzhu (the reconcile's action, the note cut
-    /// to 1000 bytes).
+    /// Queues one of the host's own Events on the Jinghzhu (the reconcile's
+    /// action; `reason` one of [`crate::event_reasons::HOST_REASONS`]).
     pub fn publish(&self, jz: &Jinghzhu, type_: EventType, reason: &str, note: &str) {
+        self.publish_as(jz, type_, reason, note.to_string(), "Reconcile");
+    }
+
+    /// Queues an Event the plugin `plugin` (its description) asked for:
+    /// action [`PLUGIN_ACTION`], the note prefixed `plugin <plugin>: `.
+    pub fn publish_plugin(
+        &self,
+        jz: &Jinghzhu,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+        plugin: &str,
+    ) {
+        let note = format!("plugin {plugin}: {note}");
+        self.publish_as(jz, type_, reason, note, PLUGIN_ACTION);
+    }
+
+    fn publish_as(
+        &self,
+        jz: &Jinghzhu,
+        type_: EventType,
+        reason: &str,
+        note: String,
+        action: &str,
+    ) {
         self.send(QueuedEvent {
             event: Event {
                 type_,
                 reason: reason.to_string(),
-                note: Some(truncate(note, 1000)),
-                action: "Reconcile".to_string(),
+                note: Some(note),
+                action: action.to_string(),
                 secondary: None,
             },
             regarding: jz.object_ref(&()),
@@ -79,8 +118,10 @@ impl EventSink {
     }
 
     /// Queues an Event, or drops and counts it when the queue is full.
-    /// Returns whether it was queued.
-    pub fn send(&self, queued: QueuedEvent) -> bool {
+    /// Returns whether it was queued. The reason and note are escaped and
+    /// bounded here ([`plugin_text::escape_within`]) for every producer.
+    pub fn send(&self, mut queued: QueuedEvent) -> bool {
+        bound_texts(&mut queued.event);
         match self.queue.try_send(queued) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(queued)) => {
@@ -104,13 +145,24 @@ impl EventSink {
     }
 }
 
+/// Escapes and bounds what an Event says: the reason within
+/// [`MAX_EVENT_REASON`], the note within [`MAX_EVENT_NOTE`] bytes (the
+/// Kubernetes limits), the action within the reason's limit.
+pub fn bound_texts(event: &mut Event) {
+    event.reason = plugin_text::escape_within(&event.reason, MAX_EVENT_REASON);
+    event.action = plugin_text::escape_within(&event.action, MAX_EVENT_REASON);
+    if let Some(note) = &mut event.note {
+        *note = plugin_text::escape_within(note, MAX_EVENT_NOTE);
+    }
+}
+
 /// Records one Event; a failure is logged, not fatal.
 async fn record(writer: &EventWriter, queued: QueuedEvent) {
     if let Err(err) = writer.write(&queued.event, &queued.regarding).await {
         tracing::warn!(
             object = %queued.object,
             reason = %queued.event.reason,
-            error = %err,
+            error = %plugin_text::shown(&err.to_string()),
             "could not record Event"
         );
     }
@@ -183,17 +235,6 @@ impl Drop for EventWorker {
             task.abort();
         }
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 #[cfg(test)]
@@ -269,7 +310,44 @@ mod tests {
             &"é".repeat(600),
         );
         let note = received.try_recv().unwrap().event.note.unwrap();
-        assert_eq!(note, format!("{}…", "é".repeat(500)));
+        assert!(note.len() <= MAX_EVENT_NOTE, "{}", note.len());
+        assert!(note.starts_with(&"é".repeat(400)), "{note}");
+        assert!(note.ends_with(" bytes more)"), "{note}");
+    }
+
+    #[test]
+    fn every_event_is_escaped_at_the_sink_and_plugin_events_are_marked() {
+        let (sink, mut received) = EventSink::channel(4, Counter::default());
+        let forged = "ok\n2026-11-25T00:00:00Z ERROR forged\x1b[31m\u{202e}";
+        let jz = jinghzhu("web");
+        sink.publish(&jz, EventType::Warning, "PluginFailed", forged);
+        sink.publish_plugin(&jz, EventType::Normal, "Scaled", forged, "p@1 (sha256:ab)");
+        sink.send(QueuedEvent {
+            event: Event {
+                type_: EventType::Warning,
+                reason: "Bad\nReason".into(),
+                note: Some("x".repeat(5000)),
+                action: "Decode".into(),
+                secondary: None,
+            },
+            regarding: ObjectReference::default(),
+            object: "ns/web".into(),
+        });
+        let host = received.try_recv().unwrap().event;
+        let note = host.note.unwrap();
+        assert!(!note.contains(['\n', '\x1b', '\u{202e}']), "{note}");
+        assert!(
+            note.contains("\\n2026") && note.contains("\\u{1b}[31m"),
+            "{note}"
+        );
+        assert_eq!(host.action, "Reconcile");
+        let plugin = received.try_recv().unwrap().event;
+        assert_eq!(plugin.action, PLUGIN_ACTION);
+        let note = plugin.note.unwrap();
+        assert!(note.starts_with("plugin p@1 (sha256:ab): ok\\n"), "{note}");
+        let other = received.try_recv().unwrap().event;
+        assert_eq!(other.reason, "Bad\\nReason");
+        assert!(other.note.unwrap().len() <= MAX_EVENT_NOTE);
     }
 
     #[test]

@@ -2,17 +2,25 @@
 //! ([`LoadError`]) and a call that did not produce a proposal
 //! ([`PluginError`]). Each message says what happened and, for load errors,
 //! what to do about it.
+//!
+//! Text that came from the plugin (its returned error, its panic message,
+//! what the compiler or the world check found in its bytes) is kept as it
+//! is in the fields but always displayed through [`shown`]: escaped and cut
+//! to [`crate::plugin_text::MAX_LOG_TEXT`] bytes, so every `to_string()` of
+//! these errors is safe to put in a log line or an Event.
 
 use std::time::Duration;
 
 use super::bindings::{EXPECTED_EXPORT, WIT_PACKAGE};
+use crate::plugin_text::shown;
 
 /// Why bytes could not become a plugin.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// Not Wasm at all.
     #[error(
-        "{from} is not a WebAssembly file ({what}): build the plugin with `cargo component build --release` or `cargo build --release --target wasm32-wasip2` and give the .wasm it writes (target/<triple>/release/<crate>.wasm)"
+        "{from} is not a WebAssembly file ({}): build the plugin with `cargo component build --release` or `cargo build --release --target wasm32-wasip2` and give the .wasm it writes (target/<triple>/release/<crate>.wasm)",
+        shown(.what)
     )]
     NotWasm {
         /// Where the bytes came from.
@@ -22,7 +30,8 @@ pub enum LoadError {
     },
     /// A core module, not a component.
     #[error(
-        "{from} is a core Wasm module, not a component: {diagnosis}. Build with `cargo build --release --target wasm32-wasip2` (rustc links a component) or `cargo component build --release` (it componentizes a wasm32-wasip1 build); plain wasm32-wasip1 and wasm32-unknown-unknown builds produce core modules"
+        "{from} is a core Wasm module, not a component: {}. Build with `cargo build --release --target wasm32-wasip2` (rustc links a component) or `cargo component build --release` (it componentizes a wasm32-wasip1 build); plain wasm32-wasip1 and wasm32-unknown-unknown builds produce core modules",
+        shown(.diagnosis)
     )]
     CoreModule {
         /// Where the bytes came from.
@@ -31,7 +40,7 @@ pub enum LoadError {
         diagnosis: String,
     },
     /// Cranelift or the validator refused it.
-    #[error("{from} does not compile: {message}")]
+    #[error("{from} does not compile: {}", shown(.message))]
     Compile {
         /// Where the bytes came from.
         from: String,
@@ -40,7 +49,8 @@ pub enum LoadError {
     },
     /// A component, but not of our world.
     #[error(
-        "{from} does not implement the world this host runs: this host expects a component exporting `{EXPECTED_EXPORT}` (WIT package {WIT_PACKAGE}, see wit/operator.wit); {found}"
+        "{from} does not implement the world this host runs: this host expects a component exporting `{EXPECTED_EXPORT}` (WIT package {WIT_PACKAGE}, see wit/operator.wit); {}",
+        shown(.found)
     )]
     WrongWorld {
         /// Where the bytes came from.
@@ -50,7 +60,7 @@ pub enum LoadError {
     },
     /// Its `info()` returned a name or version the host will not write into
     /// annotations, logs and metric labels.
-    #[error("{from}: {problem}; fix the plugin's info() and rebuild it")]
+    #[error("{from}: {}; fix the plugin's info() and rebuild it", shown(.problem))]
     BadInfo {
         /// Where the bytes came from.
         from: String,
@@ -81,14 +91,25 @@ pub enum PluginError {
     /// output, or one `log` call) than the limit; nothing of it was used.
     #[error("the plugin's output is larger than the limit of {} KiB (--plugin-output-limit-kib)", .0 / 1024)]
     OutputTooLarge(usize),
+    /// The plugin asked the host, through a WASI import, for more than a
+    /// per-call WASI limit allows (see
+    /// [`state::WasiLimit`](super::state::WasiLimit)); `rule` follows
+    /// `limits/`.
+    #[error("the plugin went over a WASI limit: {message}")]
+    WasiLimit {
+        /// `wasi-buffer` or `wasi-resources`.
+        rule: &'static str,
+        /// What it did, and the limit.
+        message: String,
+    },
     /// The plugin trapped (a Rust panic aborts, which traps).
-    #[error("the plugin trapped: {message}")]
+    #[error("the plugin trapped: {}", shown(.message))]
     Trap {
         /// The panic message when the plugin printed one, else the trap.
         message: String,
     },
     /// The plugin returned an error value.
-    #[error("the plugin returned an error{}: {message}", if *.retryable { " (retryable)" } else { " (not retryable)" })]
+    #[error("the plugin returned an error{}: {}", if *.retryable { " (retryable)" } else { " (not retryable)" }, shown(.message))]
     Returned {
         /// Its message.
         message: String,
@@ -97,7 +118,7 @@ pub enum PluginError {
     },
     /// The host could not set up or finish the call (e.g. no free instance
     /// slot, or the blocking task was lost).
-    #[error("the host could not run the plugin: {0}")]
+    #[error("the host could not run the plugin: {}", shown(.0))]
     Host(String),
 }
 
@@ -126,6 +147,44 @@ impl PluginError {
             PluginError::Trap { .. } => "trap",
             PluginError::Returned { .. } => "returned",
             PluginError::Host(_) => "host",
+            PluginError::WasiLimit { rule, .. } => rule,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_text_in_errors_is_escaped_and_bounded_when_displayed() {
+        let forged = format!(
+            "no\n2026-11-25T00:00:00Z ERROR forged\x1b[31m{}",
+            "A".repeat(3 << 20)
+        );
+        for err in [
+            PluginError::Returned {
+                message: forged.clone(),
+                retryable: true,
+            },
+            PluginError::Trap {
+                message: forged.clone(),
+            },
+            PluginError::Host(forged.clone()),
+        ] {
+            let shown = err.to_string();
+            assert!(!shown.contains(['\n', '\x1b']), "{}", &shown[..200]);
+            assert!(shown.contains("no\\n2026"), "{}", &shown[..200]);
+            assert!(
+                shown.len() < crate::plugin_text::MAX_LOG_TEXT + 128,
+                "{}",
+                shown.len()
+            );
+        }
+        let load = LoadError::Compile {
+            from: "plugin.wasm".into(),
+            message: forged,
+        };
+        assert!(load.to_string().len() < crate::plugin_text::MAX_LOG_TEXT + 128);
     }
 }
