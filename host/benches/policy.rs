@@ -9,7 +9,7 @@
 //!   the parsed template itself); `template_equal_copy` is a plugin that
 //!   echoes the template's JSON (a separately parsed, equal value).
 //! - `reconcile_10_creates/<mode>`: ten creates of one reconcile, each
-//!   [`check_spec`] + [`check_metadata`] (two labels, one annotation).
+//!   [`check_spec`] + [`check_metadata`] (three labels, one annotation).
 //! - `parse_spec_json`: `serde_json` parsing the same spec into a `PodSpec`
 //!   (what validation pays per create when a plugin writes its own spec),
 //!   for scale.
@@ -98,7 +98,11 @@ fn policy(c: &mut Criterion) {
 
     let template_labels = map(&[("app", "web"), ("app.kubernetes.io/name", "web")]);
     let template_annotations = map(&[("prometheus.io/scrape", "true")]);
-    let labels = map(&[("app", "web"), ("plugin.jinghzhu.io/shard", "3")]);
+    let labels = map(&[
+        ("app", "web"),
+        ("app.kubernetes.io/name", "web"),
+        ("plugin.jinghzhu.io/shard", "web_3"),
+    ]);
     let annotations = map(&[("prometheus.io/scrape", "true")]);
     let mut group = c.benchmark_group("reconcile_10_creates");
     for (name, mode, proposed) in modes {
@@ -109,6 +113,7 @@ fn policy(c: &mut Criterion) {
                 for _ in 0..10 {
                     refused += check_spec(black_box(proposed), &template, &cfg).len();
                     refused += check_metadata(
+                        "web",
                         black_box(&labels),
                         black_box(&annotations),
                         &template_labels,

@@ -1,6 +1,10 @@
 //! Kubernetes' syntax rules for the names and labels a plugin may propose,
 //! checked before anything is sent to the API server (the same rules as
-//! apimachinery's `validation` package).
+//! apimachinery's `validation` package), and the host's rule for which pod
+//! names a Jinghzhu may take ([`check_pod_prefix`], `names/pod-prefix`).
+
+use super::policy::Violation;
+use crate::actions::PodToCreate;
 
 /// Longest object name (DNS-1123 subdomain).
 pub const MAX_NAME_LEN: usize = 253;
@@ -40,6 +44,66 @@ pub fn is_pod_generate_name(s: &str) -> bool {
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
+}
+
+/// Whether the pod name `name` belongs to the Jinghzhu named `owner`:
+/// `<owner>-<suffix>`, where the suffix is not empty and has no `-`
+/// (`web-0`, `web-x7k2p`). The owner of a pod name is therefore the part
+/// before its last `-`: no two Jinghzhus can take the same name, so one
+/// cannot squat the names another's plugin will ask for (`web` cannot take
+/// `web-db-0`, which is `web-db`'s), nor names of other workloads that are
+/// not named after it.
+pub fn is_owned_pod_name(name: &str, owner: &str) -> bool {
+    name.strip_prefix(owner)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|suffix| !suffix.is_empty() && !suffix.contains('-'))
+}
+
+/// Whether the `generateName` `prefix` gives pod names that belong to the
+/// Jinghzhu named `owner` (see [`is_owned_pod_name`]): `<owner>-` and at
+/// most a suffix without `-` (the API server appends five characters of
+/// `bcdfghjklmnpqrstvwxz2456789`, never a `-`). The SDK's
+/// `pod::from_template` uses `<owner>-`.
+pub fn is_owned_generate_name(prefix: &str, owner: &str) -> bool {
+    prefix
+        .strip_prefix(owner)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|suffix| !suffix.contains('-'))
+}
+
+/// `names/pod-prefix`: a create for the Jinghzhu named `owner` whose `name`
+/// or `generateName` is not one of the owner's (see [`is_owned_pod_name`]).
+/// Nothing when neither or both are set (that is `names/pod-name`'s).
+pub fn check_pod_prefix(owner: &str, create: &PodToCreate) -> Option<Violation> {
+    pod_prefix_violation(
+        owner,
+        create.name.as_deref(),
+        create.generate_name.as_deref(),
+    )
+}
+
+fn pod_prefix_violation(
+    owner: &str,
+    name: Option<&str>,
+    generate_name: Option<&str>,
+) -> Option<Violation> {
+    let (field, value, owned) = match (name, generate_name) {
+        (Some(name), None) => ("name", name, is_owned_pod_name(name, owner)),
+        (None, Some(prefix)) => (
+            "generateName",
+            prefix,
+            is_owned_generate_name(prefix, owner),
+        ),
+        _ => return None,
+    };
+    (!owned).then(|| Violation {
+        rule: "names/pod-prefix",
+        message: format!(
+            "pod {field} {value:?} is not one of {owner:?}'s: pod names are \"{owner}-<suffix>\" \
+             with no '-' in the suffix (generateName \"{owner}-\"), so no object can take \
+             names another needs"
+        ),
+    })
 }
 
 /// A qualified name part: `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, at most 63.
@@ -92,6 +156,60 @@ mod tests {
         assert!(is_pod_generate_name("web-"));
         assert!(!is_pod_generate_name("Web-"));
         assert!(!is_pod_generate_name(&"a".repeat(59)));
+    }
+
+    #[test]
+    fn pod_names_belong_to_their_jinghzhu() {
+        for name in ["web-0", "web-x7k2p", "web-a1b2"] {
+            assert!(is_owned_pod_name(name, "web"), "{name}");
+        }
+        // Another object's (web-db's), a bare name, an empty suffix, another owner.
+        for name in ["web-db-0", "web", "web-", "webdb-0", "db-0", "we-b", ""] {
+            assert!(!is_owned_pod_name(name, "web"), "{name}");
+        }
+        assert!(is_owned_pod_name("web-db-0", "web-db"));
+        assert!(is_owned_generate_name("web-", "web"));
+        assert!(is_owned_generate_name("web-x", "web"));
+        for prefix in ["web-db-", "web", "db-", "web-a-", ""] {
+            assert!(!is_owned_generate_name(prefix, "web"), "{prefix}");
+        }
+        assert_eq!(pod_prefix_violation("web", Some("web-0"), None), None);
+        assert_eq!(pod_prefix_violation("web", None, Some("web-")), None);
+        assert_eq!(pod_prefix_violation("web", Some("a"), Some("b")), None);
+        let squat = pod_prefix_violation("web", Some("web-db-0"), None).expect("refused");
+        assert_eq!(squat.rule, "names/pod-prefix");
+        assert!(squat.message.contains("\"web-db-0\""), "{}", squat.message);
+        let generated = pod_prefix_violation("web", None, Some("db-")).expect("refused");
+        assert!(
+            generated.message.contains("generateName"),
+            "{}",
+            generated.message
+        );
+    }
+
+    /// The owner of any name two Jinghzhus could both take is unique: the
+    /// part before the last '-'.
+    #[test]
+    fn no_pod_name_belongs_to_two_jinghzhus() {
+        let owners = ["web", "web-db", "web-db-0", "w", "we", "web-0", "a-b-c"];
+        let names = [
+            "web-0",
+            "web-db-0",
+            "web-db-0-1",
+            "w-1",
+            "we-b",
+            "web-0-1",
+            "a-b-c-d",
+            "web-db",
+        ];
+        for name in names {
+            let claimed: Vec<&str> = owners
+                .iter()
+                .copied()
+                .filter(|o| is_owned_pod_name(name, o))
+                .collect();
+            assert!(claimed.len() <= 1, "{name}: {claimed:?}");
+        }
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct ContainerView<'a> {
     pub path: ContainerPath,
     /// Its image reference.
     pub image: Option<&'a str>,
+    /// Its image pull policy, as written.
+    pub image_pull_policy: Option<&'a str>,
     /// Its security context.
     pub security_context: Option<&'a SecurityContext>,
     /// Its ports.
@@ -53,6 +55,7 @@ macro_rules! view {
                 index: $index,
             },
             image: $c.image.as_deref(),
+            image_pull_policy: $c.image_pull_policy.as_deref(),
             security_context: $c.security_context.as_ref(),
             ports: $c.ports.as_deref().unwrap_or_default(),
             probes: [

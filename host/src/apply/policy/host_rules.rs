@@ -9,12 +9,14 @@
 //! | `host/automount-token` | `automountServiceAccountToken` only narrowed: `true` only if the template says `true`; `false` if the template says `false` |
 //! | `host/volume-source` | `secret`, `projected`, `persistentVolumeClaim`, `csi`, `ephemeral` (and under baseline every other non-hostPath network/disk source) only with a source equal to one of the template's volumes (names may differ) |
 //! | `host/env-secret` | `env[].valueFrom.secretKeyRef` / `envFrom[].secretRef` only for Secrets the template references (volumes, projected sources, env) |
+//! | `host/env-secret-key` | and per key: a `secretKeyRef` only for a (Secret, key) pair the template exposes (its own `secretKeyRef`, an `items` entry of a secret volume or projected source, or the whole Secret); `envFrom[].secretRef` only for a Secret the template exposes whole (its own `envFrom`, or a secret volume / projected source without `items`). Secret volumes themselves must equal a template volume (`host/volume-source`), so their `items` are the template's |
 //! | `host/image-pull-secrets` | `imagePullSecrets` a subset of the template's |
 //! | `host/tolerations` | each toleration equal to one of the template's |
 //! | `host/node-selector`, `host/affinity`, `host/topology-spread` | equal to the template's |
 //! | `host/priority` | `priorityClassName`, `priority`, `preemptionPolicy` equal to the template's |
 //! | `host/runtime-class`, `host/scheduler-name`, `host/os`, `host/resource-claims` | equal to the template's |
 //! | `host/host-users` | `hostUsers` only narrowed: not `true`/unset if the template says `false` |
+//! | `host/run-as-group`, `host/supplemental-groups`, `host/fs-group`, `host/selinux-level`, `host/seccomp-profile`, `host/apparmor-profile`, `host/grace-period`, `host/active-deadline`, `host/image-pull-policy` | identity, confinement and lifetime no wider than the template's: see [`super::confinement`] |
 //!
 //! Free (they reach nothing beyond the plugin's own pods): `configMap`,
 //! `downwardAPI`, `emptyDir` and `image` volumes, `hostAliases`,
@@ -24,6 +26,7 @@
 
 use k8s_openapi::api::core::v1::{PodSpec, Volume};
 
+use super::confinement;
 use super::containers;
 use super::pss::{Level, RESTRICTED_VOLUME_TYPES};
 use super::report::Report;
@@ -182,6 +185,7 @@ pub(crate) fn check(proposed: &PodSpec, template: &PodSpec, level: Level, report
     image_pull_secrets(proposed, template, report);
     tolerations(proposed, template, report);
     equal_fields(proposed, template, report);
+    confinement::check(proposed, template, level, report);
 }
 
 fn non_empty(s: &Option<String>) -> Option<&str> {
@@ -300,7 +304,65 @@ fn template_references_secret(template: &PodSpec, name: &str) -> bool {
         })
 }
 
-/// `host/env-secret`.
+/// What of one Secret a template exposes to its pods.
+enum Exposure<'a> {
+    /// Every key (an `envFrom`, or a volume or projected source without `items`).
+    Whole,
+    /// These keys only.
+    Keys(Vec<&'a str>),
+}
+
+/// What of the Secret `name` `template` exposes (volumes, projected
+/// sources, env and envFrom of every container); `Keys([])` when it only
+/// names it (e.g. with empty `items`) or not at all.
+fn secret_exposure<'a>(template: &'a PodSpec, name: &str) -> Exposure<'a> {
+    let mut keys = Vec::new();
+    let mut items_or_whole =
+        |items: Option<&'a [k8s_openapi::api::core::v1::KeyToPath]>| match items {
+            None => true,
+            Some(items) => {
+                keys.extend(items.iter().map(|i| i.key.as_str()));
+                false
+            }
+        };
+    for v in template.volumes.iter().flatten() {
+        if let Some(s) = v
+            .secret
+            .as_ref()
+            .filter(|s| s.secret_name.as_deref() == Some(name))
+            && items_or_whole(s.items.as_deref())
+        {
+            return Exposure::Whole;
+        }
+        let projected = v.projected.as_ref().and_then(|p| p.sources.as_deref());
+        for source in projected.unwrap_or_default() {
+            if let Some(s) = source.secret.as_ref().filter(|s| s.name == name)
+                && items_or_whole(s.items.as_deref())
+            {
+                return Exposure::Whole;
+            }
+        }
+    }
+    for c in containers::all(template) {
+        if c.env_from
+            .iter()
+            .any(|e| e.secret_ref.as_ref().is_some_and(|s| s.name == name))
+        {
+            return Exposure::Whole;
+        }
+        let refs = c.env.iter().filter_map(|e| {
+            e.value_from
+                .as_ref()
+                .and_then(|f| f.secret_key_ref.as_ref())
+        });
+        keys.extend(refs.filter(|s| s.name == name).map(|s| s.key.as_str()));
+    }
+    Exposure::Keys(keys)
+}
+
+/// `host/env-secret` (a Secret the template does not reference) and
+/// `host/env-secret-key` (a key, or every key, of one it references only
+/// in part).
 fn env_secrets(proposed: &PodSpec, template: &PodSpec, report: &mut Report) {
     for c in containers::all(proposed) {
         for (j, env) in c.env.iter().enumerate() {
@@ -308,25 +370,48 @@ fn env_secrets(proposed: &PodSpec, template: &PodSpec, report: &mut Report) {
                 .value_from
                 .as_ref()
                 .and_then(|f| f.secret_key_ref.as_ref());
-            if let Some(s) = secret.filter(|s| !template_references_secret(template, &s.name)) {
+            let Some(s) = secret else { continue };
+            if !template_references_secret(template, &s.name) {
                 report.push("host/env-secret", || {
                     format!(
                         "{}.env[{j}].valueFrom.secretKeyRef.name {:?} is not a Secret the template references",
                         c.path, s.name
                     )
                 });
+            } else if let Exposure::Keys(keys) = secret_exposure(template, &s.name)
+                && !keys.contains(&s.key.as_str())
+            {
+                report.push("host/env-secret-key", || {
+                    format!(
+                        "{}.env[{j}].valueFrom.secretKeyRef: key {:?} of Secret {:?} is not one the \
+                         template uses ({})",
+                        c.path,
+                        s.key,
+                        s.name,
+                        keys.join(", ")
+                    )
+                });
             }
         }
         for (j, from) in c.env_from.iter().enumerate() {
-            if let Some(s) = from
-                .secret_ref
-                .as_ref()
-                .filter(|s| !template_references_secret(template, &s.name))
-            {
+            let Some(s) = from.secret_ref.as_ref() else {
+                continue;
+            };
+            if !template_references_secret(template, &s.name) {
                 report.push("host/env-secret", || {
                     format!(
                         "{}.envFrom[{j}].secretRef.name {:?} is not a Secret the template references",
                         c.path, s.name
+                    )
+                });
+            } else if let Exposure::Keys(keys) = secret_exposure(template, &s.name) {
+                report.push("host/env-secret-key", || {
+                    format!(
+                        "{}.envFrom[{j}].secretRef {:?} would read every key of the Secret; the \
+                         template uses only {}",
+                        c.path,
+                        s.name,
+                        keys.join(", ")
                     )
                 });
             }

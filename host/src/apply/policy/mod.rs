@@ -6,7 +6,9 @@
 //! Three modes ([`PodPolicy`]), chosen by the cluster admin:
 //! - `template` (default): every pod's spec is the Jinghzhu's template spec
 //!   (or [`default_template`]); the plugin chooses how many pods, their
-//!   names, which to delete, and labels/annotations within [`check_metadata`].
+//!   names (`<name>-<suffix>`, see `apply::names`), which to delete, and
+//!   labels/annotations within [`check_metadata`] (the template's own
+//!   labels and annotations are on every pod, in every mode).
 //! - `restricted`: plugin-written specs that pass the Pod Security Standards
 //!   *restricted* profile ([`pss`]) and the host rules ([`host_rules`]: no
 //!   identity, secret, volume, scheduling or priority wider than the template's).
@@ -19,11 +21,13 @@
 //! it is complete whatever the caller checked before.
 //!
 //! Module map: [`pss`] the two PSS profiles; [`host_rules`] the "no wider than
-//! the template" rules and the image allowlist; [`template`] semantic
+//! the template" rules and the image allowlist, with [`confinement`] for
+//! identity, confinement and lifetime fields; [`template`] semantic
 //! equality with the template and the host's default template; [`labels`]
 //! labels and annotations; [`containers`] walking every container kind with
 //! its field path; [`report`] the bounded violation list.
 
+pub mod confinement;
 pub mod containers;
 pub mod host_rules;
 pub mod labels;

@@ -267,7 +267,11 @@ fn spec_cases() -> Vec<Case> {
                 "/containers/1/securityContext/appArmorProfile",
                 json!({"type": "Localhost", "localhostProfile": "k8s-proxy"}),
             )],
-        ),
+        )
+        .template(vec![(
+            "/securityContext/appArmorProfile",
+            json!({"type": "Localhost", "localhostProfile": "k8s-proxy"}),
+        )]),
         case(
             "baseline/selinux",
             BR,
@@ -281,7 +285,11 @@ fn spec_cases() -> Vec<Case> {
             "securityContext.seLinuxOptions.user",
             vec![("/securityContext/seLinuxOptions", json!({"user": "system_u"}))],
             vec![("/securityContext/seLinuxOptions", json!({"level": "s0:c123,c456"}))],
-        ),
+        )
+        .template(vec![(
+            "/containers/1/securityContext/seLinuxOptions",
+            json!({"level": "s0:c123,c456"}),
+        )]),
         case(
             "baseline/selinux",
             BR,
@@ -305,7 +313,11 @@ fn spec_cases() -> Vec<Case> {
                 "/containers/1/securityContext/seccompProfile",
                 json!({"type": "Localhost", "localhostProfile": "profiles/proxy.json"}),
             )],
-        ),
+        )
+        .template(vec![(
+            "/containers/0/securityContext/seccompProfile",
+            json!({"type": "Localhost", "localhostProfile": "profiles/proxy.json"}),
+        )]),
         case(
             "baseline/sysctls",
             BR,
@@ -422,14 +434,26 @@ fn spec_cases() -> Vec<Case> {
                     json!({"type": "Localhost", "localhostProfile": "proxy.json"}),
                 ),
             ],
-        ),
+        )
+        .template(vec![(
+            "/initContainers",
+            json!([{"name": "init", "image": "registry.example.com/team/tools:1",
+                    "securityContext": {"allowPrivilegeEscalation": false,
+                                        "capabilities": {"drop": ["ALL"]},
+                                        "seccompProfile": {"type": "Localhost",
+                                                           "localhostProfile": "proxy.json"}}}]),
+        )]),
         case(
             "restricted/seccomp",
             R,
             "securityContext.seccompProfile.type",
             vec![("/securityContext/seccompProfile", json!({"type": "Unconfined"}))],
             vec![("/securityContext/seccompProfile", json!({"type": "Localhost", "localhostProfile": "p.json"}))],
-        ),
+        )
+        .template(vec![(
+            "/containers/1/securityContext/seccompProfile",
+            json!({"type": "Localhost", "localhostProfile": "p.json"}),
+        )]),
         case(
             "restricted/capabilities",
             R,
@@ -592,7 +616,7 @@ fn spec_cases() -> Vec<Case> {
             BR,
             "containers[0].envFrom[0].secretRef.name",
             vec![("/containers/0/envFrom", json!([{"secretRef": {"name": "admin-token"}}]))],
-            vec![("/containers/0/envFrom", json!([{"secretRef": {"name": "web-db"}}]))],
+            vec![("/containers/0/envFrom", json!([{"secretRef": {"name": "web-tls"}}]))],
         ),
         case(
             "host/image-pull-secrets",
@@ -691,6 +715,265 @@ fn spec_cases() -> Vec<Case> {
             "resourceClaims",
             vec![("/resourceClaims", json!([{"name": "gpu", "resourceClaimName": "ml-team-gpu"}]))],
             vec![("/resourceClaims", json!([]))],
+        ),
+        // ---- identity, confinement, lifetime, secret keys (issue 22) ----
+        case(
+            "host/env-secret-key",
+            BR,
+            "containers[1].env[0].valueFrom.secretKeyRef: key \"admin-password\"",
+            vec![(
+                "/containers/1/env",
+                json!([{"name": "P", "valueFrom": {"secretKeyRef": {"name": "web-db", "key": "admin-password"}}}]),
+            )],
+            vec![(
+                "/containers/1/env",
+                json!([{"name": "P", "valueFrom": {"secretKeyRef": {"name": "web-db", "key": "password"}}}]),
+            )],
+        ),
+        case(
+            "host/env-secret-key",
+            BR,
+            "containers[0].envFrom[0].secretRef \"web-db\"",
+            vec![("/containers/0/envFrom", json!([{"secretRef": {"name": "web-db"}}]))],
+            vec![("/containers/0/envFrom", json!([{"secretRef": {"name": "web-tls"}, "prefix": "TLS_"}]))],
+        ),
+        case(
+            "host/env-secret-key",
+            BR,
+            "containers[1].env[0].valueFrom.secretKeyRef: key \"tls.key\"",
+            vec![(
+                "/containers/1/env",
+                json!([{"name": "K", "valueFrom": {"secretKeyRef": {"name": "web-tls", "key": "tls.key"}}}]),
+            )],
+            vec![(
+                "/containers/1/env",
+                json!([{"name": "C", "valueFrom": {"secretKeyRef": {"name": "web-tls", "key": "tls.crt"}}}]),
+            )],
+        )
+        .template(vec![(
+            "/volumes/1",
+            json!({"name": "tls", "secret": {"secretName": "web-tls",
+                   "items": [{"key": "tls.crt", "path": "tls.crt"}]}}),
+        )]),
+        case(
+            "host/env-secret-key",
+            BR,
+            "containers[1].envFrom[0].secretRef \"web-tls\"",
+            vec![("/containers/1/envFrom", json!([{"secretRef": {"name": "web-tls"}}]))],
+            vec![],
+        )
+        .template(vec![(
+            "/volumes/1",
+            json!({"name": "tls", "projected": {"sources": [{"secret": {"name": "web-tls",
+                   "items": [{"key": "tls.crt", "path": "tls.crt"}]}}]}}),
+        )]),
+        case(
+            "host/volume-source",
+            BR,
+            "volumes[1]",
+            vec![(
+                "/volumes/1/secret/items",
+                json!([{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]),
+            )],
+            vec![("/volumes/1/name", json!("certs"))],
+        )
+        .template(vec![(
+            "/volumes/1/secret/items",
+            json!([{"key": "tls.crt", "path": "tls.crt"}]),
+        )]),
+        case(
+            "host/run-as-group",
+            R,
+            "containers[0]: runAsGroup would be 0",
+            vec![("/containers/0/securityContext/runAsGroup", json!(0))],
+            vec![("/containers/0/securityContext/runAsGroup", json!(1000))],
+        ),
+        case(
+            "host/run-as-group",
+            R,
+            "containers[0]: runAsGroup would be the image's group",
+            vec![("/securityContext/runAsGroup", Value::Null)],
+            vec![
+                ("/securityContext/runAsGroup", Value::Null),
+                ("/containers/0/securityContext/runAsGroup", json!(1000)),
+                ("/containers/1/securityContext/runAsGroup", json!(2000)),
+            ],
+        )
+        .template(vec![("/containers/1/securityContext/runAsGroup", json!(2000))]),
+        case(
+            "host/supplemental-groups",
+            R,
+            "securityContext.supplementalGroups[1] 0",
+            vec![("/securityContext/supplementalGroups", json!([3000, 0]))],
+            vec![("/securityContext/supplementalGroups", json!([3000]))],
+        )
+        .template(vec![("/securityContext/supplementalGroups", json!([3000, 4000]))]),
+        case(
+            "host/supplemental-groups",
+            R,
+            "supplementalGroupsPolicy",
+            vec![("/securityContext/supplementalGroupsPolicy", json!("Merge"))],
+            vec![("/securityContext/supplementalGroupsPolicy", json!("Strict"))],
+        )
+        .template(vec![("/securityContext/supplementalGroupsPolicy", json!("Strict"))]),
+        case(
+            "host/fs-group",
+            R,
+            "securityContext.fsGroup 0",
+            vec![("/securityContext/fsGroup", json!(0))],
+            vec![("/securityContext/fsGroup", Value::Null)],
+        ),
+        case(
+            "host/fs-group",
+            R,
+            "fsGroupChangePolicy",
+            vec![("/securityContext/fsGroupChangePolicy", json!("OnRootMismatch"))],
+            vec![("/securityContext/fsGroupChangePolicy", json!("Always"))],
+        ),
+        case(
+            "host/selinux-level",
+            BR,
+            "containers[0].securityContext.seLinuxOptions.level",
+            vec![("/containers/0/securityContext/seLinuxOptions", json!({"level": "s0:c1,c2"}))],
+            vec![("/containers/0/securityContext/seLinuxOptions", json!({"type": "container_t"}))],
+        ),
+        case(
+            "host/selinux-level",
+            BR,
+            "securityContext.seLinuxOptions.level",
+            vec![("/securityContext/seLinuxOptions", json!({"level": "s0:c1,c2"}))],
+            vec![("/securityContext/seLinuxOptions", json!({"level": "s0:c5,c6"}))],
+        )
+        .template(vec![("/securityContext/seLinuxOptions", json!({"level": "s0:c5,c6"}))]),
+        case(
+            "host/seccomp-profile",
+            BR,
+            "containers[1].securityContext.seccompProfile.localhostProfile",
+            vec![(
+                "/containers/1/securityContext/seccompProfile",
+                json!({"type": "Localhost", "localhostProfile": "profiles/audit-only.json"}),
+            )],
+            vec![("/containers/1/securityContext/seccompProfile", json!({"type": "RuntimeDefault"}))],
+        ),
+        case(
+            "host/seccomp-profile",
+            BR,
+            "securityContext.seccompProfile.localhostProfile",
+            vec![(
+                "/securityContext/seccompProfile",
+                json!({"type": "Localhost", "localhostProfile": "profiles/audit-only.json"}),
+            )],
+            vec![(
+                "/securityContext/seccompProfile",
+                json!({"type": "Localhost", "localhostProfile": "profiles/web.json"}),
+            )],
+        )
+        .template(vec![(
+            "/securityContext/seccompProfile",
+            json!({"type": "Localhost", "localhostProfile": "profiles/web.json"}),
+        )]),
+        case(
+            "host/apparmor-profile",
+            BR,
+            "securityContext.appArmorProfile.localhostProfile",
+            vec![(
+                "/securityContext/appArmorProfile",
+                json!({"type": "Localhost", "localhostProfile": "complain-mode"}),
+            )],
+            vec![("/securityContext/appArmorProfile", json!({"type": "RuntimeDefault"}))],
+        ),
+        case(
+            "host/apparmor-profile",
+            BR,
+            "containers[0].securityContext.appArmorProfile.localhostProfile",
+            vec![(
+                "/containers/0/securityContext/appArmorProfile",
+                json!({"type": "Localhost", "localhostProfile": "complain-mode"}),
+            )],
+            vec![(
+                "/containers/0/securityContext/appArmorProfile",
+                json!({"type": "Localhost", "localhostProfile": "web-strict"}),
+            )],
+        )
+        .template(vec![(
+            "/containers/1/securityContext/appArmorProfile",
+            json!({"type": "Localhost", "localhostProfile": "web-strict"}),
+        )]),
+        case(
+            "host/grace-period",
+            BR,
+            "terminationGracePeriodSeconds 3600",
+            vec![("/terminationGracePeriodSeconds", json!(3600))],
+            vec![("/terminationGracePeriodSeconds", json!(30))],
+        ),
+        case(
+            "host/grace-period",
+            BR,
+            "terminationGracePeriodSeconds 30 is longer than the template's 10",
+            vec![("/terminationGracePeriodSeconds", Value::Null)],
+            vec![("/terminationGracePeriodSeconds", json!(5))],
+        )
+        .template(vec![("/terminationGracePeriodSeconds", json!(10))]),
+        case(
+            "host/grace-period",
+            BR,
+            "containers[0].livenessProbe.terminationGracePeriodSeconds",
+            vec![(
+                "/containers/0/livenessProbe",
+                json!({"httpGet": {"path": "/", "port": 8080}, "terminationGracePeriodSeconds": 86400}),
+            )],
+            vec![(
+                "/containers/0/livenessProbe",
+                json!({"httpGet": {"path": "/", "port": 8080}, "terminationGracePeriodSeconds": 5}),
+            )],
+        ),
+        case(
+            "host/active-deadline",
+            BR,
+            "activeDeadlineSeconds 86400",
+            vec![("/activeDeadlineSeconds", json!(86400))],
+            vec![("/activeDeadlineSeconds", json!(60))],
+        )
+        .template(vec![("/activeDeadlineSeconds", json!(600))]),
+        case(
+            "host/active-deadline",
+            BR,
+            "activeDeadlineSeconds unset",
+            vec![("/activeDeadlineSeconds", Value::Null)],
+            vec![],
+        )
+        .template(vec![("/activeDeadlineSeconds", json!(600))]),
+        case(
+            "host/image-pull-policy",
+            BR,
+            "containers[0].imagePullPolicy is Never",
+            vec![("/containers/0/imagePullPolicy", json!("Never"))],
+            vec![("/containers/0/imagePullPolicy", json!("Always"))],
+        ),
+        case(
+            "host/image-pull-policy",
+            BR,
+            "containers[1].imagePullPolicy is IfNotPresent",
+            vec![("/containers/1/imagePullPolicy", Value::Null)],
+            vec![("/containers/1/image", json!("registry.example.com/team/proxy"))],
+        )
+        .template(vec![
+            ("/containers/0/imagePullPolicy", json!("Always")),
+            ("/containers/1/imagePullPolicy", json!("Always")),
+        ]),
+        case(
+            "host/image-pull-policy",
+            BR,
+            "volumes[2].image.pullPolicy",
+            vec![(
+                "/volumes/2",
+                json!({"name": "models", "image": {"reference": "registry.example.com/team/models:1",
+                                                   "pullPolicy": "Never"}}),
+            )],
+            vec![(
+                "/volumes/2",
+                json!({"name": "models", "image": {"reference": "registry.example.com/team/models:1"}}),
+            )],
         ),
         // ---- template mode ----
         case(
@@ -950,6 +1233,8 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A metadata case: the proposed labels and annotations are the template's
+/// with the case's pairs set on top (value [`DROP`] removes the key).
 struct MetadataCase {
     rule: &'static str,
     template_labels: &'static [(&'static str, &'static str)],
@@ -961,6 +1246,10 @@ struct MetadataCase {
 }
 
 const NONE: &[(&str, &str)] = &[];
+/// A value that removes the key from the template's copy.
+const DROP: &str = "\u{0}drop";
+/// The Jinghzhu the metadata cases' pods belong to.
+const OWNER: &str = "web";
 const TEMPLATE_LABELS: &[(&str, &str)] = &[("app", "web"), ("app.kubernetes.io/name", "web")];
 const TEMPLATE_ANNOTATIONS: &[(&str, &str)] = &[
     ("prometheus.io/scrape", "true"),
@@ -970,6 +1259,19 @@ const TEMPLATE_ANNOTATIONS: &[(&str, &str)] = &[
     ),
     ("kubectl.kubernetes.io/default-container", "web"),
 ];
+
+/// The template's pairs with `edits` on top.
+fn over(template: &[(&str, &str)], edits: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut out = map(template);
+    for (key, value) in edits {
+        if *value == DROP {
+            out.remove(*key);
+        } else {
+            out.insert(key.to_string(), value.to_string());
+        }
+    }
+    out
+}
 
 fn metadata_cases() -> Vec<MetadataCase> {
     type Pairs = &'static [(&'static str, &'static str)];
@@ -995,7 +1297,7 @@ fn metadata_cases() -> Vec<MetadataCase> {
         labels(
             "labels/host-key",
             &[("jinghzhu.io/owner", "someone-else")],
-            &[("plugin.jinghzhu.io/owner", "x")],
+            &[("plugin.jinghzhu.io/owner", "web_x")],
         ),
         labels(
             "labels/host-key",
@@ -1005,22 +1307,45 @@ fn metadata_cases() -> Vec<MetadataCase> {
         labels(
             "labels/reserved-key",
             &[("node-role.kubernetes.io/control-plane", "")],
-            &[("app.kubernetes.io/name", "web")],
+            &[("plugin.jinghzhu.io/role", "web")],
         ),
         labels(
-            "labels/reserved-key",
+            "template/metadata",
             &[("app.kubernetes.io/name", "billing")],
             &[("app", "web")],
         ),
         labels(
-            "labels/template-value",
+            "template/metadata",
             &[("app", "billing")],
-            &[("app", "web"), ("plugin.jinghzhu.io/shard", "3")],
+            &[("app", "web"), ("plugin.jinghzhu.io/shard", "web_3")],
         ),
+        // Dropping a template label takes the pod out of what selects it.
+        labels("template/metadata", &[("app", DROP)], NONE),
         labels(
             "labels/not-allowed",
             &[("team", "payments")],
-            &[("plugin.jinghzhu.io/team", "payments")],
+            &[("plugin.jinghzhu.io/team", "web_payments")],
+        ),
+        // The shared prefix: values scoped to this Jinghzhu only.
+        labels(
+            "labels/foreign-value",
+            &[("plugin.jinghzhu.io/role", "primary")],
+            &[("plugin.jinghzhu.io/role", "web_primary")],
+        ),
+        labels(
+            "labels/foreign-value",
+            &[("plugin.jinghzhu.io/instance", "web-db")],
+            &[("plugin.jinghzhu.io/instance", "web")],
+        ),
+        labels(
+            "labels/foreign-value",
+            &[("plugin.jinghzhu.io/role", "web-db_primary")],
+            &[("plugin.jinghzhu.io/role", "web_db_primary")],
+        ),
+        labels(
+            "labels/foreign-value",
+            &[("plugin.jinghzhu.io/role", "")],
+            &[("plugin.jinghzhu.io/role", "web_none")],
         ),
         annotations(
             "annotations/host-key",
@@ -1033,9 +1358,15 @@ fn metadata_cases() -> Vec<MetadataCase> {
             &[("kubectl.kubernetes.io/default-container", "web")],
         ),
         annotations(
-            "annotations/template-value",
+            "template/metadata",
             &[("prometheus.io/scrape", "false")],
             &[("prometheus.io/scrape", "true")],
+        ),
+        annotations(
+            "template/metadata",
+            &[("kubectl.kubernetes.io/default-container", DROP)],
+            // Annotation values under the prefix are free (nothing selects annotations).
+            &[("plugin.jinghzhu.io/note", "any value")],
         ),
         annotations(
             "annotations/not-allowed",
@@ -1054,19 +1385,23 @@ fn metadata_cases() -> Vec<MetadataCase> {
             )],
         ),
         MetadataCase {
-            // Even copied from the template, an unconfined AppArmor profile is refused.
+            // Even copied from the template, an unconfined AppArmor profile
+            // is refused; dropping it is fine (it is not required).
             template_annotations: &[(
                 "container.apparmor.security.beta.kubernetes.io/web",
                 "unconfined",
             )],
             ..annotations(
                 "baseline/apparmor",
-                &[(
-                    "container.apparmor.security.beta.kubernetes.io/web",
-                    "unconfined",
-                )],
                 NONE,
+                &[("container.apparmor.security.beta.kubernetes.io/web", DROP)],
             )
+        },
+        MetadataCase {
+            // A template that sets a host key: the host sets its own value;
+            // the plugin may leave it out, never copy it.
+            template_labels: &[("app", "web"), ("jinghzhu.io/owner", "web")],
+            ..labels("labels/host-key", NONE, &[("jinghzhu.io/owner", DROP)])
         },
     ]
 }
@@ -1077,7 +1412,9 @@ fn every_metadata_rule_fires_on_its_offending_variant_only() {
     for (n, c) in metadata_cases().into_iter().enumerate() {
         let tl = map(c.template_labels);
         let ta = map(c.template_annotations);
-        let found = check_metadata(&map(c.bad_labels), &map(c.bad_annotations), &tl, &ta, &cfg);
+        let bad_labels = over(c.template_labels, c.bad_labels);
+        let bad_annotations = over(c.template_annotations, c.bad_annotations);
+        let found = check_metadata(OWNER, &bad_labels, &bad_annotations, &tl, &ta, &cfg);
         assert_eq!(rules(&found), [c.rule], "case {n}: {found:?}");
         let key = c
             .bad_labels
@@ -1091,13 +1428,99 @@ fn every_metadata_rule_fires_on_its_offending_variant_only() {
             found[0].message
         );
         let passed = check_metadata(
-            &map(c.good_labels),
-            &map(c.good_annotations),
+            OWNER,
+            &over(c.template_labels, c.good_labels),
+            &over(c.template_annotations, c.good_annotations),
             &tl,
             &ta,
             &cfg,
         );
         assert!(passed.is_empty(), "case {n} ({}): {passed:?}", c.rule);
+    }
+}
+
+#[test]
+fn template_metadata_holds_in_every_mode_and_names_what_is_missing() {
+    let tl = map(TEMPLATE_LABELS);
+    let ta = map(TEMPLATE_ANNOTATIONS);
+    let empty = BTreeMap::new();
+    for policy in [
+        PodPolicy::Template,
+        PodPolicy::Restricted,
+        PodPolicy::Baseline,
+    ] {
+        let cfg = config(policy, &[]);
+        // A plugin that writes no metadata at all drops all five keys.
+        let found = check_metadata(OWNER, &empty, &empty, &tl, &ta, &cfg);
+        assert_eq!(rules(&found), ["template/metadata"; 5], "{policy}");
+        assert!(found[0].message.contains("missing"), "{}", found[0].message);
+        assert!(check_metadata(OWNER, &tl, &ta, &tl, &ta, &cfg).is_empty());
+    }
+}
+
+#[test]
+fn scoped_label_values_belong_to_one_jinghzhu() {
+    use super::labels::scoped_label_value;
+    assert!(scoped_label_value("web", "web"));
+    assert!(scoped_label_value("web_3", "web"));
+    assert!(scoped_label_value("web_a-b.c_d", "web"));
+    for value in ["", "3", "web-db", "webdb", "we", "web-", "web.x", "x_web"] {
+        assert!(!scoped_label_value(value, "web"), "{value:?}");
+    }
+    // Jinghzhu names have no '_': the part before the first '_' is the owner.
+    let owners = ["web", "web-db", "we", "web.db", "w"];
+    for value in ["web_x", "web-db_x", "we_b", "web.db_x", "w_eb_x", "web"] {
+        let claimed: Vec<&str> = owners
+            .iter()
+            .copied()
+            .filter(|o| scoped_label_value(value, o))
+            .collect();
+        assert!(claimed.len() <= 1, "{value}: {claimed:?}");
+    }
+}
+
+#[test]
+fn default_pull_policies_follow_the_api_server() {
+    use super::confinement::default_pull_policy;
+    for (image, policy) in [
+        ("nginx", "Always"),
+        ("nginx:latest", "Always"),
+        ("registry.example.com:5000/team/web", "Always"),
+        ("registry.example.com:5000/team/web:1.2", "IfNotPresent"),
+        ("nginx:1.27", "IfNotPresent"),
+        ("nginx@sha256:abcd", "IfNotPresent"),
+        ("nginx:latest@sha256:abcd", "Always"),
+        ("", "Always"),
+    ] {
+        assert_eq!(default_pull_policy(image), policy, "{image}");
+    }
+}
+
+#[test]
+fn a_template_envfrom_allows_every_key_of_that_secret() {
+    let template = spec(edited(
+        &base(),
+        &vec![(
+            "/containers/1/envFrom",
+            json!([{"secretRef": {"name": "web-db"}}]),
+        )],
+    ));
+    let proposed = spec(edited(
+        &base(),
+        &vec![
+            (
+                "/containers/0/envFrom",
+                json!([{"secretRef": {"name": "web-db"}}]),
+            ),
+            (
+                "/containers/0/env/0/valueFrom/secretKeyRef/key",
+                json!("admin-password"),
+            ),
+        ],
+    ));
+    for policy in [PodPolicy::Restricted, PodPolicy::Baseline] {
+        let found = check_spec(&proposed, &template, &config(policy, &[]));
+        assert!(found.is_empty(), "{policy}: {found:?}");
     }
 }
 
@@ -1110,7 +1533,8 @@ fn allowed_prefixes_are_configurable_but_never_open_reserved_keys() {
     let empty = BTreeMap::new();
     assert!(
         check_metadata(
-            &map(&[("example.com/a", "1")]),
+            OWNER,
+            &map(&[("example.com/a", "web_1")]),
             &empty,
             &empty,
             &empty,
@@ -1119,7 +1543,17 @@ fn allowed_prefixes_are_configurable_but_never_open_reserved_keys() {
         .is_empty()
     );
     let found = check_metadata(
-        &map(&[("plugin.jinghzhu.io/a", "1")]),
+        OWNER,
+        &map(&[("example.com/a", "1")]),
+        &empty,
+        &empty,
+        &empty,
+        &cfg,
+    );
+    assert_eq!(rules(&found), ["labels/foreign-value"]);
+    let found = check_metadata(
+        OWNER,
+        &map(&[("plugin.jinghzhu.io/a", "web_1")]),
         &empty,
         &empty,
         &empty,
@@ -1213,6 +1647,7 @@ fn rule_ids_in_source() -> Vec<String> {
         include_str!("mod.rs"),
         include_str!("pss.rs"),
         include_str!("host_rules.rs"),
+        include_str!("confinement.rs"),
         include_str!("template.rs"),
         include_str!("labels.rs"),
     ];
