@@ -9,15 +9,131 @@
 //! `Pod` (most of it the inline `PodSpec`). A reconcile still gets `Pod`s
 //! ([`CachedPod::to_pod`]): everything past the cache reads the same
 //! fields from the same types as before.
+//!
+//! A cached pod keeps at most [`MAX_CACHED_METADATA_BYTES`] of labels and
+//! annotations (keys and values). Whoever may patch pods can put 256 KiB of
+//! annotations on each (the API server's limit), and the cache would hold
+//! it for every pod and copy it into every reconcile. A pod over the cap
+//! is cached with its smallest entries that fit (the largest are left
+//! out, so a fat annotation goes first and small labels stay) and the
+//! annotation [`OMITTED_ANNOTATION`] saying how much was left out; the host
+//! logs a warning (at most once a minute). What a plugin may write on one
+//! pod (`limits/pod-metadata-size`, 16 KiB) fits well within the cap.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use serde::Deserialize;
+
+/// Most bytes (keys and values) of labels and annotations one cached pod
+/// keeps, besides [`OMITTED_ANNOTATION`].
+pub const MAX_CACHED_METADATA_BYTES: usize = 32 * 1024;
+
+/// The annotation a cached pod carries when some of its labels or
+/// annotations were left out of the cache (a host key: plugins cannot
+/// write it). Its value says how many entries and bytes.
+pub const OMITTED_ANNOTATION: &str = "jinghzhu.io/omitted-metadata";
+
+/// Pods cut to the cap since the last warning.
+static CUT_SINCE_WARNING: AtomicU64 = AtomicU64::new(0);
+/// When the last warning was logged.
+static LAST_WARNING: Mutex<Option<Instant>> = Mutex::new(None);
+/// Least time between two warnings about cut pods.
+const WARNING_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Cuts `labels` and `annotations` of the pod `namespace/name` to
+/// [`MAX_CACHED_METADATA_BYTES`] (see the module doc).
+fn bound_metadata(
+    labels: &mut Option<BTreeMap<String, String>>,
+    annotations: &mut Option<BTreeMap<String, String>>,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) {
+    let size = |(k, v): (&String, &String)| k.len().saturating_add(v.len());
+    let total = labels
+        .iter()
+        .flatten()
+        .chain(annotations.iter().flatten())
+        .map(size)
+        .fold(0, usize::saturating_add);
+    if total <= MAX_CACHED_METADATA_BYTES {
+        return;
+    }
+    // Smallest first (labels before annotations of one size, then by key):
+    // keep while they fit.
+    let mut entries: Vec<(usize, bool, &String)> = labels
+        .iter()
+        .flatten()
+        .map(|e| (size(e), false, e.0))
+        .chain(annotations.iter().flatten().map(|e| (size(e), true, e.0)))
+        .collect();
+    entries.sort_unstable();
+    let mut kept = 0usize;
+    let fits = entries
+        .iter()
+        .take_while(|(bytes, ..)| {
+            kept = kept.saturating_add(*bytes);
+            kept <= MAX_CACHED_METADATA_BYTES
+        })
+        .count();
+    let left_out: Vec<(bool, String)> = entries[fits..]
+        .iter()
+        .map(|(_, annotation, key)| (*annotation, (*key).clone()))
+        .collect();
+    for (annotation, key) in &left_out {
+        let map = if *annotation {
+            &mut *annotations
+        } else {
+            &mut *labels
+        };
+        if let Some(map) = map.as_mut() {
+            map.remove(key);
+        }
+    }
+    let omitted_bytes = total.saturating_sub(
+        labels
+            .iter()
+            .flatten()
+            .chain(annotations.iter().flatten())
+            .map(size)
+            .fold(0, usize::saturating_add),
+    );
+    annotations.get_or_insert_default().insert(
+        OMITTED_ANNOTATION.to_string(),
+        format!(
+            "{} labels and annotations ({omitted_bytes} bytes) left out of the operator's cache",
+            left_out.len()
+        ),
+    );
+    warn_cut(namespace, name, left_out.len(), omitted_bytes);
+}
+
+/// Logs that a pod was cut, at most once per [`WARNING_INTERVAL`].
+fn warn_cut(namespace: Option<&str>, name: Option<&str>, entries: usize, bytes: usize) {
+    let cut = CUT_SINCE_WARNING.fetch_add(1, Ordering::Relaxed) + 1;
+    let mut last = LAST_WARNING.lock().unwrap_or_else(|e| e.into_inner());
+    if last.is_some_and(|at| at.elapsed() < WARNING_INTERVAL) {
+        return;
+    }
+    *last = Some(Instant::now());
+    CUT_SINCE_WARNING.fetch_sub(cut, Ordering::Relaxed);
+    tracing::warn!(
+        pod = %format!("{}/{}", namespace.unwrap_or_default(), name.unwrap_or_default()),
+        omitted_entries = entries,
+        omitted_bytes = bytes,
+        pods_cut_since_last_warning = cut,
+        limit_bytes = MAX_CACHED_METADATA_BYTES,
+        "a pod's labels and annotations are larger than the cache keeps per pod; the largest \
+         were left out (annotation {OMITTED_ANNOTATION} on the cached pod)"
+    );
+}
 
 /// One cached pod (see the module doc).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -63,6 +179,14 @@ impl From<&Pod> for CachedPod {
     fn from(pod: &Pod) -> Self {
         let status = pod.status.as_ref();
         let metadata = &pod.metadata;
+        let mut labels = metadata.labels.clone();
+        let mut annotations = metadata.annotations.clone();
+        bound_metadata(
+            &mut labels,
+            &mut annotations,
+            metadata.namespace.as_deref(),
+            metadata.name.as_deref(),
+        );
         Self {
             metadata: ObjectMeta {
                 name: metadata.name.clone(),
@@ -71,8 +195,8 @@ impl From<&Pod> for CachedPod {
                 uid: metadata.uid.clone(),
                 resource_version: metadata.resource_version.clone(),
                 generation: metadata.generation,
-                labels: metadata.labels.clone(),
-                annotations: metadata.annotations.clone(),
+                labels,
+                annotations,
                 creation_timestamp: metadata.creation_timestamp.clone(),
                 deletion_timestamp: metadata.deletion_timestamp.clone(),
                 owner_references: metadata.owner_references.clone(),
@@ -167,12 +291,18 @@ mod wire {
                 uid,
                 resource_version,
                 generation,
-                labels,
-                annotations,
+                mut labels,
+                mut annotations,
                 creation_timestamp,
                 deletion_timestamp,
                 owner_references,
             } = pod.metadata;
+            super::bound_metadata(
+                &mut labels,
+                &mut annotations,
+                namespace.as_deref(),
+                name.as_deref(),
+            );
             let (phase, ready) = match pod.status {
                 Some(status) => (
                     status.phase,
@@ -296,6 +426,64 @@ mod tests {
         let cached: CachedPod =
             serde_json::from_value(serde_json::json!({"kind": "Pod"})).expect("decodes");
         assert_eq!(cached, CachedPod::default());
+    }
+
+    #[test]
+    fn a_pod_keeps_at_most_the_cap_of_labels_and_annotations() {
+        let mut pod = full_pod();
+        let metadata = &mut pod["metadata"];
+        metadata["annotations"]["example.com/blob"] = "y".repeat(250 * 1024).into();
+        metadata["annotations"]["plugin.jinghzhu.io/fat"] = "x".repeat(16 * 1024).into();
+        metadata["labels"]["plugin.jinghzhu.io/shard"] = "7".into();
+        let cached: CachedPod = serde_json::from_value(pod.clone()).expect("decodes");
+        let labels = cached.metadata.labels.as_ref().expect("labels");
+        let annotations = cached.metadata.annotations.as_ref().expect("annotations");
+        // The fat foreign annotation is left out; the plugin's 16 KiB, the
+        // small ones and every label stay.
+        assert!(!annotations.contains_key("example.com/blob"));
+        assert_eq!(annotations["plugin.jinghzhu.io/fat"].len(), 16 * 1024);
+        assert_eq!(annotations["note"], "x");
+        assert_eq!(labels["app"], "web");
+        assert_eq!(labels["plugin.jinghzhu.io/shard"], "7");
+        assert!(
+            annotations[OMITTED_ANNOTATION].starts_with("1 labels and annotations (256016 bytes)"),
+            "{}",
+            annotations[OMITTED_ANNOTATION]
+        );
+        let kept: usize = labels
+            .iter()
+            .chain(annotations)
+            .filter(|(k, _)| k.as_str() != OMITTED_ANNOTATION)
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        assert!(kept <= MAX_CACHED_METADATA_BYTES, "{kept}");
+        // Converting a Pod cuts the same way.
+        let full: Pod = serde_json::from_value(pod).expect("a Pod");
+        assert_eq!(CachedPod::from(&full), cached);
+
+        // Many entries of one size: kept in key order up to the cap.
+        let mut many = full_pod();
+        for i in 0..100 {
+            many["metadata"]["annotations"][format!("a{i:03}")] = "z".repeat(996).into();
+        }
+        let cached: CachedPod = serde_json::from_value(many).expect("decodes");
+        let annotations = cached.metadata.annotations.expect("annotations");
+        assert!(annotations.contains_key("note"));
+        assert!(annotations.contains_key("a000"));
+        assert!(!annotations.contains_key("a099"));
+        // Besides note=x (5 bytes), the marker and the label app=web (6 bytes).
+        let kept = annotations.len() - 2;
+        assert_eq!(kept, (MAX_CACHED_METADATA_BYTES - 5 - 6) / 1000);
+
+        // Under the cap nothing changes.
+        let plain: CachedPod = serde_json::from_value(full_pod()).expect("decodes");
+        assert!(
+            !plain
+                .metadata
+                .annotations
+                .expect("annotations")
+                .contains_key(OMITTED_ANNOTATION)
+        );
     }
 
     #[test]

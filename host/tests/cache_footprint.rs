@@ -22,7 +22,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Event as EventToWrite, EventType};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::Event;
-use wasm_operator::cached_pod::CachedPod;
+use wasm_operator::cached_pod::{CachedPod, MAX_CACHED_METADATA_BYTES, OMITTED_ANNOTATION};
 use wasm_operator::controller::event_writer::{
     RECENT_CAPACITY, RecentEvents, RepeatKey, SERIES_WINDOW,
 };
@@ -65,6 +65,50 @@ fn a_cached_pod_costs_less_than_2_kib() {
     // The same pods as k8s-openapi `Pod`s took 9378 bytes each, and 3826
     // with the spec, managedFields and all but the Ready condition dropped.
     assert!(per_pod < 2048, "{per_pod} bytes per cached pod");
+}
+
+#[test]
+fn a_pod_someone_annotated_with_250_kib_costs_at_most_the_per_pod_cap() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    const PODS: usize = 200;
+    const BLOB: usize = 250 * 1024;
+    let blob = "y".repeat(BLOB);
+    let (store, mut writer): (_, Writer<CachedPod>) = reflector::store();
+    let before = heap_in_use();
+    for i in 0..PODS {
+        // As the API server sends it: the pod, annotated by someone else
+        // (a 250 KiB value) and by its plugin (16 KiB, the most it may).
+        let mut json: serde_json::Value = serde_json::from_str(&pod_json(i)).expect("pod JSON");
+        json["metadata"]["annotations"] = serde_json::json!({
+            "example.com/blob": blob,
+            "plugin.jinghzhu.io/fat": "x".repeat(16 * 1024 - 22),
+        });
+        let text = json.to_string();
+        drop(json);
+        let pod: CachedPod = serde_json::from_str(&text).expect("pod JSON");
+        drop(text);
+        writer.apply_watcher_event(&Event::Apply(pod));
+    }
+    let per_pod = heap_in_use().saturating_sub(before) / PODS;
+    assert_eq!(store.state().len(), PODS);
+    let kept = store.state()[0]
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default();
+    assert!(kept.contains_key("plugin.jinghzhu.io/fat"));
+    assert!(kept.contains_key(OMITTED_ANNOTATION));
+    assert!(!kept.contains_key("example.com/blob"));
+    eprintln!(
+        "a cached pod annotated with {} KiB by someone else and 16 KiB by its plugin: {per_pod} bytes \
+         on the heap (all of it kept would be over {} bytes)",
+        BLOB / 1024,
+        BLOB + 16 * 1024
+    );
+    assert!(
+        per_pod < 2048 + MAX_CACHED_METADATA_BYTES,
+        "{per_pod} bytes per cached pod"
+    );
 }
 
 /// The Jinghzhu an Event is about, as `object_ref` makes it.

@@ -1,10 +1,12 @@
 //! A property test of conversion, bounds and validation: generated plugin
 //! outputs (hostile ones mostly: escalating specs, reserved labels, huge and
-//! duplicate names, foreign deletes, out-of-range counts) for generated
-//! Jinghzhus and pods, under each pod policy. The host must never panic,
-//! and every output it accepts must yield only pods the chosen policy
-//! allows, within the counts `spec.desired` justifies, deleting only live
-//! pods the object controls.
+//! duplicate names, foreign deletes, out-of-range counts, fat labels and
+//! annotations) for generated Jinghzhus and pods (some already carrying
+//! plugin metadata), under each pod policy and several metadata budgets.
+//! The host must never panic, and every output it accepts must yield only
+//! pods the chosen policy allows, within the counts `spec.desired`
+//! justifies, deleting only live pods the object controls, each create
+//! within the per-pod metadata cap and the object within its budget.
 //!
 //! `PROPTEST_CASES` sets the number of cases (default here: 10 000, enough
 //! for CI). The figure quoted in the README comes from
@@ -18,7 +20,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use proptest::prelude::*;
 use wasm_operator::apply::policy::{self, PodPolicy, PolicyConfig};
-use wasm_operator::apply::validate::{self, Limits, is_live, template_spec};
+use wasm_operator::apply::validate::{
+    self, Limits, MAX_POD_METADATA_BYTES, is_live, template_spec,
+};
 use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
 use wasm_operator::ownership::{MANAGED_BY_LABEL, OWNER_LABEL, owned_pods};
 use wasm_operator::runtime::bindings as wit;
@@ -80,16 +84,33 @@ fn key() -> impl Strategy<Value = String> {
     ]
 }
 
+/// The key metadata-heavy entries use.
+const FAT_KEY: &str = "plugin.jinghzhu.io/fat";
+
+/// Sizes around the per-pod cap and the budgets.
+fn fat_len() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        0usize..2048,
+        Just(MAX_POD_METADATA_BYTES - FAT_KEY.len()),
+        Just(MAX_POD_METADATA_BYTES - FAT_KEY.len() + 1),
+        (MAX_POD_METADATA_BYTES / 4)..(MAX_POD_METADATA_BYTES + 1024),
+    ]
+}
+
 fn kvs() -> impl Strategy<Value = Vec<wit::KeyValue>> {
     prop::collection::vec(
-        (
-            key(),
-            prop_oneof![
-                Just("web".to_string()),
-                Just("unconfined".to_string()),
-                "[a-z0-9 ]{0,10}"
-            ],
-        ),
+        prop_oneof![
+            4 => (
+                key(),
+                prop_oneof![
+                    Just("web".to_string()),
+                    Just("web_3".to_string()),
+                    Just("unconfined".to_string()),
+                    "[a-z0-9 ]{0,10}"
+                ],
+            ),
+            1 => fat_len().prop_map(|n| (FAT_KEY.to_string(), "x".repeat(n))),
+        ],
         0..4,
     )
     .prop_map(|pairs| {
@@ -127,9 +148,40 @@ fn create() -> impl Strategy<Value = wit::PodCreate> {
     )
 }
 
+/// A create that passes everything but, perhaps, the metadata limits: the
+/// template's spec and label (or none), plugin annotations around the caps.
+fn metadata_heavy_create() -> impl Strategy<Value = wit::PodCreate> {
+    (any::<bool>(), prop::collection::vec(fat_len(), 1..3)).prop_map(|(app_label, sizes)| {
+        wit::PodCreate {
+            name: None,
+            generate_name: Some("web-".into()),
+            labels: if app_label {
+                vec![wit::KeyValue {
+                    key: "app".into(),
+                    value: "web".into(),
+                }]
+            } else {
+                vec![]
+            },
+            annotations: sizes
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| wit::KeyValue {
+                    key: format!("{FAT_KEY}{i}"),
+                    value: "x".repeat(n),
+                })
+                .collect(),
+            spec_json: String::new(),
+        }
+    })
+}
+
 fn output() -> impl Strategy<Value = wit::ReconcileOutput> {
     (
-        prop::collection::vec(create(), 0..12),
+        prop_oneof![
+            prop::collection::vec(create(), 0..12),
+            prop::collection::vec(metadata_heavy_create(), 0..6),
+        ],
         prop::collection::vec(
             prop_oneof![
                 Just("web-a".to_string()),
@@ -187,8 +239,21 @@ fn jinghzhu(desired: u32, template: Option<&str>) -> Jinghzhu {
 }
 
 fn pod(name: &str, owner_uid: &str, phase: &str, terminating: bool) -> Pod {
+    fat_pod(name, owner_uid, phase, terminating, 0)
+}
+
+/// A pod carrying `fat` bytes of plugin annotation (none for 0), and one
+/// of someone else's that never counts.
+fn fat_pod(name: &str, owner_uid: &str, phase: &str, terminating: bool, fat: usize) -> Pod {
+    let annotations = (fat > 0).then(|| {
+        BTreeMap::from([
+            (FAT_KEY.to_string(), "x".repeat(fat)),
+            ("mesh.example.com/status".to_string(), "m".repeat(300)),
+        ])
+    });
     Pod {
         metadata: ObjectMeta {
+            annotations,
             name: Some(name.into()),
             namespace: Some("shop".into()),
             uid: Some(format!("uid-{name}")),
@@ -223,6 +288,7 @@ fn pods() -> impl Strategy<Value = Vec<Pod>> {
             prop_oneof![Just("uid-web"), Just("uid-other")],
             prop_oneof![Just("Running"), Just("Pending"), Just("Failed")],
             any::<bool>(),
+            prop_oneof![3 => Just(0usize), 1 => fat_len()],
         ),
         0..4,
     )
@@ -230,9 +296,33 @@ fn pods() -> impl Strategy<Value = Vec<Pod>> {
         let mut seen = HashSet::new();
         pods.into_iter()
             .filter(|(name, ..)| seen.insert(*name))
-            .map(|(name, owner, phase, terminating)| pod(name, owner, phase, terminating))
+            .map(|(name, owner, phase, terminating, fat)| {
+                fat_pod(name, owner, phase, terminating, fat)
+            })
             .collect()
     })
+}
+
+/// Per-object metadata budgets: none, small, a few pods' worth, the default.
+fn metadata_budget() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        Just(0),
+        Just(1024),
+        Just(3 * MAX_POD_METADATA_BYTES / 2),
+        Just(Limits::default().pod_metadata_budget),
+    ]
+}
+
+/// Bytes of `map`'s entries that are not `template`'s own, for keys `counts`.
+fn plugin_bytes(
+    map: &BTreeMap<String, String>,
+    template: Option<&BTreeMap<String, String>>,
+    counts: impl Fn(&str) -> bool,
+) -> usize {
+    map.iter()
+        .filter(|(k, v)| counts(k) && template.and_then(|t| t.get(*k)) != Some(*v))
+        .map(|(k, v)| k.len() + v.len())
+        .sum()
 }
 
 fn policy() -> impl Strategy<Value = PolicyConfig> {
@@ -273,9 +363,10 @@ proptest! {
         template in template(),
         cluster_pods in pods(),
         config in policy(),
+        budget in metadata_budget(),
     ) {
         let jz = jinghzhu(desired, template);
-        let limits = Limits::default();
+        let limits = Limits { pod_metadata_budget: budget, ..Limits::default() };
         let owned = owned_pods(&cluster_pods, &jz);
         let input = convert::input(&jz, &owned, std::time::SystemTime::UNIX_EPOCH);
         if validate::check_bounds(&out, &jz, &owned, &limits).is_err() {
@@ -301,6 +392,22 @@ proptest! {
                 prop_assert!(key != MANAGED_BY_LABEL && key != OWNER_LABEL, "host key {}", key);
                 prop_assert!(!key.contains("kubernetes.io/"), "reserved key {}", key);
             }
+            // Pod names are the object's, plugin label values scoped to it,
+            // and the template's labels kept (issue 22, hazard 5).
+            let owned_name = match (&create.name, &create.generate_name) {
+                (Some(n), None) => n.strip_prefix("web-").is_some_and(|s| !s.is_empty() && !s.contains('-')),
+                (None, Some(g)) => g.strip_prefix("web-").is_some_and(|s| !s.contains('-')),
+                _ => false,
+            };
+            prop_assert!(owned_name, "a pod name of another object: {:?}", create);
+            for (key, value) in &create.labels {
+                if key.starts_with("plugin.jinghzhu.io/") {
+                    prop_assert!(value == "web" || value.starts_with("web_"), "unscoped {}={}", key, value);
+                }
+            }
+            if template.is_some() {
+                prop_assert_eq!(create.labels.get("app").map(String::as_str), Some("web"));
+            }
         }
         let live = owned.iter().filter(|p| is_live(p)).count();
         let deletes = proposal.delete_pods.len();
@@ -319,6 +426,36 @@ proptest! {
             prop_assert!(seen.insert(name), "deletes {} twice", name);
         }
         prop_assert!(proposal.events.len() <= limits.max_events);
+
+        // Labels and annotations: each create within the per-pod cap, the
+        // object within its budget (unless the creates add nothing).
+        let meta = jz.spec.template.as_ref().and_then(|t| t.metadata.as_ref());
+        let (t_labels, t_annotations) = (
+            meta.and_then(|m| m.labels.as_ref()),
+            meta.and_then(|m| m.annotations.as_ref()),
+        );
+        let mut added = 0;
+        for create in &proposal.create_pods {
+            let bytes = plugin_bytes(&create.labels, t_labels, |_| true)
+                + plugin_bytes(&create.annotations, t_annotations, |_| true);
+            prop_assert!(bytes <= MAX_POD_METADATA_BYTES, "a create with {} bytes of metadata", bytes);
+            added += bytes;
+        }
+        let plugin_key = |k: &str| k.starts_with("plugin.jinghzhu.io/");
+        let kept: usize = owned
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| !proposal.delete_pods.contains(&p.name_any()))
+            .map(|p| {
+                let empty = BTreeMap::new();
+                plugin_bytes(p.metadata.labels.as_ref().unwrap_or(&empty), t_labels, plugin_key)
+                    + plugin_bytes(p.metadata.annotations.as_ref().unwrap_or(&empty), t_annotations, plugin_key)
+            })
+            .sum();
+        prop_assert!(
+            added == 0 || kept + added <= budget,
+            "accepted {} bytes of plugin metadata on top of {} over a budget of {}", added, kept, budget
+        );
     }
 }
 

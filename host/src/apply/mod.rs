@@ -18,7 +18,13 @@
 //!
 //! Creates go out in slow-start batches (1, 2, 4, …) like the ReplicaSet
 //! controller's: if the API server rejects pods (quota, admission), one
-//! failure stops the rest instead of hundreds of doomed calls. What was
+//! failure stops the rest instead of hundreds of doomed calls. A batch is
+//! at most [`MAX_CREATE_BATCH`] pods and [`MAX_CREATE_BATCH_BYTES`] of
+//! their specs and metadata (as JSON, at least one pod); each pod is built
+//! only when its batch is sent and written to JSON at once (the typed pod is
+//! several times larger), and the API server's answer is read as a
+//! [`CachedPod`] (no spec): a 500-create proposal with a 64 KiB spec holds
+//! ~1 MiB of request bodies at a time, not 245 typed pods and their answers. What was
 //! created before a failure stays created and is recorded in expectations;
 //! the next reconcile sees it and proposes only the remainder.
 
@@ -38,6 +44,7 @@ use kube::{Client, ResourceExt};
 pub use validate::{Limits, Rejection, Validated, check_bounds, validate};
 
 use crate::actions::{self, PodToCreate, ProposedActions};
+use crate::cached_pod::CachedPod;
 use crate::controller::events::EventSink;
 use crate::controller::expectations::Expectations;
 use crate::controller::metrics::Metrics;
@@ -61,6 +68,8 @@ pub struct Target<'a> {
     pub owner_uid: &'a str,
     /// `namespace/name` of the Jinghzhu.
     pub key: &'a str,
+    /// The plugin that proposed it (its description), named in its Events.
+    pub plugin: &'a str,
 }
 
 /// What was applied.
@@ -116,6 +125,73 @@ pub fn write_cost(proposal: &ProposedActions, status: Option<&JinghzhuStatus>) -
     u32::try_from(total).unwrap_or(u32::MAX)
 }
 
+/// Most creates sent at once (the slow start doubles up to this).
+pub const MAX_CREATE_BATCH: usize = 64;
+
+/// Most bytes of pod specs and metadata (as JSON) in one batch of creates:
+/// what the request bodies of one batch hold (and, briefly, the typed pod
+/// each is written from, one at a time).
+pub const MAX_CREATE_BATCH_BYTES: usize = 1024 * 1024;
+
+/// How many of the creates whose sizes are `sizes` go in the next batch,
+/// when the slow start allows `slow_start`: at most that many, at most
+/// [`MAX_CREATE_BATCH`], at most [`MAX_CREATE_BATCH_BYTES`] together, and
+/// at least one (when there is one).
+pub fn next_batch(sizes: &[usize], slow_start: usize) -> usize {
+    let most = slow_start.clamp(1, MAX_CREATE_BATCH).min(sizes.len());
+    let mut bytes = 0usize;
+    let fits = sizes[..most]
+        .iter()
+        .take_while(|size| {
+            bytes = bytes.saturating_add(**size);
+            bytes <= MAX_CREATE_BATCH_BYTES
+        })
+        .count();
+    fits.max(most.min(1))
+}
+
+/// Counts the bytes written to it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The size of each create's pod: its spec as JSON (measured once per
+/// distinct spec) and its names, labels and annotations.
+fn create_sizes(creates: &[(&PodToCreate, &PodSpec)]) -> Vec<usize> {
+    let mut spec_sizes: std::collections::HashMap<*const PodSpec, usize> = Default::default();
+    creates
+        .iter()
+        .map(|(create, spec)| {
+            let spec_bytes = *spec_sizes
+                .entry(std::ptr::from_ref(*spec))
+                .or_insert_with(|| {
+                    let mut count = ByteCount(0);
+                    // Writing to a counter cannot fail; a spec that could not be
+                    // written would not be sent either.
+                    let _ = serde_json::to_writer(&mut count, spec);
+                    count.0
+                });
+            let metadata = create
+                .labels
+                .iter()
+                .chain(&create.annotations)
+                .map(|(k, v)| k.len() + v.len())
+                .chain(create.name.iter().map(String::len))
+                .chain(create.generate_name.iter().map(String::len))
+                .fold(0, usize::saturating_add);
+            spec_bytes.saturating_add(metadata)
+        })
+        .collect()
+}
+
 /// Most pod names listed in one aggregated Event.
 const NAMES_PER_EVENT: usize = 10;
 
@@ -148,26 +224,30 @@ pub async fn apply(
     let pods: Api<Pod> = Api::namespaced(target.client.clone(), &namespace);
     let mut applied = Applied::default();
 
-    // Creates, in slow-start batches; each batch is expected before it is sent.
+    // Creates, in bounded slow-start batches; each batch is expected before
+    // it is sent, and its pods are built only then.
     let creates: Vec<(&PodToCreate, &PodSpec)> = proposal
         .create_pods
         .iter()
         .zip(validated.specs.iter().map(AsRef::as_ref))
         .collect();
+    let sizes = create_sizes(&creates);
     let mut remaining: &[(&PodToCreate, &PodSpec)] = &creates;
+    let mut sent = 0;
     let mut batch = 1;
     let mut failure = None;
     while !remaining.is_empty() && failure.is_none() {
-        let (now, later) = remaining.split_at(batch.min(remaining.len()));
+        let count = next_batch(&sizes[sent..], batch);
+        let (now, later) = remaining.split_at(count);
         remaining = later;
-        batch *= 2;
+        sent += count;
+        batch = batch.saturating_mul(2);
         target
             .expectations
             .expect_creations(target.owner_uid, now.len());
         let results = join_all(now.iter().map(|(create, spec)| {
-            let pod = pod_to_create(create, spec, jz, &namespace, &owner);
-            let pods = pods.clone();
-            async move { pods.create(&PostParams::default(), &pod).await }
+            let body = serde_json::to_vec(&pod_to_create(create, spec, jz, &namespace, &owner));
+            send_create(target.client, pods.resource_url(), body)
         }))
         .await;
         for result in results {
@@ -292,12 +372,31 @@ pub async fn apply(
         }
     }
 
-    // The plugin's own Events, one per reason.
+    // The plugin's own Events, one per reason, marked as the plugin's.
     for (type_, reason, message) in aggregate_events(&proposal.events) {
-        target.events.publish(jz, type_, reason, &message);
+        target
+            .events
+            .publish_plugin(jz, type_, reason, &message, target.plugin);
         applied.events += 1;
     }
     Ok(applied)
+}
+
+/// Sends one pod create whose JSON is `body` to `url` (the namespace's pods).
+/// Only the JSON is held while the request is in flight (the typed Pod is
+/// several times its size), and the answer is read as a [`CachedPod`], so
+/// its spec is skipped instead of being built.
+async fn send_create(
+    client: &Client,
+    url: &str,
+    body: serde_json::Result<Vec<u8>>,
+) -> Result<CachedPod, kube::Error> {
+    let body = body.map_err(kube::Error::SerdeError)?;
+    let mut request = kube::core::Request::new(url)
+        .create(&PostParams::default(), body)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("create");
+    client.request::<CachedPod>(request).await
 }
 
 /// The status to write for `proposal` when it differs from the stored one:
@@ -468,6 +567,55 @@ mod tests {
             ..proposal
         };
         assert_eq!(cost(&jz, &proposal, "other@1.0.0 (sha256:f00)"), 3);
+    }
+
+    #[test]
+    fn batches_start_slow_and_stay_bounded_in_count_and_bytes() {
+        // Small pods: 1, 2, 4, …, 64, 64, … (the count cap).
+        let small = vec![2_000; 500];
+        let mut sent = 0;
+        let mut slow_start = 1;
+        let mut batches = Vec::new();
+        while sent < small.len() {
+            let count = next_batch(&small[sent..], slow_start);
+            batches.push(count);
+            sent += count;
+            slow_start *= 2;
+        }
+        assert_eq!(batches[..8], [1, 2, 4, 8, 16, 32, 64, 64]);
+        assert_eq!(batches.iter().sum::<usize>(), 500);
+        assert!(batches.iter().all(|b| *b <= MAX_CREATE_BATCH));
+        // 64 KiB specs: at most 1 MiB of them at once (15 pods), however far
+        // the slow start has grown.
+        let fat = vec![64 * 1024 + 100; 500];
+        assert_eq!(next_batch(&fat, 1 << 20), 15);
+        assert!(15 * fat[0] <= MAX_CREATE_BATCH_BYTES);
+        // One pod larger than a batch still goes, alone.
+        assert_eq!(next_batch(&[MAX_CREATE_BATCH_BYTES + 1, 1], 8), 1);
+        assert_eq!(next_batch(&[], 8), 0);
+        assert_eq!(next_batch(&[1, 1, 1], 0), 1);
+    }
+
+    #[test]
+    fn a_create_s_size_is_its_spec_and_metadata() {
+        let spec = PodSpec {
+            containers: vec![k8s_openapi::api::core::v1::Container {
+                name: "app".into(),
+                image: Some("registry.k8s.io/pause:3.10".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&spec).expect("json").len();
+        let create = PodToCreate {
+            generate_name: Some("web-".into()),
+            annotations: BTreeMap::from([("a".to_string(), "bc".to_string())]),
+            ..PodToCreate::default()
+        };
+        assert_eq!(
+            create_sizes(&[(&create, &spec), (&create, &spec)]),
+            [json + 4 + 3, json + 4 + 3]
+        );
     }
 
     #[test]
