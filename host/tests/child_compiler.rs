@@ -2,7 +2,10 @@
 //! the real `wasm-operator compile-plugin` executable compiles the example
 //! plugin for the host's engine, the result reconciles like an in-process
 //! compile and is cached; a child past its time or memory is stopped and
-//! the plugin refused with the rule it broke.
+//! the plugin refused with the rule it broke; the child starts with an empty
+//! environment, no inherited descriptors and an empty working directory and
+//! cannot read the host's files (Landlock); what a compiler returns is
+//! checked before it is signed.
 
 mod support;
 
@@ -125,4 +128,119 @@ fn a_child_built_for_another_engine_refuses_to_compile() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("differs from the host's"), "{stderr}");
+}
+
+/// A shell script standing in for the compiler: `body` runs with the
+/// child's arguments in `$@`.
+fn script(dir: &std::path::Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write the script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+#[test]
+fn the_child_starts_with_nothing_and_cannot_read_what_the_host_can() {
+    let dir = TempDir::new().expect("temp dir");
+    // A secret the host can read (like the cache key or the service account
+    // token), and a descriptor the host leaves open without close-on-exec.
+    let secret = dir.path().join("secret-key");
+    std::fs::write(&secret, "only for the host").expect("write the secret");
+    assert!(std::fs::read(&secret).is_ok(), "the host reads it");
+    let leaked = std::fs::File::open(&secret).expect("open the secret");
+    let leaked_fd = std::os::fd::AsRawFd::as_raw_fd(&leaked);
+    // SAFETY: clears the close-on-exec flag of a descriptor this test owns.
+    assert_eq!(unsafe { libc::fcntl(leaked_fd, libc::F_SETFD, 0) }, 0);
+
+    // The real child, with `--probe`: it reports instead of compiling.
+    let program = script(
+        dir.path(),
+        "probing-compiler",
+        &format!(
+            "exec {} \"$@\" --probe {} --probe /etc/passwd",
+            executable().display(),
+            secret.display()
+        ),
+    );
+    let runtime = runtime(
+        ChildCompiler {
+            program,
+            ..child(Duration::from_secs(60), 1 << 30)
+        },
+        None,
+    );
+    let err = runtime
+        .load(&plugin_bytes(), "replicaset")
+        .expect_err("a probing child does not compile");
+    drop(leaked);
+    let report = err.to_string();
+    assert!(report.contains("sandbox probe:"), "{report}");
+    assert!(report.contains("sandbox=Enforced"), "{report}");
+    // Landlock covers the threads started after it: the child sandboxes
+    // itself while it is the only thread.
+    assert!(report.contains("threads_before_sandbox=1"), "{report}");
+    // The child's environment is empty; the only name is the one the
+    // wrapper script's /bin/sh exports itself (PWD).
+    assert!(
+        report.contains(" env=[] ") || report.contains(" env=[PWD] "),
+        "{report}"
+    );
+    assert!(report.contains(" fds=0,1,2 "), "{report}");
+    assert!(
+        report.contains(&format!("read({})=denied", secret.display())),
+        "{report}"
+    );
+    assert!(report.contains("read(/etc/passwd)=denied"), "{report}");
+    let host_cwd = std::env::current_dir().expect("cwd");
+    assert!(
+        !report.contains(&format!("cwd={} ", host_cwd.display())),
+        "{report}"
+    );
+    assert!(report.contains("wasm-operator-compile-"), "{report}");
+}
+
+#[test]
+fn garbage_from_the_compiler_is_refused_and_never_signed() {
+    let dir = TempDir::new().expect("temp dir");
+    let cache = TempDir::new().expect("cache dir");
+    // A precompiled core module: a real wasmtime artifact, but not a
+    // component.
+    let engine = wasmtime::Engine::default();
+    let module = engine
+        .precompile_module(b"\0asm\x01\0\0\0")
+        .expect("precompile an empty module");
+    let module_file = dir.path().join("module.cwasm");
+    std::fs::write(&module_file, module).expect("write");
+    let cases = [
+        ("garbage", "printf 'not a compiled plugin'".to_owned()),
+        ("core-module", format!("cat {}", module_file.display())),
+        ("truncated-nothing", String::new()),
+    ];
+    for (name, output) in cases {
+        let program = script(dir.path(), name, &format!("cat >/dev/null\n{output}"));
+        let runtime = runtime(
+            ChildCompiler {
+                program,
+                ..child(Duration::from_secs(60), 1 << 30)
+            },
+            Some(cache.path().to_path_buf()),
+        );
+        let err = runtime
+            .load(&plugin_bytes(), "replicaset")
+            .expect_err("the compiler's garbage is refused");
+        assert!(
+            matches!(&err, LoadError::Compile { message, .. } if message.contains("rule limits/compile-output")),
+            "{name}: {err}"
+        );
+        let stored: Vec<_> = std::fs::read_dir(cache.path())
+            .expect("read the cache")
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".cwasm"))
+            .collect();
+        assert!(
+            stored.is_empty(),
+            "{name}: something was signed: {stored:?}"
+        );
+    }
 }

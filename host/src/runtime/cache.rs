@@ -163,11 +163,9 @@ impl PrecompiledCache {
             }
         }
         let precompiled = compile(bytes)?;
-        // SAFETY: the bytes were produced just now by `engine`, or by a
-        // child compiler (this same executable) for an engine whose
-        // compatibility key it checked equals `engine`'s; deserialize checks
-        // the header and settings again.
-        let component = unsafe { Component::deserialize(engine, &precompiled)? };
+        // Checked before it is signed: nothing the compiler returns is
+        // stored unless this engine accepts it as a component.
+        let component = checked_artifact(engine, &precompiled)?;
         if let (Some(path), Some(key)) = (path, key)
             && let Err(err) = store(&path, &precompiled, key)
         {
@@ -179,6 +177,43 @@ impl PrecompiledCache {
         }
         Ok((component, LoadOutcome::Compiled))
     }
+}
+
+/// The component in `artifact`, which a compiler just returned, if this
+/// engine accepts it: wasmtime's precompiled header for a component (not a
+/// core module), then [`Component::deserialize`]'s checks of the wasmtime
+/// version, the target and every setting that affects generated code.
+/// Anything else is refused with rule `limits/compile-output` and is never
+/// signed or stored.
+///
+/// What stays trusted: the machine code inside a well-formed artifact is not
+/// (and cannot be) verified; it is as trusted as the compiler that made it
+/// (see the README, "The precompiled cache").
+pub fn checked_artifact(engine: &Engine, artifact: &[u8]) -> anyhow::Result<Component> {
+    match Engine::detect_precompiled(artifact) {
+        Some(wasmtime::Precompiled::Component) => {}
+        other => anyhow::bail!(
+            "the compiler returned {} ({} bytes), not a precompiled component \
+             (rule limits/compile-output); nothing was stored",
+            match other {
+                Some(wasmtime::Precompiled::Module) => "a precompiled core module",
+                _ => "something that is not a wasmtime artifact",
+            },
+            artifact.len()
+        ),
+    }
+    // SAFETY: `Component::deserialize` trusts its input to be wasmtime's own
+    // output. The bytes come from `Engine::precompile_component`, in this
+    // process or in a child compiler (this same executable, sandboxed) for
+    // an engine whose compatibility key it checked equals `engine`'s;
+    // deserialize checks the header, version and settings again. Only the
+    // machine code itself is taken on trust (documented above).
+    unsafe { Component::deserialize(engine, artifact) }.map_err(|err| {
+        anyhow::anyhow!(
+            "the compiler's output is not a component this engine can load \
+             (rule limits/compile-output; nothing was stored): {err:#}"
+        )
+    })
 }
 
 /// A short key of everything about `engine` that generated code depends on

@@ -12,6 +12,19 @@
 //! compatibility key matches the host's before compiling; the host loads
 //! what it returns as it loads a precompiled artifact from its cache.
 //!
+//! The child gets less than the host, so a plugin that subverts the
+//! compiler gains little: an empty environment, an empty temporary working
+//! directory, no file descriptors but its stdin, stdout and stderr (every
+//! other one is marked close-on-exec before the exec), `PR_SET_NO_NEW_PRIVS`,
+//! and — first thing in the child, while it is still single-threaded — a
+//! Landlock sandbox that denies every filesystem access (it reads the
+//! component from stdin and writes the artifact to stdout, both already
+//! open), TCP binds and connects, abstract Unix sockets and signals to
+//! processes outside it ([`sandbox_self`]). Landlock is best-effort: on a
+//! kernel without it the child logs that it is unavailable and compiles
+//! unconfined. What it returns is checked before it is signed (see
+//! [`cache`](super::cache): rule `limits/compile-output`).
+//!
 //! Tools (`reconcile`, `record`), tests and benchmarks compile in process.
 
 use std::io::{Read, Write};
@@ -89,10 +102,16 @@ fn child_args(key: &str) -> Vec<String> {
 
 impl ChildCompiler {
     fn precompile(&self, engine: &Engine, bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+        // An empty directory of its own, removed when the compile ends.
+        let workdir = tempfile::Builder::new()
+            .prefix("wasm-operator-compile-")
+            .tempdir()
+            .context("creating the compiler's empty working directory")?;
         let mut command = Command::new(&self.program);
         command
             .args(child_args(&engine_key(engine)))
             .env_clear()
+            .current_dir(workdir.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -134,9 +153,27 @@ impl ChildCompiler {
                  `--plugin-compile-timeout-secs` raises it)",
                 self.timeout.as_secs_f64()
             ),
-            Exit::Done(status) if status.success() => artifact
-                .map_err(|_| anyhow::anyhow!("the compiler's output reader failed"))?
-                .context("reading the compiled plugin from the compiler"),
+            Exit::Done(status) if status.success() => {
+                let artifact = artifact
+                    .map_err(|_| anyhow::anyhow!("the compiler's output reader failed"))?
+                    .context("reading the compiled plugin from the compiler")?;
+                if !message.is_empty() {
+                    // E.g. that Landlock is unavailable on this kernel.
+                    tracing::warn!(
+                        compiler = %self.program.display(),
+                        said = %crate::plugin_text::escape(&message, 4096),
+                        "the plugin compiler reported a problem but compiled"
+                    );
+                }
+                if artifact.len() as u64 >= output_limit {
+                    bail!(
+                        "the compiler wrote {} MiB or more, more than a compiled plugin may be \
+                         (rule limits/compile-output); nothing was kept",
+                        output_limit / (1024 * 1024)
+                    );
+                }
+                Ok(artifact)
+            }
             Exit::Done(status) => Err(self.failure(status, &message)),
         }
     }
@@ -188,7 +225,8 @@ fn wait_or_kill(child: &mut std::process::Child, timeout: Duration) -> anyhow::R
 }
 
 /// Sets the child's limits between fork and exec: its memory
-/// (`RLIMIT_DATA`), no core file, and death with the host.
+/// (`RLIMIT_DATA`), no core file, death with the host, no new privileges,
+/// and every file descriptor but 0, 1 and 2 closed at exec.
 fn limit_child(command: &mut Command, memory_limit_bytes: u64) {
     use std::os::unix::process::CommandExt;
     let data = libc::rlimit {
@@ -209,7 +247,22 @@ fn limit_child(command: &mut Command, memory_limit_bytes: u64) {
                 return Err(std::io::Error::last_os_error());
             }
             #[cfg(target_os = "linux")]
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // std opens its own descriptors close-on-exec; this also
+                // covers any a library opened without the flag. Marked,
+                // not closed: std's exec-error pipe must stay open until
+                // the exec. (Linux 5.11+; older kernels rely on std.)
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3_u32,
+                    u32::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                );
+            }
             Ok(())
         });
     }
@@ -222,6 +275,12 @@ pub struct CompilePluginArgs {
     /// for any other.
     #[arg(long)]
     pub engine_key: String,
+    /// Diagnostics for tests: after sandboxing, report what the child can
+    /// reach (its environment, open descriptors, working directory, and
+    /// whether each PATH can be opened) on stderr and exit unsuccessfully
+    /// instead of compiling.
+    #[arg(long = "probe", value_name = "PATH", hide = true)]
+    pub probe: Vec<PathBuf>,
 }
 
 /// Reads a component from stdin, compiles it for the host's engine and
@@ -232,6 +291,27 @@ pub struct CompilePluginArgs {
 /// generated code (the engine key is the same, checked below), and a pool
 /// would reserve and map memory the compiler never uses.
 pub fn compile_plugin(args: CompilePluginArgs) -> anyhow::Result<()> {
+    // Before anything else, while this is the only thread: a Landlock
+    // domain covers the threads created after it, not those before.
+    let threads = if args.probe.is_empty() {
+        None
+    } else {
+        Some(thread_count())
+    };
+    let sandbox = sandbox_self();
+    if let Sandbox::Unavailable(why) = &sandbox {
+        eprintln!(
+            "warning: Landlock is unavailable ({why}); the plugin compiler runs without its \
+             filesystem sandbox"
+        );
+    }
+    if !args.probe.is_empty() {
+        bail!(
+            "{} threads_before_sandbox={}",
+            probe(&sandbox, &args.probe),
+            threads.flatten().unwrap_or(0)
+        );
+    }
     let config = RuntimeConfig {
         allocator: InstanceAllocator::OnDemand,
         ..RuntimeConfig::default()
@@ -255,6 +335,92 @@ pub fn compile_plugin(args: CompilePluginArgs) -> anyhow::Result<()> {
     stdout.write_all(&artifact)?;
     stdout.flush()?;
     Ok(())
+}
+
+/// What [`sandbox_self`] achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sandbox {
+    /// Every access Landlock knows on this kernel is denied.
+    Enforced,
+    /// Some accesses are denied; this kernel's Landlock lacks the others.
+    Partial,
+    /// No Landlock sandbox (why).
+    Unavailable(String),
+}
+
+/// Confines the calling process with Landlock: no filesystem access at all
+/// (files already open, such as stdin and stdout, stay usable), no TCP
+/// bind or connect, no abstract Unix sockets or signals outside the
+/// sandbox; and `PR_SET_NO_NEW_PRIVS`. Irreversible, and it covers only
+/// threads created after the call: call it while single-threaded.
+///
+/// Best-effort: on a kernel without Landlock (or an older one) it does what
+/// the kernel supports and says so.
+pub fn sandbox_self() -> Sandbox {
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    };
+    let abi = ABI::V6;
+    let status = landlock::Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .and_then(|ruleset| ruleset.handle_access(AccessNet::from_all(abi)))
+        .and_then(|ruleset| ruleset.scope(Scope::from_all(abi)))
+        .and_then(|ruleset| ruleset.create())
+        .and_then(|ruleset| ruleset.no_new_privs(true).restrict_self());
+    match status {
+        Ok(status) => match status.ruleset {
+            RulesetStatus::FullyEnforced => Sandbox::Enforced,
+            RulesetStatus::PartiallyEnforced => Sandbox::Partial,
+            RulesetStatus::NotEnforced => Sandbox::Unavailable(format!(
+                "not enforced by this kernel: {:?}",
+                status.landlock
+            )),
+        },
+        Err(err) => Sandbox::Unavailable(err.to_string()),
+    }
+}
+
+/// Threads of this process, from `/proc/self/status`.
+fn thread_count() -> Option<usize> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The `--probe` report: one line.
+fn probe(sandbox: &Sandbox, paths: &[PathBuf]) -> String {
+    let env: Vec<String> = std::env::vars_os()
+        .map(|(name, _)| name.to_string_lossy().into_owned())
+        .collect();
+    // Open descriptors, found without reading /proc (the sandbox denies it).
+    let fds: Vec<String> = (0..1024)
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        .filter(|fd| unsafe { libc::fcntl(*fd, libc::F_GETFD) } != -1)
+        .map(|fd| fd.to_string())
+        .collect();
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|e| format!("unknown({e})"));
+    let reads: Vec<String> = paths
+        .iter()
+        .map(|path| {
+            let outcome = match std::fs::File::open(path) {
+                Ok(_) => "allowed".to_owned(),
+                Err(err) => format!("denied({:?})", err.kind()),
+            };
+            format!("read({})={outcome}", path.display())
+        })
+        .collect();
+    format!(
+        "sandbox probe: sandbox={sandbox:?} env=[{}] fds={} cwd={cwd} {}",
+        env.join(","),
+        fds.join(","),
+        reads.join(" ")
+    )
 }
 
 #[cfg(test)]

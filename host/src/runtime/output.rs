@@ -144,7 +144,7 @@ impl ForwarderState {
         }
         // Escape control characters: a plugin's line stays one line of the
         // host's log and cannot forge host lines or recolour a terminal.
-        let line = super::state::escape_control(line, 2 * MAX_LINE);
+        let line = crate::plugin_text::escape(line, 2 * MAX_LINE);
         let tags = &self.tags;
         match self.kind {
             StreamKind::Stdout => tracing::info!(

@@ -266,6 +266,8 @@ impl LoadedPlugin {
         // Caps what the guest can make the host allocate in one transfer:
         // the whole output of `reconcile`, or one `log` call's arguments.
         store.set_hostcall_fuel(self.output_limit);
+        // Caps the host work a guest can cause through WASI imports.
+        super::state::cap_store(&mut store);
         arm_deadline(&mut store, self.deadline);
         store
     }
@@ -299,6 +301,12 @@ impl LoadedPlugin {
     ) -> PluginError {
         if store.data().limiter.hit {
             return PluginError::MemoryCap(self.memory_limit);
+        }
+        if let Some(limit) = super::state::WasiLimit::of(err) {
+            return PluginError::WasiLimit {
+                rule: limit.rule(),
+                message: limit.describe(),
+            };
         }
         match err.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => PluginError::Deadline(self.deadline),
@@ -393,7 +401,7 @@ pub fn check_info(info: &wit::PluginInfo) -> Result<(), String> {
         if value.is_empty() || value.len() > MAX_INFO_LEN || !value.chars().all(ok) {
             Err(format!(
                 "info().{what} must be 1 to {MAX_INFO_LEN} characters of {allowed}, got {:?}",
-                super::state::escape_control(value, 80)
+                crate::plugin_text::escape(value, 80)
             ))
         } else {
             Ok(())

@@ -1,17 +1,30 @@
 //! What each plugin call's `Store` holds: a WASI context that grants
 //! nothing, stdout/stderr forwarded to `tracing`, the resource cap (memory,
-//! table elements, instance/memory/table counts), and the host side of the
-//! `log` import with its per-call budget.
+//! table elements, instance/memory/table counts), the caps on host work
+//! done through WASI imports (random buffers, live WASI resources and
+//! component handles), and the host side of the `log` import with its
+//! per-call budget.
+//!
+//! WASI imports run on the host's side, outside the guest's memory cap and
+//! (being synchronous) outside the deadline while they run. So each is kept
+//! small: a `get-random-bytes`/`get-insecure-random-bytes` call may ask for
+//! at most [`MAX_RANDOM_BYTES`] (rule `limits/wasi-buffer`), and a call may
+//! hold at most [`MAX_WASI_RESOURCES`] WASI resources (pollables, streams)
+//! and [`MAX_COMPONENT_HANDLES`] component handles at once (rule
+//! `limits/wasi-resources`). Going over either traps the call; a loop of
+//! many small calls is cut by the deadline, which fires between calls
+//! (see [`engine`](super::engine)).
 
 use std::sync::Arc;
 
-use wasmtime::ResourceLimiter;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{ResourceTable, ResourceTableError};
+use wasmtime::{ResourceLimiter, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{self, Level};
 use super::output::{LineForwarder, StreamKind};
 use super::tags::CallTags;
+use crate::plugin_text::escape;
 
 /// Log calls honoured per call; later ones are counted and dropped.
 pub const MAX_LOG_CALLS: u32 = 1000;
@@ -38,6 +51,80 @@ pub const MAX_MEMORIES: usize = 4;
 /// Most tables of one call.
 pub const MAX_TABLES: usize = 32;
 
+/// Most bytes one `wasi:random` `get-random-bytes` or
+/// `get-insecure-random-bytes` call may ask for (wasmtime's default is
+/// 64 MiB, built synchronously on the host). Rust's std asks for 16 bytes
+/// at a time; a guest that wants more asks again.
+pub const MAX_RANDOM_BYTES: u64 = 64 * 1024;
+/// Most WASI resources (pollables, streams, …) one call may hold at once in
+/// the host's resource table (wasmtime's default: one million). A Rust
+/// guest holds a handful.
+pub const MAX_WASI_RESOURCES: usize = 1024;
+/// Most component-model handles one call's store may hold at once
+/// (wasmtime's default: 100 000).
+pub const MAX_COMPONENT_HANDLES: usize = 4096;
+
+/// A WASI limit a call went over, and the rule it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WasiLimit {
+    /// A random buffer over [`MAX_RANDOM_BYTES`].
+    Buffer,
+    /// More live resources or handles than [`MAX_WASI_RESOURCES`] or
+    /// [`MAX_COMPONENT_HANDLES`].
+    Resources,
+}
+
+impl WasiLimit {
+    /// The rule id after `limits/`.
+    pub fn rule(self) -> &'static str {
+        match self {
+            WasiLimit::Buffer => "wasi-buffer",
+            WasiLimit::Resources => "wasi-resources",
+        }
+    }
+
+    /// What the limit is, for messages.
+    pub fn describe(self) -> String {
+        match self {
+            WasiLimit::Buffer => {
+                format!("it asked wasi:random for more than {MAX_RANDOM_BYTES} bytes in one call")
+            }
+            WasiLimit::Resources => format!(
+                "it held more than {MAX_WASI_RESOURCES} WASI resources \
+                 (pollables, streams) or {MAX_COMPONENT_HANDLES} component handles at once"
+            ),
+        }
+    }
+
+    /// The limit behind `err`, if a call failed because it went over one.
+    /// wasmtime reports these as plain errors of the host function (not
+    /// traps); their messages are wasmtime's and wasmtime-wasi's own.
+    pub fn of(err: &wasmtime::Error) -> Option<WasiLimit> {
+        if matches!(
+            err.downcast_ref::<ResourceTableError>(),
+            Some(ResourceTableError::Full)
+        ) {
+            return Some(WasiLimit::Resources);
+        }
+        let text = format!("{err:#}");
+        if text.contains("resource table has no free keys")
+            || text.contains("store handle limit exceeded")
+        {
+            Some(WasiLimit::Resources)
+        } else if text.contains("requested len") && text.contains("exceeds limit") {
+            Some(WasiLimit::Buffer)
+        } else {
+            None
+        }
+    }
+}
+
+/// Applies the per-store WASI caps that live on the [`Store`] rather than in
+/// its state (the component handle limit).
+pub fn cap_store(store: &mut Store<PluginState>) {
+    store.set_max_component_handles(MAX_COMPONENT_HANDLES);
+}
+
 /// Per-call store state.
 pub struct PluginState {
     wasi: WasiCtx,
@@ -55,7 +142,9 @@ impl PluginState {
     /// A state whose WASI context grants nothing: no preopened directories,
     /// no environment variables, no arguments, no sockets or name lookups,
     /// an empty stdin. Only the clocks and random numbers every WASI program
-    /// may read are there (a plugin is told the time in its input anyway).
+    /// may read are there (a plugin is told the time in its input anyway),
+    /// random buffers capped at [`MAX_RANDOM_BYTES`] and live resources at
+    /// [`MAX_WASI_RESOURCES`].
     pub fn new(tags: CallTags, memory_limit: usize) -> Self {
         let tags = Arc::new(tags);
         let stdout = LineForwarder::new(StreamKind::Stdout, Arc::clone(&tags));
@@ -66,10 +155,13 @@ impl PluginState {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
+            .max_random_size(MAX_RANDOM_BYTES)
             .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_WASI_RESOURCES);
         Self {
             wasi,
-            table: ResourceTable::new(),
+            table,
             limiter: MemoryCap::new(memory_limit),
             stdout,
             stderr,
@@ -124,7 +216,7 @@ impl bindings::jinghzhu::operator::log::Host for PluginState {
             self.log_dropped = self.log_dropped.saturating_add(1);
             return;
         }
-        let message = escape_control(&message, MAX_LOG_MESSAGE);
+        let message = escape(&message, MAX_LOG_MESSAGE);
         let fields = format_fields(&fields);
         self.log_bytes = self.log_bytes.saturating_add(message.len() + fields.len());
         let CallTags {
@@ -165,8 +257,8 @@ pub fn format_fields(fields: &[bindings::KeyValue]) -> String {
         .iter()
         .take(MAX_LOG_FIELDS)
         .map(|kv| {
-            let key = escape_control(&kv.key, MAX_FIELD_KEY);
-            let value = escape_control(&kv.value, MAX_FIELD_VALUE);
+            let key = escape(&kv.key, MAX_FIELD_KEY);
+            let value = escape(&kv.value, MAX_FIELD_VALUE);
             let plain = !value.is_empty()
                 && !value.contains(|c: char| c.is_whitespace() || c == '"' || c == '=');
             if plain {
@@ -180,28 +272,6 @@ pub fn format_fields(fields: &[bindings::KeyValue]) -> String {
         out.push(format!("…{}_more_fields", fields.len() - MAX_LOG_FIELDS));
     }
     out.join(" ")
-}
-
-/// `text` cut to at most `max` bytes (on a character boundary, marked with
-/// `…`), with every control character (newlines, carriage returns, escape
-/// sequences…) written as an escape, so what a plugin says always stays on
-/// one line of the host's log and cannot recolour or rewrite the terminal.
-pub fn escape_control(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max));
-    for c in text.chars() {
-        let start = out.len();
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-        if out.len() > max {
-            out.truncate(start);
-            out.push('…');
-            break;
-        }
-    }
-    out
 }
 
 /// Caps what one call may allocate: the total of its linear memories and
@@ -289,13 +359,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn control_characters_are_escaped_and_text_is_cut() {
-        assert_eq!(escape_control("a\nb\r\x1b[31m", 100), "a\\nb\\r\\u{1b}[31m");
-        assert_eq!(escape_control("abcdef", 3), "abc…");
-        assert_eq!(escape_control("ééé", 3), "é…");
-    }
-
-    #[test]
     fn table_elements_count_against_the_memory_cap() {
         let mut cap = MemoryCap::new(1024);
         assert!(cap.table_growing(0, 10, None).expect("ok"));
@@ -310,6 +373,28 @@ mod tests {
             !big.table_growing(0, MAX_TABLE_ELEMENTS + 1, None)
                 .expect("ok")
         );
+    }
+
+    #[test]
+    fn wasi_limit_errors_name_their_rule() {
+        let of = |err: wasmtime::Error| WasiLimit::of(&err).map(WasiLimit::rule);
+        assert_eq!(
+            of(wasmtime::Error::msg(
+                "requested len 33554432 exceeds limit 65536"
+            )),
+            Some("wasi-buffer")
+        );
+        assert_eq!(
+            of(wasmtime::Error::from(ResourceTableError::Full)),
+            Some("wasi-resources")
+        );
+        assert_eq!(
+            of(wasmtime::Error::msg(
+                "cannot allocate another handle: store handle limit exceeded"
+            )),
+            Some("wasi-resources")
+        );
+        assert_eq!(of(wasmtime::Error::msg("something else")), None);
     }
 
     #[test]
