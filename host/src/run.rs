@@ -14,13 +14,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ListParams};
 
 use crate::apply::Limits;
 use crate::apply::policy::PolicyArgs;
 use crate::controller::budget::BudgetConfig;
 use crate::controller::{self, ControllerConfig, metrics::Metrics};
-use crate::crd::Jinghzhu;
 use crate::hotswap::RollbackPolicy;
 use crate::hotswap::setup::{self, PluginOptions, PluginSource};
 use crate::leader::lease::parse_duration;
@@ -56,6 +55,18 @@ pub struct RunArgs {
     /// Run this candidate plugin on the same inputs, log where it differs, apply nothing of it.
     #[arg(long, env = "WASM_OPERATOR_SHADOW_PLUGIN")]
     pub shadow_plugin: Option<PathBuf>,
+    /// Only run a shadow plugin with this sha256 digest (hex, optionally prefixed `sha256:`).
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_SHADOW_PLUGIN_SHA256",
+        value_name = "HEX",
+        requires = "shadow_plugin"
+    )]
+    pub shadow_plugin_sha256: Option<String>,
+    /// Shadow calls that may wait for the shadow plugin, which runs one call
+    /// at a time off the reconciles; more are dropped (and counted).
+    #[arg(long, env = "WASM_OPERATOR_SHADOW_QUEUE", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub shadow_queue: u16,
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, short = 'n', env = "WASM_OPERATOR_NAMESPACE")]
     pub namespace: Option<String>,
@@ -115,6 +126,12 @@ pub struct RunArgs {
     /// --max-creates plus the Events and status of one reconcile).
     #[arg(long, env = "WASM_OPERATOR_WRITE_BURST", default_value_t = 1200)]
     pub write_burst: u32,
+    /// Most KiB of labels and annotations (keys and values, beyond the
+    /// template's own) a plugin may have written on one object's pods
+    /// together; a proposal that would leave more is refused
+    /// (`limits/pod-metadata-budget`).
+    #[arg(long, env = "WASM_OPERATOR_POD_METADATA_BUDGET_KIB", default_value_t = (crate::apply::validate::DEFAULT_POD_METADATA_BUDGET / 1024) as u64, value_parser = clap::value_parser!(u64).range(0..=1024 * 1024))]
+    pub pod_metadata_budget_kib: u64,
     /// The pod policy: which pod specs, labels and annotations a plugin may propose.
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -183,21 +200,21 @@ impl LeaderElectionArgs {
 /// or vetting a new plugin while they all run.
 const SPARE_INSTANCES: u32 = 4;
 
-/// Refuses a pool that cannot hold an instance per worker (two with a shadow
-/// plugin, which runs beside each call) plus [`SPARE_INSTANCES`]: calls beyond
-/// it would fail.
+/// Refuses a pool that cannot hold an instance per worker (plus one for a
+/// shadow plugin, whose queue runs one call at a time) plus
+/// [`SPARE_INSTANCES`]: calls beyond it would fail.
 fn check_instance_pool(args: &RunArgs) -> Result<()> {
     let Some(pool) = args.runtime.config().allocator.pool_size() else {
         return Ok(());
     };
-    let per_worker = if args.shadow_plugin.is_some() { 2 } else { 1 };
-    let needed = u32::from(args.workers) * per_worker + SPARE_INSTANCES;
+    let shadow = u32::from(args.shadow_plugin.is_some());
+    let needed = u32::from(args.workers) + shadow + SPARE_INSTANCES;
     if pool < needed {
         bail!(
             "--plugin-instance-pool {pool} is smaller than the {needed} instances {} workers{} may need at once; \
              raise it, lower --workers, or set it to 0 to allocate instances on demand",
             args.workers,
-            if per_worker == 2 {
+            if shadow == 1 {
                 " with a shadow plugin"
             } else {
                 ""
@@ -247,7 +264,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
         (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
     };
     // Every replica, leader or standby, vets and loads the plugin itself and
-    // watches its source, so a swap reaches standbys too.
+    // watches its source, so a swap reaches standbys too. A refused plugin
+    // does not stop the start: the host runs unready until a good one
+    // arrives (see `hotswap::setup`); only operator mistakes end it here.
     let plugins = setup::start(
         &client,
         runtime,
@@ -255,6 +274,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
             source,
             pinned_sha256: args.plugin_sha256.clone(),
             shadow: args.shadow_plugin.clone(),
+            shadow_pinned_sha256: args.shadow_plugin_sha256.clone(),
+            shadow_queue: usize::from(args.shadow_queue),
             rollback: RollbackPolicy {
                 window: Duration::from_secs(args.rollback_window_secs),
                 max_failure_ratio: args.rollback_failure_ratio,
@@ -305,6 +326,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
             max_creates,
             max_surge: usize::try_from(args.max_surge).unwrap_or(usize::MAX),
             min_requeue: Duration::from_millis(args.min_requeue_ms),
+            pod_metadata_budget: usize::try_from(args.pod_metadata_budget_kib * 1024)
+                .unwrap_or(usize::MAX),
+            plugin_key_prefixes: policy.allowed_label_prefixes.clone(),
             ..Limits::default()
         },
         policy,
@@ -323,7 +347,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
         leader_election = elector.is_some(),
         "controller starting"
     );
-    controller::run(client, active, config, metrics, shutdown_signal()).await;
+    controller::run(client, active.clone(), config, metrics, shutdown_signal()).await;
+    // The shadow's queue is work nobody waits for: drop it with the controller.
+    active.set_shadow(None, 0);
     if let Some(elector) = elector {
         elector.release().await;
     }
@@ -358,14 +384,13 @@ pub async fn check_crd(client: &Client) -> Result<()> {
 }
 
 /// [`check_crd`] with a list in `namespace` only (what a host restricted to
-/// one namespace, with RBAC only there, is allowed to do). Untyped: one
-/// Jinghzhu the host cannot read must not stop it starting (the watch
-/// reports and skips it).
+/// one namespace, with RBAC only there, is allowed to do). Read per object
+/// ([`crate::crd::incoming::Incoming`]): one Jinghzhu the host cannot read,
+/// however deep, must not stop it starting (the watch reports and skips it).
 pub async fn check_crd_in(client: &Client, namespace: Option<&str>) -> Result<()> {
-    let resource = ApiResource::erase::<Jinghzhu>(&());
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
+    let api: Api<crate::crd::incoming::Incoming> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     };
     match api.list(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(()),
@@ -462,5 +487,25 @@ mod tests {
         assert_eq!(config.namespace, "ops");
         assert_eq!(config.lease_name, "wasm-operator");
         assert_eq!(config.identity, "me");
+    }
+
+    #[test]
+    fn the_shadow_queue_default_is_documented_and_its_pin_needs_a_shadow() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["wasm-operator", "run", "--plugin", "p.wasm"];
+            argv.extend_from_slice(extra);
+            crate::cli::Cli::try_parse_from(argv)
+        };
+        let crate::cli::Command::Run(args) = parse(&[]).expect("parse").command else {
+            panic!("not run")
+        };
+        assert_eq!(
+            usize::from(args.shadow_queue),
+            crate::hotswap::shadow::DEFAULT_SHADOW_QUEUE
+        );
+        assert!(parse(&["--shadow-plugin-sha256", "ab"]).is_err());
+        assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-queue", "0"]).is_err());
+        assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-plugin-sha256", "ab"]).is_ok());
     }
 }

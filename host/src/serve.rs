@@ -7,8 +7,10 @@
 //!   controller, so a loop that stopped or a starved runtime fails the probe
 //!   after [`HEARTBEAT_STALE`];
 //! - `/readyz` (readiness): both caches (Jinghzhus, pods) have had their
-//!   initial list and a vetted plugin is loaded. A standby is ready too: it
-//!   watches, caches and can take over at once.
+//!   initial list and a vetted plugin serves. A standby is ready too: it
+//!   watches, caches and can take over at once. A host whose plugin was
+//!   refused at start is up (live) but unready, `/readyz` and `/status`
+//!   (`notServing`) say why, until its source delivers a good plugin.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -209,34 +211,63 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     } else {
         Err("the Jinghzhu and pod caches have not had their initial list yet".to_string())
     };
-    let plugin = state.active.current();
-    let plugin_check = if plugin.digest().is_empty() {
-        Err("no plugin loaded".to_string())
-    } else {
-        Ok(())
-    };
+    let plugin_check = plugin_check(&state);
     report(
         &[("caches-synced", caches), ("plugin-loaded", plugin_check)],
         "readyz",
     )
 }
 
+/// Whether a vetted plugin serves, and if not, why.
+fn plugin_check(state: &AppState) -> Result<(), String> {
+    if state.active.serving().is_some() {
+        return Ok(());
+    }
+    let why = state
+        .history
+        .lock()
+        .ok()
+        .and_then(|h| h.not_serving.clone())
+        .unwrap_or_else(|| "no plugin loaded".to_string());
+    // One line per check: the reason may quote a loader's message.
+    Err(why.replace(['\n', '\r'], " "))
+}
+
 async fn status(State(state): State<AppState>) -> impl IntoResponse {
-    let plugin = state.active.current();
     let history = state.history.lock().map(|h| h.clone()).unwrap_or_default();
-    axum::Json(serde_json::json!({
-        "plugin": {
+    let plugin = state.active.serving().map(|plugin| {
+        serde_json::json!({
             "name": plugin.info().name,
             "version": plugin.info().version,
             "digest": plugin.digest(),
             "source": plugin.source(),
             "loadedAtUnix": plugin.loaded_at_unix(),
-        },
+        })
+    });
+    let shadow = state.active.shadow().map(|shadow| {
+        serde_json::json!({
+            "name": shadow.info().name,
+            "version": shadow.info().version,
+            "digest": shadow.digest(),
+            "source": shadow.source(),
+        })
+    });
+    let serving = plugin.is_some();
+    let not_serving = if serving {
+        None
+    } else {
+        history.not_serving.clone()
+    };
+    axum::Json(serde_json::json!({
+        "plugin": plugin,
+        "notServing": not_serving,
+        "shadow": shadow,
+        "shadowRefusal": history.shadow_refusal,
         "swaps": state.active.generation(),
         "lastSwap": history.last_swap,
         "lastRefusal": history.last_refusal,
         "metricsAddr": state.bound.to_string(),
-        "ready": state.health.caches_synced(),
+        "ready": state.health.caches_synced() && serving,
         "leaderElection": state.leader.as_ref().map(|info| serde_json::json!({
             "identity": info.identity,
             "lease": info.lease,

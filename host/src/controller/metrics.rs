@@ -159,6 +159,12 @@ pub struct Metrics {
     pub shadow_active: Gauge,
     /// Reconciles where the shadow plugin proposed something else.
     pub shadow_differences: Counter,
+    /// Shadow calls not made because the shadow queue was full (issue 22).
+    pub shadow_dropped: Counter,
+    /// Shadow outputs that broke the output bounds (not compared).
+    pub shadow_rejected: Counter,
+    /// 1 while a vetted plugin serves; 0 after a refused start until a good one arrives.
+    pub plugin_serving: Gauge,
     /// Events dropped because the Event queue was full.
     pub events_dropped: Counter,
 
@@ -201,6 +207,9 @@ impl Default for Metrics {
             plugin_rollbacks: Counter::default(),
             shadow_active: Gauge::default(),
             shadow_differences: Counter::default(),
+            shadow_dropped: Counter::default(),
+            shadow_rejected: Counter::default(),
+            plugin_serving: Gauge::default(),
             events_dropped: Counter::default(),
             budget_exceeded: Counter::default(),
             reconcile_total: Family::default(),
@@ -291,6 +300,21 @@ impl Metrics {
             "shadow_differences",
             "Reconciles where the shadow plugin proposed something else",
             self.shadow_differences.clone(),
+        );
+        r.register(
+            "shadow_dropped",
+            "Shadow calls dropped because the shadow queue was full",
+            self.shadow_dropped.clone(),
+        );
+        r.register(
+            "shadow_rejected",
+            "Shadow outputs that broke the output bounds (reported, not compared)",
+            self.shadow_rejected.clone(),
+        );
+        r.register(
+            "plugin_serving",
+            "1 while a vetted plugin serves; 0 while every plugin offered was refused",
+            self.plugin_serving.clone(),
         );
         r.register(
             "events_dropped",
@@ -554,6 +578,8 @@ impl From<&PluginError> for PluginOutcome {
             PluginError::Returned { .. } => PluginOutcome::Error,
             PluginError::Host(_) => PluginOutcome::Host,
             PluginError::OutputTooLarge(_) => PluginOutcome::OutputTooLarge,
+            // Host memory the plugin tried to make the host hold.
+            PluginError::WasiLimit { .. } => PluginOutcome::Memory,
         }
     }
 }

@@ -28,6 +28,7 @@ use crate::apply::{self, Limits, validate};
 use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
+use crate::plugin_text::shown;
 
 /// Everything a reconcile needs, shared by all workers.
 pub struct Context {
@@ -59,7 +60,7 @@ pub struct Context {
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// The plugin trapped, ran out of time or memory, or returned an error.
-    #[error("plugin {plugin} failed: {message}")]
+    #[error("plugin {plugin} failed: {}", shown(.message))]
     Plugin {
         /// Digest of the plugin.
         plugin: String,
@@ -69,14 +70,14 @@ pub enum ReconcileError {
         retryable: bool,
     },
     /// The plugin's output broke the rules and was rejected whole.
-    #[error("plugin output rejected: {0}")]
+    #[error("plugin output rejected: {}", shown(.0))]
     Rejected(String),
     /// The Jinghzhu's own template breaks the pod policy's floor; only a
     /// change to the object can fix it.
-    #[error("the Jinghzhu's template is not allowed: {0}")]
+    #[error("the Jinghzhu's template is not allowed: {}", shown(.0))]
     InvalidTemplate(String),
     /// Talking to the API server failed part-way; the rest is retried.
-    #[error("applying failed: {0}")]
+    #[error("applying failed: {}", shown(.0))]
     Apply(String),
     /// The pod cache is gone (the watch stream ended).
     #[error("the pod cache stopped")]
@@ -155,7 +156,7 @@ pub async fn reconcile(
         let violations = policy::check_template(validate::template_spec(&jz));
         if !violations.is_empty() {
             let reasons = validate::Rejection(violations).to_string();
-            tracing::error!(object = %key, %reasons, "the Jinghzhu's template is not allowed; nothing done");
+            tracing::error!(object = %key, reasons = %shown(&reasons), "the Jinghzhu's template is not allowed; nothing done");
             ctx.events.publish(
                 &jz,
                 EventType::Warning,
@@ -167,7 +168,12 @@ pub async fn reconcile(
     }
 
     let started = Instant::now();
-    let plugin = ctx.plugin.current();
+    let Some(plugin) = ctx.plugin.serving() else {
+        // The plugin offered at start was refused: the host is unready and
+        // reconciles nothing; the first good plugin re-queues every object.
+        tracing::debug!(object = %key, "no plugin serves yet; waiting for a good one");
+        return Ok(Action::await_change());
+    };
     let digest = plugin.digest().to_string();
     let status = jz.status.clone().unwrap_or_default();
     tracing::info!(
@@ -176,7 +182,7 @@ pub async fn reconcile(
         desired = jz.spec.desired,
         pods = pods.len(),
         current = status.current,
-        state = %status.state,
+        state = %shown(&status.state),
         plugin = %plugin.describe(),
         "reconcile start"
     );
@@ -200,7 +206,7 @@ pub async fn reconcile(
             let retryable = err.retryable();
             let message = err.to_string();
             let kind = err.kind();
-            tracing::error!(object = %key, plugin = %digest, retryable, kind, error = %message, "plugin failed");
+            tracing::error!(object = %key, plugin = %digest, retryable, kind, error = %shown(&message), "plugin failed");
             ctx.events.publish(
                 &jz,
                 EventType::Warning,
@@ -234,9 +240,10 @@ pub async fn reconcile(
         }
     };
     call.outcome(PluginOutcome::Ok);
+    // The shadow gets a copy of the input in its own bounded queue and is
+    // held to the same rules there; it never delays this reconcile.
     ctx.plugin
-        .shadow_compare(jz.as_ref(), &pods, &key, &proposal, &ctx.metrics)
-        .await;
+        .offer_shadow(&jz, &pods, &key, &proposal, (&ctx.limits, &ctx.policy));
 
     // The object's write budget covers every write of the proposal.
     let status = apply::status_change(&jz, &pods, &proposal, &plugin.describe());
@@ -273,6 +280,7 @@ pub async fn reconcile(
             metrics: &ctx.metrics,
             owner_uid: &uid,
             key: &key,
+            plugin: &plugin.describe(),
         },
         jz.as_ref(),
         &pods,
@@ -288,8 +296,8 @@ pub async fn reconcile(
             {
                 tracing::info!(
                     object = %key,
-                    created = ?summary.created,
-                    deleted = ?summary.deleted,
+                    created = %apply::name_list(&summary.created),
+                    deleted = %apply::name_list(&summary.deleted),
                     status_written = summary.status_written,
                     "actions applied"
                 );
@@ -315,7 +323,7 @@ pub async fn reconcile(
         }
         Err(err) => {
             ctx.metrics.apply_errors.inc();
-            tracing::error!(object = %key, error = %err, "applying failed part-way; will retry");
+            tracing::error!(object = %key, error = %shown(&err.to_string()), "applying failed part-way; will retry");
             Err(ReconcileError::Apply(err.to_string()))
         }
     }
@@ -333,7 +341,7 @@ fn reject(
     ctx.metrics.rejected_outputs.inc();
     let reasons = rejection.to_string();
     let rules = rejection.rules().join(", ");
-    tracing::error!(object = %key, plugin = %digest, %rules, %reasons, "plugin output rejected; nothing applied");
+    tracing::error!(object = %key, plugin = %digest, %rules, reasons = %shown(&reasons), "plugin output rejected; nothing applied");
     ctx.events.publish(
         jz,
         EventType::Warning,
@@ -359,13 +367,14 @@ pub fn error_policy(jz: Arc<Jinghzhu>, err: &ReconcileError, ctx: Arc<Context>) 
         return Action::await_change();
     }
     let delay = ctx.objects.backoff.failed(&jz.uid().unwrap_or(key.clone()));
-    tracing::warn!(object = %key, error = %err, retry_in_ms = delay.as_millis() as u64, "reconcile failed; requeued with backoff");
+    tracing::warn!(object = %key, error = %shown(&err.to_string()), retry_in_ms = delay.as_millis() as u64, "reconcile failed; requeued with backoff");
     Action::requeue(delay)
 }
 
-/// Logs an error the controller machinery reports (not a reconcile's own).
-/// A pod event whose owner is gone (a deleted Jinghzhu's pods being
-/// collected) is expected and logged at debug; the rest are warnings.
+/// Logs an error the controller machinery reports. A pod event whose owner
+/// is gone (a deleted Jinghzhu's pods being collected) is expected, and a
+/// failed reconcile was logged by [`error_policy`] already: both at debug;
+/// the rest are warnings. Error texts go through [`shown`].
 pub fn log_controller_error<E: std::fmt::Debug>(
     err: &kube::runtime::controller::Error<E, kube::runtime::watcher::Error>,
 ) {
@@ -373,7 +382,13 @@ pub fn log_controller_error<E: std::fmt::Debug>(
         kube::runtime::controller::Error::ObjectNotFound(object) => {
             tracing::debug!(object = %object, "owner not in the cache (deleted); event ignored");
         }
-        other => tracing::warn!(error = ?other, "controller"),
+        // Already logged by the error policy, with the object's backoff.
+        kube::runtime::controller::Error::ReconcilerFailed(err, object) => tracing::debug!(
+            object = %format!("{}/{}", object.namespace.as_deref().unwrap_or_default(), object.name),
+            error = %shown(&format!("{err:?}")),
+            "reconcile failed"
+        ),
+        other => tracing::warn!(error = %shown(&format!("{other:?}")), "controller"),
     }
 }
 

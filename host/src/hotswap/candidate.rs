@@ -1,7 +1,8 @@
 //! Vetting a candidate plugin before it may serve: digest pin, compile and
 //! precompile, the world check (done by loading), and a smoke reconcile on a
 //! synthetic object so a plugin that traps on every call is refused before
-//! it touches the cluster.
+//! it touches the cluster. The compile runs on tokio's blocking pool
+//! ([`Runtime::load_off_thread`]), never on an async worker.
 
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ pub enum Refusal {
 
 /// Checks `bytes` and returns the loaded plugin if it may serve.
 pub async fn vet(
-    runtime: &Runtime,
+    runtime: &Arc<Runtime>,
     bytes: &[u8],
     source: &str,
     pinned_sha256: Option<&str>,
@@ -51,7 +52,8 @@ pub async fn vet(
         }
     }
     let plugin = runtime
-        .load(bytes, source)
+        .load_off_thread(Arc::from(bytes), source.to_string())
+        .await
         .map_err(|err| Refusal::Load(format!("{err:#}")))?;
     smoke_test(&plugin).await?;
     Ok(plugin)

@@ -5,6 +5,11 @@
 //! plugin even if a swap happens meanwhile; every later reconcile gets the
 //! new one, and a swap re-queues every known object once. The previous
 //! plugin is kept for automatic rollback.
+//!
+//! The slot may be empty: a host whose plugin was refused at start keeps
+//! running, unready, and serves the first good plugin its source delivers
+//! (issue 22, hazard 6). The shadow candidate, if any, runs in its own
+//! bounded queue ([`shadow::ShadowQueue`]), never inside a reconcile.
 
 pub mod candidate;
 pub mod setup;
@@ -20,6 +25,8 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
 use crate::actions::ProposedActions;
+use crate::apply::Limits;
+use crate::apply::policy::PolicyConfig;
 use crate::controller::metrics::Metrics;
 use crate::crd::Jinghzhu;
 use crate::runtime::LoadedPlugin;
@@ -53,22 +60,34 @@ struct Probation {
     failures: u32,
 }
 
-/// The active plugin, the one before it, and an optional shadow candidate.
+/// The active plugin (none while every plugin offered was refused), the one
+/// before it, and an optional shadow candidate.
 pub struct ActivePlugin {
-    current: RwLock<Arc<LoadedPlugin>>,
+    current: RwLock<Option<Arc<LoadedPlugin>>>,
     previous: Mutex<Option<Arc<LoadedPlugin>>>,
     probation: Mutex<Option<Probation>>,
     policy: RollbackPolicy,
     generation: watch::Sender<u64>,
-    shadow: RwLock<Option<Arc<LoadedPlugin>>>,
+    shadow: RwLock<Option<shadow::ShadowQueue>>,
     metrics: Arc<Metrics>,
 }
 
 impl ActivePlugin {
     /// A slot serving `plugin`.
     pub fn new(plugin: Arc<LoadedPlugin>, policy: RollbackPolicy, metrics: Arc<Metrics>) -> Self {
+        let slot = Self::empty(policy, metrics);
+        *slot.current.write().unwrap_or_else(|e| e.into_inner()) = Some(plugin);
+        slot.metrics.plugin_serving.set(1);
+        slot
+    }
+
+    /// A slot serving nothing yet: the plugin offered at start was refused.
+    /// Reconciles wait (see [`ActivePlugin::serving`]) until the first good
+    /// plugin is swapped in, which re-queues every object.
+    pub fn empty(policy: RollbackPolicy, metrics: Arc<Metrics>) -> Self {
+        metrics.plugin_serving.set(0);
         Self {
-            current: RwLock::new(plugin),
+            current: RwLock::new(None),
             previous: Mutex::new(None),
             probation: Mutex::new(None),
             policy,
@@ -78,19 +97,43 @@ impl ActivePlugin {
         }
     }
 
-    /// The plugin a reconcile starting now uses.
-    pub fn current(&self) -> Arc<LoadedPlugin> {
+    /// The plugin a reconcile starting now uses; `None` while no plugin
+    /// serves (every plugin offered so far was refused).
+    pub fn serving(&self) -> Option<Arc<LoadedPlugin>> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
+    /// The plugin a reconcile starting now uses, for callers that started
+    /// the slot with a plugin ([`ActivePlugin::new`]: tests, benchmarks).
+    ///
+    /// # Panics
+    /// When no plugin serves; the host itself uses [`ActivePlugin::serving`].
+    #[track_caller]
+    pub fn current(&self) -> Arc<LoadedPlugin> {
+        self.serving()
+            .expect("no plugin serves: the one offered at start was refused")
+    }
+
     /// Makes `plugin` the active one (it has passed every check already).
     pub fn swap(&self, plugin: Arc<LoadedPlugin>) {
         let old = {
             let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-            std::mem::replace(&mut *current, plugin.clone())
+            current.replace(plugin.clone())
+        };
+        self.metrics.plugin_serving.set(1);
+        let Some(old) = old else {
+            // The first good plugin after a refused start: nothing to roll
+            // back to, so no probation.
+            tracing::info!(
+                new = %plugin.describe(),
+                "first plugin serving after a refused start; re-queueing every object"
+            );
+            self.metrics.plugin_swaps.inc();
+            self.generation.send_modify(|g| *g += 1);
+            return;
         };
         tracing::info!(
             old = %old.describe(),
@@ -166,36 +209,51 @@ impl ActivePlugin {
             );
             {
                 let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-                *current = previous;
+                *current = Some(previous);
             }
             self.metrics.plugin_rollbacks.inc();
             self.generation.send_modify(|g| *g += 1);
         }
     }
 
-    /// Sets (or clears) the shadow plugin.
-    pub fn set_shadow(&self, plugin: Option<Arc<LoadedPlugin>>) {
+    /// Sets (or clears) the shadow plugin; it runs in a queue of its own
+    /// holding at most `queue` waiting calls (see [`shadow::ShadowQueue`]).
+    pub fn set_shadow(&self, plugin: Option<Arc<LoadedPlugin>>, queue: usize) {
         self.metrics.shadow_active.set(i64::from(plugin.is_some()));
-        *self.shadow.write().unwrap_or_else(|e| e.into_inner()) = plugin;
+        let queue =
+            plugin.map(|plugin| shadow::ShadowQueue::start(plugin, queue, self.metrics.clone()));
+        *self.shadow.write().unwrap_or_else(|e| e.into_inner()) = queue;
     }
 
-    /// Runs the shadow plugin (if any) on the same input and logs where it
-    /// differs from `active`. Nothing of the shadow's output is applied.
-    pub async fn shadow_compare(
+    /// The shadow plugin, if one runs.
+    pub fn shadow(&self) -> Option<Arc<LoadedPlugin>> {
+        self.shadow
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|queue| queue.plugin().clone())
+    }
+
+    /// Offers the shadow plugin (if any) the same input as the active one.
+    /// Never waits: the call runs later in the shadow's own queue and is
+    /// dropped (and counted) when that queue is full. Its output is held to
+    /// `limits` and `policy`, as the active plugin's is, before anything is
+    /// compared with `active`; nothing of it is applied.
+    pub fn offer_shadow(
         &self,
-        jz: &Jinghzhu,
+        jz: &Arc<Jinghzhu>,
         pods: &[Pod],
         key: &str,
         active: &ProposedActions,
-        metrics: &Metrics,
+        rules: (&Limits, &PolicyConfig),
     ) {
-        let shadow = self
+        if let Some(queue) = self
             .shadow
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(shadow) = shadow {
-            shadow::compare(&shadow, jz, pods, key, active, metrics).await;
+            .as_ref()
+        {
+            queue.offer(jz, pods, key, active, rules);
         }
     }
 }

@@ -1,19 +1,37 @@
 //! Wiring the plugin side of a host: read and vet the first plugin, set up
 //! the shadow, start the source watcher and the swapper. Used by
 //! `wasm-operator run` and by the end-to-end tests alike.
+//!
+//! What stops the start and what does not (issue 22, hazard 6):
+//! - **Operator mistakes** that no push can fix stop it with a clear
+//!   message: a `--plugin` or `--shadow-plugin` path that cannot be read, a
+//!   ConfigMap the host may not read (RBAC) or an API error.
+//! - **Plugin content** never stops it: a plugin refused at start (not a
+//!   component, wrong world, fails the digest pin, the compile limits or the
+//!   smoke reconcile), or a ConfigMap / key not there yet, leaves the host
+//!   running and unready with the reason on `/status` and `/readyz`, counted
+//!   in `wasm_operator_plugin_swaps_refused` (`wasm_operator_plugin_serving`
+//!   0) and recorded as a `PluginRefused` Warning Event on the ConfigMap. The
+//!   source stays watched: the first good plugin it delivers serves and every
+//!   object is re-queued. The host does not fall back to an older plugin
+//!   from the precompiled cache: the source (and the pin) name the one plugin
+//!   the operator wants, and serving another would hide the bad push.
+//! - A shadow refused at start is logged, counted and shown on `/status`;
+//!   the host runs without it.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow};
 use kube::Client;
 use tokio::sync::mpsc;
 
 use super::candidate::vet;
-use super::swapper::{self, SwapHistory};
+use super::swapper::{self, Refused, SwapHistory};
 use super::{ActivePlugin, RollbackPolicy, sources};
 use crate::controller::metrics::Metrics;
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, digest_of};
 
 /// Where the plugin comes from (and is watched for changes).
 #[derive(Debug, Clone)]
@@ -65,6 +83,10 @@ pub struct PluginOptions {
     pub pinned_sha256: Option<String>,
     /// A shadow candidate.
     pub shadow: Option<PathBuf>,
+    /// Only a shadow with this sha256 may run.
+    pub shadow_pinned_sha256: Option<String>,
+    /// Shadow calls that may wait in the shadow's queue (more are dropped).
+    pub shadow_queue: usize,
     /// When to roll back after a swap.
     pub rollback: RollbackPolicy,
 }
@@ -77,8 +99,9 @@ pub struct Plugins {
     pub history: Arc<Mutex<SwapHistory>>,
 }
 
-/// Loads and vets the first plugin (refusing to start with a bad one), and
-/// starts watching its source for swaps.
+/// Loads and vets the first plugin and starts watching its source for
+/// swaps. A refused plugin does not stop the start (see the module doc):
+/// the slot starts empty and the first good plugin from the source serves.
 pub async fn start(
     client: &Client,
     runtime: Arc<Runtime>,
@@ -86,40 +109,114 @@ pub async fn start(
     metrics: Arc<Metrics>,
 ) -> Result<Plugins> {
     let label = options.source.label();
-    let bytes = match &options.source {
-        PluginSource::File(path) => {
-            std::fs::read(path).with_context(|| format!("reading the plugin {}", path.display()))?
-        }
+    let history = Arc::new(Mutex::new(SwapHistory::default()));
+    let seen_at = Instant::now();
+    let configmap = match &options.source {
+        PluginSource::File(_) => None,
+        PluginSource::ConfigMap {
+            namespace, name, ..
+        } => Some((namespace.clone(), name.clone())),
+    };
+    let first = match &options.source {
+        PluginSource::File(path) => sources::FirstRead::Bytes(
+            std::fs::read(path)
+                .with_context(|| format!("reading the plugin {}", path.display()))?,
+        ),
         PluginSource::ConfigMap {
             namespace,
             name,
             key,
         } => sources::read_configmap(client, namespace, name, key).await?,
     };
-    let plugin = vet(&runtime, &bytes, &label, options.pinned_sha256.as_deref())
-        .await
-        .map_err(|refusal| anyhow!("the plugin from {label} cannot serve: {refusal}"))?;
-    tracing::info!(
-        plugin = %plugin.describe(),
-        source = %label,
-        outcome = ?plugin.load_outcome(),
-        "plugin loaded"
-    );
-    let initial_digest = plugin.digest().to_string();
-    let active = Arc::new(ActivePlugin::new(
-        plugin,
-        options.rollback.clone(),
-        metrics.clone(),
-    ));
+    let (active, initial_digest) = match first {
+        sources::FirstRead::Bytes(bytes) => {
+            let digest = digest_of(&bytes);
+            match vet(&runtime, &bytes, &label, options.pinned_sha256.as_deref()).await {
+                Ok(plugin) => {
+                    tracing::info!(
+                        plugin = %plugin.describe(),
+                        source = %label,
+                        outcome = ?plugin.load_outcome(),
+                        "plugin loaded"
+                    );
+                    let active =
+                        ActivePlugin::new(plugin, options.rollback.clone(), metrics.clone());
+                    (active, digest)
+                }
+                Err(refusal) => {
+                    swapper::refused(
+                        Refused {
+                            source: &label,
+                            configmap: configmap.as_ref(),
+                            digest: &digest,
+                            reason: &refusal.to_string(),
+                            seen_at,
+                            keeping: None,
+                        },
+                        Some(client),
+                        &metrics,
+                        &history,
+                    )
+                    .await;
+                    (
+                        ActivePlugin::empty(options.rollback.clone(), metrics.clone()),
+                        digest,
+                    )
+                }
+            }
+        }
+        sources::FirstRead::Missing(why) => {
+            tracing::error!(
+                source = %label,
+                reason = %why,
+                "no plugin to serve yet; the host stays unready and watches the source"
+            );
+            swapper::lock(&history).not_serving =
+                Some(format!("no plugin at {label} yet ({why}); waiting for one"));
+            (
+                ActivePlugin::empty(options.rollback.clone(), metrics.clone()),
+                String::new(),
+            )
+        }
+    };
+    let active = Arc::new(active);
 
     if let Some(path) = &options.shadow {
+        let shadow_label = format!("file:{}", path.display());
         let bytes = std::fs::read(path)
             .with_context(|| format!("reading the shadow plugin {}", path.display()))?;
-        let shadow = vet(&runtime, &bytes, &format!("file:{}", path.display()), None)
-            .await
-            .map_err(|refusal| anyhow!("the shadow plugin cannot run: {refusal}"))?;
-        tracing::info!(shadow = %shadow.describe(), "shadow plugin runs beside the active one; nothing of it is applied");
-        active.set_shadow(Some(shadow));
+        match vet(
+            &runtime,
+            &bytes,
+            &shadow_label,
+            options.shadow_pinned_sha256.as_deref(),
+        )
+        .await
+        {
+            Ok(shadow) => {
+                tracing::info!(
+                    shadow = %shadow.describe(),
+                    queue = options.shadow_queue,
+                    "shadow plugin runs in its own queue beside the active one; nothing of it is applied"
+                );
+                active.set_shadow(Some(shadow), options.shadow_queue);
+            }
+            Err(refusal) => {
+                metrics.plugin_swaps_refused.inc();
+                tracing::error!(
+                    source = %shadow_label,
+                    candidate = %digest_of(&bytes),
+                    reason = %crate::plugin_text::shown(&refusal.to_string()),
+                    "shadow plugin refused; running without a shadow"
+                );
+                swapper::lock(&history).shadow_refusal = Some(swapper::SwapRecord::now(
+                    shadow_label,
+                    digest_of(&bytes),
+                    refusal.to_string(),
+                    seen_at,
+                ));
+            }
+        }
     }
 
     let (tx, rx) = mpsc::channel(4);
@@ -131,7 +228,6 @@ pub async fn start(
             key,
         } => sources::watch_configmap(client.clone(), namespace, name, key, initial_digest, tx),
     }
-    let history = Arc::new(Mutex::new(SwapHistory::default()));
     tokio::spawn(swapper::run(
         rx,
         runtime,

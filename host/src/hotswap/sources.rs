@@ -92,22 +92,46 @@ pub fn watch_file(
     Ok(())
 }
 
-/// Reads `key` of the ConfigMap `namespace/name` (binaryData, or data as a fallback).
+/// What a source held when the host started.
+#[derive(Debug)]
+pub enum FirstRead {
+    /// Plugin bytes (to be vetted).
+    Bytes(Vec<u8>),
+    /// Nothing yet (the ConfigMap or its key is not there): why.
+    Missing(String),
+}
+
+/// Reads `key` of the ConfigMap `namespace/name` (binaryData, or data as a
+/// fallback). A ConfigMap or key that is not there is [`FirstRead::Missing`]
+/// (a push may bring it); an error reading it (RBAC, the API server) is an
+/// error that says what to do.
 pub async fn read_configmap(
     client: &Client,
     namespace: &str,
     name: &str,
     key: &str,
-) -> anyhow::Result<Vec<u8>> {
+) -> anyhow::Result<FirstRead> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let cm = api.get(name).await.map_err(|err| {
-        anyhow::anyhow!("reading the plugin from ConfigMap {namespace}/{name}: {err}")
-    })?;
-    configmap_bytes(&cm, key).ok_or_else(|| {
-        anyhow::anyhow!(
+    let cm = match api.get_opt(name).await {
+        Ok(Some(cm)) => cm,
+        Ok(None) => {
+            return Ok(FirstRead::Missing(format!(
+                "ConfigMap {namespace}/{name} does not exist; create it with \
+                 `kubectl create configmap {name} --from-file={key}=plugin.wasm`"
+            )));
+        }
+        Err(err) => {
+            return Err(anyhow::anyhow!(
+                "reading the plugin from ConfigMap {namespace}/{name}: {err}"
+            ));
+        }
+    };
+    Ok(match configmap_bytes(&cm, key) {
+        Some(bytes) => FirstRead::Bytes(bytes),
+        None => FirstRead::Missing(format!(
             "ConfigMap {namespace}/{name} has no key {key:?} in binaryData; create it with \
              `kubectl create configmap {name} --from-file={key}=plugin.wasm`"
-        )
+        )),
     })
 }
 

@@ -1,7 +1,8 @@
 //! The swapper: takes candidates from the sources one at a time, vets them
 //! and either switches the active plugin or refuses the candidate — with an
 //! error log, a counter, the last refusal kept for `/status`, and a Warning
-//! Event on the ConfigMap when that was the source.
+//! Event on the ConfigMap when that was the source. A plugin refused at
+//! start ([`super::setup::start`]) is reported the same way.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -17,6 +18,7 @@ use super::ActivePlugin;
 use super::candidate::vet;
 use super::sources::Candidate;
 use crate::controller::metrics::Metrics;
+use crate::plugin_text;
 use crate::runtime::{Runtime, digest_of};
 
 /// The last swap and the last refusal, for the status endpoint.
@@ -26,6 +28,11 @@ pub struct SwapHistory {
     pub last_swap: Option<SwapRecord>,
     /// The last candidate that was refused.
     pub last_refusal: Option<SwapRecord>,
+    /// Why no plugin serves, while none does (set at a refused start,
+    /// cleared by the first swap).
+    pub not_serving: Option<String>,
+    /// The shadow plugin refused at start, if it was.
+    pub shadow_refusal: Option<SwapRecord>,
 }
 
 /// One swap or refusal.
@@ -41,6 +48,95 @@ pub struct SwapRecord {
     pub latency_ms: u64,
     /// Unix time of the outcome.
     pub at_unix: u64,
+}
+
+impl SwapRecord {
+    /// A record of an outcome reached now, for a change seen at `seen_at`.
+    pub fn now(source: String, digest: String, outcome: String, seen_at: Instant) -> Self {
+        Self {
+            source,
+            digest,
+            outcome,
+            latency_ms: u64::try_from(seen_at.elapsed().as_millis()).unwrap_or(u64::MAX),
+            at_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A refused candidate, for [`refused`].
+pub struct Refused<'a> {
+    /// Where it came from.
+    pub source: &'a str,
+    /// `(namespace, name)` of its ConfigMap, if that was the source.
+    pub configmap: Option<&'a (String, String)>,
+    /// Its digest.
+    pub digest: &'a str,
+    /// Why it was refused.
+    pub reason: &'a str,
+    /// When the change was seen.
+    pub seen_at: Instant,
+    /// The plugin that keeps serving (`None`: nothing serves).
+    pub keeping: Option<String>,
+}
+
+/// Reports a refusal: an error log, `wasm_operator_plugin_swaps_refused`,
+/// `lastRefusal` on `/status` (and `notServing` while nothing serves), and a
+/// `PluginRefused` Warning Event on the ConfigMap when that was the source.
+pub async fn refused(
+    refusal: Refused<'_>,
+    client: Option<&Client>,
+    metrics: &Metrics,
+    history: &Mutex<SwapHistory>,
+) {
+    metrics.plugin_swaps_refused.inc();
+    let consequence = match &refusal.keeping {
+        Some(keeping) => {
+            tracing::error!(
+                source = %refusal.source,
+                candidate = %refusal.digest,
+                keeping = %keeping,
+                reason = %plugin_text::shown(refusal.reason),
+                "plugin swap refused; the current plugin keeps serving"
+            );
+            "the current plugin keeps serving"
+        }
+        None => {
+            tracing::error!(
+                source = %refusal.source,
+                candidate = %refusal.digest,
+                reason = %plugin_text::shown(refusal.reason),
+                "plugin refused; no plugin serves, the host stays unready and waits for a good one from the source"
+            );
+            "no plugin serves until a good one arrives"
+        }
+    };
+    if let (Some(client), Some((ns, name))) = (client, refusal.configmap) {
+        record_refusal(
+            client,
+            ns,
+            name,
+            refusal.digest,
+            consequence,
+            refusal.reason,
+        )
+        .await;
+    }
+    let mut history = lock(history);
+    if refusal.keeping.is_none() {
+        history.not_serving = Some(format!(
+            "the plugin {} from {} was refused: {}",
+            refusal.digest, refusal.source, refusal.reason
+        ));
+    }
+    history.last_refusal = Some(SwapRecord::now(
+        refusal.source.to_string(),
+        refusal.digest.to_string(),
+        refusal.reason.to_string(),
+        refusal.seen_at,
+    ));
 }
 
 /// Runs until every source is gone.
@@ -69,7 +165,9 @@ pub async fn run(
             .unwrap_or_default();
         match outcome {
             Ok(plugin) => {
-                let old = active.current().describe();
+                let old = active
+                    .serving()
+                    .map_or_else(|| "nothing".to_string(), |old| old.describe());
                 active.swap(plugin.clone());
                 let latency = candidate.seen_at.elapsed();
                 tracing::info!(
@@ -80,7 +178,9 @@ pub async fn run(
                     swap_latency_ms = latency.as_millis() as u64,
                     "plugin swap: new plugin serving"
                 );
-                lock(&history).last_swap = Some(SwapRecord {
+                let mut history = lock(&history);
+                history.not_serving = None;
+                history.last_swap = Some(SwapRecord {
                     source: candidate.source,
                     digest,
                     outcome: "swapped".into(),
@@ -89,34 +189,38 @@ pub async fn run(
                 });
             }
             Err(refusal) => {
-                metrics.plugin_swaps_refused.inc();
-                tracing::error!(
-                    source = %candidate.source,
-                    candidate = %digest,
-                    keeping = %active.current().describe(),
-                    reason = %refusal,
-                    "plugin swap refused; the current plugin keeps serving"
-                );
-                if let (Some(client), Some((ns, name))) = (&client, &candidate.configmap) {
-                    record_refusal(client, ns, name, &digest, &refusal.to_string()).await;
-                }
-                lock(&history).last_refusal = Some(SwapRecord {
-                    source: candidate.source,
-                    digest,
-                    outcome: refusal.to_string(),
-                    latency_ms: candidate.seen_at.elapsed().as_millis() as u64,
-                    at_unix,
-                });
+                refused(
+                    Refused {
+                        source: &candidate.source,
+                        configmap: candidate.configmap.as_ref(),
+                        digest: &digest,
+                        reason: &refusal.to_string(),
+                        seen_at: candidate.seen_at,
+                        keeping: active.serving().map(|plugin| plugin.describe()),
+                    },
+                    client.as_ref(),
+                    &metrics,
+                    &history,
+                )
+                .await;
             }
         }
     }
 }
 
-fn lock(history: &Mutex<SwapHistory>) -> std::sync::MutexGuard<'_, SwapHistory> {
+/// The history, even if a holder panicked.
+pub fn lock(history: &Mutex<SwapHistory>) -> std::sync::MutexGuard<'_, SwapHistory> {
     history.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn record_refusal(client: &Client, namespace: &str, name: &str, digest: &str, reason: &str) {
+async fn record_refusal(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    digest: &str,
+    consequence: &str,
+    reason: &str,
+) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let Ok(cm) = api.get(name).await else { return };
     let recorder = Recorder::new(
@@ -129,12 +233,10 @@ async fn record_refusal(client: &Client, namespace: &str, name: &str, digest: &s
     let event = Event {
         type_: EventType::Warning,
         reason: "PluginRefused".into(),
-        note: Some(
-            format!("plugin {digest} refused, the current plugin keeps serving: {reason}")
-                .chars()
-                .take(1000)
-                .collect(),
-        ),
+        note: Some(crate::plugin_text::escape_within(
+            &format!("plugin {digest} refused, {consequence}: {reason}"),
+            crate::plugin_text::MAX_EVENT_NOTE,
+        )),
         action: "HotSwap".into(),
         secondary: None,
     };

@@ -99,6 +99,27 @@ impl Runtime {
         )?;
         Ok(Arc::new(plugin))
     }
+
+    /// [`Runtime::load`] from async code: the compile (and the wait for the
+    /// child compiler), linking and `info()` run on tokio's blocking pool,
+    /// never on an async worker, so reconciles, watches and probes keep
+    /// running while a plugin compiles.
+    pub async fn load_off_thread(
+        self: &Arc<Self>,
+        bytes: Arc<[u8]>,
+        source: String,
+    ) -> Result<Arc<LoadedPlugin>, LoadError> {
+        let runtime = self.clone();
+        let from = source.clone();
+        tokio::task::spawn_blocking(move || runtime.load(&bytes, &source))
+            .await
+            .unwrap_or_else(|joined| {
+                Err(LoadError::Compile {
+                    from,
+                    message: format!("the loading thread stopped: {joined}"),
+                })
+            })
+    }
 }
 
 /// Tells a component from a core module from anything else by the header:

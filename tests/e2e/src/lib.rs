@@ -323,11 +323,89 @@ fn capture_host_logs() {
     INIT.call_once(|| {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("wasm_operator=info,warn"));
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_test_writer()
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        let _ = tracing_subscriber::registry()
+            .with(filter)
+            .with(tracing_subscriber::fmt::layer().with_test_writer())
+            // A plain copy (no colours) for the tests that read the log.
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(|| CaptureWriter),
+            )
             .try_init();
     });
+}
+
+/// Most bytes one [`LogCapture`] keeps (it counts the rest).
+const CAPTURE_LIMIT: usize = 256 * 1024 * 1024;
+
+/// What one [`LogCapture`] has seen.
+#[derive(Default)]
+struct CapturedLog {
+    text: Vec<u8>,
+    total: usize,
+}
+
+static CAPTURES: std::sync::Mutex<Vec<std::sync::Weak<std::sync::Mutex<CapturedLog>>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The writer of the in-process hosts' plain log copy: each write (one
+/// formatted line, as the formatter writes them) goes to every live
+/// [`LogCapture`].
+struct CaptureWriter;
+
+impl std::io::Write for CaptureWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut captures = CAPTURES.lock().unwrap_or_else(|e| e.into_inner());
+        captures.retain(|capture| {
+            let Some(capture) = capture.upgrade() else {
+                return false;
+            };
+            let mut log = capture.lock().unwrap_or_else(|e| e.into_inner());
+            log.total += buf.len();
+            let room = CAPTURE_LIMIT.saturating_sub(log.text.len());
+            log.text.extend_from_slice(&buf[..buf.len().min(room)]);
+            true
+        });
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A copy of every log line the in-process hosts (of every test in this
+/// process) write while it is alive, as plain text without colours: for
+/// tests of what reaches the host's log.
+pub struct LogCapture {
+    log: Arc<std::sync::Mutex<CapturedLog>>,
+}
+
+impl LogCapture {
+    /// Starts capturing (and the hosts' logging, if no host started yet).
+    pub fn start() -> Self {
+        capture_host_logs();
+        let log = Arc::new(std::sync::Mutex::new(CapturedLog::default()));
+        CAPTURES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(&log));
+        Self { log }
+    }
+
+    /// What was captured so far (the first 256 MiB), as text.
+    pub fn text(&self) -> String {
+        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&log.text).into_owned()
+    }
+
+    /// How many bytes of log were written while capturing.
+    pub fn bytes(&self) -> usize {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).total
+    }
 }
 
 async fn install_crd(control_plane: &ControlPlane) -> Result<()> {
@@ -391,6 +469,10 @@ pub struct HostOptions {
     pub pinned_sha256: Option<String>,
     /// A shadow candidate.
     pub shadow: Option<std::path::PathBuf>,
+    /// Only a shadow with this digest may run.
+    pub shadow_pinned_sha256: Option<String>,
+    /// Shadow calls that may wait in the shadow's queue.
+    pub shadow_queue: usize,
     /// Rollback policy.
     pub rollback: RollbackPolicy,
     /// Controller settings (the namespace is set to the test's).
@@ -408,6 +490,8 @@ impl HostOptions {
             source: PluginSource::File(path.to_path_buf()),
             pinned_sha256: None,
             shadow: None,
+            shadow_pinned_sha256: None,
+            shadow_queue: wasm_operator::hotswap::shadow::DEFAULT_SHADOW_QUEUE,
             rollback: RollbackPolicy::default(),
             controller: ControllerConfig::default(),
             client: None,
@@ -435,6 +519,8 @@ impl RunningHost {
                 source: options.source,
                 pinned_sha256: options.pinned_sha256,
                 shadow: options.shadow,
+                shadow_pinned_sha256: options.shadow_pinned_sha256,
+                shadow_queue: options.shadow_queue,
                 rollback: options.rollback,
             },
             metrics.clone(),
@@ -472,6 +558,8 @@ impl RunningHost {
             let _ = tx.send(());
         }
         let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
+        // As `run` does: the shadow's queue stops with the controller.
+        self.plugin.set_shadow(None, 0);
     }
 
     /// Reconcile calls made by the plugin with this digest.
