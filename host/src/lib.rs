@@ -5,6 +5,9 @@
 //! - [`actions`]: what a plugin proposes, in the host's types.
 //! - [`ownership`]: what makes a Pod ours (labels, controller ownerReference).
 //! - [`observed`]: what the host counts itself for the status (`readyReplicas`).
+//! - [`plugin_text`]: escaping and bounding text from a plugin or a Jinghzhu
+//!   author before it reaches a log line, an Event or a metric label.
+//! - [`event_reasons`]: the Event reasons the host reserves for itself.
 //! - [`runtime`]: the Wasm side: engine, loading, limits, calling `reconcile`.
 //! - [`controller`]: the Kubernetes side: informers, workqueue, reconcile loop.
 //! - [`apply`]: validating and applying a proposal.
@@ -22,11 +25,13 @@ pub mod cached_pod;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod event_reasons;
 pub mod hotswap;
 pub mod leader;
 pub mod observed;
 pub mod offline;
 pub mod ownership;
+pub mod plugin_text;
 pub mod run;
 pub mod runtime;
 pub mod scaffold;

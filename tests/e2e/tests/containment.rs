@@ -489,3 +489,19 @@ async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> a
     }
     Ok(())
 }
+
+// Containment, round two (issue 22): one module per hazard.
+#[path = "containment/compiler_sandbox.rs"]
+mod compiler_sandbox;
+#[path = "containment/objects.rs"]
+mod objects;
+#[path = "containment/plugin_delivery.rs"]
+mod plugin_delivery;
+#[path = "containment/plugin_text.rs"]
+mod plugin_text;
+#[path = "containment/pod_metadata.rs"]
+mod pod_metadata;
+#[path = "containment/pod_policy.rs"]
+mod pod_policy;
+#[path = "containment/wasi_host_work.rs"]
+mod wasi_host_work;

@@ -114,9 +114,18 @@ pub fn flood_log() {
 /// `db-credentials`), `service-account` (`admin`), `seccomp-unconfined`,
 /// `tolerations` (every taint), `node-selector`, `priority-class`
 /// (`system-node-critical`), `privileged`, `host-network`, `host-path`,
-/// `run-as-root`, `image` (`evil.example.com/miner`). Anything else gives
-/// the plain compliant spec.
+/// `run-as-root`, `image` (`evil.example.com/miner`); and for identity,
+/// confinement and lifetime (issue 22): `run-as-group` (group 0),
+/// `supplemental-groups` (`[0]`), `fs-group` (0), `selinux-level`
+/// (`s0:c1,c2`), `seccomp-localhost` and `apparmor-localhost` (a Localhost
+/// profile the template does not use), `grace-period` (a day),
+/// `active-deadline` (a day, for a template that sets a shorter one),
+/// `image-pull-policy` (`Never`), `env-secret-key` (key `password` of
+/// [`SECRET`]) and `env-from-secret` (every key of it, via `envFrom`).
+/// Anything else gives the plain compliant spec (pod `runAsGroup` 65535, as
+/// the host's default template).
 pub fn escalated_spec(what: &str) -> String {
+    let group = if what == "run-as-group" { 0 } else { 65535 };
     let drop_all = r#""allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}"#;
     let container_sc = match what {
         "capabilities" => {
@@ -135,12 +144,26 @@ pub fn escalated_spec(what: &str) -> String {
     let container_extra = match what {
         "host-port" => r#","ports":[{"containerPort":80,"hostPort":80}]"#,
         "secret-volume" => r#","volumeMounts":[{"name":"s","mountPath":"/s"}]"#,
+        "image-pull-policy" => r#","imagePullPolicy":"Never""#,
+        "env-secret-key" => {
+            r#","env":[{"name":"P","valueFrom":{"secretKeyRef":{"name":"db-credentials","key":"password"}}}]"#
+        }
+        "env-from-secret" => r#","envFrom":[{"secretRef":{"name":"db-credentials"}}]"#,
         _ => "",
     };
-    let seccomp = if what == "seccomp-unconfined" {
-        "Unconfined"
-    } else {
-        "RuntimeDefault"
+    let pod_context_extra = match what {
+        "supplemental-groups" => r#","supplementalGroups":[0]"#,
+        "fs-group" => r#","fsGroup":0"#,
+        "selinux-level" => r#","seLinuxOptions":{"level":"s0:c1,c2"}"#,
+        "apparmor-localhost" => {
+            r#","appArmorProfile":{"type":"Localhost","localhostProfile":"complain-everything"}"#
+        }
+        _ => "",
+    };
+    let seccomp = match what {
+        "seccomp-unconfined" => r#"{"type":"Unconfined"}"#,
+        "seccomp-localhost" => r#"{"type":"Localhost","localhostProfile":"profiles/audit.json"}"#,
+        _ => r#"{"type":"RuntimeDefault"}"#,
     };
     let user = if what == "run-as-root" { 0 } else { 65535 };
     let non_root = what != "run-as-root";
@@ -152,12 +175,17 @@ pub fn escalated_spec(what: &str) -> String {
         "priority-class" => r#","priorityClassName":"system-node-critical""#,
         "host-network" => r#","hostNetwork":true"#,
         "host-path" => r#","volumes":[{"name":"root","hostPath":{"path":"/"}}]"#,
+        "grace-period" => r#","terminationGracePeriodSeconds":86400"#,
+        "active-deadline" => r#","activeDeadlineSeconds":86400"#,
         _ => "",
     };
     format!(
-        r#"{{"containers":[{{"name":"app","image":"{image}","securityContext":{{{container_sc}}}{container_extra}}}],"securityContext":{{"runAsNonRoot":{non_root},"runAsUser":{user},"seccompProfile":{{"type":"{seccomp}"}}}}{pod_extra}}}"#
+        r#"{{"containers":[{{"name":"app","image":"{image}","securityContext":{{{container_sc}}}{container_extra}}}],"securityContext":{{"runAsNonRoot":{non_root},"runAsUser":{user},"runAsGroup":{group},"seccompProfile":{seccomp}{pod_context_extra}}}{pod_extra}}}"#
     )
 }
+
+/// The Secret the `env-secret-key` and `env-from-secret` escalations read.
+pub const SECRET: &str = "db-credentials";
 
 /// Calls this instance has seen, counted in a global and in a heap cell the
 /// first call allocates: `(global, heap)` after counting this call. An
@@ -180,6 +208,46 @@ pub fn count_this_call() -> (u32, u32) {
     (global, heap)
 }
 
+/// `forge:<place>`: [`crate::FORGED_TEXT`] where the host writes plugin
+/// text to its log (see [`crate::Mode::Forge`]); `normal` is the ordinary
+/// output. An unknown place returns `normal`.
+pub fn forge(
+    input: &jinghzhu_plugin_sdk::types::ReconcileInput,
+    place: &str,
+    mut normal: jinghzhu_plugin_sdk::types::ReconcileOutput,
+) -> Result<jinghzhu_plugin_sdk::types::ReconcileOutput, jinghzhu_plugin_sdk::types::ReconcileError>
+{
+    let padded = || {
+        format!(
+            "{}{}",
+            crate::FORGED_TEXT,
+            "A".repeat(crate::FORGED_PADDING)
+        )
+    };
+    match place {
+        "error" => Err(jinghzhu_plugin_sdk::types::ReconcileError::retryable(
+            padded(),
+        )),
+        "panic" => panic!("{} ({})", crate::FORGED_TEXT, input.jinghzhu.metadata.name),
+        "label" => {
+            if let Some(first) = normal.create_pods.first_mut() {
+                jinghzhu_plugin_sdk::kv::set(&mut first.labels, crate::FORGED_TEXT, "x");
+            }
+            Ok(normal)
+        }
+        "event" => {
+            normal
+                .events
+                .push(jinghzhu_plugin_sdk::output::warning_event(
+                    "Forged",
+                    crate::FORGED_TEXT,
+                ));
+            Ok(normal)
+        }
+        _ => Ok(normal),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::escalated_spec;
@@ -200,6 +268,17 @@ mod tests {
             "host-path",
             "run-as-root",
             "image",
+            "run-as-group",
+            "supplemental-groups",
+            "fs-group",
+            "selinux-level",
+            "seccomp-localhost",
+            "apparmor-localhost",
+            "grace-period",
+            "active-deadline",
+            "image-pull-policy",
+            "env-secret-key",
+            "env-from-secret",
             "none",
         ] {
             let spec = escalated_spec(what);
@@ -208,6 +287,10 @@ mod tests {
         }
         assert!(escalated_spec("run-as-root").contains(r#""runAsUser":0"#));
         assert!(escalated_spec("none").contains("RuntimeDefault"));
+        assert!(escalated_spec("none").contains(r#""runAsGroup":65535"#));
+        assert!(escalated_spec("run-as-group").contains(r#""runAsGroup":0"#));
+        assert!(escalated_spec("fs-group").contains(r#""fsGroup":0}"#));
+        assert!(escalated_spec("seccomp-localhost").contains("profiles/audit.json"));
     }
 
     /// Braces and brackets balance outside strings (the plugin has no JSON

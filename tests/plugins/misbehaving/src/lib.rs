@@ -19,6 +19,7 @@ use replicaset_logic::Variant;
 
 pub mod hazards;
 pub mod mode;
+pub mod wasi_work;
 
 pub use mode::{MISBEHAVE_ANNOTATION, Mode};
 
@@ -50,6 +51,33 @@ pub const LOG_LINES: usize = 5;
 
 /// The Event reason of `probe-sandbox`'s report.
 pub const PROBE_REASON: &str = "SandboxProbe";
+
+/// The Event reason of `wasi-script`'s summary.
+pub const WASI_SCRIPT_REASON: &str = "WasiScript";
+
+/// Bytes (key and value) of the annotation `fat-annotations` puts on every
+/// pod by default: the most the host accepts on one created pod.
+pub const FAT_ANNOTATION_BYTES: usize = 16 * 1024;
+
+/// The annotation `fat-annotations` writes.
+pub const FAT_ANNOTATION_KEY: &str = "plugin.jinghzhu.io/fat";
+
+/// What `forge:<where>` writes: a line break followed by what looks like a
+/// host `ERROR` line, an ANSI colour, a line separator and a right-to-left
+/// override. Each forged piece carries [`FORGED_MARKER`].
+pub const FORGED_TEXT: &str = "harmless\n2026-11-25T00:00:00.000000Z ERROR wasm_operator::controller::reconcile: FORGED-BY-PLUGIN host compromised\r\u{1b}[31mFORGED-BY-PLUGIN red\u{1b}[0m\u{2028}FORGED-BY-PLUGIN ls\u{202e}txt.exe";
+
+/// The mark of every forged piece of [`FORGED_TEXT`].
+pub const FORGED_MARKER: &str = "FORGED-BY-PLUGIN";
+
+/// Bytes `forge:error` adds after [`FORGED_TEXT`].
+pub const FORGED_PADDING: usize = 3 * 1024 * 1024;
+
+/// The label `foreign-label-value` sets, to [`FOREIGN_LABEL_VALUE`].
+pub const FOREIGN_LABEL_KEY: &str = "plugin.jinghzhu.io/role";
+
+/// A value scoped to another object (`database`), under the shared prefix.
+pub const FOREIGN_LABEL_VALUE: &str = "database_primary";
 
 /// The plugin: implements the exported `reconciler` interface.
 pub struct MisbehavingPlugin;
@@ -220,6 +248,82 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
             }
             Ok(out)
         }
+        Some(Mode::RandomFlood) => wasi_work::random_flood(),
+        Some(Mode::PollableFlood) => wasi_work::pollable_flood(),
+        Some(Mode::WasiScript(script)) => {
+            let steps = wasi_work::parse_script(&script)
+                .map_err(|why| ReconcileError::fatal(format!("wasi-script: {why}")))?;
+            let summary = wasi_work::run_script(&steps);
+            let mut out = normal();
+            out.events.push(jinghzhu_plugin_sdk::output::normal_event(
+                WASI_SCRIPT_REASON,
+                summary,
+            ));
+            Ok(out)
+        }
+        Some(Mode::EmptySpec) => {
+            let mut out = normal();
+            for create in &mut out.create_pods {
+                create.spec_json.clear();
+            }
+            Ok(out)
+        }
+        Some(Mode::FatAnnotations(bytes)) => {
+            let mut out = normal();
+            let value = "x".repeat(bytes.saturating_sub(FAT_ANNOTATION_KEY.len()));
+            for create in &mut out.create_pods {
+                jinghzhu_plugin_sdk::kv::set(&mut create.annotations, FAT_ANNOTATION_KEY, &value);
+            }
+            Ok(out)
+        }
+        Some(Mode::Forge(place)) => hazards::forge(input, &place, normal()),
+        Some(Mode::Turncoat) if (input.now.seconds / 10) % 2 == 1 => {
+            let mut out = normal();
+            let mut bad = jinghzhu_plugin_sdk::pod::from_template(&input.jinghzhu);
+            bad.name = Some(BAD_POD_NAME.to_owned());
+            bad.generate_name = None;
+            out.create_pods.push(bad);
+            Ok(out)
+        }
+        Some(Mode::Impersonate | Mode::Turncoat) => {
+            let mut out = normal();
+            out.events.push(jinghzhu_plugin_sdk::output::normal_event(
+                "SuccessfulCreate",
+                "Created 1 pod(s): not-really",
+            ));
+            out.events.push(jinghzhu_plugin_sdk::output::warning_event(
+                "RejectedOutput",
+                "harmless: nothing wrong here",
+            ));
+            Ok(out)
+        }
+        Some(Mode::DropTemplateMetadata) => {
+            let mut out = normal();
+            for create in &mut out.create_pods {
+                create.labels.clear();
+                create.annotations.clear();
+            }
+            Ok(out)
+        }
+        Some(Mode::ForeignLabelValue) => {
+            let mut out = normal();
+            for create in &mut out.create_pods {
+                jinghzhu_plugin_sdk::kv::set(
+                    &mut create.labels,
+                    FOREIGN_LABEL_KEY,
+                    FOREIGN_LABEL_VALUE,
+                );
+            }
+            Ok(out)
+        }
+        Some(Mode::SquatNames) => {
+            let mut out = normal();
+            for (i, create) in out.create_pods.iter_mut().enumerate() {
+                create.name = Some(format!("{}-db-{i}", input.jinghzhu.metadata.name));
+                create.generate_name = None;
+            }
+            Ok(out)
+        }
         Some(Mode::Unknown(value)) => {
             jinghzhu_plugin_sdk::log::warn(
                 "unknown misbehave mode; behaving",
@@ -276,6 +380,27 @@ mod tests {
     }
 
     #[test]
+    fn metadata_and_name_attacks_change_only_what_they_say() {
+        let normal = run(None).expect("normal output");
+        let dropped = run(Some("drop-template-metadata")).expect("output");
+        assert_eq!(dropped.create_pods.len(), normal.create_pods.len());
+        assert!(
+            dropped
+                .create_pods
+                .iter()
+                .all(|c| c.labels.is_empty() && c.annotations.is_empty())
+        );
+        let foreign = run(Some("foreign-label-value")).expect("output");
+        assert_eq!(
+            jinghzhu_plugin_sdk::kv::get(&foreign.create_pods[0].labels, FOREIGN_LABEL_KEY),
+            Some(FOREIGN_LABEL_VALUE)
+        );
+        let squat = run(Some("squat-names")).expect("output");
+        assert_eq!(squat.create_pods[0].name.as_deref(), Some("web-db-0"));
+        assert_eq!(squat.create_pods[0].generate_name, None);
+    }
+
+    #[test]
     fn bad_outputs_carry_the_normal_output_too() {
         let normal = run(None).expect("normal output");
         let foreign = run(Some("delete-foreign")).expect("output");
@@ -306,6 +431,25 @@ mod tests {
         assert_eq!(lines.len(), LOG_LINES);
         assert_eq!(lines[4].field("line"), Some("5"));
         assert_eq!(lines[0].field("jinghzhu"), Some("web"));
+    }
+
+    #[test]
+    fn forge_modes_carry_the_forged_text_and_impersonate_uses_host_reasons() {
+        let err = run(Some("forge:error")).expect_err("an error");
+        assert!(err.message.starts_with(FORGED_TEXT));
+        assert_eq!(err.message.len(), FORGED_TEXT.len() + FORGED_PADDING);
+        let label = run(Some("forge:label")).expect("output");
+        assert!(
+            label.create_pods[0]
+                .labels
+                .iter()
+                .any(|kv| kv.key == FORGED_TEXT)
+        );
+        let event = run(Some("forge:event")).expect("output");
+        assert!(event.events.iter().any(|e| e.message == FORGED_TEXT));
+        let mimic = run(Some("impersonate")).expect("output");
+        let reasons: Vec<&str> = mimic.events.iter().map(|e| e.reason.as_str()).collect();
+        assert!(reasons.contains(&"SuccessfulCreate") && reasons.contains(&"RejectedOutput"));
     }
 
     #[test]

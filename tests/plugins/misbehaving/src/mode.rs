@@ -71,6 +71,49 @@ pub enum Mode {
     /// calls this instance has seen, in a global and on the heap (both must
     /// be 1: every call gets a fresh instance).
     Remember,
+    /// `random-flood`: asks the host for 32 MiB of random bytes through
+    /// `wasi:random` in a loop, forever (a host limit must stop it).
+    RandomFlood,
+    /// `pollable-flood`: keeps subscribing to hour-long durations, keeping
+    /// every pollable (entries in the host's resource table), forever.
+    PollableFlood,
+    /// `wasi-script:<ops>`: runs the WASI calls `<ops>` describes (see
+    /// [`crate::wasi_work::parse_script`]), then the normal output with a
+    /// `WasiScript` Event summing up what it did.
+    WasiScript(String),
+    /// `fat-annotations[:<bytes>]`: the normal output, with every created
+    /// pod annotated `plugin.jinghzhu.io/fat` (key and value together
+    /// `<bytes>` long, by default [`crate::FAT_ANNOTATION_BYTES`], the most
+    /// the host accepts on one pod).
+    FatAnnotations(usize),
+    /// `empty-spec`: the normal output with every create's `spec-json`
+    /// empty (the template's spec, per the WIT contract): a tiny output
+    /// the host expands into full pods.
+    EmptySpec,
+    /// `forge:<where>`: puts [`crate::FORGED_TEXT`] (a newline and a fake
+    /// host `ERROR` line, ANSI colour, U+2028, a bidi override) where the
+    /// host writes plugin text to its log: `error` returns a retryable error
+    /// of it followed by 3 MiB; `panic` panics with it; `label` adds to the
+    /// first create a label whose key is it (the rejection quotes the key);
+    /// `event` adds a Warning Event `Forged` saying it.
+    Forge(String),
+    /// `impersonate`: the normal output plus a Normal `SuccessfulCreate` and
+    /// a Warning `RejectedOutput` Event, the host's own reasons.
+    Impersonate,
+    /// `turncoat`: by the input's clock, 10 s of `impersonate`, then 10 s of
+    /// `bad-name`, and so on: two different rejections of one unchanged
+    /// object.
+    Turncoat,
+    /// `drop-template-metadata`: the normal output, with every created pod's
+    /// labels and annotations (the template's, copied by the SDK) removed.
+    DropTemplateMetadata,
+    /// `foreign-label-value`: the normal output, with every created pod
+    /// labelled `plugin.jinghzhu.io/role=database_primary` (the value of
+    /// another object, `database`, under the shared plugin prefix).
+    ForeignLabelValue,
+    /// `squat-names`: the normal output, but each created pod is named
+    /// `<name>-db-<i>` (names of a Jinghzhu `<name>-db`'s pods).
+    SquatNames,
     /// Any other value: logs a warning and behaves normally.
     Unknown(String),
 }
@@ -104,6 +147,25 @@ impl Mode {
             "huge-status" => Mode::HugeStatus,
             "foreign-labels" => Mode::ForeignLabels,
             "remember" => Mode::Remember,
+            "drop-template-metadata" => Mode::DropTemplateMetadata,
+            "foreign-label-value" => Mode::ForeignLabelValue,
+            "squat-names" => Mode::SquatNames,
+            "impersonate" => Mode::Impersonate,
+            "turncoat" => Mode::Turncoat,
+            other if other.starts_with("forge:") => Mode::Forge(other["forge:".len()..].to_owned()),
+            "random-flood" => Mode::RandomFlood,
+            "pollable-flood" => Mode::PollableFlood,
+            other if other.starts_with("wasi-script:") => {
+                Mode::WasiScript(other["wasi-script:".len()..].to_owned())
+            }
+            "fat-annotations" => Mode::FatAnnotations(crate::FAT_ANNOTATION_BYTES),
+            "empty-spec" => Mode::EmptySpec,
+            other if other.starts_with("fat-annotations:") => {
+                match other["fat-annotations:".len()..].parse() {
+                    Ok(bytes) => Mode::FatAnnotations(bytes),
+                    Err(_) => Mode::Unknown(other.to_owned()),
+                }
+            }
             other => match other.strip_prefix("escalate:") {
                 Some(what) => Mode::Escalate(what.to_owned()),
                 None => Mode::Unknown(other.to_owned()),
@@ -144,6 +206,21 @@ mod tests {
                 "escalate:capabilities",
                 Mode::Escalate("capabilities".into()),
             ),
+            ("forge:error", Mode::Forge("error".into())),
+            ("impersonate", Mode::Impersonate),
+            ("turncoat", Mode::Turncoat),
+            ("random-flood", Mode::RandomFlood),
+            ("pollable-flood", Mode::PollableFlood),
+            ("wasi-script:u64*2", Mode::WasiScript("u64*2".into())),
+            (
+                "fat-annotations",
+                Mode::FatAnnotations(crate::FAT_ANNOTATION_BYTES),
+            ),
+            ("fat-annotations:1000", Mode::FatAnnotations(1000)),
+            ("empty-spec", Mode::EmptySpec),
+            ("drop-template-metadata", Mode::DropTemplateMetadata),
+            ("foreign-label-value", Mode::ForeignLabelValue),
+            ("squat-names", Mode::SquatNames),
             ("other", Mode::Unknown("other".into())),
         ];
         for (value, mode) in cases {
