@@ -5,6 +5,7 @@
 //! [`deploy`]: the deploy manifests and the host binary run as the Deployment runs it.
 
 pub mod deploy;
+pub mod memory;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -6,12 +6,13 @@
 //! memory is that process's (`/proc/self/status`); the control plane and
 //! kwok are other processes. Other tests of the suite would count in it too,
 //! so each test here runs itself again alone, in a child process of the test
-//! binary ([`alone`]), with a control plane of its own. The tests keep their
+//! binary ([`run_alone`]), with a control plane of its own. The tests keep their
 //! own allocations small while they measure (no pod lists of fat pods).
 
 #[allow(unused_imports)]
 use super::*;
 
+use e2e_tests::memory::{mib, peak_rss, reset_peak, rss, run_alone};
 use kube::ResourceExt;
 use wasm_operator::apply::validate::{Limits, MAX_POD_METADATA_BYTES};
 use wasm_operator::cached_pod::MAX_CACHED_METADATA_BYTES;
@@ -35,60 +36,6 @@ fn other_bounds(workers: u16) -> u64 {
     let outputs = u64::from(workers) * RuntimeConfig::default().output_limit_bytes as u64;
     let pool = u64::from(MAX_WARM_SLOTS) * LINEAR_MEMORY_KEEP_RESIDENT as u64;
     outputs + pool
-}
-
-/// Set in the child process a test runs alone in.
-const ALONE: &str = "WASM_OPERATOR_E2E_ALONE";
-
-/// Runs the test `name` (of this module) alone in a child process of this
-/// test binary and returns how that went, or `None` when this already is
-/// that child.
-fn alone(name: &str) -> Option<anyhow::Result<()>> {
-    if std::env::var_os(ALONE).is_some() {
-        return None;
-    }
-    let run = || -> anyhow::Result<()> {
-        let status = std::process::Command::new(std::env::current_exe()?)
-            .args([
-                &format!("pod_metadata::{name}"),
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ALONE, "1")
-            .status()?;
-        anyhow::ensure!(status.success(), "{name}, run alone, failed: {status}");
-        Ok(())
-    };
-    Some(run())
-}
-
-/// `VmRSS` or `VmHWM` of this process, in bytes.
-fn proc_status(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
-}
-
-/// Starts a new peak (`VmHWM`) from the current RSS.
-fn reset_peak() {
-    // "5" resets the peak RSS (Linux ≥ 4.0).
-    if let Err(err) = std::fs::write("/proc/self/clear_refs", "5") {
-        eprintln!("cannot reset the peak RSS ({err}); the peak is the process's");
-    }
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / f64::from(1 << 20)
 }
 
 /// Waits until `name` was either refused (a `RejectedOutput` Event) or has a
@@ -118,7 +65,9 @@ async fn settled(env: &TestEnv, name: &str, desired: u32) -> anyhow::Result<&'st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fat_pod_metadata_is_refused_and_the_host_memory_stays_bounded() -> anyhow::Result<()> {
-    if let Some(outcome) = alone("fat_pod_metadata_is_refused_and_the_host_memory_stays_bounded") {
+    if let Some(outcome) =
+        run_alone("pod_metadata::fat_pod_metadata_is_refused_and_the_host_memory_stays_bounded")
+    {
         return outcome;
     }
     let env = TestEnv::new("pod-metadata").await?;
@@ -137,8 +86,8 @@ async fn fat_pod_metadata_is_refused_and_the_host_memory_stays_bounded() -> anyh
         .map(|p| p.name_any())
         .collect();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let baseline = proc_status("VmRSS:");
-    reset_peak();
+    let baseline = rss()?;
+    reset_peak()?;
 
     // 1. Plugins writing 256 KiB of annotations on every pod.
     let fat = format!("fat-annotations:{}", 256 * 1024 - 100);
@@ -160,8 +109,8 @@ async fn fat_pod_metadata_is_refused_and_the_host_memory_stays_bounded() -> anyh
     // (Nothing here lists the fat pods: that would be this process's memory.)
     env.scale("foreign", FOREIGN_PODS + 1).await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let after = proc_status("VmRSS:");
-    let peak = proc_status("VmHWM:").max(after);
+    let after = rss()?;
+    let peak = peak_rss()?.max(after);
     let fat_pods = outcomes.iter().filter(|o| **o == "created").count() * FAT_PODS as usize;
     eprintln!(
         "measured: RSS baseline {:.1} MiB, peak {:.1} MiB (+{:.1}), after {:.1} MiB (+{:.1}); \
@@ -266,7 +215,7 @@ fn wide_template() -> anyhow::Result<k8s_openapi::api::core::v1::PodTemplateSpec
 async fn five_hundred_creates_of_a_wide_template_go_out_in_bounded_batches() -> anyhow::Result<()> {
     const PODS: u32 = 500;
     if let Some(outcome) =
-        alone("five_hundred_creates_of_a_wide_template_go_out_in_bounded_batches")
+        run_alone("pod_metadata::five_hundred_creates_of_a_wide_template_go_out_in_bounded_batches")
     {
         return outcome;
     }
@@ -278,8 +227,8 @@ async fn five_hundred_creates_of_a_wide_template_go_out_in_bounded_batches() -> 
     let spec_bytes = serde_json::to_string(&template.spec)?.len();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let created_before = host.metrics.pods_created.get();
-    let baseline = proc_status("VmRSS:");
-    reset_peak();
+    let baseline = rss()?;
+    reset_peak()?;
 
     // The plugin leaves each create's spec empty (the template's): a tiny
     // output the host expands into 500 pods of ~60 KiB.
@@ -300,7 +249,7 @@ async fn five_hundred_creates_of_a_wide_template_go_out_in_bounded_batches() -> 
     })
     .await?;
     let took = started.elapsed();
-    let peak = proc_status("VmHWM:").max(proc_status("VmRSS:"));
+    let peak = peak_rss()?;
     eprintln!(
         "measured: {PODS} creates of a {} KiB spec in {took:.1?}: RSS baseline {:.1} MiB, peak {:.1} MiB (+{:.1})",
         spec_bytes / 1024,

@@ -8,32 +8,23 @@
 
 use super::*;
 
-/// A `/proc/self/status` field, in bytes (the host runs in this process).
-fn status_bytes(field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches(" kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map(|kib| kib * 1024)
-        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/self/status"))
-}
+use e2e_tests::memory::{peak_rss, reset_peak, rss, run_alone};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wasi_floods_are_stopped_by_rule_and_host_rss_stays_bounded() -> anyhow::Result<()> {
+    // Alone in a process of its own: other tests' hosts would count in the RSS.
+    if let Some(outcome) =
+        run_alone("wasi_host_work::wasi_floods_are_stopped_by_rule_and_host_rss_stays_bounded")
+    {
+        return outcome;
+    }
     let env = TestEnv::new("wasi-host-work").await?;
     let host = host_with(&env, ControllerConfig::default()).await?;
     // The baseline: a running host that reconciled one object.
     env.create("warm", 1, &[]).await?;
     env.wait_converged("warm", 1, CONVERGE).await?;
-    std::fs::write("/proc/self/clear_refs", "5")?;
-    let baseline = status_bytes("VmRSS")?;
+    reset_peak()?;
+    let baseline = rss()?;
 
     let offenders = [
         ("random-a", "random-flood", "limits/wasi-buffer"),
@@ -49,7 +40,7 @@ async fn wasi_floods_are_stopped_by_rule_and_host_rss_stays_bounded() -> anyhow:
     eprintln!(
         "wasi floods: good neighbour converged in {good_took:?}; peak RSS so far {} MiB over a \
          baseline of {} MiB",
-        status_bytes("VmHWM")?.saturating_sub(baseline) >> 20,
+        peak_rss()?.saturating_sub(baseline) >> 20,
         baseline >> 20
     );
     for (name, _, rule) in offenders {
@@ -60,7 +51,7 @@ async fn wasi_floods_are_stopped_by_rule_and_host_rss_stays_bounded() -> anyhow:
     let later = Instant::now();
     env.wait_converged("later", 2, CONVERGE).await?;
     let later_took = later.elapsed();
-    let peak = status_bytes("VmHWM")?;
+    let peak = peak_rss()?;
     let over = peak.saturating_sub(baseline);
     eprintln!(
         "wasi floods: good neighbour converged in {good_took:?}, a later object in {later_took:?}; \
