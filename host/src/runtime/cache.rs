@@ -188,7 +188,7 @@ impl PrecompiledCache {
 ///
 /// What stays trusted: the machine code inside a well-formed artifact is not
 /// (and cannot be) verified; it is as trusted as the compiler that made it
-/// (see the README, "The precompiled cache").
+/// (see docs/security.md, "The precompiled cache").
 pub fn checked_artifact(engine: &Engine, artifact: &[u8]) -> anyhow::Result<Component> {
     match Engine::detect_precompiled(artifact) {
         Some(wasmtime::Precompiled::Component) => {}

@@ -1,5 +1,5 @@
 //! `scale-bench`: the command line of the scale benchmark (see the crate docs
-//! and the README's "Scale benchmark" section).
+//! and docs/performance.md's "Scale benchmark" section).
 
 use std::path::PathBuf;
 use std::time::Duration;
