@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The test command: sets everything up (tests/setup.sh), then runs every test
-# of the workspace against a real local control plane, then prints a summary.
+# The test command: sets everything up (tests/setup.sh; a fresh checkout gets
+# a target directory cached outside the repository, tests/cached-target.sh),
+# then runs every test of the workspace against a real local control plane,
+# then prints a summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 start=$(date +%s)
+tests/cached-target.sh
 tests/setup.sh
 
 log=$(mktemp -t wasm-operator-tests.XXXXXX)
