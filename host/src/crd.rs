@@ -7,7 +7,7 @@
 pub mod incoming;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use kube::CustomResource;
+use kube::{CustomResource, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -214,4 +214,14 @@ mod tests {
             status
         );
     }
+}
+
+/// The `namespace/name` key of an object, as logs, Events and the workqueue
+/// metrics name it.
+pub fn object_key<K: Resource>(obj: &K) -> String {
+    format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default()
+    )
 }

@@ -5,7 +5,7 @@
 //! - `/healthz` (liveness): the controller loop is alive — it beats a
 //!   [`Health`] heartbeat every second from the task that drives the
 //!   controller, so a loop that stopped or a starved runtime fails the probe
-//!   after [`HEARTBEAT_STALE`];
+//!   after [`HEARTBEAT_STALE`](crate::telemetry::health::HEARTBEAT_STALE);
 //! - `/readyz` (readiness): both caches (Jinghzhus, pods) have had their
 //!   initial list and a vetted plugin serves. A standby is ready too: it
 //!   watches, caches and can take over at once. A host whose plugin was
@@ -13,9 +13,7 @@
 //!   (`notServing`) say why, until its source delivers a good plugin.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::Router;
@@ -25,61 +23,11 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 
-use crate::controller::metrics::Metrics;
+use crate::telemetry::health::Health;
+use crate::telemetry::metrics::Metrics;
 use crate::hotswap::ActivePlugin;
 use crate::hotswap::swapper::SwapHistory;
 use crate::leader::Leadership;
-
-/// A heartbeat older than this fails `/healthz`.
-pub const HEARTBEAT_STALE: Duration = Duration::from_secs(10);
-
-/// What the probes report on; the controller updates it.
-#[derive(Debug)]
-pub struct Health {
-    base: Instant,
-    /// Milliseconds after `base` of the last heartbeat.
-    last_beat_ms: AtomicU64,
-    caches_synced: AtomicBool,
-}
-
-impl Default for Health {
-    fn default() -> Self {
-        Self {
-            base: Instant::now(),
-            last_beat_ms: AtomicU64::new(0),
-            caches_synced: AtomicBool::new(false),
-        }
-    }
-}
-
-impl Health {
-    /// The controller loop is alive.
-    pub fn beat(&self) {
-        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_beat_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// Time since the last heartbeat (creation counts as one).
-    pub fn since_last_beat(&self) -> Duration {
-        let last = Duration::from_millis(self.last_beat_ms.load(Ordering::Relaxed));
-        self.base.elapsed().saturating_sub(last)
-    }
-
-    /// Both caches have had their initial list.
-    pub fn set_caches_synced(&self) {
-        self.caches_synced.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether both caches have had their initial list.
-    pub fn caches_synced(&self) -> bool {
-        self.caches_synced.load(Ordering::Relaxed)
-    }
-
-    /// Whether the controller loop beat recently.
-    pub fn alive(&self) -> bool {
-        self.since_last_beat() < HEARTBEAT_STALE
-    }
-}
 
 /// Identity and Lease of an elected host, for `/status`.
 #[derive(Debug, Clone)]

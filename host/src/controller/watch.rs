@@ -34,7 +34,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::PerObject;
-use super::events::{EventSink, QueuedEvent};
+use crate::telemetry::events::{EventSink, QueuedEvent};
 use super::owner_index::OwnerIndex;
 use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
@@ -287,14 +287,7 @@ impl Decoder {
     }
 }
 
-/// `namespace/name` of an object: the key of the workqueue and of every log line.
-pub fn object_key<K: Resource>(obj: &K) -> String {
-    format!(
-        "{}/{}",
-        obj.meta().namespace.as_deref().unwrap_or_default(),
-        obj.meta().name.as_deref().unwrap_or_default()
-    )
-}
+pub use crate::crd::object_key;
 
 #[cfg(test)]
 mod tests {
