@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use wasm_artifacts::{Toolchain, build};
-use wasm_operator::controller::metrics::Metrics;
 use wasm_operator::hotswap::swapper::{self, SwapHistory};
 use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy, candidate, sources};
 use wasm_operator::runtime::{Runtime, RuntimeConfig, digest_of};
+use wasm_operator::telemetry::metrics::Metrics;
 
 const SWAPS: usize = 20;
 

@@ -2,8 +2,10 @@
 //! its CRD is generated from them (`wasm-operator crd`) and
 //! `examples/crd.yaml` and its copy in the kustomize base `examples/deploy/crd.yaml`
 //! are kept identical by a test. [`incoming`] reads them from the API server
-//! one object at a time.
+//! one object at a time; [`default_template`] is the pod template of one
+//! that has none.
 
+pub mod default_template;
 pub mod incoming;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
@@ -163,6 +165,16 @@ pub fn crd_yaml() -> anyhow::Result<String> {
     Ok(serde_yaml::to_string(&Jinghzhu::crd())?)
 }
 
+/// The `namespace/name` key of an object, as logs, Events and the workqueue
+/// metrics name it.
+pub fn object_key<K: Resource>(obj: &K) -> String {
+    format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,14 +226,4 @@ mod tests {
             status
         );
     }
-}
-
-/// The `namespace/name` key of an object, as logs, Events and the workqueue
-/// metrics name it.
-pub fn object_key<K: Resource>(obj: &K) -> String {
-    format!(
-        "{}/{}",
-        obj.meta().namespace.as_deref().unwrap_or_default(),
-        obj.meta().name.as_deref().unwrap_or_default()
-    )
 }

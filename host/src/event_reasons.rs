@@ -10,7 +10,7 @@
 //! with the host's voice (a plugin `SuccessfulCreate` folding into the
 //! host's own, or a harmless plugin `RejectedOutput` hiding the host's).
 //! The plugin Events the host does record are marked as the plugin's (see
-//! [`crate::controller::events::PLUGIN_ACTION`]).
+//! [`crate::telemetry::events::PLUGIN_ACTION`]).
 
 use crate::actions::PluginEvent;
 

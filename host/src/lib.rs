@@ -10,7 +10,9 @@
 //! - [`event_reasons`]: the Event reasons the host reserves for itself.
 //! - [`runtime`]: the Wasm side: engine, loading, limits, calling `reconcile`.
 //! - [`controller`]: the Kubernetes side: informers, workqueue, reconcile loop.
-//! - [`apply`]: validating and applying a proposal.
+//! - [`apply`]: validating and applying a proposal, and remembering what was
+//!   written (expectations, our own status writes).
+//! - [`telemetry`]: metrics, the Events queue and writer, probe state.
 //! - [`hotswap`]: plugin sources, vetting, the atomic switch, shadow mode, rollback.
 //! - [`leader`]: leader election on a Lease; standbys stay warm.
 //! - [`offline`]: running a plugin on files, golden fixtures, comparing plugins
@@ -36,3 +38,4 @@ pub mod run;
 pub mod runtime;
 pub mod scaffold;
 pub mod serve;
+pub mod telemetry;

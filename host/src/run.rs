@@ -19,14 +19,16 @@ use kube::api::{Api, ListParams};
 use crate::apply::Limits;
 use crate::apply::policy::PolicyArgs;
 use crate::controller::budget::BudgetConfig;
-use crate::controller::{self, ControllerConfig, metrics::Metrics};
+use crate::controller::{self, ControllerConfig};
 use crate::hotswap::RollbackPolicy;
 use crate::hotswap::setup::{self, PluginOptions, PluginSource};
 use crate::leader::lease::parse_duration;
 use crate::leader::{self, Elector, LeaderElectionConfig, Leadership};
 use crate::runtime::compiler::{DEFAULT_COMPILE_MEMORY_MIB, DEFAULT_COMPILE_TIMEOUT};
 use crate::runtime::{ChildCompiler, Compiler, Runtime, RuntimeArgs, RuntimeConfig};
-use crate::serve::{self, Endpoint, Health, LeaderInfo};
+use crate::serve::{self, Endpoint, LeaderInfo};
+use crate::telemetry::health::Health;
+use crate::telemetry::metrics::Metrics;
 
 /// Options of `wasm-operator run`.
 #[derive(Debug, Clone, clap::Args)]

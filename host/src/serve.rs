@@ -23,11 +23,11 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 
-use crate::telemetry::health::Health;
-use crate::telemetry::metrics::Metrics;
 use crate::hotswap::ActivePlugin;
 use crate::hotswap::swapper::SwapHistory;
 use crate::leader::Leadership;
+use crate::telemetry::health::Health;
+use crate::telemetry::metrics::Metrics;
 
 /// Identity and Lease of an elected host, for `/status`.
 #[derive(Debug, Clone)]

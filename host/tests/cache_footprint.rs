@@ -23,7 +23,7 @@ use kube::runtime::events::{Event as EventToWrite, EventType};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::Event;
 use wasm_operator::cached_pod::{CachedPod, MAX_CACHED_METADATA_BYTES, OMITTED_ANNOTATION};
-use wasm_operator::controller::event_writer::{
+use wasm_operator::telemetry::event_writer::{
     RECENT_CAPACITY, RecentEvents, RepeatKey, SERIES_WINDOW,
 };
 

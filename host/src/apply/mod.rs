@@ -1,11 +1,16 @@
-//! Applying a plugin's proposal: first [`validate`] the whole of it (all or
-//! nothing), then create pods with the host's labels and a controller
-//! ownerReference, delete owned pods with a UID precondition, patch
-//! `/status` when it changed (and the same status is not already on its
-//! way, see [`crate::controller::own_writes`]), and queue Events (recorded in the background
-//! by [`crate::controller::events`], never waited for) — raising expectations
-//! before every create is sent and recording every delete, so a lagging
-//! cache (or a create whose answer was lost) cannot double them.
+//! Applying a plugin's proposal: first [`validate`](mod@validate) the whole
+//! of it (all or nothing), then create pods with the host's labels and a
+//! controller ownerReference, delete owned pods with a UID precondition,
+//! patch `/status` when it changed (and the same status is not already on
+//! its way, see [`own_writes`]), and queue Events (recorded in the
+//! background by [`crate::telemetry::events`], never waited for) — raising
+//! [`expectations`] before every create is sent and recording every delete,
+//! so a lagging cache (or a create whose answer was lost) cannot double them.
+//!
+//! What it may import: `telemetry/` (Events, counters), `runtime/` (the WIT
+//! types a proposal is checked in) and the shared types (`actions`, `crd`,
+//! `cached_pod`, `ownership`, `observed`, `plugin_text`, `event_reasons`).
+//! Never `controller/`, `hotswap/` or anything above them: they call it.
 //!
 //! Events are aggregated per reconcile: one `SuccessfulCreate` naming the
 //! pods created, one `SuccessfulDelete`, and one Event per reason the plugin
@@ -13,8 +18,10 @@
 //! once cost a few Event writes, not one each.
 //!
 //! - [`policy`]: which pod specs, labels and annotations a plugin may propose.
-//! - [`validate`]: the bounds and rules a proposal must pass.
+//! - [`validate`](mod@validate): the bounds and rules a proposal must pass.
 //! - [`names`]: Kubernetes' syntax rules for names and labels.
+//! - [`expectations`]: creates and deletes sent and not yet seen in the cache.
+//! - [`own_writes`]: our status writes, whose watch echo queues nothing.
 //!
 //! Creates go out in slow-start batches (1, 2, 4, …) like the ReplicaSet
 //! controller's: if the API server rejects pods (quota, admission), one
@@ -28,7 +35,9 @@
 //! created before a failure stays created and is recorded in expectations;
 //! the next reconcile sees it and proposes only the remainder.
 
+pub mod expectations;
 pub mod names;
+pub mod own_writes;
 pub mod policy;
 pub mod validate;
 
@@ -36,7 +45,7 @@ use std::collections::BTreeMap;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::{Client, ResourceExt};
@@ -45,12 +54,12 @@ pub use validate::{Limits, Rejection, Validated, check_bounds, validate};
 
 use crate::actions::{self, PodToCreate, ProposedActions};
 use crate::cached_pod::CachedPod;
-use crate::controller::events::EventSink;
-use crate::controller::expectations::Expectations;
-use crate::controller::metrics::Metrics;
-use crate::controller::own_writes::OwnWrites;
 use crate::crd::{Jinghzhu, JinghzhuStatus};
 use crate::ownership::{controller_reference, operator_labels};
+use crate::telemetry::events::EventSink;
+use crate::telemetry::metrics::Metrics;
+use expectations::Expectations;
+use own_writes::OwnWrites;
 
 /// Where and as whom a proposal is applied.
 pub struct Target<'a> {
@@ -195,7 +204,7 @@ fn create_sizes(creates: &[(&PodToCreate, &PodSpec)]) -> Vec<usize> {
 /// Most pod names listed in one aggregated Event.
 const NAMES_PER_EVENT: usize = 10;
 
-/// `a, b, c` for at most [`NAMES_PER_EVENT`] names, then `and N more`.
+/// `a, b, c` for at most `NAMES_PER_EVENT` (10) names, then `and N more`.
 pub fn name_list(names: &[String]) -> String {
     let mut text = names
         .iter()
@@ -210,7 +219,9 @@ pub fn name_list(names: &[String]) -> String {
 }
 
 /// Applies a validated proposal, whose status change (from
-/// [`status_change`]) is `status`.
+/// [`status_change`]) is `status`: creates, then deletes, then the status,
+/// then the plugin's own Events. A failure stops the rest (what was done
+/// stays done and is in the expectations; the next reconcile does the rest).
 pub async fn apply(
     target: &Target<'_>,
     jz: &Jinghzhu,
@@ -219,13 +230,88 @@ pub async fn apply(
     validated: &Validated,
     status: Option<&JinghzhuStatus>,
 ) -> Result<Applied, ApplyError> {
-    let namespace = jz.namespace().ok_or(ApplyError::NotStored)?;
-    let owner = controller_reference(jz).ok_or(ApplyError::NotStored)?;
-    let pods: Api<Pod> = Api::namespaced(target.client.clone(), &namespace);
+    let owner = Owner::of(target.client, jz)?;
     let mut applied = Applied::default();
+    create_pods(target, &owner, proposal, validated, &mut applied).await?;
+    delete_owned_pods(target, &owner, owned, proposal, &mut applied).await?;
+    if let Some(status) = status {
+        write_status(target, &owner, status, &mut applied).await?;
+    }
+    publish_plugin_events(target, jz, proposal, &mut applied);
+    Ok(applied)
+}
 
-    // Creates, in bounded slow-start batches; each batch is expected before
-    // it is sent, and its pods are built only then.
+/// The Jinghzhu a proposal is applied for, with what its pods need: its
+/// namespace, the controller ownerReference to it and its namespace's pods.
+struct Owner<'a> {
+    jz: &'a Jinghzhu,
+    namespace: String,
+    reference: OwnerReference,
+    pods: Api<Pod>,
+}
+
+impl<'a> Owner<'a> {
+    fn of(client: &Client, jz: &'a Jinghzhu) -> Result<Self, ApplyError> {
+        let namespace = jz.namespace().ok_or(ApplyError::NotStored)?;
+        let reference = controller_reference(jz).ok_or(ApplyError::NotStored)?;
+        let pods = Api::namespaced(client.clone(), &namespace);
+        Ok(Self {
+            jz,
+            namespace,
+            reference,
+            pods,
+        })
+    }
+}
+
+/// Creates the proposal's pods and queues one `SuccessfulCreate` naming
+/// them (and a `FailedCreate` when one failed, which stops the rest).
+async fn create_pods(
+    target: &Target<'_>,
+    owner: &Owner<'_>,
+    proposal: &ProposedActions,
+    validated: &Validated,
+    applied: &mut Applied,
+) -> Result<(), ApplyError> {
+    let failure = send_creates(target, owner, proposal, validated, applied).await;
+    if !applied.created.is_empty() {
+        target.events.publish(
+            owner.jz,
+            EventType::Normal,
+            "SuccessfulCreate",
+            &format!(
+                "Created {} pod(s): {}",
+                applied.created.len(),
+                name_list(&applied.created)
+            ),
+        );
+        applied.events += 1;
+    }
+    let Some(source) = failure else {
+        return Ok(());
+    };
+    target.events.publish(
+        owner.jz,
+        EventType::Warning,
+        "FailedCreate",
+        &format!("Error creating pod: {source}"),
+    );
+    Err(ApplyError::Api {
+        what: format!("creating pods in {}", owner.namespace),
+        source,
+    })
+}
+
+/// Sends the creates in bounded slow-start batches; each batch is expected
+/// before it is sent, and its pods are built only then. Returns the first
+/// failure (no batch is sent after it).
+async fn send_creates(
+    target: &Target<'_>,
+    owner: &Owner<'_>,
+    proposal: &ProposedActions,
+    validated: &Validated,
+    applied: &mut Applied,
+) -> Option<kube::Error> {
     let creates: Vec<(&PodToCreate, &PodSpec)> = proposal
         .create_pods
         .iter()
@@ -246,8 +332,14 @@ pub async fn apply(
             .expectations
             .expect_creations(target.owner_uid, now.len());
         let results = join_all(now.iter().map(|(create, spec)| {
-            let body = serde_json::to_vec(&pod_to_create(create, spec, jz, &namespace, &owner));
-            send_create(target.client, pods.resource_url(), body)
+            let body = serde_json::to_vec(&pod_to_create(
+                create,
+                spec,
+                owner.jz,
+                &owner.namespace,
+                &owner.reference,
+            ));
+            send_create(target.client, owner.pods.resource_url(), body)
         }))
         .await;
         for result in results {
@@ -273,37 +365,23 @@ pub async fn apply(
             }
         }
     }
-    if !applied.created.is_empty() {
-        target.events.publish(
-            jz,
-            EventType::Normal,
-            "SuccessfulCreate",
-            &format!(
-                "Created {} pod(s): {}",
-                applied.created.len(),
-                name_list(&applied.created)
-            ),
-        );
-        applied.events += 1;
-    }
-    if let Some(source) = failure {
-        target.events.publish(
-            jz,
-            EventType::Warning,
-            "FailedCreate",
-            &format!("Error creating pod: {source}"),
-        );
-        return Err(ApplyError::Api {
-            what: format!("creating pods in {namespace}"),
-            source,
-        });
-    }
+    failure
+}
 
-    // Deletes, each guarded by the UID we saw (never a same-named newcomer).
-    let result = delete_pods(target, &pods, owned, proposal, &mut applied).await;
+/// Deletes the proposal's pods, each guarded by the UID we saw (never a
+/// same-named newcomer), and queues one `SuccessfulDelete` naming them (and
+/// a `FailedDelete` when one failed, which stops the rest).
+async fn delete_owned_pods(
+    target: &Target<'_>,
+    owner: &Owner<'_>,
+    owned: &[Pod],
+    proposal: &ProposedActions,
+    applied: &mut Applied,
+) -> Result<(), ApplyError> {
+    let result = delete_pods(target, &owner.pods, owned, proposal, applied).await;
     if !applied.deleted.is_empty() {
         target.events.publish(
-            jz,
+            owner.jz,
             EventType::Normal,
             "SuccessfulDelete",
             &format!(
@@ -314,72 +392,87 @@ pub async fn apply(
         );
         applied.events += 1;
     }
-    if let Err((name, source)) = result {
-        target.events.publish(
-            jz,
-            EventType::Warning,
-            "FailedDelete",
-            &format!("Error deleting pod {name}: {source}"),
-        );
-        return Err(ApplyError::Api {
-            what: format!("deleting pod {namespace}/{name}"),
-            source,
-        });
-    }
+    let Err((name, source)) = result else {
+        return Ok(());
+    };
+    target.events.publish(
+        owner.jz,
+        EventType::Warning,
+        "FailedDelete",
+        &format!("Error deleting pod {name}: {source}"),
+    );
+    Err(ApplyError::Api {
+        what: format!("deleting pod {}/{name}", owner.namespace),
+        source,
+    })
+}
 
-    // Status (the plugin's, with the host's readyReplicas and the plugin's
-    // identity), only when it differs from what is stored.
-    // It is sent with the resourceVersion this reconcile read as a
-    // precondition: a cache that has fallen behind gets a conflict instead of
-    // overwriting what it has not seen, and the reconcile runs again.
-    if let Some(status) = status
-        && !target.own_writes.in_flight(target.owner_uid, status)
+/// Patches `/status` with `status` (the plugin's, with the host's
+/// readyReplicas and the plugin's identity) unless the same status is
+/// already on its way. It is sent with the resourceVersion this reconcile
+/// read as a precondition: a cache that has fallen behind gets a conflict
+/// (`applied.stale`) instead of overwriting what it has not seen, and the
+/// reconcile runs again.
+async fn write_status(
+    target: &Target<'_>,
+    owner: &Owner<'_>,
+    status: &JinghzhuStatus,
+    applied: &mut Applied,
+) -> Result<(), ApplyError> {
+    if target.own_writes.in_flight(target.owner_uid, status) {
+        return Ok(());
+    }
+    let jz = owner.jz;
+    let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &owner.namespace);
+    let read = jz.resource_version();
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": read },
+        "status": status,
+    });
+    match jinghzhus
+        .patch_status(
+            &jz.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
     {
-        let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &namespace);
-        let read = jz.resource_version();
-        let patch = serde_json::json!({
-            "metadata": { "resourceVersion": read },
-            "status": status,
-        });
-        match jinghzhus
-            .patch_status(
-                &jz.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(written) => {
-                let version = written.resource_version();
-                // A patch that changed nothing keeps the version and makes no
-                // watch event: nothing to wait for.
-                if let Some(version) = version.filter(|v| Some(v) != read.as_ref()) {
-                    target.own_writes.wrote(target.owner_uid, status, version);
-                }
-                target.metrics.status_patches.inc();
-                applied.status_written = true;
+        Ok(written) => {
+            let version = written.resource_version();
+            // A patch that changed nothing keeps the version and makes no
+            // watch event: nothing to wait for.
+            if let Some(version) = version.filter(|v| Some(v) != read.as_ref()) {
+                target.own_writes.wrote(target.owner_uid, status, version);
             }
-            Err(kube::Error::Api(err)) if err.code == 409 => {
-                tracing::debug!(object = %target.key, "status not written: the cache is behind; reconciling again");
-                applied.stale = true;
-            }
-            Err(source) => {
-                return Err(ApplyError::Api {
-                    what: format!("patching the status of {}", target.key),
-                    source,
-                });
-            }
+            target.metrics.status_patches.inc();
+            applied.status_written = true;
+            Ok(())
         }
+        Err(kube::Error::Api(err)) if err.code == 409 => {
+            tracing::debug!(object = %target.key, "status not written: the cache is behind; reconciling again");
+            applied.stale = true;
+            Ok(())
+        }
+        Err(source) => Err(ApplyError::Api {
+            what: format!("patching the status of {}", target.key),
+            source,
+        }),
     }
+}
 
-    // The plugin's own Events, one per reason, marked as the plugin's.
+/// Queues the plugin's own Events, one per reason, marked as the plugin's.
+fn publish_plugin_events(
+    target: &Target<'_>,
+    jz: &Jinghzhu,
+    proposal: &ProposedActions,
+    applied: &mut Applied,
+) {
     for (type_, reason, message) in aggregate_events(&proposal.events) {
         target
             .events
             .publish_plugin(jz, type_, reason, &message, target.plugin);
         applied.events += 1;
     }
-    Ok(applied)
 }
 
 /// Sends one pod create whose JSON is `body` to `url` (the namespace's pods).
@@ -421,7 +514,7 @@ pub fn pod_to_create(
     spec: &PodSpec,
     jz: &Jinghzhu,
     namespace: &str,
-    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    owner: &OwnerReference,
 ) -> Pod {
     let mut labels: BTreeMap<String, String> = create.labels.clone();
     labels.extend(operator_labels(jz));

@@ -1,27 +1,34 @@
 //! The Kubernetes side of the host: watch Jinghzhus and the Pods they own,
 //! queue the objects that need attention, reconcile each with the active
-//! plugin and apply what it proposes.
+//! plugin and hand what it proposes to [`crate::apply`]. It owns watching,
+//! queueing and reconciling, nothing else.
 //!
-//! kube's runtime does the heavy lifting: [`kube::runtime::watcher`] +
-//! [`kube::runtime::reflector`] are the informers and caches, and
-//! [`kube::runtime::Controller`] is the workqueue (dedup, one reconcile at a
-//! time per object, N concurrent workers, requeue-after). This module fills
-//! its gaps: per-object exponential backoff ([`backoff`]), expectations so a
-//! lagging cache never causes double creates ([`expectations`]), a
-//! per-object write budget ([`budget`]), waiting for the initial pod list
-//! before the first reconcile, and logs that tell the story of each change.
-//! The per-object state is keyed by the Jinghzhu's UID ([`PerObject`]) and
-//! dropped when the watch reports the object deleted.
+//! What it may import: the rooms below it — `hotswap/` (the active plugin),
+//! `apply/` (validating and applying a proposal, expectations, our own
+//! status writes), `leader/`, `telemetry/` (metrics, Events, health),
+//! `runtime/` and the shared types (`crd`, `cached_pod`, `ownership`,
+//! `plugin_text`). Never `serve.rs`, `run.rs` or `cli.rs`, which sit above it.
+//!
+//! kube's runtime does the heavy lifting:
+//! [`kube::runtime::watcher`](mod@kube::runtime::watcher) +
+//! [`kube::runtime::reflector`](mod@kube::runtime::reflector) are the
+//! informers and caches, and [`kube::runtime::Controller`] is the workqueue
+//! (dedup, one reconcile at a time per object, N concurrent workers,
+//! requeue-after). This module fills its gaps: per-object exponential
+//! backoff ([`backoff`]), expectations so a lagging cache never causes
+//! double creates ([`crate::apply::expectations`]), a per-object write
+//! budget ([`budget`]), waiting for the initial pod list before the first
+//! reconcile, and logs that tell the story of each change. The per-object
+//! state is keyed by the Jinghzhu's UID ([`PerObject`]) and dropped when the
+//! watch reports the object deleted.
 //!
 //! - [`watch`]: the two watch streams and their caches.
 //! - [`owner_index`]: which cached pods each Jinghzhu controls.
-//! - [`own_writes`]: our status writes, whose watch echo queues nothing.
 //! - [`pod_batch`]: pod events queue their owner, gathered per short window.
-//! - [`reconcile`]: one reconcile: cache → plugin → validate → apply.
-//! - [`events`]: the queue Events go through, recorded in the background.
-//! - [`event_writer`]: writes them, repeats as series, remembering little.
-//! - [`metrics`]: what was done, as counters.
+//! - [`reconcile`]: one reconcile, in named steps: read the object and its
+//!   pods → call the plugin → check → apply → record.
 //! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
+//! - [`backoff`], [`budget`]: per-object retry delays and write budget.
 //!
 //! With leader election every host runs all of this (standbys keep their
 //! watches and caches warm), but each reconcile first passes the
@@ -30,11 +37,6 @@
 
 pub mod backoff;
 pub mod budget;
-pub mod event_writer;
-pub mod events;
-pub mod expectations;
-pub mod metrics;
-pub mod own_writes;
 pub mod owner_index;
 pub mod pod_batch;
 pub mod readiness;
@@ -53,12 +55,14 @@ use kube::{Api, Client};
 
 use crate::apply::Limits;
 use crate::apply::policy::PolicyConfig;
+use crate::apply::{expectations, own_writes};
 use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
 use crate::leader::Leadership;
 use crate::leader::catch_up::LeaderGate;
 use crate::ownership::MANAGED_BY_SELECTOR;
-use crate::serve::Health;
+use crate::telemetry::health::Health;
+use crate::telemetry::{event_writer, events, metrics};
 
 pub use reconcile::Context;
 

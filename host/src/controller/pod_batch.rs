@@ -7,7 +7,7 @@
 //! 1, then 2, then 3), each write a request to the API server. So the first
 //! pod event of an owner schedules its reconcile [`PodBatchConfig::window`]
 //! later, and the events that follow within that window join it (kube's
-//! [`scheduler`](kube::runtime::scheduler) keeps the earliest time per
+//! [`scheduler`](mod@kube::runtime::scheduler) keeps the earliest time per
 //! owner): a burst costs one reconcile, and no owner waits longer than the
 //! window after its first event. Changes to the Jinghzhu itself (a spec
 //! edit) are not delayed.

@@ -9,26 +9,31 @@
 //! output's bounds, the whole proposal and the object's write budget are
 //! checked; a requeue-after is never shorter than the configured minimum.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 
 use super::PerObject;
-use super::events::EventSink;
-use super::metrics::{Metrics, PluginLabels, PluginOutcome};
 use super::owner_index::OwnerIndex;
 use super::readiness::CacheReady;
 use super::watch::object_key;
+use crate::actions::ProposedActions;
+use crate::apply::expectations::Expectations;
 use crate::apply::policy::{self, PolicyConfig};
-use crate::apply::{self, Limits, validate};
+use crate::apply::{self, Applied, ApplyError, Limits, Validated, validate};
 use crate::cached_pod::CachedPod;
-use crate::crd::Jinghzhu;
+use crate::crd::{Jinghzhu, JinghzhuStatus};
 use crate::hotswap::ActivePlugin;
 use crate::plugin_text::shown;
+use crate::runtime::{LoadedPlugin, PluginError, RawProposal, reclaim};
+use crate::telemetry::events::EventSink;
+use crate::telemetry::metrics::{Metrics, PluginCall, PluginLabels, PluginOutcome};
 
 /// Everything a reconcile needs, shared by all workers.
 pub struct Context {
@@ -103,174 +108,47 @@ fn current(cache: &Store<Jinghzhu>, dispatched: Arc<Jinghzhu>) -> Option<Arc<Jin
         .filter(|now| now.uid() == dispatched.uid())
 }
 
-/// The controller's reconcile function.
+/// The controller's reconcile function: the steps of one reconcile, in the
+/// order of the architecture's flow (cache → plugin → validate → apply).
 pub async fn reconcile(
     dispatched: Arc<Jinghzhu>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    let key = object_key(dispatched.as_ref());
     ctx.metrics.reconciles.inc();
-    // Never act on a partial pod list: that is how restarts over-create.
-    ctx.pods_ready
-        .wait()
-        .await
-        .map_err(|_| ReconcileError::CacheGone)?;
-    let Some(jz) = current(&ctx.jinghzhus, dispatched) else {
-        tracing::debug!(object = %key, "gone since it was queued; nothing to do");
+    // 1. Read the object and its pods from the cache.
+    let Some(object) = read_object(&ctx, dispatched).await? else {
         return Ok(Action::await_change());
     };
-    let Some(uid) = jz.uid() else {
-        return Ok(Action::await_change()); // not from the API server
-    };
-    if jz.meta().deletion_timestamp.is_some() {
-        // The garbage collector deletes its pods through their ownerReferences.
-        tracing::debug!(object = %key, "being deleted; nothing to do");
-        ctx.objects.forget(&uid);
-        return Ok(Action::await_change());
+    if let Some(wait) = wait_for_own_changes(&ctx, &object) {
+        return Ok(wait);
     }
-    let pods = ctx.pod_owners.owned_pods(&ctx.pods, jz.as_ref());
-
-    let uid_state: std::collections::HashMap<String, bool> = pods
-        .iter()
-        .filter_map(|p| Some((p.uid()?, p.metadata.deletion_timestamp.is_some())))
-        .collect();
-    if !ctx
-        .objects
-        .expectations
-        .satisfied(&uid, |pod| uid_state.get(pod).copied())
-    {
-        let (creates, deletes) = ctx.objects.expectations.pending(&uid);
-        ctx.metrics.waited_for_cache.inc();
-        tracing::debug!(
-            object = %key,
-            pending_creates = creates,
-            pending_deletes = deletes,
-            "waiting for the cache to show our own changes"
-        );
-        return Ok(Action::requeue(Duration::from_secs(2)));
-    }
-
-    // The user's own template must pass the floor of every mode before any
-    // plugin may make pods of it.
-    if jz.spec.template.as_ref().is_some_and(|t| t.spec.is_some()) {
-        let violations = policy::check_template(validate::template_spec(&jz));
-        if !violations.is_empty() {
-            let reasons = validate::Rejection(violations).to_string();
-            tracing::error!(object = %key, reasons = %shown(&reasons), "the Jinghzhu's template is not allowed; nothing done");
-            ctx.events.publish(
-                &jz,
-                EventType::Warning,
-                "InvalidTemplate",
-                &format!("spec.template is not allowed by the pod policy; no pods are made until it is fixed: {reasons}"),
-            );
-            return Err(ReconcileError::InvalidTemplate(reasons));
-        }
-    }
-
+    check_own_template(&ctx, &object)?;
     let started = Instant::now();
     let Some(plugin) = ctx.plugin.serving() else {
         // The plugin offered at start was refused: the host is unready and
         // reconciles nothing; the first good plugin re-queues every object.
-        tracing::debug!(object = %key, "no plugin serves yet; waiting for a good one");
+        tracing::debug!(object = %object.key, "no plugin serves yet; waiting for a good one");
         return Ok(Action::await_change());
     };
-    let digest = plugin.digest().to_string();
-    let status = jz.status.clone().unwrap_or_default();
-    tracing::info!(
-        object = %key,
-        generation = jz.meta().generation.unwrap_or_default(),
-        desired = jz.spec.desired,
-        pods = pods.len(),
-        current = status.current,
-        state = %shown(&status.state),
-        plugin = %plugin.describe(),
-        "reconcile start"
-    );
-
-    let labels = PluginLabels {
-        plugin: digest.clone(),
-    };
-    ctx.metrics.plugin_calls.get_or_create(&labels).inc();
-    let mut call = ctx.metrics.plugin_call(&plugin);
-    let raw = plugin.reconcile_raw(jz.as_ref(), &pods, &key).await;
-    call.returned();
-    ctx.plugin.record_outcome(&digest, raw.is_ok());
-    let raw = match raw {
-        Ok(raw) => raw,
-        Err(err) => {
-            if matches!(err, crate::runtime::PluginError::OutputTooLarge(_)) {
-                crate::runtime::reclaim::release_free_memory();
-            }
-            call.outcome(PluginOutcome::from(&err));
-            ctx.metrics.plugin_errors.get_or_create(&labels).inc();
-            let retryable = err.retryable();
-            let message = err.to_string();
-            let kind = err.kind();
-            tracing::error!(object = %key, plugin = %digest, retryable, kind, error = %shown(&message), "plugin failed");
-            ctx.events.publish(
-                &jz,
-                EventType::Warning,
-                "PluginFailed",
-                &format!("plugin {digest} failed (rule limits/{kind}): {message}"),
-            );
-            return Err(ReconcileError::Plugin {
-                plugin: digest,
-                message,
-                retryable,
-            });
-        }
-    };
-
-    // Counts and sizes first, before any per-create work.
-    let large = crate::runtime::reclaim::is_large(&raw.output);
-    let checked = validate::check_bounds(&raw.output, &jz, &pods, &ctx.limits).and_then(|()| {
-        let proposal = raw.into_actions();
-        let validated = validate::validate(&jz, &pods, &proposal, &ctx.policy)?;
-        Ok((proposal, validated))
-    });
-    let (proposal, validated) = match checked {
-        Ok(checked) => checked,
-        Err(rejection) => {
-            // The output is dropped by now: give its memory back.
-            if large {
-                crate::runtime::reclaim::release_free_memory();
-            }
-            call.outcome(PluginOutcome::Rejected);
-            return Err(reject(&ctx, &jz, &key, &digest, &rejection));
-        }
-    };
-    call.outcome(PluginOutcome::Ok);
+    // 2. Call the plugin.
+    let (raw, call) = call_plugin(&ctx, &plugin, &object).await?;
+    // 3. Check its whole proposal, then the object's write budget.
+    let (proposal, validated) = check_proposal(&ctx, &object, plugin.digest(), raw, call)?;
     // The shadow gets a copy of the input in its own bounded queue and is
     // held to the same rules there; it never delays this reconcile.
-    ctx.plugin
-        .offer_shadow(&jz, &pods, &key, &proposal, (&ctx.limits, &ctx.policy));
-
-    // The object's write budget covers every write of the proposal.
-    let status = apply::status_change(&jz, &pods, &proposal, &plugin.describe());
-    let cost = apply::write_cost(&proposal, status.as_ref());
-    if let Err(wait) = ctx.objects.budget.try_spend(&uid, cost) {
-        ctx.metrics.budget_exceeded.inc();
-        let wait = wait.max(ctx.limits.min_requeue);
-        tracing::warn!(object = %key, writes = cost, retry_in_ms = wait.as_millis() as u64, "write budget exceeded; nothing applied");
-        if ctx.objects.budget.should_warn(&uid) {
-            let budget = ctx.objects.budget.config();
-            ctx.events.publish(
-                &jz,
-                EventType::Warning,
-                "WriteBudgetExceeded",
-                &format!(
-                    "the plugin's changes to this object need {cost} writes, more than its write budget \
-                     ({} per minute, bursts of {}) has left (rule limits/write-budget); nothing applied, \
-                     retrying in {}s",
-                    budget.per_minute,
-                    budget.burst,
-                    wait.as_secs().max(1)
-                ),
-            );
-        }
-        return Ok(Action::requeue(wait));
+    ctx.plugin.offer_shadow(
+        &object.jz,
+        &object.pods,
+        &object.key,
+        &proposal,
+        (&ctx.limits, &ctx.policy),
+    );
+    let stamp = plugin.describe();
+    let status = apply::status_change(&object.jz, &object.pods, &proposal, &stamp);
+    if let Some(wait) = spend_write_budget(&ctx, &object, &proposal, status.as_ref()) {
+        return Ok(wait);
     }
-
+    // 4. Apply it.
     let applied = apply::apply(
         &apply::Target {
             client: &ctx.client,
@@ -278,54 +156,302 @@ pub async fn reconcile(
             expectations: &ctx.objects.expectations,
             own_writes: &ctx.objects.own_writes,
             metrics: &ctx.metrics,
-            owner_uid: &uid,
-            key: &key,
-            plugin: &plugin.describe(),
+            owner_uid: &object.uid,
+            key: &object.key,
+            plugin: &stamp,
         },
-        jz.as_ref(),
-        &pods,
+        object.jz.as_ref(),
+        &object.pods,
         &proposal,
         &validated,
         status.as_ref(),
     )
     .await;
-    match applied {
-        Ok(summary) => {
-            ctx.objects.backoff.succeeded(&uid);
-            if !summary.created.is_empty() || !summary.deleted.is_empty() || summary.status_written
-            {
-                tracing::info!(
-                    object = %key,
-                    created = %apply::name_list(&summary.created),
-                    deleted = %apply::name_list(&summary.deleted),
-                    status_written = summary.status_written,
-                    "actions applied"
-                );
-            }
-            let requeue = proposal
-                .requeue_after
-                .map(|after| after.max(ctx.limits.min_requeue));
-            // A status refused as stale: the newer version may be our own
-            // write's echo, which queues nothing, so come back for it.
-            let requeue = if summary.stale {
-                Some(requeue.map_or(STALE_STATUS_RETRY, |r| r.min(STALE_STATUS_RETRY)))
-            } else {
-                requeue
-            };
-            tracing::info!(
-                object = %key,
-                events = summary.events,
-                requeue_after = ?requeue,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "reconcile done"
-            );
-            Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+    // 5. Record what was done and say when to come back.
+    record(&ctx, &object, proposal.requeue_after, applied, started)
+}
+
+/// The object one reconcile works on, read from the cache.
+struct Object {
+    /// The Jinghzhu as cached when the reconcile runs.
+    jz: Arc<Jinghzhu>,
+    /// Its UID (the key of everything kept per object).
+    uid: String,
+    /// `namespace/name`.
+    key: String,
+    /// The pods it controls, from the owner index.
+    pods: Vec<Pod>,
+}
+
+/// Step 1: the object as cached now and the pods it owns, once the pod
+/// cache has had its initial list; `None` when there is nothing to do (the
+/// object is gone, replaced, not from the API server, or being deleted).
+async fn read_object(
+    ctx: &Context,
+    dispatched: Arc<Jinghzhu>,
+) -> Result<Option<Object>, ReconcileError> {
+    let key = object_key(dispatched.as_ref());
+    // Never act on a partial pod list: that is how restarts over-create.
+    ctx.pods_ready
+        .wait()
+        .await
+        .map_err(|_| ReconcileError::CacheGone)?;
+    let Some(jz) = current(&ctx.jinghzhus, dispatched) else {
+        tracing::debug!(object = %key, "gone since it was queued; nothing to do");
+        return Ok(None);
+    };
+    let Some(uid) = jz.uid() else {
+        return Ok(None); // not from the API server
+    };
+    if jz.meta().deletion_timestamp.is_some() {
+        // The garbage collector deletes its pods through their ownerReferences.
+        tracing::debug!(object = %key, "being deleted; nothing to do");
+        ctx.objects.forget(&uid);
+        return Ok(None);
+    }
+    let pods = ctx.pod_owners.owned_pods(&ctx.pods, jz.as_ref());
+    Ok(Some(Object { jz, uid, key, pods }))
+}
+
+/// How soon a reconcile waiting for the cache to show our own changes runs again.
+const OWN_CHANGES_RETRY: Duration = Duration::from_secs(2);
+
+/// Step 1, continued: a requeue when the cache does not show yet every pod
+/// we created or deleted (acting now could double them).
+fn wait_for_own_changes(ctx: &Context, object: &Object) -> Option<Action> {
+    let (creates, deletes) =
+        pending_own_changes(&ctx.objects.expectations, &object.uid, &object.pods)?;
+    ctx.metrics.waited_for_cache.inc();
+    tracing::debug!(
+        object = %object.key,
+        pending_creates = creates,
+        pending_deletes = deletes,
+        "waiting for the cache to show our own changes"
+    );
+    Some(Action::requeue(OWN_CHANGES_RETRY))
+}
+
+/// The creates and deletes of the object `uid` that `pods` (its pods as
+/// cached) do not show yet, or `None` when the cache has caught up.
+fn pending_own_changes(
+    expectations: &Expectations,
+    uid: &str,
+    pods: &[Pod],
+) -> Option<(usize, usize)> {
+    let uid_state: HashMap<String, bool> = pods
+        .iter()
+        .filter_map(|p| Some((p.uid()?, p.metadata.deletion_timestamp.is_some())))
+        .collect();
+    if expectations.satisfied(uid, |pod| uid_state.get(pod).copied()) {
+        None
+    } else {
+        Some(expectations.pending(uid))
+    }
+}
+
+/// Step 1, last: the user's own template must pass the floor of every mode
+/// before any plugin may make pods of it.
+fn check_own_template(ctx: &Context, object: &Object) -> Result<(), ReconcileError> {
+    let Err(reasons) = template_allowed(&object.jz) else {
+        return Ok(());
+    };
+    tracing::error!(object = %object.key, reasons = %shown(&reasons), "the Jinghzhu's template is not allowed; nothing done");
+    ctx.events.publish(
+        &object.jz,
+        EventType::Warning,
+        "InvalidTemplate",
+        &format!("spec.template is not allowed by the pod policy; no pods are made until it is fixed: {reasons}"),
+    );
+    Err(ReconcileError::InvalidTemplate(reasons))
+}
+
+/// Whether `jz`'s own template spec (when it has one) passes the pod
+/// policy's floor; the broken rules when not.
+fn template_allowed(jz: &Jinghzhu) -> Result<(), String> {
+    if jz.spec.template.as_ref().is_none_or(|t| t.spec.is_none()) {
+        return Ok(());
+    }
+    let violations = policy::check_template(validate::template_spec(jz));
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(validate::Rejection(violations).to_string())
+    }
+}
+
+/// Step 2: calls `plugin` on the object and its pods, measured; a failed
+/// call is logged, reported in a `PluginFailed` Event and returned.
+async fn call_plugin<'m>(
+    ctx: &'m Context,
+    plugin: &Arc<LoadedPlugin>,
+    object: &Object,
+) -> Result<(RawProposal, PluginCall<'m>), ReconcileError> {
+    let digest = plugin.digest().to_string();
+    let status = object.jz.status.clone().unwrap_or_default();
+    tracing::info!(
+        object = %object.key,
+        generation = object.jz.meta().generation.unwrap_or_default(),
+        desired = object.jz.spec.desired,
+        pods = object.pods.len(),
+        current = status.current,
+        state = %shown(&status.state),
+        plugin = %plugin.describe(),
+        "reconcile start"
+    );
+    let labels = PluginLabels {
+        plugin: digest.clone(),
+    };
+    ctx.metrics.plugin_calls.get_or_create(&labels).inc();
+    let mut call = ctx.metrics.plugin_call(plugin);
+    let raw = plugin
+        .reconcile_raw(object.jz.as_ref(), &object.pods, &object.key)
+        .await;
+    call.returned();
+    ctx.plugin.record_outcome(&digest, raw.is_ok());
+    let err = match raw {
+        Ok(raw) => return Ok((raw, call)),
+        Err(err) => err,
+    };
+    if matches!(err, PluginError::OutputTooLarge(_)) {
+        reclaim::release_free_memory();
+    }
+    call.outcome(PluginOutcome::from(&err));
+    ctx.metrics.plugin_errors.get_or_create(&labels).inc();
+    let retryable = err.retryable();
+    let message = err.to_string();
+    let kind = err.kind();
+    tracing::error!(object = %object.key, plugin = %digest, retryable, kind, error = %shown(&message), "plugin failed");
+    ctx.events.publish(
+        &object.jz,
+        EventType::Warning,
+        "PluginFailed",
+        &format!("plugin {digest} failed (rule limits/{kind}): {message}"),
+    );
+    Err(ReconcileError::Plugin {
+        plugin: digest,
+        message,
+        retryable,
+    })
+}
+
+/// Step 3: the output's counts and sizes first (before any per-create
+/// work), then the whole proposal; a rejection is reported ([`reject`])
+/// and nothing of it is applied.
+fn check_proposal(
+    ctx: &Context,
+    object: &Object,
+    digest: &str,
+    raw: RawProposal,
+    call: PluginCall<'_>,
+) -> Result<(ProposedActions, Validated), ReconcileError> {
+    let large = reclaim::is_large(&raw.output);
+    let checked = validate::check_bounds(&raw.output, &object.jz, &object.pods, &ctx.limits)
+        .and_then(|()| {
+            let proposal = raw.into_actions();
+            let validated = validate::validate(&object.jz, &object.pods, &proposal, &ctx.policy)?;
+            Ok((proposal, validated))
+        });
+    match checked {
+        Ok(checked) => {
+            call.outcome(PluginOutcome::Ok);
+            Ok(checked)
         }
+        Err(rejection) => {
+            // The output is dropped by now: give its memory back.
+            if large {
+                reclaim::release_free_memory();
+            }
+            call.outcome(PluginOutcome::Rejected);
+            Err(reject(ctx, &object.jz, &object.key, digest, &rejection))
+        }
+    }
+}
+
+/// Step 3, last: the object's write budget covers every write of the
+/// proposal, or nothing is applied and the reconcile is requeued (with a
+/// `WriteBudgetExceeded` Warning, at most once per window).
+fn spend_write_budget(
+    ctx: &Context,
+    object: &Object,
+    proposal: &ProposedActions,
+    status: Option<&JinghzhuStatus>,
+) -> Option<Action> {
+    let cost = apply::write_cost(proposal, status);
+    let wait = ctx.objects.budget.try_spend(&object.uid, cost).err()?;
+    ctx.metrics.budget_exceeded.inc();
+    let wait = wait.max(ctx.limits.min_requeue);
+    tracing::warn!(object = %object.key, writes = cost, retry_in_ms = wait.as_millis() as u64, "write budget exceeded; nothing applied");
+    if ctx.objects.budget.should_warn(&object.uid) {
+        let budget = ctx.objects.budget.config();
+        ctx.events.publish(
+            &object.jz,
+            EventType::Warning,
+            "WriteBudgetExceeded",
+            &format!(
+                "the plugin's changes to this object need {cost} writes, more than its write budget \
+                 ({} per minute, bursts of {}) has left (rule limits/write-budget); nothing applied, \
+                 retrying in {}s",
+                budget.per_minute,
+                budget.burst,
+                wait.as_secs().max(1)
+            ),
+        );
+    }
+    Some(Action::requeue(wait))
+}
+
+/// Step 5: logs what was applied and returns when to reconcile again, or
+/// the error that sends the object to backoff.
+fn record(
+    ctx: &Context,
+    object: &Object,
+    requeue_after: Option<Duration>,
+    applied: Result<Applied, ApplyError>,
+    started: Instant,
+) -> Result<Action, ReconcileError> {
+    let summary = match applied {
+        Ok(summary) => summary,
         Err(err) => {
             ctx.metrics.apply_errors.inc();
-            tracing::error!(object = %key, error = %shown(&err.to_string()), "applying failed part-way; will retry");
-            Err(ReconcileError::Apply(err.to_string()))
+            tracing::error!(object = %object.key, error = %shown(&err.to_string()), "applying failed part-way; will retry");
+            return Err(ReconcileError::Apply(err.to_string()));
         }
+    };
+    ctx.objects.backoff.succeeded(&object.uid);
+    if !summary.created.is_empty() || !summary.deleted.is_empty() || summary.status_written {
+        tracing::info!(
+            object = %object.key,
+            created = %apply::name_list(&summary.created),
+            deleted = %apply::name_list(&summary.deleted),
+            status_written = summary.status_written,
+            "actions applied"
+        );
+    }
+    let requeue = next_requeue(requeue_after, ctx.limits.min_requeue, summary.stale);
+    tracing::info!(
+        object = %object.key,
+        events = summary.events,
+        requeue_after = ?requeue,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "reconcile done"
+    );
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// When to reconcile again after a successful apply: the plugin's
+/// requeue-after, never shorter than `min_requeue`; and within
+/// [`STALE_STATUS_RETRY`] when the status was refused as `stale` (the newer
+/// version may be our own write's echo, which queues nothing).
+fn next_requeue(
+    requeue_after: Option<Duration>,
+    min_requeue: Duration,
+    stale: bool,
+) -> Option<Duration> {
+    let requeue = requeue_after.map(|after| after.max(min_requeue));
+    if stale {
+        Some(requeue.map_or(STALE_STATUS_RETRY, |r| r.min(STALE_STATUS_RETRY)))
+    } else {
+        requeue
     }
 }
 
@@ -411,6 +537,54 @@ mod tests {
         jz.metadata.namespace = Some("ns".into());
         jz.metadata.uid = Some(uid.into());
         jz
+    }
+
+    fn pod(uid: &str) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some(uid.into());
+        pod
+    }
+
+    #[test]
+    fn a_reconcile_waits_until_the_cache_shows_its_own_creates() {
+        let expectations = Expectations::new(Duration::from_secs(300));
+        assert_eq!(pending_own_changes(&expectations, "owner", &[]), None);
+        expectations.expect_creations("owner", 1);
+        expectations.created("owner", "pod-1");
+        assert_eq!(
+            pending_own_changes(&expectations, "owner", &[]),
+            Some((1, 0))
+        );
+        assert_eq!(
+            pending_own_changes(&expectations, "owner", &[pod("pod-1")]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_template_that_breaks_the_floor_is_refused_before_the_plugin_runs() {
+        assert_eq!(template_allowed(&web("uid-1", 1)), Ok(()), "no template");
+        let mut privileged = web("uid-1", 1);
+        let mut spec = crate::crd::default_template::default_template_spec();
+        spec.host_network = Some(true);
+        privileged.spec.template = Some(Box::new(k8s_openapi::api::core::v1::PodTemplateSpec {
+            metadata: None,
+            spec: Some(spec),
+        }));
+        let reasons = template_allowed(&privileged).expect_err("hostNetwork breaks the floor");
+        assert!(reasons.contains("host"), "{reasons}");
+    }
+
+    #[test]
+    fn the_next_requeue_respects_the_minimum_and_comes_back_for_a_stale_status() {
+        let min = Duration::from_secs(1);
+        assert_eq!(next_requeue(None, min, false), None);
+        let short = Some(Duration::from_millis(10));
+        assert_eq!(next_requeue(short, min, false), Some(min));
+        let long = Some(Duration::from_secs(30));
+        assert_eq!(next_requeue(long, min, false), long);
+        assert_eq!(next_requeue(None, min, true), Some(STALE_STATUS_RETRY));
+        assert_eq!(next_requeue(long, min, true), Some(STALE_STATUS_RETRY));
     }
 
     #[test]

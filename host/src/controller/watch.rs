@@ -21,7 +21,7 @@
 //! also updates the [`OwnerIndex`] next to the pod cache; a deleted
 //! Jinghzhu's bookkeeping is dropped. The echo of the host's own status
 //! write updates the Jinghzhu cache but queues nothing (see
-//! [`super::own_writes`]).
+//! [`crate::apply::own_writes`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -34,12 +34,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::PerObject;
-use crate::telemetry::events::{EventSink, QueuedEvent};
 use super::owner_index::OwnerIndex;
 use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
 use crate::crd::incoming::{Incoming, Unreadable};
 use crate::ownership::MANAGED_BY_SELECTOR;
+use crate::telemetry::events::{EventSink, QueuedEvent};
 
 type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
 

@@ -1,6 +1,10 @@
 //! Hot-swapping plugins: the slot every reconcile takes its plugin from,
 //! switched atomically between reconciles.
 //!
+//! What it may import: `apply/` (a candidate is held to the same rules),
+//! `telemetry/`, `runtime/` and the shared types (`actions`, `crd`,
+//! `plugin_text`). Never `controller/`, `serve.rs` or `run.rs`: they use it.
+//!
 //! A reconcile clones the current `Arc` at its start and finishes on that
 //! plugin even if a swap happens meanwhile; every later reconcile gets the
 //! new one, and a swap re-queues every known object once. The previous
@@ -27,9 +31,9 @@ use tokio::sync::watch;
 use crate::actions::ProposedActions;
 use crate::apply::Limits;
 use crate::apply::policy::PolicyConfig;
-use crate::controller::metrics::Metrics;
 use crate::crd::Jinghzhu;
 use crate::runtime::LoadedPlugin;
+use crate::telemetry::metrics::Metrics;
 
 /// When to roll back to the previous plugin.
 #[derive(Debug, Clone)]

@@ -30,8 +30,8 @@ use tokio::sync::mpsc;
 use super::candidate::vet;
 use super::swapper::{self, Refused, SwapHistory};
 use super::{ActivePlugin, RollbackPolicy, sources};
-use crate::controller::metrics::Metrics;
 use crate::runtime::{Runtime, digest_of};
+use crate::telemetry::metrics::Metrics;
 
 /// Where the plugin comes from (and is watched for changes).
 #[derive(Debug, Clone)]

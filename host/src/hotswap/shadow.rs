@@ -22,10 +22,10 @@ use tokio::sync::mpsc::error::TrySendError;
 use crate::actions::ProposedActions;
 use crate::apply::policy::PolicyConfig;
 use crate::apply::{Limits, validate};
-use crate::controller::metrics::Metrics;
 use crate::crd::Jinghzhu;
 use crate::plugin_text;
 use crate::runtime::LoadedPlugin;
+use crate::telemetry::metrics::Metrics;
 
 /// Shadow calls that may wait in the queue by default (`--shadow-queue`).
 pub const DEFAULT_SHADOW_QUEUE: usize = 8;

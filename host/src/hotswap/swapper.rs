@@ -17,9 +17,9 @@ use tokio::sync::mpsc;
 use super::ActivePlugin;
 use super::candidate::vet;
 use super::sources::Candidate;
-use crate::controller::metrics::Metrics;
 use crate::plugin_text;
 use crate::runtime::{Runtime, digest_of};
+use crate::telemetry::metrics::Metrics;
 
 /// The last swap and the last refusal, for the status endpoint.
 #[derive(Debug, Default, Clone, Serialize)]

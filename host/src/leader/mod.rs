@@ -1,5 +1,8 @@
 //! Leader election: which of several hosts may reconcile.
 //!
+//! What it may import: only the shared types (`cached_pod`). The controller
+//! asks it whether to reconcile; it never calls back up.
+//!
 //! Every host watches and caches (standbys stay warm, as controller-runtime's
 //! "warm-up" does) and queues objects, but a reconcile first awaits
 //! [`Leadership::wait_leading`]; only the holder of a

@@ -36,6 +36,7 @@ use anyhow::{Context, bail};
 use wasmtime::Engine;
 
 use super::cache::engine_key;
+pub use super::config::{ChildCompiler, Compiler};
 use super::config::{InstanceAllocator, RuntimeConfig};
 
 /// Default time a child may spend compiling one plugin.
@@ -46,39 +47,6 @@ pub const DEFAULT_COMPILE_MEMORY_MIB: u64 = 1024;
 
 /// The hidden subcommand a child compiler runs.
 pub const SUBCOMMAND: &str = "compile-plugin";
-
-/// How plugins are compiled.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Compiler {
-    /// With Cranelift in this process (tools, tests, benchmarks).
-    #[default]
-    InProcess,
-    /// In a child process (what `run` does).
-    Child(ChildCompiler),
-}
-
-/// A child process that compiles one plugin: `program compile-plugin`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildCompiler {
-    /// The executable (this one: `/proc/self/exe`, which stays the running
-    /// binary even when the file on disk is replaced).
-    pub program: PathBuf,
-    /// Killed after this long.
-    pub timeout: Duration,
-    /// Its `RLIMIT_DATA`, bytes.
-    pub memory_limit_bytes: u64,
-}
-
-impl ChildCompiler {
-    /// A child running this very executable.
-    pub fn this_executable(timeout: Duration, memory_limit_bytes: u64) -> Self {
-        Self {
-            program: PathBuf::from("/proc/self/exe"),
-            timeout,
-            memory_limit_bytes,
-        }
-    }
-}
 
 impl Compiler {
     /// Compiles the component `bytes` for `engine` and returns what

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::cache::PrecompiledCache;
-use super::compiler::Compiler;
 
 /// Default CPU deadline of one plugin call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
@@ -159,6 +158,39 @@ impl RuntimeArgs {
                 max_instances => InstanceAllocator::Pooling { max_instances },
             },
             compiler: Compiler::InProcess,
+        }
+    }
+}
+
+/// How plugins are compiled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Compiler {
+    /// With Cranelift in this process (tools, tests, benchmarks).
+    #[default]
+    InProcess,
+    /// In a child process (what `run` does).
+    Child(ChildCompiler),
+}
+
+/// A child process that compiles one plugin: `program compile-plugin`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildCompiler {
+    /// The executable (this one: `/proc/self/exe`, which stays the running
+    /// binary even when the file on disk is replaced).
+    pub program: PathBuf,
+    /// Killed after this long.
+    pub timeout: Duration,
+    /// Its `RLIMIT_DATA`, bytes.
+    pub memory_limit_bytes: u64,
+}
+
+impl ChildCompiler {
+    /// A child running this very executable.
+    pub fn this_executable(timeout: Duration, memory_limit_bytes: u64) -> Self {
+        Self {
+            program: PathBuf::from("/proc/self/exe"),
+            timeout,
+            memory_limit_bytes,
         }
     }
 }

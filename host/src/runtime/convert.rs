@@ -136,11 +136,11 @@ fn status_to_wit(s: &JinghzhuStatus) -> wit::JinghzhuStatus {
 
 /// The pod spec used when a plugin leaves `spec-json` empty and the
 /// Jinghzhu has no template spec: the host's default template
-/// ([`crate::apply::policy::default_template`], a pause container that
+/// ([`crate::crd::default_template::default_template`], a pause container that
 /// passes the Pod Security Standards' restricted profile), as JSON.
 pub fn default_pod_spec_json() -> &'static str {
     static JSON: LazyLock<String> = LazyLock::new(|| {
-        serde_json::to_string(crate::apply::policy::default_template()).unwrap_or_default()
+        serde_json::to_string(crate::crd::default_template::default_template()).unwrap_or_default()
     });
     &JSON
 }

@@ -20,7 +20,6 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use local_control_plane::ControlPlane;
 use tokio::sync::{OnceCell, oneshot};
-use wasm_operator::controller::metrics::{Metrics, PluginLabels};
 use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
 use wasm_operator::hotswap::setup::{self, PluginOptions, PluginSource};
@@ -28,6 +27,7 @@ use wasm_operator::hotswap::swapper::SwapHistory;
 use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
 use wasm_operator::ownership::is_controlled_by;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
+use wasm_operator::telemetry::metrics::{Metrics, PluginLabels};
 
 /// A test's own namespace on the shared control plane, with the CRD installed.
 pub struct TestEnv {

@@ -333,7 +333,7 @@ async fn a_recreated_object_does_not_inherit_the_old_ones_backoff() -> anyhow::R
     while host
         .metrics
         .plugin_errors
-        .get_or_create(&wasm_operator::controller::metrics::PluginLabels {
+        .get_or_create(&wasm_operator::telemetry::metrics::PluginLabels {
             plugin: host.plugin.current().digest().to_string(),
         })
         .get()

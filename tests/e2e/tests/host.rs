@@ -382,7 +382,7 @@ async fn the_event_writer_turns_repeats_into_a_series() -> anyhow::Result<()> {
     use kube::Resource;
     use kube::api::Api;
     use kube::runtime::events::{Event, EventType};
-    use wasm_operator::controller::event_writer::{EventWriter, Reporter};
+    use wasm_operator::telemetry::event_writer::{EventWriter, Reporter};
 
     let env = TestEnv::new("events").await?;
     let jz = env.create("web", 0, &[]).await?;

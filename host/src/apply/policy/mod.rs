@@ -2,6 +2,8 @@
 //! on the pods the host creates for it. Pure logic, no I/O: it works on
 //! typed [`PodSpec`]s and label/annotation maps and returns the rules a
 //! proposal breaks as [`Violation`]s with a stable rule id and the field path.
+//! It may import only `crd` (the default template); the rest of `apply/`
+//! calls it.
 //!
 //! Three modes ([`PodPolicy`]), chosen by the cluster admin:
 //! - `template` (default): every pod's spec is the Jinghzhu's template spec
@@ -23,9 +25,11 @@
 //! Module map: [`pss`] the two PSS profiles; [`host_rules`] the "no wider than
 //! the template" rules and the image allowlist, with [`confinement`] for
 //! identity, confinement and lifetime fields; [`template`] semantic
-//! equality with the template and the host's default template; [`labels`]
+//! equality with the template (the default template is
+//! [`crate::crd::default_template`]); [`labels`]
 //! labels and annotations; [`containers`] walking every container kind with
-//! its field path; [`report`] the bounded violation list.
+//! its field path; [`volumes`] what kind of source a volume has (for both
+//! [`pss`] and [`host_rules`]); [`report`] the bounded violation list.
 
 pub mod confinement;
 pub mod containers;
@@ -34,15 +38,16 @@ pub mod labels;
 pub mod pss;
 pub mod report;
 pub mod template;
+pub mod volumes;
 
 #[cfg(test)]
 mod tests;
 
 use k8s_openapi::api::core::v1::PodSpec;
 
+pub use crate::crd::default_template::{DEFAULT_IMAGE, default_template, default_template_spec};
 pub use labels::check_metadata;
 pub use report::{MAX_VIOLATIONS, Violation};
-pub use template::{DEFAULT_IMAGE, default_template, default_template_spec};
 
 use report::Report;
 

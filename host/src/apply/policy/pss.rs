@@ -297,7 +297,7 @@ fn volumes(spec: &PodSpec, level: Level, report: &mut Report) {
             }),
             Level::Baseline => {}
             Level::Restricted => {
-                let kind = super::host_rules::volume_kind(v);
+                let kind = super::volumes::volume_kind(v);
                 if !RESTRICTED_VOLUME_TYPES.contains(&kind) {
                     report.push("restricted/volume-types", || {
                         format!(

@@ -11,7 +11,7 @@ use e2e_tests::wait_for;
 use kube::api::{GetParams, ListParams};
 use wasm_operator::crd::incoming::{MAX_DEPTH, nesting_depth};
 use wasm_operator::ownership::OWNER_LABEL;
-use wasm_operator::serve::Health;
+use wasm_operator::telemetry::health::Health;
 
 use super::*;
 

@@ -12,7 +12,8 @@ use kube::api::{Patch, PatchParams};
 use wasm_operator::hotswap::setup::PluginSource;
 use wasm_operator::leader::Leadership;
 use wasm_operator::runtime::digest_of;
-use wasm_operator::serve::{self, Endpoint, Health};
+use wasm_operator::serve::{self, Endpoint};
+use wasm_operator::telemetry::health::Health;
 
 #[allow(unused_imports)]
 use super::*;

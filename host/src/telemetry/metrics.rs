@@ -1,0 +1,910 @@
+//! What the host measures, readable in-process (tests, logs) and exported in
+//! the OpenMetrics text format on `--metrics-addr`.
+//!
+//! Three groups:
+//! - controller-runtime's names and labels, so existing dashboards and alerts
+//!   work: `controller_runtime_reconcile_total{controller,result}`,
+//!   `controller_runtime_reconcile_errors_total`,
+//!   `controller_runtime_terminal_reconcile_errors_total`,
+//!   `controller_runtime_reconcile_time_seconds` (histogram, controller-runtime's
+//!   buckets), `controller_runtime_max_concurrent_reconciles`,
+//!   `controller_runtime_active_workers` (all `{controller}`), the `workqueue_*`
+//!   family (`{name,controller}`; see [`QueueTracker`] for which are
+//!   approximations) and `leader_election_master_status{name}`;
+//! - per plugin, in the spirit of Kubewarden's policy metrics:
+//!   `wasm_operator_plugin_call_duration_seconds` (histogram) and
+//!   `wasm_operator_plugin_call_outcomes_total{outcome}`, both labelled with
+//!   the plugin's `plugin` (name), `version` and `digest`;
+//! - the host's own `wasm_operator_*` counters.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::runtime::{LoadedPlugin, PluginError};
+
+/// The `controller` (and workqueue `name`) label of every controller metric.
+pub const CONTROLLER_NAME: &str = "jinghzhu";
+
+/// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
+pub const RECONCILE_TIME_BUCKETS: [f64; 40] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// Buckets of plugin call durations: 50 µs (a small plugin) to 10 s (beyond any deadline).
+pub const PLUGIN_CALL_BUCKETS: [f64; 17] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
+];
+
+/// Label set of per-plugin counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// Digest (`sha256:…`) of the plugin that ran.
+    pub plugin: String,
+}
+
+/// `{controller}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// The controller's name ([`CONTROLLER_NAME`]).
+    pub controller: String,
+}
+
+/// `{controller,result}` of `controller_runtime_reconcile_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// The controller's name.
+    pub controller: String,
+    /// `success`, `error`, `requeue` or `requeue_after`.
+    pub result: String,
+}
+
+/// `{name,controller}` of the workqueue metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// The queue's name (controller-runtime uses the controller's name).
+    pub name: String,
+    /// The controller's name.
+    pub controller: String,
+}
+
+/// `{name}` of `leader_election_master_status` (the Lease name).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaseLabels {
+    /// The Lease's name.
+    pub name: String,
+}
+
+/// Which plugin ran: `{plugin,version,digest}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginCallLabels {
+    /// The name the plugin reports.
+    pub plugin: String,
+    /// The version it reports.
+    pub version: String,
+    /// `sha256:…` of its bytes.
+    pub digest: String,
+}
+
+/// `{plugin,version,digest,outcome}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginOutcomeLabels {
+    /// The name the plugin reports.
+    pub plugin: String,
+    /// The version it reports.
+    pub version: String,
+    /// `sha256:…` of its bytes.
+    pub digest: String,
+    /// See [`PluginOutcome`].
+    pub outcome: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn reconcile_time_histogram() -> Histogram {
+    Histogram::new(RECONCILE_TIME_BUCKETS)
+}
+
+/// controller-runtime's workqueue buckets: `ExponentialBuckets(10e-9, 10, 12)`.
+fn workqueue_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(10e-9, 10.0, 12))
+}
+
+fn plugin_call_histogram() -> Histogram {
+    Histogram::new(PLUGIN_CALL_BUCKETS)
+}
+
+/// Everything the host counts.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Reconciles started (including those that waited for the cache).
+    pub reconciles: Counter,
+    /// Reconciles skipped because the cache had not caught up with our writes.
+    pub waited_for_cache: Counter,
+    /// Plugin calls by plugin digest.
+    pub plugin_calls: Family<PluginLabels, Counter>,
+    /// Plugin calls that failed (trap, deadline, memory cap, returned error).
+    pub plugin_errors: Family<PluginLabels, Counter>,
+    /// Plugin outputs rejected by validation.
+    pub rejected_outputs: Counter,
+    /// Failures talking to the API server while applying.
+    pub apply_errors: Counter,
+    /// Proposals held back because their object's write budget was spent.
+    pub budget_exceeded: Counter,
+    /// Pods created.
+    pub pods_created: Counter,
+    /// Pods deleted.
+    pub pods_deleted: Counter,
+    /// Status patches written.
+    pub status_patches: Counter,
+    /// Plugin swaps done / refused / rolled back.
+    pub plugin_swaps: Counter,
+    /// Plugin candidates refused.
+    pub plugin_swaps_refused: Counter,
+    /// Automatic rollbacks.
+    pub plugin_rollbacks: Counter,
+    /// 1 while a shadow plugin is configured.
+    pub shadow_active: Gauge,
+    /// Reconciles where the shadow plugin proposed something else.
+    pub shadow_differences: Counter,
+    /// Shadow calls not made because the shadow queue was full (issue 22).
+    pub shadow_dropped: Counter,
+    /// Shadow outputs that broke the output bounds (not compared).
+    pub shadow_rejected: Counter,
+    /// 1 while a vetted plugin serves; 0 after a refused start until a good one arrives.
+    pub plugin_serving: Gauge,
+    /// Events dropped because the Event queue was full.
+    pub events_dropped: Counter,
+
+    /// `controller_runtime_reconcile_total{controller,result}`.
+    pub reconcile_total: Family<ResultLabels, Counter>,
+    /// `controller_runtime_reconcile_errors_total{controller}`.
+    pub reconcile_errors: Family<ControllerLabels, Counter>,
+    /// `controller_runtime_terminal_reconcile_errors_total{controller}`: errors not retried.
+    pub terminal_reconcile_errors: Family<ControllerLabels, Counter>,
+    /// `controller_runtime_reconcile_time_seconds{controller}`.
+    pub reconcile_time: HistogramFamily<ControllerLabels>,
+    /// `controller_runtime_max_concurrent_reconciles{controller}`.
+    pub max_concurrent_reconciles: Family<ControllerLabels, Gauge>,
+    /// `controller_runtime_active_workers{controller}`.
+    pub active_workers: Family<ControllerLabels, Gauge>,
+    /// The `workqueue_*` family.
+    pub queue: std::sync::Arc<QueueTracker>,
+    /// `leader_election_master_status{name}`: 1 while this host leads.
+    pub leader_status: Family<LeaseLabels, Gauge>,
+    /// `wasm_operator_plugin_call_duration_seconds{plugin,version,digest}`.
+    pub plugin_call_duration: HistogramFamily<PluginCallLabels>,
+    /// `wasm_operator_plugin_call_outcomes_total{plugin,version,digest,outcome}`.
+    pub plugin_call_outcomes: Family<PluginOutcomeLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            reconciles: Counter::default(),
+            waited_for_cache: Counter::default(),
+            plugin_calls: Family::default(),
+            plugin_errors: Family::default(),
+            rejected_outputs: Counter::default(),
+            apply_errors: Counter::default(),
+            pods_created: Counter::default(),
+            pods_deleted: Counter::default(),
+            status_patches: Counter::default(),
+            plugin_swaps: Counter::default(),
+            plugin_swaps_refused: Counter::default(),
+            plugin_rollbacks: Counter::default(),
+            shadow_active: Gauge::default(),
+            shadow_differences: Counter::default(),
+            shadow_dropped: Counter::default(),
+            shadow_rejected: Counter::default(),
+            plugin_serving: Gauge::default(),
+            events_dropped: Counter::default(),
+            budget_exceeded: Counter::default(),
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            terminal_reconcile_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(reconcile_time_histogram),
+            max_concurrent_reconciles: Family::default(),
+            active_workers: Family::default(),
+            queue: std::sync::Arc::new(QueueTracker::default()),
+            leader_status: Family::default(),
+            plugin_call_duration: Family::new_with_constructor(plugin_call_histogram),
+            plugin_call_outcomes: Family::default(),
+        }
+    }
+}
+
+fn controller_labels() -> ControllerLabels {
+    ControllerLabels {
+        controller: CONTROLLER_NAME.to_string(),
+    }
+}
+
+impl Metrics {
+    /// Registers every metric: controller-runtime's and the workqueue's at
+    /// the top level, the host's own under the `wasm_operator_` prefix.
+    pub fn register(&self, registry: &mut Registry) {
+        self.register_controller_runtime(registry);
+        let r = registry.sub_registry_with_prefix("wasm_operator");
+        r.register("reconciles", "Reconciles started", self.reconciles.clone());
+        r.register(
+            "waited_for_cache",
+            "Reconciles deferred until the cache showed our own writes",
+            self.waited_for_cache.clone(),
+        );
+        r.register(
+            "plugin_calls",
+            "Plugin reconcile calls",
+            self.plugin_calls.clone(),
+        );
+        r.register(
+            "plugin_errors",
+            "Failed plugin reconcile calls",
+            self.plugin_errors.clone(),
+        );
+        r.register(
+            "rejected_outputs",
+            "Plugin outputs rejected by validation",
+            self.rejected_outputs.clone(),
+        );
+        r.register(
+            "apply_errors",
+            "API errors while applying",
+            self.apply_errors.clone(),
+        );
+        r.register(
+            "write_budget_exceeded",
+            "Proposals held back because their object's write budget was spent",
+            self.budget_exceeded.clone(),
+        );
+        r.register("pods_created", "Pods created", self.pods_created.clone());
+        r.register("pods_deleted", "Pods deleted", self.pods_deleted.clone());
+        r.register(
+            "status_patches",
+            "Status patches written",
+            self.status_patches.clone(),
+        );
+        r.register(
+            "plugin_swaps",
+            "Plugins swapped in",
+            self.plugin_swaps.clone(),
+        );
+        r.register(
+            "plugin_swaps_refused",
+            "Plugin candidates refused",
+            self.plugin_swaps_refused.clone(),
+        );
+        r.register(
+            "plugin_rollbacks",
+            "Automatic rollbacks",
+            self.plugin_rollbacks.clone(),
+        );
+        r.register(
+            "shadow_active",
+            "1 while a shadow plugin runs",
+            self.shadow_active.clone(),
+        );
+        r.register(
+            "shadow_differences",
+            "Reconciles where the shadow plugin proposed something else",
+            self.shadow_differences.clone(),
+        );
+        r.register(
+            "shadow_dropped",
+            "Shadow calls dropped because the shadow queue was full",
+            self.shadow_dropped.clone(),
+        );
+        r.register(
+            "shadow_rejected",
+            "Shadow outputs that broke the output bounds (reported, not compared)",
+            self.shadow_rejected.clone(),
+        );
+        r.register(
+            "plugin_serving",
+            "1 while a vetted plugin serves; 0 while every plugin offered was refused",
+            self.plugin_serving.clone(),
+        );
+        r.register(
+            "events_dropped",
+            "Events not recorded because the Event queue was full",
+            self.events_dropped.clone(),
+        );
+        r.register(
+            "plugin_call_duration_seconds",
+            "Duration of plugin reconcile calls, by plugin name, version and digest",
+            self.plugin_call_duration.clone(),
+        );
+        r.register(
+            "plugin_call_outcomes",
+            "Plugin reconcile calls by outcome (ok, error, deadline, memory, trap, host, rejected)",
+            self.plugin_call_outcomes.clone(),
+        );
+    }
+
+    fn register_controller_runtime(&self, r: &mut Registry) {
+        r.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            self.reconcile_total.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            self.reconcile_errors.clone(),
+        );
+        r.register(
+            "controller_runtime_terminal_reconcile_errors",
+            "Total number of terminal reconciliation errors per controller",
+            self.terminal_reconcile_errors.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            self.reconcile_time.clone(),
+        );
+        r.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            self.max_concurrent_reconciles.clone(),
+        );
+        r.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            self.active_workers.clone(),
+        );
+        r.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            self.queue.adds.clone(),
+        );
+        r.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            self.queue.retries.clone(),
+        );
+        r.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            self.queue.queue_duration.clone(),
+        );
+        r.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            self.queue.work_duration.clone(),
+        );
+        r.register_collector(Box::new(self.queue.clone()));
+        r.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease",
+            self.leader_status.clone(),
+        );
+    }
+
+    /// Records the configured number of workers and creates every
+    /// controller and workqueue series at zero, as controller-runtime does
+    /// when a controller starts (so rates and alerts work before the first
+    /// error).
+    pub fn init_controller(&self, workers: u16) {
+        let labels = controller_labels();
+        self.max_concurrent_reconciles
+            .get_or_create(&labels)
+            .set(i64::from(workers));
+        self.active_workers.get_or_create_owned(&labels);
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            self.reconcile_total.get_or_create_owned(&ResultLabels {
+                controller: CONTROLLER_NAME.to_string(),
+                result: result.to_string(),
+            });
+        }
+        self.reconcile_errors.get_or_create_owned(&labels);
+        self.terminal_reconcile_errors.get_or_create_owned(&labels);
+        self.reconcile_time.get_or_create_owned(&labels);
+        let queue = self.queue.labels();
+        self.queue.adds.get_or_create_owned(&queue);
+        self.queue.retries.get_or_create_owned(&queue);
+        self.queue.queue_duration.get_or_create_owned(&queue);
+        self.queue.work_duration.get_or_create_owned(&queue);
+    }
+
+    /// The `leader_election_master_status` gauge of the Lease `name`.
+    pub fn leader_status_of(&self, name: &str) -> Gauge {
+        self.leader_status.get_or_create_owned(&LeaseLabels {
+            name: name.to_string(),
+        })
+    }
+
+    /// A reconcile of `key` begins (a worker took it off the queue).
+    pub fn reconcile_started(&self, key: &str) -> ReconcileObservation<'_> {
+        self.active_workers
+            .get_or_create(&controller_labels())
+            .inc();
+        let work = self.queue.started(key);
+        ReconcileObservation {
+            metrics: self,
+            started: Instant::now(),
+            work: Some(work),
+        }
+    }
+
+    /// A plugin call begins.
+    pub fn plugin_call(&self, plugin: &LoadedPlugin) -> PluginCall<'_> {
+        PluginCall {
+            metrics: self,
+            labels: PluginCallLabels {
+                plugin: plugin.info().name.clone(),
+                version: plugin.info().version.clone(),
+                digest: plugin.digest().to_string(),
+            },
+            started: Instant::now(),
+            recorded_duration: false,
+        }
+    }
+
+    /// `controller_runtime_reconcile_total` for `result` (tests, logs).
+    pub fn reconcile_count(&self, result: &str) -> u64 {
+        self.reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: CONTROLLER_NAME.to_string(),
+                result: result.to_string(),
+            })
+            .get()
+    }
+}
+
+/// How a reconcile ended, as controller-runtime counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Done; wait for the next change.
+    Success,
+    /// Done; run again after a delay.
+    RequeueAfter,
+    /// Failed; retried with backoff.
+    Error,
+    /// Failed; not retried until the object or the plugin changes.
+    TerminalError,
+}
+
+/// Times one reconcile; [`ReconcileObservation::finish`] records it. Dropped
+/// unfinished (leadership lost, shutdown), it only frees its worker.
+pub struct ReconcileObservation<'a> {
+    metrics: &'a Metrics,
+    started: Instant,
+    work: Option<WorkToken>,
+}
+
+impl ReconcileObservation<'_> {
+    /// Records the reconcile's duration and result.
+    pub fn finish(mut self, result: ReconcileResult) {
+        let m = self.metrics;
+        let labels = controller_labels();
+        m.reconcile_time
+            .get_or_create(&labels)
+            .observe(self.started.elapsed().as_secs_f64());
+        let label = match result {
+            ReconcileResult::Success => "success",
+            ReconcileResult::RequeueAfter => "requeue_after",
+            ReconcileResult::Error | ReconcileResult::TerminalError => "error",
+        };
+        m.reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: CONTROLLER_NAME.to_string(),
+                result: label.to_string(),
+            })
+            .inc();
+        match result {
+            ReconcileResult::Error => {
+                m.reconcile_errors.get_or_create(&labels).inc();
+                m.queue.retries.get_or_create(&m.queue.labels()).inc();
+            }
+            ReconcileResult::TerminalError => {
+                m.reconcile_errors.get_or_create(&labels).inc();
+                m.terminal_reconcile_errors.get_or_create(&labels).inc();
+            }
+            ReconcileResult::Success | ReconcileResult::RequeueAfter => {}
+        }
+        if let Some(work) = self.work.take() {
+            m.queue.finished(work, true);
+        }
+    }
+}
+
+impl Drop for ReconcileObservation<'_> {
+    fn drop(&mut self) {
+        self.metrics
+            .active_workers
+            .get_or_create(&controller_labels())
+            .dec();
+        if let Some(work) = self.work.take() {
+            self.metrics.queue.finished(work, false);
+        }
+    }
+}
+
+/// What became of one plugin call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginOutcome {
+    /// It returned a proposal that passed validation.
+    Ok,
+    /// It returned an error value.
+    Error,
+    /// It hit its CPU deadline.
+    Deadline,
+    /// It hit its memory cap.
+    Memory,
+    /// It trapped (a panic, an unreachable, …).
+    Trap,
+    /// The host could not run it.
+    Host,
+    /// Its proposal broke a rule and was rejected whole.
+    Rejected,
+    /// Its output was larger than the host reads (`--plugin-output-limit-kib`).
+    OutputTooLarge,
+}
+
+impl PluginOutcome {
+    /// The `outcome` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            PluginOutcome::Ok => "ok",
+            PluginOutcome::Error => "error",
+            PluginOutcome::Deadline => "deadline",
+            PluginOutcome::Memory => "memory",
+            PluginOutcome::Trap => "trap",
+            PluginOutcome::Host => "host",
+            PluginOutcome::Rejected => "rejected",
+            PluginOutcome::OutputTooLarge => "output-too-large",
+        }
+    }
+}
+
+impl From<&PluginError> for PluginOutcome {
+    fn from(err: &PluginError) -> Self {
+        match err {
+            PluginError::Deadline(_) => PluginOutcome::Deadline,
+            PluginError::MemoryCap(_) => PluginOutcome::Memory,
+            PluginError::Trap { .. } => PluginOutcome::Trap,
+            PluginError::Returned { .. } => PluginOutcome::Error,
+            PluginError::Host(_) => PluginOutcome::Host,
+            PluginError::OutputTooLarge(_) => PluginOutcome::OutputTooLarge,
+            // Host memory the plugin tried to make the host hold.
+            PluginError::WasiLimit { .. } => PluginOutcome::Memory,
+        }
+    }
+}
+
+/// One plugin call being measured.
+pub struct PluginCall<'a> {
+    metrics: &'a Metrics,
+    labels: PluginCallLabels,
+    started: Instant,
+    recorded_duration: bool,
+}
+
+impl PluginCall<'_> {
+    /// The call returned: records its duration.
+    pub fn returned(&mut self) {
+        if !self.recorded_duration {
+            self.recorded_duration = true;
+            self.metrics
+                .plugin_call_duration
+                .get_or_create(&self.labels)
+                .observe(self.started.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Records what became of the call (its duration too, if not yet).
+    pub fn outcome(mut self, outcome: PluginOutcome) {
+        self.returned();
+        self.metrics
+            .plugin_call_outcomes
+            .get_or_create(&PluginOutcomeLabels {
+                plugin: self.labels.plugin.clone(),
+                version: self.labels.version.clone(),
+                digest: self.labels.digest.clone(),
+                outcome: outcome.label().to_string(),
+            })
+            .inc();
+    }
+}
+
+/// The workqueue metrics, observed from outside kube-runtime's scheduler
+/// (which exposes none):
+///
+/// - `workqueue_adds_total`: every trigger (a Jinghzhu event, an event of a
+///   pod it controls, a re-queue of everything after a swap or a takeover).
+///   *Approximation*: client-go does not count an add of a key already
+///   waiting; here every trigger counts. Timed re-queues (`requeue_after`,
+///   backoff) are not counted.
+/// - `workqueue_depth`: keys triggered and not yet taken by a worker.
+///   *Approximation*: keys waiting on a timer are not in it (as in client-go,
+///   whose delaying queue adds them only when due), and kube-runtime's
+///   debounce is not visible.
+/// - `workqueue_queue_duration_seconds`: from a key's first trigger to a
+///   worker taking it (on a standby this includes the time until it leads).
+/// - `workqueue_work_duration_seconds`: how long a worker spent on a key.
+/// - `workqueue_retries_total`: reconciles that failed and were re-queued
+///   with backoff (client-go's `AddRateLimited`). Exact.
+/// - `workqueue_unfinished_work_seconds` and
+///   `workqueue_longest_running_processor_seconds`: computed at scrape time
+///   from the reconciles running then. Exact.
+#[derive(Debug)]
+pub struct QueueTracker {
+    /// `workqueue_adds_total`.
+    pub adds: Family<QueueLabels, Counter>,
+    /// `workqueue_retries_total`.
+    pub retries: Family<QueueLabels, Counter>,
+    /// `workqueue_queue_duration_seconds`.
+    pub queue_duration: HistogramFamily<QueueLabels>,
+    /// `workqueue_work_duration_seconds`.
+    pub work_duration: HistogramFamily<QueueLabels>,
+    state: Mutex<QueueState>,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    waiting: HashMap<String, Instant>,
+    running: HashMap<u64, Instant>,
+    next_id: u64,
+}
+
+/// A reconcile in progress, for the workqueue metrics.
+#[derive(Debug)]
+pub struct WorkToken(u64);
+
+impl Default for QueueTracker {
+    fn default() -> Self {
+        Self {
+            adds: Family::default(),
+            retries: Family::default(),
+            queue_duration: Family::new_with_constructor(workqueue_histogram),
+            work_duration: Family::new_with_constructor(workqueue_histogram),
+            state: Mutex::new(QueueState::default()),
+        }
+    }
+}
+
+impl QueueTracker {
+    fn labels(&self) -> QueueLabels {
+        QueueLabels {
+            name: CONTROLLER_NAME.to_string(),
+            controller: CONTROLLER_NAME.to_string(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `key` was triggered.
+    pub fn added(&self, key: String) {
+        self.adds.get_or_create(&self.labels()).inc();
+        self.lock().waiting.entry(key).or_insert_with(Instant::now);
+    }
+
+    /// Keys waiting for a worker.
+    pub fn depth(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    fn started(&self, key: &str) -> WorkToken {
+        let mut state = self.lock();
+        if let Some(since) = state.waiting.remove(key) {
+            self.queue_duration
+                .get_or_create(&self.labels())
+                .observe(since.elapsed().as_secs_f64());
+        }
+        state.next_id += 1;
+        let id = state.next_id;
+        state.running.insert(id, Instant::now());
+        WorkToken(id)
+    }
+
+    fn finished(&self, work: WorkToken, observe: bool) {
+        let since = self.lock().running.remove(&work.0);
+        if let (Some(since), true) = (since, observe) {
+            self.work_duration
+                .get_or_create(&self.labels())
+                .observe(since.elapsed().as_secs_f64());
+        }
+    }
+}
+
+impl Collector for QueueTracker {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let (depth, unfinished, longest) = {
+            let state = self.lock();
+            let now = Instant::now();
+            let ages = state
+                .running
+                .values()
+                .map(|s| now.duration_since(*s).as_secs_f64());
+            let unfinished: f64 = ages.clone().sum();
+            let longest = ages.fold(0.0_f64, f64::max);
+            (state.waiting.len(), unfinished, longest)
+        };
+        let labels = self.labels();
+        let depth_family = Family::<QueueLabels, Gauge>::default();
+        depth_family
+            .get_or_create(&labels)
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+        depth_family.encode(encoder.encode_descriptor(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            None,
+            MetricType::Gauge,
+        )?)?;
+        for (name, help, value) in [
+            (
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
+                unfinished,
+            ),
+            (
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running",
+                longest,
+            ),
+        ] {
+            let family = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+            family.get_or_create(&labels).set(value);
+            family.encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(metrics: &Metrics) -> String {
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        text
+    }
+
+    #[test]
+    fn a_reconcile_is_counted_timed_and_frees_its_worker() {
+        let metrics = Metrics::default();
+        metrics.queue.added("ns/a".into());
+        metrics.queue.added("ns/a".into());
+        assert_eq!(metrics.queue.depth(), 1, "a key waits once");
+        let observation = metrics.reconcile_started("ns/a");
+        assert_eq!(metrics.queue.depth(), 0);
+        let text = encoded(&metrics);
+        assert!(
+            text.contains("controller_runtime_active_workers{controller=\"jinghzhu\"} 1"),
+            "{text}"
+        );
+        observation.finish(ReconcileResult::Error);
+        metrics
+            .reconcile_started("ns/b")
+            .finish(ReconcileResult::TerminalError);
+        metrics
+            .reconcile_started("ns/c")
+            .finish(ReconcileResult::RequeueAfter);
+        drop(metrics.reconcile_started("ns/d")); // cancelled: not counted
+
+        let text = encoded(&metrics);
+        for line in [
+            "controller_runtime_reconcile_total{controller=\"jinghzhu\",result=\"error\"} 2",
+            "controller_runtime_reconcile_total{controller=\"jinghzhu\",result=\"requeue_after\"} 1",
+            "controller_runtime_reconcile_errors_total{controller=\"jinghzhu\"} 2",
+            "controller_runtime_terminal_reconcile_errors_total{controller=\"jinghzhu\"} 1",
+            "controller_runtime_reconcile_time_seconds_count{controller=\"jinghzhu\"} 3",
+            "controller_runtime_active_workers{controller=\"jinghzhu\"} 0",
+            "workqueue_adds_total{name=\"jinghzhu\",controller=\"jinghzhu\"} 2",
+            "workqueue_retries_total{name=\"jinghzhu\",controller=\"jinghzhu\"} 1",
+            "workqueue_queue_duration_seconds_count{name=\"jinghzhu\",controller=\"jinghzhu\"} 1",
+            "workqueue_work_duration_seconds_count{name=\"jinghzhu\",controller=\"jinghzhu\"} 3",
+            "workqueue_depth{name=\"jinghzhu\",controller=\"jinghzhu\"} 0",
+            "workqueue_longest_running_processor_seconds{name=\"jinghzhu\",controller=\"jinghzhu\"} 0.0",
+            "controller_runtime_reconcile_time_seconds_bucket{le=\"60.0\",controller=\"jinghzhu\"} 3",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn events_a_full_queue_drops_are_exported() {
+        use kube::runtime::events::EventType;
+
+        let metrics = Metrics::default();
+        let text = encoded(&metrics);
+        assert!(
+            text.contains("wasm_operator_events_dropped_total 0"),
+            "{text}"
+        );
+        let (sink, _queue) =
+            crate::telemetry::events::EventSink::channel(1, metrics.events_dropped.clone());
+        let jz = crate::crd::Jinghzhu::new("web", Default::default());
+        for _ in 0..3 {
+            sink.publish(
+                &jz,
+                EventType::Normal,
+                "SuccessfulCreate",
+                "Created 1 pod(s): a",
+            );
+        }
+        let text = encoded(&metrics);
+        assert!(
+            text.contains("wasm_operator_events_dropped_total 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_started_controller_exports_every_series_at_zero() {
+        let metrics = Metrics::default();
+        metrics.init_controller(4);
+        let text = encoded(&metrics);
+        for line in [
+            "controller_runtime_max_concurrent_reconciles{controller=\"jinghzhu\"} 4",
+            "controller_runtime_active_workers{controller=\"jinghzhu\"} 0",
+            "controller_runtime_reconcile_total{controller=\"jinghzhu\",result=\"requeue\"} 0",
+            "controller_runtime_reconcile_errors_total{controller=\"jinghzhu\"} 0",
+            "controller_runtime_terminal_reconcile_errors_total{controller=\"jinghzhu\"} 0",
+            "controller_runtime_reconcile_time_seconds_count{controller=\"jinghzhu\"} 0",
+            "workqueue_retries_total{name=\"jinghzhu\",controller=\"jinghzhu\"} 0",
+            "workqueue_queue_duration_seconds_count{name=\"jinghzhu\",controller=\"jinghzhu\"} 0",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn running_reconciles_show_in_unfinished_work_at_scrape_time() {
+        let metrics = Metrics::default();
+        let running = metrics.reconcile_started("ns/slow");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let text = encoded(&metrics);
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix("workqueue_longest_running_processor_seconds{name=\"jinghzhu\",controller=\"jinghzhu\"} "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("longest running processor sample");
+        assert!(value >= 0.03, "{value}");
+        running.finish(ReconcileResult::Success);
+    }
+
+    #[test]
+    fn plugin_errors_map_to_outcomes() {
+        use std::time::Duration;
+        assert_eq!(
+            PluginOutcome::from(&PluginError::Deadline(Duration::from_secs(1))),
+            PluginOutcome::Deadline
+        );
+        assert_eq!(
+            PluginOutcome::from(&PluginError::MemoryCap(1)),
+            PluginOutcome::Memory
+        );
+        assert_eq!(
+            PluginOutcome::from(&PluginError::Trap {
+                message: "x".into()
+            }),
+            PluginOutcome::Trap
+        );
+        assert_eq!(
+            PluginOutcome::from(&PluginError::Returned {
+                message: "x".into(),
+                retryable: true
+            }),
+            PluginOutcome::Error
+        );
+        assert_eq!(PluginOutcome::Rejected.label(), "rejected");
+    }
+}

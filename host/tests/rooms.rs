@@ -1,0 +1,261 @@
+//! The host's rooms read top-down: every `crate::`/`super::` path in the
+//! host's sources (outside comments and unit tests) points to a room below
+//! the one it is written in, and no files import each other in a circle.
+//!
+//! A room is a top-level module of `host/src` (`controller/`, `apply/`,
+//! `serve.rs`, …). [`LAYERS`] lists them from the top; a room may import
+//! only rooms on a later line. A file may always use its own ancestors
+//! (`super::` in a child is how a room's `mod.rs` shares its types), and
+//! files of one room may import each other as long as no circle forms.
+//!
+//! When this fails, move the shared type down (or merge the two files)
+//! rather than adding an arrow that runs back up.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The rooms, top first. A room may import only rooms of later lines.
+const LAYERS: &[&[&str]] = &[
+    &["main", "lib"],
+    &["cli"],
+    &["offline", "scaffold"],
+    &["run"],
+    &["serve"],
+    &["controller"],
+    &["hotswap", "leader"],
+    &["apply"],
+    &["telemetry"],
+    &["runtime"],
+    &["event_reasons", "observed", "ownership"],
+    &["actions", "cached_pod"],
+    &["crd"],
+    &["plugin_text"],
+];
+
+/// The module path of the source file `file` under `src` (`mod.rs` is its
+/// directory's module).
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file
+        .strip_prefix(src)
+        .expect("under src")
+        .with_extension("");
+    let mut path: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path.last().is_some_and(|last| last == "mod") {
+        path.pop();
+    }
+    path
+}
+
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("reading the source directory")
+        .map(|entry| entry.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            source_files(&path, out);
+        } else if path.extension().is_some_and(|ext| ext == "rs")
+            // A unit-test module file (`mod tests;`) is not part of the room's shape.
+            && path.file_name().is_some_and(|name| name != "tests.rs")
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of `text` without comment lines and without its inline unit
+/// test module (`#[cfg(test)] mod tests { … }`, which ends the file).
+fn code_of(text: &str) -> String {
+    let text = text
+        .split("#[cfg(test)]\nmod tests {")
+        .next()
+        .unwrap_or_default();
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every module path the code names through `crate::` or `super::` (each
+/// as long as it goes; `super::{a, b}` counts as the parent).
+fn named_paths(code: &str, here: &[String]) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for (start, in_parent) in [("crate::", false), ("super::", true)] {
+        for (at, _) in code.match_indices(start) {
+            // Not the tail of a longer identifier (`my_crate::`).
+            if code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            {
+                continue;
+            }
+            let rest = &code[at + start.len()..];
+            let mut segments: Vec<String> = Vec::new();
+            let mut tail = rest;
+            loop {
+                let ident: String = tail
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if ident.is_empty() {
+                    break;
+                }
+                tail = &tail[ident.len()..];
+                segments.push(ident);
+                match tail.strip_prefix("::") {
+                    Some(next) => tail = next,
+                    None => break,
+                }
+            }
+            // `super` of module a::b (`a/b.rs` or `a/b/mod.rs`) is `a`.
+            let mut path: Vec<String> = if in_parent {
+                here[..here.len().saturating_sub(1)].to_vec()
+            } else {
+                Vec::new()
+            };
+            for segment in segments {
+                if segment == "super" {
+                    path.pop(); // `super::super::…`
+                } else {
+                    path.push(segment);
+                }
+            }
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// The longest prefix of `path` that is a module file under `src`.
+fn resolve(src: &Path, path: &[String]) -> Option<Vec<String>> {
+    (1..=path.len()).rev().find_map(|len| {
+        let base = path[..len].iter().fold(src.to_path_buf(), |p, s| p.join(s));
+        let exists = base.with_extension("rs").is_file() || base.join("mod.rs").is_file();
+        exists.then(|| path[..len].to_vec())
+    })
+}
+
+/// `file → module` edges between distinct modules, leaving out a module's
+/// use of its own ancestors.
+fn edges() -> BTreeSet<(Vec<String>, Vec<String>)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    let mut edges = BTreeSet::new();
+    for file in files {
+        let here = module_path(&src, &file);
+        let text = std::fs::read_to_string(&file).expect("reading a source file");
+        for named in named_paths(&code_of(&text), &here) {
+            let Some(target) = resolve(&src, &named) else {
+                continue; // an item of the crate root, or not a module path
+            };
+            if target != here && !here.starts_with(&target) {
+                edges.insert((here.clone(), target));
+            }
+        }
+    }
+    edges
+}
+
+fn layer_of(room: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&room))
+}
+
+#[test]
+fn every_room_imports_only_rooms_below_it() {
+    let mut wrong = Vec::new();
+    let mut unknown = BTreeSet::new();
+    for (from, to) in edges() {
+        let (a, b) = (&from[0], &to[0]);
+        if a == b {
+            continue;
+        }
+        match (layer_of(a), layer_of(b)) {
+            (Some(x), Some(y)) if x < y => {}
+            (Some(_), Some(_)) => wrong.push(format!("{} -> {}", from.join("/"), to.join("/"))),
+            (None, _) => {
+                unknown.insert(a.clone());
+            }
+            (_, None) => {
+                unknown.insert(b.clone());
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "rooms missing from LAYERS in tests/rooms.rs (place each where it belongs): {unknown:?}"
+    );
+    assert!(
+        wrong.is_empty(),
+        "imports that run up or sideways between rooms (move the shared piece down):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_files_import_each_other_in_a_circle() {
+    let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (from, to) in edges() {
+        graph.entry(from).or_default().insert(to);
+    }
+    // Depth-first search; a back edge closes a circle.
+    fn visit(
+        node: &Vec<String>,
+        graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        state: &mut BTreeMap<Vec<String>, bool>,
+        stack: &mut Vec<Vec<String>>,
+        circles: &mut Vec<String>,
+    ) {
+        state.insert(node.clone(), false); // on the stack
+        stack.push(node.clone());
+        for next in graph.get(node).into_iter().flatten() {
+            match state.get(next) {
+                Some(false) => {
+                    let from = stack.iter().position(|n| n == next).unwrap_or(0);
+                    let mut circle: Vec<String> =
+                        stack[from..].iter().map(|n| n.join("/")).collect();
+                    circle.push(next.join("/"));
+                    circles.push(circle.join(" -> "));
+                }
+                Some(true) => {}
+                None => visit(next, graph, state, stack, circles),
+            }
+        }
+        stack.pop();
+        state.insert(node.clone(), true); // done
+    }
+    let mut state = BTreeMap::new();
+    let mut circles = Vec::new();
+    for node in graph.keys() {
+        if !state.contains_key(node) {
+            visit(node, &graph, &mut state, &mut Vec::new(), &mut circles);
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles (move the shared type down, or make the two files one):\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_imports() {
+    // Guards the guard: a checker that found no edges would pass anything.
+    let edges = edges();
+    let has = |from: &str, to: &str| {
+        edges
+            .iter()
+            .any(|(a, b)| a.join("/") == from && b.join("/") == to)
+    };
+    assert!(
+        has("controller/reconcile", "telemetry/metrics"),
+        "{edges:?}"
+    );
+    assert!(has("apply", "telemetry/events"));
+    assert!(has("apply/policy/host_rules", "apply/policy/pss"));
+}
