@@ -56,10 +56,13 @@ env -u CARGO_TARGET_DIR cargo build --quiet --release --target wasm32-wasip2
 build_s=$(since "$t")
 plugin=target/wasm32-wasip2/release/even_replicas.wasm
 
-echo "==> wasm-operator run --max-surge 1 --plugin $plugin; a Jinghzhu with desired: 3"
+echo "==> wasm-operator run --max-surge 1 --plugin target/live.wasm (a copy of $plugin); a Jinghzhu with desired: 3"
 t=$(now)
+# The host runs a copy, as plugins/README.md's walk-through says: replacing
+# target/live.wasm (by a rename) swaps in any plugin.
+cp "$plugin" target/live.wasm
 # --max-surge 1: the host refuses more pods than `desired` unless allowed.
-"$wasm_operator" run --max-surge 1 --plugin "$plugin" --metrics-addr 127.0.0.1:0 >"$work/host.log" 2>&1 &
+"$wasm_operator" run --max-surge 1 --plugin target/live.wasm --metrics-addr 127.0.0.1:0 >"$work/host.log" 2>&1 &
 host_pid=$!
 kubectl apply -f - >/dev/null <<'EOF'
 apiVersion: jinghzhu.io/v1

@@ -52,9 +52,14 @@ pub enum Command {
     CompilePlugin(crate::runtime::compiler::CompilePluginArgs),
 }
 
-fn init_tracing(format: LogFormat) {
+/// Sets up logging to stderr; `hide_plugin_logs` drops the plugins' own
+/// lines (target `plugin`), as `reconcile` does without `--plugin-logs`.
+fn init_tracing(format: LogFormat, hide_plugin_logs: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    if hide_plugin_logs && let Ok(directive) = "plugin=off".parse() {
+        filter = filter.add_directive(directive);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -84,7 +89,9 @@ fn warn_about_renamed_env() {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format);
+    let hide_plugin_logs =
+        matches!(&cli.command, Command::Reconcile(args) if args.hides_plugin_logs());
+    init_tracing(cli.log_format, hide_plugin_logs);
     warn_about_renamed_env();
     match execute(cli) {
         Ok(code) => code,

@@ -88,6 +88,69 @@ fn compare_with_reports_each_differing_case_and_exits_1() {
     assert!(stdout.contains(": 0 differ,"), "{stdout}");
 }
 
+/// `wasm-operator ARGS` with info-level logging, as a user's terminal has it.
+fn wasm_operator_logging_info(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .args(args)
+        .env("WASM_OPERATOR_PRECOMPILED_DIR", cache)
+        .env_remove("WASM_OPERATOR_CACHE_DIR")
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("run wasm-operator")
+}
+
+#[test]
+fn compare_with_prints_only_the_report_and_plugin_logs_only_when_asked() {
+    let cache = TempDir::new().expect("cache");
+    let v1 = replicaset(Toolchain::Wasip2);
+    let v2 = build("replicaset-plugin", &["v2"], Toolchain::Wasip2);
+    let fixtures = fixtures_dir();
+    let args = [
+        "reconcile",
+        "--fixtures",
+        s(&fixtures),
+        "--plugin",
+        s(&v2),
+        "--compare-with",
+        s(&v1),
+    ];
+    // The replicaset plugin logs "scaling up"/"scaling down" at info level.
+    let is_plugin_line = |line: &str| line.contains("scaling up") || line.contains("scaling down");
+    let report_only = |stdout: &str| {
+        for line in stdout.lines() {
+            assert!(
+                line.is_empty()
+                    || line.starts_with("same     ")
+                    || line.starts_with("DIFFERS  ")
+                    || line.starts_with("    ")
+                    || line.starts_with("10 case(s) in "),
+                "not a line of the report: {line:?}\n{stdout}"
+            );
+            assert!(!is_plugin_line(line), "{line:?}");
+        }
+    };
+
+    let quiet = wasm_operator_logging_info(&args, cache.path());
+    let (stdout, stderr) = (text(&quiet.stdout), text(&quiet.stderr));
+    assert_eq!(quiet.status.code(), Some(1), "{stdout}{stderr}");
+    report_only(&stdout);
+    assert!(
+        !stderr.lines().any(is_plugin_line),
+        "plugin lines are hidden by default: {stderr}"
+    );
+
+    let logs = wasm_operator_logging_info(&[&args[..], &["--plugin-logs"]].concat(), cache.path());
+    let (stdout, stderr) = (text(&logs.stdout), text(&logs.stderr));
+    assert_eq!(logs.status.code(), Some(1), "{stdout}{stderr}");
+    report_only(&stdout);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("scaling up") && l.contains("plugin=replicaset")),
+        "--plugin-logs shows them on stderr: {stderr}"
+    );
+}
+
 #[test]
 fn compare_with_works_on_one_input_and_exits_2_when_it_cannot_compare() {
     let cache = TempDir::new().expect("cache");

@@ -164,8 +164,14 @@ fn bless_writes_expected_files_that_then_pass() {
 
     let blessed = wasm_operator(cache.path(), &[&base[..], &["--bless"]].concat());
     assert!(blessed.status.success(), "{}", text(&blessed.stdout));
+    let all = case_names(fixtures.path());
     assert!(
-        text(&blessed.stdout).contains("blessed, 0 failed"),
+        text(&blessed.stdout).contains(&format!(
+            "blessed {n} of {n} cases in {} (new: {}); 0 unchanged, 0 failed",
+            fixtures.path().display(),
+            all.join(", "),
+            n = all.len()
+        )),
         "{}",
         text(&blessed.stdout)
     );
@@ -180,6 +186,63 @@ fn bless_writes_expected_files_that_then_pass() {
     }
     let again = wasm_operator(cache.path(), &base);
     assert!(again.status.success(), "{}", text(&again.stdout));
+}
+
+#[test]
+fn bless_names_the_cases_it_changed_and_leaves_the_others_untouched() {
+    let cache = TempDir::new().expect("cache");
+    let fixtures = copy_of_fixtures();
+    let plugin = replicaset(Toolchain::Wasip2);
+    let bless = || {
+        let out = wasm_operator(
+            cache.path(),
+            &[
+                "reconcile",
+                "--plugin",
+                path_str(&plugin),
+                "--fixtures",
+                path_str(fixtures.path()),
+                "--bless",
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out.stdout));
+        text(&out.stdout)
+    };
+    let total = case_names(fixtures.path()).len();
+    let place = fixtures.path().display().to_string();
+
+    // Nothing changed: nothing blessed, every file byte for byte as it was.
+    let before = std::fs::read(fixtures.path().join("desired-0/expected.yaml")).expect("read");
+    let stdout = bless();
+    assert!(
+        stdout.contains(&format!(
+            "blessed 0 of {total} cases in {place}; {total} unchanged, 0 failed"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok      desired-0  (unchanged)"),
+        "{stdout}"
+    );
+    let after = std::fs::read(fixtures.path().join("desired-0/expected.yaml")).expect("read");
+    assert_eq!(before, after);
+
+    // Two cases made stale: exactly those two are named and rewritten.
+    for case in ["scale-0-to-1", "desired-0"] {
+        std::fs::write(fixtures.path().join(case).join("expected.yaml"), "{}\n").expect("write");
+    }
+    let stdout = bless();
+    assert!(
+        stdout.contains(&format!(
+            "blessed 2 of {total} cases in {place} (changed: desired-0, scale-0-to-1); {} unchanged, 0 failed",
+            total - 2
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok      scale-0-to-1  (blessed: changed)"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -3,6 +3,9 @@
 //! --target wasm32-wasip2` and `cargo component build`), run its native
 //! tests, and run its golden fixture with the host on both artifacts; and
 //! the git-dependency mode, against this repository as a local git remote.
+//! The untouched scaffold proposes what the example `replicaset` plugin does
+//! on the example's fixtures (`--compare-with`), `new` makes the crate a git
+//! repository with the scaffold staged, and its next steps name this binary.
 //!
 //! The scaffolded crates build into this workspace's `target/`, as
 //! `CARGO_TARGET_DIR`: their dependencies (wit-bindgen and the SDK's other
@@ -14,8 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
+mod support;
+
 use tempfile::TempDir;
-use wasm_artifacts::workspace_root;
+use wasm_artifacts::{Toolchain, workspace_root};
 
 fn wasm_operator(args: &[&str], cache: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
@@ -70,8 +75,9 @@ fn cargo(dir: &Path, args: &[&str]) -> Output {
     out
 }
 
-/// `wasm-operator new NAME --path DIR EXTRA...`.
-fn scaffold(parent: &TempDir, name: &str, extra: &[&str]) -> PathBuf {
+/// `wasm-operator new NAME --path DIR EXTRA...`: the crate's directory and
+/// what `new` printed.
+fn scaffold_reporting(parent: &TempDir, name: &str, extra: &[&str]) -> (PathBuf, String) {
     let dir = parent.path().join(name);
     let out = wasm_operator(
         &[&["new", name, "--path", path_str(&dir)], extra].concat(),
@@ -83,7 +89,17 @@ fn scaffold(parent: &TempDir, name: &str, extra: &[&str]) -> PathBuf {
         text(&out.stdout),
         text(&out.stderr)
     );
-    dir
+    (dir, text(&out.stdout))
+}
+
+/// `wasm-operator new NAME --path DIR EXTRA...`.
+fn scaffold(parent: &TempDir, name: &str, extra: &[&str]) -> PathBuf {
+    scaffold_reporting(parent, name, extra).0
+}
+
+/// Whether `git` can be run here.
+fn git_available() -> bool {
+    Command::new("git").arg("--version").output().is_ok()
 }
 
 /// The `version` of package `name` in a Cargo.lock (the only one, or the first).
@@ -123,11 +139,36 @@ fn fixtures_pass(name: &str, plugin: &Path, fixtures: &Path, cache: &Path) {
 fn a_scaffolded_plugin_builds_both_ways_and_passes_its_tests_and_fixture() {
     let started = Instant::now();
     let parent = TempDir::new().expect("temp dir");
-    let dir = scaffold(
+    let (dir, report) = scaffold_reporting(
         &parent,
         "even-replicas",
         &["--sdk-path", path_str(&workspace_root())],
     );
+    // The test's binary is not the `wasm-operator` on PATH: the next steps
+    // name it by its path, so they run as printed from inside the new crate.
+    let binary = Path::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .canonicalize()
+        .expect("the binary");
+    assert!(
+        report.contains(&format!(
+            "  {} reconcile --plugin target/wasm32-wasip2/release/even_replicas.wasm --fixtures fixtures",
+            binary.display()
+        )),
+        "{report}"
+    );
+    if git_available() {
+        assert!(report.contains("initialised a git repository"), "{report}");
+        let staged = Command::new("git")
+            .current_dir(&dir)
+            .args(["diff", "--cached", "--name-only"])
+            .output()
+            .expect("git diff");
+        assert!(
+            text(&staged.stdout).contains("fixtures/scale-up/expected.yaml"),
+            "the scaffold is staged: {}",
+            text(&staged.stdout)
+        );
+    }
     for file in [
         "Cargo.toml",
         "Cargo.lock",
@@ -181,6 +222,29 @@ fn a_scaffolded_plugin_builds_both_ways_and_passes_its_tests_and_fixture() {
             parent.path(),
         );
     }
+
+    // Untouched, it proposes what the example plugin does, case by case.
+    let example = support::replicaset(Toolchain::Wasip2);
+    let compared = wasm_operator(
+        &[
+            "reconcile",
+            "--fixtures",
+            path_str(&support::fixtures_dir()),
+            "--plugin",
+            path_str(&release("wasm32-wasip2")),
+            "--compare-with",
+            path_str(&example),
+        ],
+        parent.path(),
+    );
+    let stdout = text(&compared.stdout);
+    assert_eq!(
+        compared.status.code(),
+        Some(0),
+        "the untouched scaffold differs from the example plugin:\n{stdout}{}",
+        text(&compared.stderr)
+    );
+    assert!(stdout.contains(": 0 differ, 10 the same"), "{stdout}");
     println!(
         "scaffold, two builds, tests and fixtures: {:.1} s",
         started.elapsed().as_secs_f64()
@@ -268,6 +332,44 @@ fn new_refuses_a_bad_name_or_a_directory_in_use_and_writes_nothing() {
     );
     let entries: Vec<_> = std::fs::read_dir(&used).expect("read").collect();
     assert_eq!(entries.len(), 1, "nothing written into the directory");
+
+    // No repository with --no-git, nor inside an existing one.
+    let (plain, report) = scaffold_reporting(
+        &parent,
+        "plain",
+        &["--sdk-path", path_str(&workspace_root()), "--no-git"],
+    );
+    assert!(
+        report.contains("--no-git: no repository created"),
+        "{report}"
+    );
+    assert!(!plain.join(".git").exists());
+    if git_available() {
+        let (inner, report) = scaffold_reporting(
+            &parent,
+            "outer",
+            &["--sdk-path", path_str(&workspace_root())],
+        );
+        assert!(inner.join(".git").is_dir(), "{report}");
+        let nested = inner.join("nested");
+        let out = wasm_operator(
+            &[
+                "new",
+                "nested",
+                "--path",
+                path_str(&nested),
+                "--sdk-path",
+                path_str(&workspace_root()),
+            ],
+            parent.path(),
+        );
+        assert!(
+            text(&out.stdout).contains("inside an existing git repository"),
+            "{}",
+            text(&out.stdout)
+        );
+        assert!(!nested.join(".git").exists());
+    }
 
     let out = wasm_operator(
         &[

@@ -3,6 +3,10 @@
 //! its expected proposal, then checked for idempotence: applying the
 //! proposal as the API server would and reconciling again proposes no pod
 //! creates or deletes, and a third round proposes nothing at all.
+//!
+//! `--bless` rewrites only the `expected.yaml` files whose proposal changed
+//! (structurally) and says which ([`Blessed`], [`bless_summary`]), so an
+//! unchanged case keeps its file byte for byte.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -26,6 +30,20 @@ pub struct CaseResult {
     pub name: String,
     /// `None` if it passed, else why not.
     pub failure: Option<String>,
+    /// With [`Mode::Bless`]: what happened to its `expected.yaml` (`None`
+    /// when the plugin failed before there was a proposal to write).
+    pub blessed: Option<Blessed>,
+}
+
+/// What `--bless` did to a case's `expected.yaml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blessed {
+    /// It already held this proposal: left as it was.
+    Unchanged,
+    /// It held another proposal (or no readable one): rewritten.
+    Changed,
+    /// There was none: written.
+    Created,
 }
 
 /// What to do with `expected.yaml`.
@@ -58,11 +76,41 @@ pub fn cases(dir: &Path) -> Result<Vec<PathBuf>> {
 pub fn run_all(plugin: &LoadedPlugin, dir: &Path, mode: Mode) -> Result<Vec<CaseResult>> {
     Ok(cases(dir)?
         .iter()
-        .map(|case| CaseResult {
-            name: case_name(case),
-            failure: run_case(plugin, case, mode).err().map(|e| format!("{e:#}")),
-        })
+        .map(|case| run_case(plugin, case, mode))
         .collect())
+}
+
+/// The last line of `reconcile --fixtures --bless`, e.g. `blessed 2 of 5
+/// cases in fixtures (changed: a, b; new: c); 3 unchanged, 0 failed`.
+pub fn bless_summary(results: &[CaseResult], dir: &Path) -> String {
+    let named = |kind: Blessed| -> Vec<&str> {
+        results
+            .iter()
+            .filter(|r| r.blessed == Some(kind))
+            .map(|r| r.name.as_str())
+            .collect()
+    };
+    let (changed, created) = (named(Blessed::Changed), named(Blessed::Created));
+    let mut which = Vec::new();
+    if !changed.is_empty() {
+        which.push(format!("changed: {}", changed.join(", ")));
+    }
+    if !created.is_empty() {
+        which.push(format!("new: {}", created.join(", ")));
+    }
+    let which = if which.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", which.join("; "))
+    };
+    format!(
+        "blessed {} of {} cases in {}{which}; {} unchanged, {} failed",
+        changed.len() + created.len(),
+        results.len(),
+        dir.display(),
+        named(Blessed::Unchanged).len(),
+        results.iter().filter(|r| r.failure.is_some()).count()
+    )
 }
 
 /// The name of a case: its directory's name.
@@ -85,16 +133,57 @@ pub fn read_case(case: &Path) -> Result<(OfflineInput, SystemTime)> {
 }
 
 /// Runs one case directory.
-pub fn run_case(plugin: &LoadedPlugin, case: &Path, mode: Mode) -> Result<()> {
+pub fn run_case(plugin: &LoadedPlugin, case: &Path, mode: Mode) -> CaseResult {
+    let mut blessed = None;
+    let failure = check_case(plugin, case, mode, &mut blessed)
+        .err()
+        .map(|e| format!("{e:#}"));
+    CaseResult {
+        name: case_name(case),
+        failure,
+        blessed,
+    }
+}
+
+/// Reconciles the case, compares (or blesses) and checks idempotence;
+/// `blessed` says what happened to `expected.yaml` even when a later step fails.
+fn check_case(
+    plugin: &LoadedPlugin,
+    case: &Path,
+    mode: Mode,
+    blessed: &mut Option<Blessed>,
+) -> Result<()> {
     let (input, now) = read_case(case)?;
     let actual = reconcile(plugin, &input, now)?;
     let expected_path = case.join("expected.yaml");
     match mode {
-        Mode::Bless => std::fs::write(&expected_path, serde_yaml::to_string(&actual)?)
-            .with_context(|| format!("writing {}", expected_path.display()))?,
+        Mode::Bless => *blessed = Some(bless(&expected_path, &actual)?),
         Mode::Check => compare(&expected_path, &actual)?,
     }
     check_idempotence(plugin, input, &actual, now)
+}
+
+/// Writes `actual` to `expected_path` unless the file already holds it.
+fn bless(expected_path: &Path, actual: &ProposedActions) -> Result<Blessed> {
+    let previous = match std::fs::read_to_string(expected_path) {
+        Ok(text) => Some(text),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => {
+            return Err(err).with_context(|| format!("reading {}", expected_path.display()));
+        }
+    };
+    if let Some(text) = &previous
+        && serde_yaml::from_str::<ProposedActions>(text).is_ok_and(|old| &old == actual)
+    {
+        return Ok(Blessed::Unchanged);
+    }
+    std::fs::write(expected_path, serde_yaml::to_string(actual)?)
+        .with_context(|| format!("writing {}", expected_path.display()))?;
+    Ok(if previous.is_some() {
+        Blessed::Changed
+    } else {
+        Blessed::Created
+    })
 }
 
 /// Compares `actual` with the proposal in `expected_path`, structurally.
@@ -167,4 +256,38 @@ pub fn check_idempotence(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(name: &str, blessed: Option<Blessed>, failed: bool) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            failure: failed.then(|| "boom".to_string()),
+            blessed,
+        }
+    }
+
+    #[test]
+    fn the_bless_summary_names_the_cases_that_changed() {
+        let dir = Path::new("fixtures");
+        let results = [
+            result("a", Some(Blessed::Changed), false),
+            result("b", Some(Blessed::Unchanged), false),
+            result("c", Some(Blessed::Created), false),
+            result("d", Some(Blessed::Changed), false),
+            result("e", None, true),
+        ];
+        assert_eq!(
+            bless_summary(&results, dir),
+            "blessed 3 of 5 cases in fixtures (changed: a, d; new: c); 1 unchanged, 1 failed"
+        );
+        let unchanged = [result("a", Some(Blessed::Unchanged), false)];
+        assert_eq!(
+            bless_summary(&unchanged, dir),
+            "blessed 0 of 1 cases in fixtures; 1 unchanged, 0 failed"
+        );
+    }
 }

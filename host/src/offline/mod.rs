@@ -4,6 +4,14 @@
 //! them; and recording fixture cases from a live cluster
 //! (`wasm-operator record`). The fixture format is `plugins/FIXTURES.md`.
 //!
+//! What it may import: `run.rs` (the runtime flags), `hotswap/`,
+//! `runtime/` and the shared types (`actions`, `crd`, `ownership`); only
+//! `cli.rs` sits above it.
+//!
+//! Stdout carries only the report (or the proposal); the plugins' own log
+//! lines are hidden unless `--plugin-logs` shows them on stderr
+//! ([`ReconcileArgs::hides_plugin_logs`], applied where `cli` sets up logging).
+//!
 //! - [`input`]: reading kubectl-style YAML/JSON into one reconcile's input.
 //! - [`fixtures`]: golden cases and the idempotence check.
 //! - [`compare`]: `--compare-with`, where two plugins' proposals differ.
@@ -53,9 +61,21 @@ pub struct ReconcileArgs {
     /// (with --fixtures: each case's `now` file, else 2026-01-01T00:00:00Z).
     #[arg(long, value_name = "RFC3339", conflicts_with = "fixtures")]
     pub now: Option<String>,
+    /// Show the plugins' own log lines (their `log` calls, stdout and stderr)
+    /// on stderr. Without it they are hidden, so the terminal shows only the
+    /// report (stdout) and the host's own warnings and errors.
+    #[arg(long)]
+    pub plugin_logs: bool,
     /// Plugin limits and the precompiled cache.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+}
+
+impl ReconcileArgs {
+    /// Whether logging should drop the `plugin` target (see `--plugin-logs`).
+    pub fn hides_plugin_logs(&self) -> bool {
+        !self.plugin_logs
+    }
 }
 
 /// Runs the subcommand: loads the plugin, then one input or all fixtures.
@@ -78,19 +98,32 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
         let results = fixtures::run_all(&plugin, dir, mode)?;
         let failed = results.iter().filter(|r| r.failure.is_some()).count();
         for result in &results {
+            let what = match result.blessed {
+                Some(fixtures::Blessed::Unchanged) => "  (unchanged)",
+                Some(fixtures::Blessed::Changed) => "  (blessed: changed)",
+                Some(fixtures::Blessed::Created) => "  (blessed: new)",
+                None => "",
+            };
             match &result.failure {
-                None => println!("ok      {}", result.name),
-                Some(why) => println!("FAILED  {}\n{}\n", result.name, indent(why)),
+                None => println!("ok      {}{what}", result.name),
+                Some(why) => println!("FAILED  {}{what}\n{}\n", result.name, indent(why)),
             }
         }
-        let verb = if args.bless { "blessed" } else { "passed" };
-        println!(
-            "{} fixtures in {}: {} {verb}, {failed} failed ({})",
-            results.len(),
-            dir.display(),
-            results.len() - failed,
-            plugin.describe()
-        );
+        if args.bless {
+            println!(
+                "{} ({})",
+                fixtures::bless_summary(&results, dir),
+                plugin.describe()
+            );
+        } else {
+            println!(
+                "{} fixtures in {}: {} passed, {failed} failed ({})",
+                results.len(),
+                dir.display(),
+                results.len() - failed,
+                plugin.describe()
+            );
+        }
         return Ok(if failed == 0 {
             ExitCode::SUCCESS
         } else {

@@ -312,7 +312,10 @@ fn write_case(
     std::fs::write(staging.path().join("input.yaml"), snapshot.input_yaml(now)?)?;
     std::fs::write(staging.path().join("now"), format!("{now}\n"))?;
     let check = plugin.map(|plugin| {
-        fixtures::run_case(plugin, staging.path(), Mode::Bless).map_err(|e| format!("{e:#}"))
+        match fixtures::run_case(plugin, staging.path(), Mode::Bless).failure {
+            None => Ok(()),
+            Some(why) => Err(why),
+        }
     });
     if target.exists() {
         std::fs::remove_dir_all(target)

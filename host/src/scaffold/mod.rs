@@ -1,5 +1,8 @@
 //! `wasm-operator new`: scaffolds a standalone plugin crate anywhere.
 //!
+//! What it may import: `runtime/` (the WIT it embeds) and the shared
+//! types; only `cli.rs` sits above it.
+//!
 //! The crate is its own cargo workspace with: `Cargo.toml` (cdylib + rlib,
 //! the SDK as a dependency), a `Cargo.lock` pinning the SDK's dependencies
 //! to the versions this host was built with ([`lockfile`]), `wit/operator.wit`
@@ -8,6 +11,9 @@
 //! `pub fn reconcile` and native unit tests, one golden fixture, and a
 //! README with the commands to build, test and run it. Every file is
 //! embedded in the binary, so `new` works from an installed `wasm-operator`.
+//! The new crate becomes a git repository with the scaffold staged ([`git`]),
+//! and the next steps it prints name this very binary (by its path when it
+//! is not the `wasm-operator` on `PATH`), so they run as printed.
 //!
 //! The SDK comes from, in this order of preference for a release:
 //! - a git dependency on this repository at the tag of this host's version
@@ -15,6 +21,7 @@
 //! - a local checkout (`--sdk-path`): what tests and in-repo users use, and
 //!   the only choice without access to the git host.
 
+pub mod git;
 pub mod lockfile;
 
 use std::path::{Component, Path, PathBuf};
@@ -62,6 +69,10 @@ pub struct NewArgs {
     /// instead of the tag `v<host version>`.
     #[arg(long, value_name = "REV")]
     pub sdk_rev: Option<String>,
+    /// Do not make the new crate a git repository (by default it becomes one,
+    /// with the scaffold staged, unless it lies inside a repository already).
+    #[arg(long)]
+    pub no_git: bool,
 }
 
 /// Where a scaffolded plugin gets the SDK from.
@@ -109,6 +120,12 @@ pub fn run(args: NewArgs) -> Result<ExitCode> {
         scaffold.dir.display(),
         files.len()
     );
+    let git = if args.no_git {
+        git::GitSetup::Skipped
+    } else {
+        git::init(&scaffold.dir)
+    };
+    println!("{}", git.describe());
     if let SdkSource::Git { url, reference } = &scaffold.sdk {
         println!(
             "the SDK is a git dependency on {url} at {}: cargo fetches it on the first build (use --sdk-path DIR for a local checkout)",
@@ -118,11 +135,34 @@ pub fn run(args: NewArgs) -> Result<ExitCode> {
             }
         );
     }
+    let wasm_operator = this_binary();
+    let wasm = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
     println!(
-        "\n  cd {}\n  cargo build --release --target wasm32-wasip2   # or: cargo component build --release\n  cargo test\n  wasm-operator reconcile --plugin target/wasm32-wasip2/release/{crate_name}.wasm --fixtures fixtures\n  wasm-operator run --plugin target/wasm32-wasip2/release/{crate_name}.wasm",
+        "\n  cd {}\n  cargo build --release --target wasm32-wasip2   # or: cargo component build --release\n  cargo test\n  {wasm_operator} reconcile --plugin {wasm} --fixtures fixtures\n  cp {wasm} target/live.wasm   # the host runs a copy: replacing it swaps plugins\n  {wasm_operator} run --plugin target/live.wasm",
         scaffold.dir.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// How to call this binary from anywhere: `wasm-operator` when that name on
+/// `PATH` is this file, else its absolute path (e.g. after `cargo run`,
+/// whose `-p wasm-operator` means nothing inside the new crate's workspace).
+pub fn this_binary() -> String {
+    let Ok(exe) = std::env::current_exe().and_then(|p| p.canonicalize()) else {
+        return "wasm-operator".to_string();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            dir.join("wasm-operator")
+                .canonicalize()
+                .is_ok_and(|found| found == exe)
+        })
+    });
+    if on_path {
+        "wasm-operator".to_string()
+    } else {
+        exe.display().to_string()
+    }
 }
 
 impl Scaffold {
@@ -435,6 +475,35 @@ mod tests {
     }
 
     #[test]
+    fn the_plugin_readme_shows_the_template_code() {
+        const PLUGINS_README: &str = include_str!("../../../plugins/README.md");
+        let args = NewArgs {
+            name: "even-replicas".into(),
+            path: Some("/tmp/somewhere/even-replicas".into()),
+            sdk_path: None,
+            sdk_git: None,
+            sdk_rev: None,
+            no_git: false,
+        };
+        let files = Scaffold::from_args(&args)
+            .and_then(|s| s.files())
+            .expect("files");
+        let lib = &files
+            .iter()
+            .find(|(p, _)| p == Path::new("src/lib.rs"))
+            .expect("lib.rs")
+            .1;
+        let start = lib
+            .find("use std::cmp::Ordering;")
+            .expect("the first import");
+        let end = lib.find("export!(Plugin);").expect("export!") + "export!(Plugin);".len();
+        assert!(
+            PLUGINS_README.contains(&lib[start..end]),
+            "plugins/README.md's listing of src/lib.rs differs from the template: copy it over"
+        );
+    }
+
+    #[test]
     fn the_default_sdk_is_the_release_tag_of_this_host() {
         let args = NewArgs {
             name: "even-replicas".into(),
@@ -442,6 +511,7 @@ mod tests {
             sdk_path: None,
             sdk_git: None,
             sdk_rev: None,
+            no_git: false,
         };
         let scaffold = Scaffold::from_args(&args).expect("scaffold");
         let files = scaffold.files().expect("files");

@@ -5,7 +5,9 @@
 //!   example plugin's v1 and v2 builds (they differ) and between identical
 //!   plugins (they agree);
 //! - `new`, the one-line "round desired up to an even number" change from
-//!   `plugins/README.md`, a build, and the plugin reconciling in a host.
+//!   `plugins/README.md`, a build, the plugin reconciling in a host started
+//!   on a copy of the build, and the walk-through's hot swap to the example
+//!   plugin by renaming its component over that copy.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -330,22 +332,42 @@ async fn a_scaffolded_plugin_with_the_even_rule_reconciles_on_the_control_plane(
     .await??;
     println!("build: {:?}", built.elapsed());
 
+    // The walk-through starts the host on a copy of the build, so any
+    // plugin can be swapped in later by replacing that file.
+    let live = work.path().join("live.wasm");
+    std::fs::copy(&wasm, &live)?;
     // One pod more than `desired`: the host refuses that unless the admin
     // allows a surge (`--max-surge 1`, as the walk-through says).
-    let mut options = HostOptions::file(&wasm);
+    let mut options = HostOptions::file(&live);
     options.controller.limits.max_surge = 1;
     let host = RunningHost::start_with(&env, options).await?;
     env.create("odd", 3, &[]).await?;
     let (jz, pods) = env
         .wait_converged("odd", 4, Duration::from_secs(60))
         .await?;
-    host.stop().await;
     println!(
         "new -> edit -> build -> host -> converged: {:?}",
         started.elapsed()
     );
     assert_eq!(pods.len(), 4, "3 rounded up to 4");
     let status = jz.status.context("status")?;
-    assert_eq!(status.message, "4/4 pods");
+    assert_eq!(status.message, "4/4 pods, 4/4 ready");
+
+    // Step 7: the example plugin, copied next to the file and renamed over it.
+    let swapped = Instant::now();
+    let staged = work.path().join("live.wasm.tmp");
+    std::fs::copy(plugin("replicaset-plugin", &[]), &staged)?;
+    std::fs::rename(&staged, &live)?;
+    let (jz, pods) = env
+        .wait_converged("odd", 3, Duration::from_secs(60))
+        .await?;
+    host.stop().await;
+    println!(
+        "swap to the example plugin -> converged: {:?}",
+        swapped.elapsed()
+    );
+    assert_eq!(pods.len(), 3, "the example plugin keeps `desired`");
+    let by = jz.status.and_then(|s| s.reconciled_by).unwrap_or_default();
+    assert!(by.starts_with("replicaset@"), "reconciled by {by}");
     Ok(())
 }
