@@ -15,20 +15,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 keep=false
+demo_started=$(date +%s)
 [[ "${1:-}" == "--keep" ]] && keep=true
 
 bold=$'\033[1m'; plain=$'\033[0m'
 say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
 show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
 
-say "setting up: Rust target, Kubernetes binaries, the plugin (tests/setup.sh --demo)"
-tests/setup.sh --demo
-say "building the host, the control-plane command and a second version of the plugin (feature v2)"
+say "setting up (tests/setup.sh --demo: Kubernetes binaries, the plugin) and, beside it, building the host and a second version of the plugin (feature v2)"
 started=$(date +%s)
+rustup target add wasm32-wasip2
+# On a cold machine the Go build of the Kubernetes binaries and the Rust
+# build of the host take minutes each; side by side they share the wait for
+# downloads and the single-threaded links.
+tests/setup.sh --demo 2> >(sed -u 's/^/[set-up] /' >&2) &
+setup_pid=$!
 cargo build --quiet -p wasm-operator -p local-control-plane
 # Its own target directory, so the v1 build in target/ stays as it is.
 cargo build --quiet --release --target wasm32-wasip2 -p replicaset-plugin --features v2 --target-dir target/demo-v2
-echo "    (built in $(( $(date +%s) - started )) s)"
+echo "    (host and v2 plugin built: $(( $(date +%s) - started )) s)"
+wait "$setup_pid" || { echo "tests/setup.sh --demo failed (its output above starts with [set-up])" >&2; exit 1; }
+echo "    (set-up and builds done: $(( $(date +%s) - started )) s)"
 
 work=$(mktemp -d -t wasm-operator-demo.XXXXXX)
 cp_pid=""; host_pid=""
@@ -100,7 +107,7 @@ applied=$(date +%s%N)
 show kubectl apply -f examples/jinghzhu-web.yaml -f examples/jinghzhu-nginx.yaml
 converge web 1
 converge nginx 3
-echo "all 4 pods Running and Ready $(( ($(date +%s%N) - applied) / 1000000 )) ms after kubectl apply"
+echo "all 4 pods Running and Ready $(( ($(date +%s%N) - applied) / 1000000 )) ms after kubectl apply, $(( $(date +%s) - demo_started )) s after the demo started"
 show kubectl get jz
 show kubectl get pods -o wide -L jinghzhu.io/owner
 
