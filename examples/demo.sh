@@ -157,12 +157,14 @@ swap_to() {
 
 say "hot swap: replacing the plugin with version 2 (its status messages start with [v2]) in the running host"
 swap_to "$v2" "+v2 (sha256:"
-show kubectl get jz -o custom-columns=NAME:.metadata.name,STATE:.status.state,MESSAGE:.status.message,RECONCILED-BY:.status.reconciledBy
+show kubectl get jz -o custom-columns=NAME:.metadata.name,MESSAGE:.status.message
+show kubectl get jz
 converge web 2
 converge nginx 3
 say "hot swap back to version 1"
 swap_to "$v1" "@[0-9.]* (sha256:"
-show kubectl get jz -o custom-columns=NAME:.metadata.name,STATE:.status.state,MESSAGE:.status.message,RECONCILED-BY:.status.reconciledBy
+show kubectl get jz -o custom-columns=NAME:.metadata.name,MESSAGE:.status.message
+show kubectl get jz
 grep -E 'swap|swapped' "$work/host.log" | tail -n 4 || true
 
 say "Events recorded on the Jinghzhus"
