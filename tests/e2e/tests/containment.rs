@@ -384,42 +384,46 @@ async fn host_compiling_in_a_child(
     RunningHost::start_with(env, options).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> anyhow::Result<()> {
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::{Patch, PatchParams};
-    use wasm_operator::runtime::{ChildCompiler, Runtime, RuntimeConfig};
-
-    let env = TestEnv::new("compile-limits").await?;
+/// The example plugin, v1 and v2, and a precompiled cache that holds v1
+/// already (as after an earlier start): v2 must be compiled when it arrives.
+fn v1_precompiled() -> anyhow::Result<(Vec<u8>, Vec<u8>, tempfile::TempDir)> {
+    use wasm_operator::runtime::{Runtime, RuntimeConfig};
     let v1 = std::fs::read(plugin("replicaset-plugin", &[]))?;
     let v2 = std::fs::read(plugin("replicaset-plugin", &["v2"]))?;
-    // v1 is precompiled already (as after an earlier start); v2 must be
-    // compiled when it arrives.
     let cache = tempfile::tempdir()?;
     Runtime::new(RuntimeConfig {
         cache_dir: Some(cache.path().to_path_buf()),
         ..Default::default()
     })?
     .load(&v1, "v1")?;
+    Ok((v1, v2, cache))
+}
+
+/// How many `PluginRefused` Warnings on the ConfigMap `plugin` name `rule`.
+async fn plugin_refusals(env: &TestEnv, rule: &str) -> anyhow::Result<usize> {
+    Ok(env
+        .events_on("ConfigMap", "plugin")
+        .await?
+        .iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("PluginRefused")
+                && e.type_.as_deref() == Some("Warning")
+                && e.message.as_deref().is_some_and(|m| m.contains(rule))
+        })
+        .count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    use wasm_operator::runtime::ChildCompiler;
+
+    let env = TestEnv::new("compile-limits").await?;
+    let (v1, v2, cache) = v1_precompiled()?;
     let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     let apply = PatchParams::apply("e2e").force();
     let program = e2e_tests::deploy::host_binary();
-    let refusals = |rule: &'static str| {
-        let env = &env;
-        async move {
-            Ok::<_, anyhow::Error>(
-                env.events_on("ConfigMap", "plugin")
-                    .await?
-                    .iter()
-                    .filter(|e| {
-                        e.reason.as_deref() == Some("PluginRefused")
-                            && e.type_.as_deref() == Some("Warning")
-                            && e.message.as_deref().is_some_and(|m| m.contains(rule))
-                    })
-                    .count(),
-            )
-        }
-    };
 
     for (round, (rule, limits)) in [
         (
@@ -463,7 +467,7 @@ async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> a
         e2e_tests::wait_for(
             &format!("a PluginRefused Warning naming {rule}"),
             Duration::from_secs(60),
-            || async { Ok(refusals(rule).await? > 0) },
+            || async { Ok(plugin_refusals(&env, rule).await? > 0) },
         )
         .await
         .map_err(|err| {

@@ -13,18 +13,10 @@ async fn a_compiler_returning_garbage_gets_the_plugin_refused_and_nothing_signed
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Patch, PatchParams};
     use std::os::unix::fs::PermissionsExt;
-    use wasm_operator::runtime::{ChildCompiler, Runtime, RuntimeConfig};
+    use wasm_operator::runtime::ChildCompiler;
 
     let env = TestEnv::new("compile-output").await?;
-    let v1 = std::fs::read(plugin("replicaset-plugin", &[]))?;
-    let v2 = std::fs::read(plugin("replicaset-plugin", &["v2"]))?;
-    // v1 is precompiled already; v2 must be compiled when it arrives.
-    let cache = tempfile::tempdir()?;
-    Runtime::new(RuntimeConfig {
-        cache_dir: Some(cache.path().to_path_buf()),
-        ..Default::default()
-    })?
-    .load(&v1, "v1")?;
+    let (v1, v2, cache) = v1_precompiled()?;
     let cwasm = |dir: &std::path::Path| -> anyhow::Result<usize> {
         Ok(std::fs::read_dir(dir)?
             .filter_map(Result::ok)
@@ -73,13 +65,7 @@ async fn a_compiler_returning_garbage_gets_the_plugin_refused_and_nothing_signed
     e2e_tests::wait_for(
         &format!("a PluginRefused Warning naming {rule}"),
         Duration::from_secs(60),
-        || async {
-            Ok(env.events_on("ConfigMap", "plugin").await?.iter().any(|e| {
-                e.reason.as_deref() == Some("PluginRefused")
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.message.as_deref().is_some_and(|m| m.contains(rule))
-            }))
-        },
+        || async { Ok(plugin_refusals(&env, rule).await? > 0) },
     )
     .await?;
     assert_eq!(host.metrics.plugin_swaps.get(), 0, "no swap");
