@@ -124,7 +124,7 @@ fn a_core_module_without_exports_names_export_too() {
     // Nothing exported, so the linker kept nothing that uses WASI either.
     assert!(message.contains("it imports no WASI"), "{message}");
     assert!(
-        message.contains("does not export `jinghzhu:operator/reconciler@0.1.0`")
+        message.contains("does not export `jinghzhu:operator/reconciler@0.2.0`")
             && message.contains("jinghzhu_plugin_sdk::export!(YourPlugin);"),
         "{message}"
     );

@@ -39,10 +39,16 @@ use super::cache::engine_key;
 pub use super::config::{ChildCompiler, Compiler};
 use super::config::{InstanceAllocator, RuntimeConfig};
 
-/// Default time a child may spend compiling one plugin.
-pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time a child may spend compiling one plugin. Python and
+/// JavaScript components (12–18 MB: an interpreter and its pre-initialised
+/// heap) take 10–15 CPU-seconds in Cranelift and measured 31–40 s of wall
+/// time on a busy 2-core machine (`docs/performance.md`); 180 s leaves room
+/// for a loaded node. (A Rust plugin compiles in under a second.)
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(180);
 /// Default memory (`RLIMIT_DATA`: heap and other private writable
-/// mappings), in MiB, of the child that compiles one plugin.
+/// mappings), in MiB, of the child that compiles one plugin. A Python or
+/// JavaScript component peaks at ~330 MiB resident (measured under this
+/// limit), its artifact is ~35 MB.
 pub const DEFAULT_COMPILE_MEMORY_MIB: u64 = 1024;
 
 /// The hidden subcommand a child compiler runs.

@@ -1,6 +1,7 @@
-//! Between Kubernetes objects and the WIT records: the input a plugin sees
-//! (its Jinghzhu, the pods it owns, the time) and the output it returns
-//! (as the host's [`ProposedActions`]).
+//! Between Kubernetes objects and the contract 0.1 records: the input a
+//! plugin sees (its Jinghzhu, the pods it owns, the time) and the output it
+//! returns (as the host's [`ProposedActions`]). A 0.2 output reaches
+//! [`output`] as 0.1 records too (see [`super::convert_v2`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock};
@@ -54,6 +55,17 @@ fn sorted_by_name(mut pods: Vec<wit::Pod>) -> Vec<wit::Pod> {
 }
 
 fn pod(pod: &Pod) -> wit::Pod {
+    let (phase, ready) = phase_and_ready(pod);
+    wit::Pod {
+        metadata: meta(&pod.metadata),
+        phase,
+        ready,
+    }
+}
+
+/// A pod's phase (an unknown or missing phase is `pending`) and whether its
+/// `Ready` condition is `True`.
+pub(crate) fn phase_and_ready(pod: &Pod) -> (wit::PodPhase, bool) {
     let status = pod.status.as_ref();
     let phase = match status.and_then(|s| s.phase.as_deref()) {
         Some("Running") => wit::PodPhase::Running,
@@ -65,11 +77,7 @@ fn pod(pod: &Pod) -> wit::Pod {
     let ready = status
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    wit::Pod {
-        metadata: meta(&pod.metadata),
-        phase,
-        ready,
-    }
+    (phase, ready)
 }
 
 fn meta(m: &ObjectMeta) -> wit::ObjectMeta {
@@ -108,7 +116,7 @@ fn kvs(map: &Option<BTreeMap<String, String>>) -> Vec<wit::KeyValue> {
         .collect()
 }
 
-fn time(t: &Time) -> wit::Timestamp {
+pub(crate) fn time(t: &Time) -> wit::Timestamp {
     let ts = t.0.as_second();
     wit::Timestamp {
         seconds: ts,
@@ -116,7 +124,7 @@ fn time(t: &Time) -> wit::Timestamp {
     }
 }
 
-fn timestamp(t: std::time::SystemTime) -> wit::Timestamp {
+pub(crate) fn timestamp(t: std::time::SystemTime) -> wit::Timestamp {
     let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     wit::Timestamp {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
@@ -151,12 +159,22 @@ pub fn default_pod_spec_json() -> &'static str {
 /// shared by the creates that use it; a spec that is not JSON becomes a
 /// string value, which validation then rejects with a clear message.
 pub fn output(out: wit::ReconcileOutput, input: &wit::ReconcileInput) -> ProposedActions {
-    let default_spec = input
+    let template_spec = input
         .jinghzhu
         .spec
         .template
         .as_ref()
-        .map(|t| t.spec_json.as_str())
+        .map(|t| t.spec_json.as_str());
+    output_with_template(out, template_spec)
+}
+
+/// [`output`] given only what it needs of the input: the template's spec
+/// JSON, if the Jinghzhu has a template (what an empty `spec-json` means).
+pub fn output_with_template(
+    out: wit::ReconcileOutput,
+    template_spec: Option<&str>,
+) -> ProposedActions {
+    let default_spec = template_spec
         .filter(|spec| !spec.trim().is_empty())
         .unwrap_or_else(|| default_pod_spec_json());
     let mut parsed: HashMap<String, Arc<serde_json::Value>> = HashMap::new();

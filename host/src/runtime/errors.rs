@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use super::bindings::{EXPECTED_EXPORT, WIT_PACKAGE};
+use super::contract;
 use crate::plugin_text::shown;
 
 /// Why bytes could not become a plugin.
@@ -49,7 +49,8 @@ pub enum LoadError {
     },
     /// A component, but not of our world.
     #[error(
-        "{from} does not implement the world this host runs: this host expects a component exporting `{EXPECTED_EXPORT}` (WIT package {WIT_PACKAGE}, see wit/operator.wit); {}",
+        "{from} does not implement a world this host runs: this host serves contract versions {} (a component exporting `jinghzhu:operator/reconciler@VERSION`: wit/0.2/operator.wit for 0.2.0, wit/operator.wit for 0.1.0); {}",
+        contract::supported(),
         shown(.found)
     )]
     WrongWorld {
@@ -108,6 +109,11 @@ pub enum PluginError {
         /// The panic message when the plugin printed one, else the trap.
         message: String,
     },
+    /// The plugin's output breaks the contract's rules (a 0.2 string id or
+    /// span outside its table, text that is not UTF-8); nothing of it is
+    /// used.
+    #[error("the plugin's output breaks the contract: {}", shown(.0))]
+    BadOutput(String),
     /// The plugin returned an error value.
     #[error("the plugin returned an error{}: {}", if *.retryable { " (retryable)" } else { " (not retryable)" }, shown(.message))]
     Returned {
@@ -145,6 +151,7 @@ impl PluginError {
             PluginError::MemoryCap(_) => "memory-cap",
             PluginError::OutputTooLarge(_) => "output-too-large",
             PluginError::Trap { .. } => "trap",
+            PluginError::BadOutput(_) => "bad-output",
             PluginError::Returned { .. } => "returned",
             PluginError::Host(_) => "host",
             PluginError::WasiLimit { rule, .. } => rule,

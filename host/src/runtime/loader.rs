@@ -1,7 +1,8 @@
 //! Turning bytes into a [`LoadedPlugin`]: check that they are a component,
 //! compile them (or take them precompiled from the cache), link them against
-//! the host's imports, check they implement the `operator` world, and ask
-//! their `info()`.
+//! the host's imports, tell which contract version they were built for
+//! (the `reconciler` they export: 0.1.0 or 0.2.0), check they implement
+//! that version's `operator` world, and ask their `info()`.
 
 use std::sync::Arc;
 
@@ -9,12 +10,13 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{EXPECTED_EXPORT, Operator, OperatorPre, WIT_PACKAGE};
+use super::bindings::{Operator, OperatorPre, v2};
 use super::cache::PrecompiledCache;
 use super::config::RuntimeConfig;
+use super::contract::{self, ContractVersion, Detected};
 use super::engine::new_engine;
 use super::errors::LoadError;
-use super::plugin::LoadedPlugin;
+use super::plugin::{LoadedPlugin, Pre};
 use super::state::PluginState;
 
 /// `sha256:<hex>` of some bytes: how plugins are identified everywhere.
@@ -40,7 +42,10 @@ impl Runtime {
         // use none of it. Each store's WASI context grants nothing (see
         // `state`), so providing the interfaces gives no authority.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        // Both contract versions' imports (`log@0.1.0`, `log@0.2.0`): their
+        // names differ, so one linker serves plugins of either.
         Operator::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        v2::Operator::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         Ok(Self {
             engine,
             linker,
@@ -85,9 +90,7 @@ impl Runtime {
                 message: format!("{err:#}"),
             })?;
         let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .and_then(OperatorPre::new)
+            .pre_instantiate(&component)
             .map_err(|err| wrong_world(&self.engine, &component, source, &err))?;
         let plugin = LoadedPlugin::new(
             pre,
@@ -98,6 +101,26 @@ impl Runtime {
             outcome,
         )?;
         Ok(Arc::new(plugin))
+    }
+
+    /// Links `component` and checks it against the world of the contract
+    /// version its `reconciler` export names.
+    fn pre_instantiate(&self, component: &Component) -> wasmtime::Result<Pre> {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let version = match contract::detect(exports.iter().map(String::as_str)) {
+            Detected::Served(version) => version,
+            // Linked as 0.1 so the error explains what is wrong.
+            Detected::Unserved(_) | Detected::NoReconciler => ContractVersion::V0_1,
+        };
+        let pre = self.linker.instantiate_pre(component)?;
+        Ok(match version {
+            ContractVersion::V0_1 => Pre::V0_1(OperatorPre::new(pre)?),
+            ContractVersion::V0_2 => Pre::V0_2(v2::OperatorPre::new(pre)?),
+        })
     }
 
     /// [`Runtime::load`] from async code: the compile (and the wait for the
@@ -164,7 +187,7 @@ fn diagnose_core_module(bytes: &[u8]) -> String {
             }
             Ok(wasmparser::Payload::ExportSection(reader)) => {
                 for export in reader.into_iter().flatten() {
-                    reconciler_exports |= export.name.starts_with(EXPECTED_EXPORT);
+                    reconciler_exports |= export.name.starts_with("jinghzhu:operator/reconciler@");
                     command |= export.name == "_start";
                 }
             }
@@ -189,8 +212,9 @@ fn diagnose_core_module(bytes: &[u8]) -> String {
             .to_string()
     } else {
         format!(
-            "it does not export `{EXPECTED_EXPORT}` either{}: call \
+            "it does not export `{}` either{}: call \
              `jinghzhu_plugin_sdk::export!(YourPlugin);` at the crate root",
+            contract::LATEST.export(),
             if world_type {
                 " (the SDK's bindings are in it, but `export!` was never called)"
             } else {
@@ -219,18 +243,26 @@ fn wrong_world(
         .map(|(name, _)| name.to_string())
         .collect();
     let ours = |name: &&String| name.starts_with("jinghzhu:operator/");
+    let served = contract::detect(exports.iter().map(String::as_str));
     let other_versions: Vec<&String> = exports
         .iter()
         .chain(&imports)
         .filter(ours)
-        .filter(|name| version_of(name) != version_of(EXPECTED_EXPORT))
+        .filter(|name| ContractVersion::parse(version_of(name)).is_none())
         .collect();
     let found = if let Some(first) = other_versions.first() {
         let package = package_of(first);
         format!(
-            "it targets WIT package {package} (it exports [{}]{}); rebuild it against this host's wit/ ({WIT_PACKAGE}), or run a host that supports {package}",
+            "it targets WIT package {package} (it exports [{}]{}), a contract version this host does not serve (it serves {}); rebuild it against this host's wit/ (wit/0.2/operator.wit for the newest, {}), or run a host that supports {package}",
             exports.join(", "),
-            list_if_any(", and imports ", &imports)
+            list_if_any(", and imports ", &imports),
+            contract::supported(),
+            contract::LATEST.package(),
+        )
+    } else if let Detected::Served(version) = served {
+        format!(
+            "it exports `{}` (contract {version}) but does not match that version's world: {err:#}",
+            version.export()
         )
     } else if exports.is_empty() {
         format!(
@@ -251,9 +283,12 @@ fn wrong_world(
              `jinghzhu_plugin_sdk::export!(YourPlugin);` (`wasm-operator new` scaffolds one)",
             exports.join(", ")
         )
-    } else if !exports.iter().any(|e| e == EXPECTED_EXPORT) {
+    } else if !exports
+        .iter()
+        .any(|e| e.starts_with("jinghzhu:operator/reconciler@"))
+    {
         format!(
-            "it exports [{}]{}, not the reconciler; build it with the jinghzhu-plugin-sdk crate or bindings generated from wit/operator.wit",
+            "it exports [{}]{}, not the reconciler; build it with the jinghzhu-plugin-sdk crate or bindings generated from wit/0.2/operator.wit",
             exports.join(", "),
             list_if_any(" and imports ", &imports)
         )

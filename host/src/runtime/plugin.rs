@@ -4,6 +4,11 @@
 //! state leaks between objects or calls and a trapped instance is simply
 //! dropped.
 //!
+//! A plugin of contract 0.1 or 0.2 (see [`super::contract`]) is called with
+//! the records of its version; its output always comes back as the 0.1
+//! records, the host's own form (a 0.2 output is converted and checked by
+//! [`convert_v2::output`]).
+//!
 //! Calls are asynchronous (the guest runs on a fiber) and wrapped in a
 //! timeout: at every epoch tick a running guest yields, so the timeout is
 //! checked at least every [`TICK`]; a guest blocked in a host function (a
@@ -18,10 +23,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
-use super::bindings::{self as wit, Operator, OperatorPre};
+use super::bindings::{self as wit, Operator, OperatorPre, v2};
 use super::cache::LoadOutcome;
 use super::config::RuntimeConfig;
+use super::contract::ContractVersion;
 use super::convert;
+use super::convert_v2::{self, Malformed};
 use super::engine::TICK;
 use super::errors::{LoadError, PluginError};
 use super::state::PluginState;
@@ -36,7 +43,7 @@ const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exh
 /// A compiled, linked, pre-instantiated plugin. Share it as
 /// `Arc<LoadedPlugin>`; each call gets its own instance.
 pub struct LoadedPlugin {
-    pre: OperatorPre<PluginState>,
+    pre: Pre,
     engine: Engine,
     info: wit::PluginInfo,
     digest: String,
@@ -48,12 +55,54 @@ pub struct LoadedPlugin {
     output_limit: usize,
 }
 
+/// The pre-instantiated component, with the bindings of its version.
+pub(crate) enum Pre {
+    /// A `jinghzhu:operator@0.1.0` plugin.
+    V0_1(OperatorPre<PluginState>),
+    /// A `jinghzhu:operator@0.2.0` plugin.
+    V0_2(v2::OperatorPre<PluginState>),
+}
+
+/// A reconcile input in the records of one contract version.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PluginInput {
+    /// Contract 0.1 records.
+    V0_1(wit::ReconcileInput),
+    /// Contract 0.2 records.
+    V0_2(v2::ReconcileInput),
+}
+
+impl PluginInput {
+    /// The version of the records.
+    pub fn version(&self) -> ContractVersion {
+        match self {
+            PluginInput::V0_1(_) => ContractVersion::V0_1,
+            PluginInput::V0_2(_) => ContractVersion::V0_2,
+        }
+    }
+
+    /// The template's spec JSON, if the Jinghzhu has a template: what an
+    /// empty `spec-json` in a create stands for.
+    pub fn template_spec(&self) -> Option<&str> {
+        match self {
+            PluginInput::V0_1(input) => input
+                .jinghzhu
+                .spec
+                .template
+                .as_ref()
+                .map(|t| t.spec_json.as_str()),
+            PluginInput::V0_2(input) => convert_v2::template_spec(input),
+        }
+    }
+}
+
 /// What one reconcile call produced, before the host converts it: the input
-/// the plugin saw and its output as the WIT types. The controller checks the
-/// output's bounds on these before doing any per-create work.
+/// the plugin saw and its output as the 0.1 WIT records (whatever the
+/// plugin's version). The controller checks the output's bounds on these
+/// before doing any per-create work.
 pub struct RawProposal {
     /// What the plugin was given.
-    pub input: wit::ReconcileInput,
+    pub input: PluginInput,
     /// What it returned.
     pub output: wit::ReconcileOutput,
 }
@@ -61,7 +110,16 @@ pub struct RawProposal {
 impl RawProposal {
     /// The host's view of the output (see [`convert::output`]).
     pub fn into_actions(self) -> ProposedActions {
-        convert::output(self.output, &self.input)
+        let RawProposal { input, output } = self;
+        convert::output_with_template(output, input.template_spec())
+    }
+}
+
+/// A 0.2 output the host cannot use, as a call error.
+fn malformed(problem: Malformed) -> PluginError {
+    match problem {
+        Malformed::TooLarge(limit) => PluginError::OutputTooLarge(limit),
+        Malformed::Broken(message) => PluginError::BadOutput(message),
     }
 }
 
@@ -74,7 +132,7 @@ impl std::fmt::Debug for LoadedPlugin {
 impl LoadedPlugin {
     /// Wraps a pre-instantiated component, asks its `info()` and checks it.
     pub(crate) fn new(
-        pre: OperatorPre<PluginState>,
+        pre: Pre,
         engine: Engine,
         config: &RuntimeConfig,
         digest: String,
@@ -123,6 +181,23 @@ impl LoadedPlugin {
         &self.info
     }
 
+    /// The contract version the plugin was built for.
+    pub fn contract(&self) -> ContractVersion {
+        match self.pre {
+            Pre::V0_1(_) => ContractVersion::V0_1,
+            Pre::V0_2(_) => ContractVersion::V0_2,
+        }
+    }
+
+    /// The input for `jz` and its owned `pods` at `now`, in the records of
+    /// the plugin's contract version, built straight from the objects.
+    pub fn input(&self, jz: &Jinghzhu, pods: &[Pod], now: SystemTime) -> PluginInput {
+        match self.pre {
+            Pre::V0_1(_) => PluginInput::V0_1(convert::input(jz, pods, now)),
+            Pre::V0_2(_) => PluginInput::V0_2(convert_v2::input(jz, pods, now)),
+        }
+    }
+
     /// Where it was loaded from.
     pub fn source(&self) -> &str {
         &self.source
@@ -141,6 +216,19 @@ impl LoadedPlugin {
     /// The deadline of one call.
     pub fn deadline(&self) -> Duration {
         self.deadline
+    }
+
+    /// The memory cap of one instance, in bytes.
+    pub fn memory_limit(&self) -> u64 {
+        self.memory_limit
+    }
+
+    /// Narrows this plugin's call deadline and memory cap, never widening
+    /// them (a `JinghzhuPlugin`'s `spec.limits`, already clamped to the
+    /// host's flags). Takes effect for calls that start afterwards.
+    pub fn narrow_limits(&mut self, deadline: Duration, memory_limit: u64) {
+        self.deadline = self.deadline.min(deadline);
+        self.memory_limit = self.memory_limit.min(memory_limit);
     }
 
     /// `name@version (sha256:0123456789ab)`, for logs and annotations.
@@ -178,7 +266,7 @@ impl LoadedPlugin {
         pods: &[Pod],
         object: &str,
     ) -> Result<RawProposal, PluginError> {
-        let input = convert::input(jz, pods, SystemTime::now());
+        let input = self.input(jz, pods, SystemTime::now());
         self.run_on_blocking_pool(input, object.to_string()).await
     }
 
@@ -189,7 +277,7 @@ impl LoadedPlugin {
         pods: &[Pod],
         now: SystemTime,
     ) -> Result<ProposedActions, PluginError> {
-        let input = convert::input(jz, pods, now);
+        let input = self.input(jz, pods, now);
         self.run_on_blocking_pool(input, object_key(jz))
             .await
             .map(RawProposal::into_actions)
@@ -197,13 +285,13 @@ impl LoadedPlugin {
 
     async fn run_on_blocking_pool(
         self: &Arc<Self>,
-        input: wit::ReconcileInput,
+        input: PluginInput,
         object: String,
     ) -> Result<RawProposal, PluginError> {
         let plugin = Arc::clone(self);
         let handle = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
-            let output = handle.block_on(plugin.call_reconcile(&input, &object))?;
+            let output = handle.block_on(plugin.call(&input, &object))?;
             Ok(RawProposal { input, output })
         })
         .await
@@ -218,20 +306,66 @@ impl LoadedPlugin {
         pods: &[Pod],
         now: SystemTime,
     ) -> Result<ProposedActions, PluginError> {
-        let input = convert::input(jz, pods, now);
-        let output = block_on(self.call_reconcile(&input, &object_key(jz)))??;
-        Ok(convert::output(output, &input))
+        let input = self.input(jz, pods, now);
+        let output = block_on(self.call(&input, &object_key(jz)))??;
+        Ok(RawProposal { input, output }.into_actions())
     }
 
-    /// Runs `reconcile` on a WIT input in a fresh instance.
+    /// Runs `reconcile` on an input of either version in a fresh instance
+    /// (an input of the other version than the plugin's is converted
+    /// first). The output comes back as 0.1 records.
+    pub async fn call(
+        &self,
+        input: &PluginInput,
+        object: &str,
+    ) -> Result<wit::ReconcileOutput, PluginError> {
+        match input {
+            PluginInput::V0_1(input) => self.call_reconcile(input, object).await,
+            PluginInput::V0_2(input) => self.call_reconcile_v2(input, object).await,
+        }
+    }
+
+    /// Runs `reconcile` on a 0.1 input in a fresh instance.
     pub async fn call_reconcile(
         &self,
         input: &wit::ReconcileInput,
         object: &str,
     ) -> Result<wit::ReconcileOutput, PluginError> {
+        match &self.pre {
+            Pre::V0_1(pre) => self.reconcile_v0_1(pre, input, object).await,
+            Pre::V0_2(pre) => {
+                let input = convert_v2::input_from_v1(input);
+                self.reconcile_v0_2(pre, &input, object).await
+            }
+        }
+    }
+
+    /// Runs `reconcile` on a 0.2 input in a fresh instance.
+    pub async fn call_reconcile_v2(
+        &self,
+        input: &v2::ReconcileInput,
+        object: &str,
+    ) -> Result<wit::ReconcileOutput, PluginError> {
+        match &self.pre {
+            Pre::V0_2(pre) => self.reconcile_v0_2(pre, input, object).await,
+            Pre::V0_1(pre) => {
+                let input = convert_v2::input_to_v1(input).map_err(|problem| {
+                    PluginError::Host(format!("the 0.2 input does not convert: {problem:?}"))
+                })?;
+                self.reconcile_v0_1(pre, &input, object).await
+            }
+        }
+    }
+
+    async fn reconcile_v0_1(
+        &self,
+        pre: &OperatorPre<PluginState>,
+        input: &wit::ReconcileInput,
+        object: &str,
+    ) -> Result<wit::ReconcileOutput, PluginError> {
         let mut store = self.new_store(object);
         let call = async {
-            let operator = self.pre.instantiate_async(&mut store).await?;
+            let operator = pre.instantiate_async(&mut store).await?;
             operator
                 .jinghzhu_operator_reconciler()
                 .call_reconcile(&mut store, input)
@@ -245,16 +379,56 @@ impl LoadedPlugin {
             })
     }
 
-    async fn call_info(&self) -> Result<wit::PluginInfo, PluginError> {
-        let mut store = self.new_store("-");
+    async fn reconcile_v0_2(
+        &self,
+        pre: &v2::OperatorPre<PluginState>,
+        input: &v2::ReconcileInput,
+        object: &str,
+    ) -> Result<wit::ReconcileOutput, PluginError> {
+        let mut store = self.new_store(object);
         let call = async {
-            let operator = self.pre.instantiate_async(&mut store).await?;
+            let operator = pre.instantiate_async(&mut store).await?;
             operator
                 .jinghzhu_operator_reconciler()
-                .call_info(&mut store)
+                .call_reconcile(&mut store, input)
                 .await
         };
         let outcome = tokio::time::timeout(self.time_limit(), call).await.ok();
+        let output = self
+            .finish(&store, outcome)?
+            .map_err(|e| PluginError::Returned {
+                message: e.message,
+                retryable: e.retryable,
+            })?;
+        drop(store);
+        convert_v2::output(&output, self.output_limit).map_err(malformed)
+    }
+
+    async fn call_info(&self) -> Result<wit::PluginInfo, PluginError> {
+        let mut store = self.new_store("-");
+        let outcome = match &self.pre {
+            Pre::V0_1(pre) => {
+                let call = async {
+                    let operator = pre.instantiate_async(&mut store).await?;
+                    operator
+                        .jinghzhu_operator_reconciler()
+                        .call_info(&mut store)
+                        .await
+                };
+                tokio::time::timeout(self.time_limit(), call).await.ok()
+            }
+            Pre::V0_2(pre) => {
+                let call = async {
+                    let operator = pre.instantiate_async(&mut store).await?;
+                    operator
+                        .jinghzhu_operator_reconciler()
+                        .call_info(&mut store)
+                        .await
+                        .map(convert_v2::info)
+                };
+                tokio::time::timeout(self.time_limit(), call).await.ok()
+            }
+        };
         self.finish(&store, outcome)
     }
 
@@ -338,7 +512,11 @@ impl LoadedPlugin {
     #[doc(hidden)]
     pub async fn reusable_instance(&self) -> Result<ReusableInstance, PluginError> {
         let mut store = self.new_store("bench");
-        let operator = match self.pre.instantiate_async(&mut store).await {
+        let instantiated = match &self.pre {
+            Pre::V0_1(pre) => pre.instantiate_async(&mut store).await.map(Bound::V0_1),
+            Pre::V0_2(pre) => pre.instantiate_async(&mut store).await.map(Bound::V0_2),
+        };
+        let operator = match instantiated {
             Ok(operator) => operator,
             Err(err) => {
                 let tail = store.data().finish_output();
@@ -467,24 +645,75 @@ fn arm_deadline(store: &mut Store<PluginState>, deadline: Duration) {
 #[doc(hidden)]
 pub struct ReusableInstance {
     store: Store<PluginState>,
-    operator: Operator,
+    operator: Bound,
     deadline: Duration,
 }
 
+/// An instance with the bindings of its version.
+enum Bound {
+    V0_1(Operator),
+    V0_2(v2::Operator),
+}
+
 impl ReusableInstance {
-    /// One reconcile on the kept instance.
+    /// One reconcile on the kept instance, from a 0.1 input (converted for
+    /// a 0.2 plugin).
     pub async fn call_reconcile(
         &mut self,
         input: &wit::ReconcileInput,
     ) -> anyhow::Result<wit::ReconcileOutput> {
+        match &self.operator {
+            Bound::V0_1(_) => self.call_v0_1(input).await,
+            Bound::V0_2(_) => self.call_v0_2(&convert_v2::input_from_v1(input)).await,
+        }
+    }
+
+    /// One reconcile on the kept instance, from a 0.2 input (converted for
+    /// a 0.1 plugin).
+    pub async fn call_reconcile_v2(
+        &mut self,
+        input: &v2::ReconcileInput,
+    ) -> anyhow::Result<wit::ReconcileOutput> {
+        match &self.operator {
+            Bound::V0_2(_) => self.call_v0_2(input).await,
+            Bound::V0_1(_) => {
+                let input = convert_v2::input_to_v1(input)
+                    .map_err(|problem| anyhow::anyhow!("{problem:?}"))?;
+                self.call_v0_1(&input).await
+            }
+        }
+    }
+
+    async fn call_v0_1(
+        &mut self,
+        input: &wit::ReconcileInput,
+    ) -> anyhow::Result<wit::ReconcileOutput> {
+        let Bound::V0_1(operator) = &self.operator else {
+            anyhow::bail!("not a 0.1 instance");
+        };
         // Each call gets the whole deadline, as a fresh instance would.
         arm_deadline(&mut self.store, self.deadline);
-        let out = self
-            .operator
+        let out = operator
             .jinghzhu_operator_reconciler()
             .call_reconcile(&mut self.store, input)
             .await?;
         out.map_err(|e| anyhow::anyhow!(e.message))
+    }
+
+    async fn call_v0_2(
+        &mut self,
+        input: &v2::ReconcileInput,
+    ) -> anyhow::Result<wit::ReconcileOutput> {
+        let Bound::V0_2(operator) = &self.operator else {
+            anyhow::bail!("not a 0.2 instance");
+        };
+        arm_deadline(&mut self.store, self.deadline);
+        let out = operator
+            .jinghzhu_operator_reconciler()
+            .call_reconcile(&mut self.store, input)
+            .await?
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        convert_v2::output(&out, usize::MAX).map_err(|problem| anyhow::anyhow!("{problem:?}"))
     }
 }
 

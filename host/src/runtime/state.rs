@@ -211,13 +211,49 @@ impl bindings::jinghzhu::operator::types::Host for PluginState {}
 
 impl bindings::jinghzhu::operator::log::Host for PluginState {
     fn log(&mut self, level: Level, message: String, fields: Vec<bindings::KeyValue>) {
+        self.forward_log(level, message, &fields);
+    }
+}
+
+impl bindings::v2::jinghzhu::operator::types::Host for PluginState {}
+
+/// The 0.2 `log` import: the same line as 0.1's, fields named `field`.
+impl bindings::v2::jinghzhu::operator::log::Host for PluginState {
+    fn log(
+        &mut self,
+        level: bindings::v2::Level,
+        message: String,
+        fields: Vec<bindings::v2::Field>,
+    ) {
+        let level = match level {
+            bindings::v2::Level::Trace => Level::Trace,
+            bindings::v2::Level::Debug => Level::Debug,
+            bindings::v2::Level::Info => Level::Info,
+            bindings::v2::Level::Warn => Level::Warn,
+            bindings::v2::Level::Error => Level::Error,
+        };
+        let fields: Vec<bindings::KeyValue> = fields
+            .into_iter()
+            .take(MAX_LOG_FIELDS)
+            .map(|f| bindings::KeyValue {
+                key: f.key,
+                value: f.value,
+            })
+            .collect();
+        self.forward_log(level, message, &fields);
+    }
+}
+
+impl PluginState {
+    /// One `log` call of either contract version, within the call's budget.
+    fn forward_log(&mut self, level: Level, message: String, fields: &[bindings::KeyValue]) {
         self.log_calls = self.log_calls.saturating_add(1);
         if self.log_calls > MAX_LOG_CALLS || self.log_bytes >= LOG_BUDGET_BYTES {
             self.log_dropped = self.log_dropped.saturating_add(1);
             return;
         }
         let message = escape(&message, MAX_LOG_MESSAGE);
-        let fields = format_fields(&fields);
+        let fields = format_fields(fields);
         self.log_bytes = self.log_bytes.saturating_add(message.len() + fields.len());
         let CallTags {
             plugin,

@@ -1,14 +1,19 @@
 //! SDK for writing wasm-operator reconcile plugins.
 //!
-//! A plugin is a WebAssembly component of the `jinghzhu:operator@0.1.0` world
-//! (see `wit/operator.wit`): it exports the `reconciler` interface (`info` and
-//! `reconcile`) and may import `log`. This crate owns the Rust side of that
+//! A plugin is a WebAssembly component of the `jinghzhu:operator@0.2.0` world
+//! (see `wit/0.2/operator.wit`; `@0.1.0`, `wit/operator.wit`, with the cargo
+//! feature `contract-0-1`): it exports the `reconciler` interface (`info` and
+//! `reconcile`) and may import `log`. Plugin code sees owned, friendly
+//! records ([`types`]) whatever the contract version: the SDK decodes the
+//! wire input (0.2: one string table, shared lists) before calling the
+//! plugin and encodes its output after. This crate owns the Rust side of that
 //! contract so that plugin crates never run `wit-bindgen` themselves:
 //!
 //! * [`bindings`]: the code `wit_bindgen::generate!` produces for the world,
 //!   including the [`export!`] macro that turns a type implementing [`Guest`]
 //!   into the component's exports;
-//! * [`types`] and [`prelude`]: friendly paths to the generated records;
+//! * [`types`] and [`prelude`]: the owned records a plugin reads and writes
+//!   (the same for both contract versions; [`wire`] converts them);
 //! * [`kv`], [`pod`], [`status`] and [`output`]: helpers for the records a
 //!   reconcile reads and writes;
 //! * [`log`]: structured logging that goes to the host on `wasm32` and to a
@@ -58,9 +63,12 @@
 //!
 //! # How `export!` works
 //!
-//! [`export!`] takes a plain identifier and expands, on `wasm32` only, to the
-//! macro `wit_bindgen::generate!` produced for the world. That emits the
-//! component's export functions (`jinghzhu:operator/reconciler@0.1.0#reconcile`
+//! [`export!`] takes a plain identifier and expands, on `wasm32` only, to an
+//! adapter type implementing the generated bindings' `Guest` through
+//! [`wire`] (decode the input into [`types`], call your [`Guest`], encode the
+//! output), passed to the macro `wit_bindgen::generate!` produced for the
+//! world. That emits the
+//! component's export functions (`jinghzhu:operator/reconciler@0.2.0#reconcile`
 //! and `#info`, plus their `cabi_post_` cleanup functions) which call the
 //! type's [`Guest`] methods, and a custom section describing the world, from
 //! which the component is assembled at link time (`wasm32-wasip2`) or by
@@ -89,12 +97,29 @@
 
 #![warn(missing_docs)]
 
+#[cfg(not(feature = "contract-0-1"))]
 pub mod bindings {
-    //! Generated bindings of the `jinghzhu:operator@0.1.0` world `operator`.
-    //!
-    //! Owned by `wit_bindgen::generate!`; prefer the paths in
-    //! [`crate::types`]. On non-`wasm32` targets the imported functions are
-    //! stubs that panic: use [`crate::log`] instead of calling them directly.
+    //! Generated bindings of the `jinghzhu:operator@0.2.0` world `operator`
+    //! (`wit/0.2/operator.wit`): the wire records, strings as ids into one
+    //! table. Owned by `wit_bindgen::generate!`; plugins use [`crate::types`]
+    //! (what [`crate::wire`] decodes them into). On non-`wasm32` targets the
+    //! imported functions are stubs that panic: use [`crate::log`].
+    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+
+    wit_bindgen::generate!({
+        world: "operator",
+        path: "../../wit/0.2",
+        pub_export_macro: true,
+        default_bindings_module: "$crate::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+#[cfg(feature = "contract-0-1")]
+pub mod bindings {
+    //! Generated bindings of the `jinghzhu:operator@0.1.0` world `operator`
+    //! (`wit/operator.wit`; cargo feature `contract-0-1`). Owned by
+    //! `wit_bindgen::generate!`; plugins use [`crate::types`].
     #![allow(missing_docs, clippy::all, clippy::pedantic)]
 
     wit_bindgen::generate!({
@@ -103,27 +128,18 @@ pub mod bindings {
         pub_export_macro: true,
         default_bindings_module: "$crate::bindings",
         additional_derives: [PartialEq, Eq],
-        additional_type_attributes: {
-            "jinghzhu:operator/types@0.1.0/key-value": [#[derive(Default, PartialOrd, Ord, Hash)]],
-            "jinghzhu:operator/types@0.1.0/timestamp": [#[derive(Default, PartialOrd, Ord, Hash)]],
-            "jinghzhu:operator/types@0.1.0/owner-reference": [#[derive(Default)]],
-            "jinghzhu:operator/types@0.1.0/object-meta": [#[derive(Default)]],
-            "jinghzhu:operator/types@0.1.0/pod-template": [#[derive(Default)]],
-            "jinghzhu:operator/types@0.1.0/jinghzhu-spec": [#[derive(Default)]],
-            "jinghzhu:operator/types@0.1.0/jinghzhu-status": [#[derive(Default)]],
-            "jinghzhu:operator/types@0.1.0/pod-create": [#[derive(Default)]],
-            "jinghzhu:operator/types@0.1.0/reconcile-output": [#[derive(Default)]],
-            "jinghzhu:operator/types@0.1.0/plugin-info": [#[derive(Default)]],
-        },
     });
 }
 
 pub mod kv;
 pub mod log;
+mod model;
 pub mod output;
 pub mod pod;
 pub mod status;
 pub mod testing;
+#[doc(hidden)]
+pub mod wire;
 
 pub mod types {
     //! The records of the `jinghzhu:operator/types` interface, re-exported
@@ -133,9 +149,8 @@ pub mod types {
     //! ones (everything but those holding a [`PodPhase`] or [`EventType`])
     //! also derive `Default`. [`Timestamp`] and [`KeyValue`] are ordered.
 
-    pub use crate::bindings::jinghzhu::operator::log::Level;
-    pub use crate::bindings::jinghzhu::operator::types::{
-        Event, EventType, Jinghzhu, JinghzhuSpec, JinghzhuStatus, KeyValue, ObjectMeta,
+    pub use crate::model::{
+        Event, EventType, Jinghzhu, JinghzhuSpec, JinghzhuStatus, KeyValue, Level, ObjectMeta,
         OwnerReference, PluginInfo, Pod, PodCreate, PodPhase, PodTemplate, ReconcileError,
         ReconcileInput, ReconcileOutput, Timestamp,
     };
@@ -153,23 +168,57 @@ pub mod prelude {
 }
 
 /// The trait a plugin implements: `info()` and `reconcile(input)` of the
-/// exported `jinghzhu:operator/reconciler@0.1.0` interface. Pass the
-/// implementing type to [`export!`] to make it the component's export.
-pub use bindings::exports::jinghzhu::operator::reconciler::Guest;
+/// exported `jinghzhu:operator/reconciler` interface, on the SDK's owned
+/// records ([`types`]). Pass the implementing type to [`export!`] to make
+/// it the component's export; the SDK converts to and from the wire.
+pub trait Guest {
+    /// Name and version of the plugin.
+    fn info() -> types::PluginInfo;
+
+    /// Computes the actions that bring the cluster towards the spec; a
+    /// pure, idempotent function of `input`.
+    fn reconcile(
+        input: types::ReconcileInput,
+    ) -> Result<types::ReconcileOutput, types::ReconcileError>;
+}
 
 /// Exports a type implementing [`Guest`] as the component's
-/// `jinghzhu:operator/reconciler@0.1.0` interface:
+/// `jinghzhu:operator/reconciler` interface (of [`WIT_PACKAGE`]):
 /// `jinghzhu_plugin_sdk::export!(MyPlugin);` at the plugin crate's top level.
 ///
-/// Expands to the `export!` macro `wit-bindgen` generated for the world, on
-/// `wasm32` targets only; elsewhere to nothing. Call it once per component;
-/// see the [crate documentation](crate#how-export-works) for how it works and
+/// Expands, on `wasm32` targets only (elsewhere to nothing), to an adapter
+/// implementing the generated bindings' `Guest` through [`wire`] (decode
+/// the input, call `MyPlugin`, encode the output) and the `export!` macro
+/// `wit-bindgen` generated for the world. Call it once per component; see
+/// the [crate documentation](crate#how-export-works) for how it works and
 /// how to reuse a plugin's logic without linking its export twice.
 #[macro_export]
 macro_rules! export {
     ($ty:ident) => {
         #[cfg(target_arch = "wasm32")]
-        $crate::bindings::export!($ty with_types_in $crate::bindings);
+        #[allow(non_camel_case_types)]
+        struct __jinghzhu_plugin_export;
+
+        #[cfg(target_arch = "wasm32")]
+        impl $crate::bindings::exports::jinghzhu::operator::reconciler::Guest
+            for __jinghzhu_plugin_export
+        {
+            fn info() -> $crate::bindings::jinghzhu::operator::types::PluginInfo {
+                $crate::wire::info::<$ty>()
+            }
+
+            fn reconcile(
+                input: $crate::bindings::jinghzhu::operator::types::ReconcileInput,
+            ) -> ::core::result::Result<
+                $crate::bindings::jinghzhu::operator::types::ReconcileOutput,
+                $crate::bindings::jinghzhu::operator::types::ReconcileError,
+            > {
+                $crate::wire::reconcile::<$ty>(input)
+            }
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        $crate::bindings::export!(__jinghzhu_plugin_export with_types_in $crate::bindings);
     };
 }
 
@@ -177,8 +226,17 @@ pub use kv::{annotation, label};
 pub use output::empty_output;
 pub use status::status_equal;
 
-/// The WIT package this SDK implements.
-pub const WIT_PACKAGE: &str = "jinghzhu:operator@0.1.0";
+/// The WIT package this SDK implements: `jinghzhu:operator@0.2.0`, or
+/// `@0.1.0` with the cargo feature `contract-0-1`.
+pub const WIT_PACKAGE: &str = if cfg!(feature = "contract-0-1") {
+    "jinghzhu:operator@0.1.0"
+} else {
+    "jinghzhu:operator@0.2.0"
+};
 
 /// The fully qualified name of the interface a plugin exports.
-pub const RECONCILER_INTERFACE: &str = "jinghzhu:operator/reconciler@0.1.0";
+pub const RECONCILER_INTERFACE: &str = if cfg!(feature = "contract-0-1") {
+    "jinghzhu:operator/reconciler@0.1.0"
+} else {
+    "jinghzhu:operator/reconciler@0.2.0"
+};

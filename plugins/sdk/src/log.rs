@@ -94,11 +94,41 @@ pub fn take_captured() -> Vec<Record> {
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use crate::bindings::jinghzhu::operator::log as host;
-    use crate::types::{KeyValue, Level};
+    use crate::types::Level;
 
+    fn level_of(level: Level) -> host::Level {
+        match level {
+            Level::Trace => host::Level::Trace,
+            Level::Debug => host::Level::Debug,
+            Level::Info => host::Level::Info,
+            Level::Warn => host::Level::Warn,
+            Level::Error => host::Level::Error,
+        }
+    }
+
+    #[cfg(not(feature = "contract-0-1"))]
     pub(super) fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
-        let fields: Vec<KeyValue> = fields.iter().map(|(k, v)| KeyValue::new(*k, *v)).collect();
-        host::log(level, message, &fields);
+        let fields: Vec<host::Field> = fields
+            .iter()
+            .map(|(k, v)| host::Field {
+                key: (*k).to_owned(),
+                value: (*v).to_owned(),
+            })
+            .collect();
+        host::log(level_of(level), message, &fields);
+    }
+
+    #[cfg(feature = "contract-0-1")]
+    pub(super) fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
+        use crate::bindings::jinghzhu::operator::types::KeyValue;
+        let fields: Vec<KeyValue> = fields
+            .iter()
+            .map(|(k, v)| KeyValue {
+                key: (*k).to_owned(),
+                value: (*v).to_owned(),
+            })
+            .collect();
+        host::log(level_of(level), message, &fields);
     }
 }
 

@@ -1,5 +1,6 @@
-//! A component that is NOT a wasm-operator plugin of the supported contract:
-//! it implements its own world from package `jinghzhu:operator@0.2.0`, whose
+//! A component that is NOT a wasm-operator plugin of a supported contract:
+//! it implements its own world from package `jinghzhu:operator@0.9.0` (a
+//! version no host serves; 0.1.0 and 0.2.0 are real), whose
 //! `reconciler` interface has a `reconcile: func(input: string) -> string`.
 //! The host must refuse to load it with an error that names the interface
 //! versions it found and the ones it supports.
@@ -12,7 +13,7 @@ mod bindings {
 
     wit_bindgen::generate!({
         inline: r#"
-            package jinghzhu:operator@0.2.0;
+            package jinghzhu:operator@0.9.0;
 
             /// A different, incompatible reconciler contract.
             interface reconciler {
@@ -28,7 +29,7 @@ mod bindings {
 
 use bindings::exports::jinghzhu::operator::reconciler::Guest;
 
-/// Implements the 0.2.0 `reconciler`.
+/// Implements the 0.9.0 `reconciler`.
 pub struct OtherWorld;
 
 impl Guest for OtherWorld {
