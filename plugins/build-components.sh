@@ -10,9 +10,12 @@
 #   T/wasm32-wasip2/release/replicaset_plugin.wasm               cargo build --target wasm32-wasip2
 #   T/wasm32-wasip1/release/replicaset_plugin.wasm               cargo component build (if installed)
 #   T/v2/wasm32-wasip2/release/replicaset_plugin.wasm            --features v2 (hot-swap tests)
+#   T/contract-0-1/wasm32-wasip2/release/replicaset_plugin.wasm  --features contract-0-1 (0.1 compatibility)
 #   T/wasm32-wasip2/release/misbehaving_plugin.wasm
 #   T/always-trap/wasm32-wasip2/release/misbehaving_plugin.wasm  --features always-trap
 #   T/wasm32-wasip2/release/other_world_plugin.wasm
+#   T/plugins/replicaset-py.wasm     plugins/python/build.sh (componentize-py; if the venv is installed)
+#   T/plugins/replicaset-js.wasm     plugins/js/build.sh (componentize-js; if node_modules is installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
@@ -21,9 +24,21 @@ if [[ "${1:-}" != "--check" ]]; then
     # One package per invocation: features are never unified across them.
     cargo build --release --target wasm32-wasip2 -p replicaset-plugin
     cargo build --release --target wasm32-wasip2 -p replicaset-plugin --features v2 --target-dir "$T/v2"
+    cargo build --release --target wasm32-wasip2 -p replicaset-plugin --features contract-0-1 --target-dir "$T/contract-0-1"
     cargo build --release --target wasm32-wasip2 -p misbehaving-plugin
     cargo build --release --target wasm32-wasip2 -p misbehaving-plugin --features always-trap --target-dir "$T/always-trap"
     cargo build --release --target wasm32-wasip2 -p other-world-plugin
+    # Python and JavaScript: the toolchains tests/setup.sh installs.
+    if [[ -x "${WASM_OPERATOR_CACHE:-$HOME/.cache/wasm-operator}/venv-componentize-py-0.25.1/bin/componentize-py" ]]; then
+        plugins/python/build.sh "$T/plugins/replicaset-py.wasm" >/dev/null
+    else
+        echo "componentize-py not installed (plugins/python/toolchain.sh): skipping the Python plugin" >&2
+    fi
+    if [[ -x plugins/js/node_modules/.bin/componentize-js ]]; then
+        plugins/js/build.sh "$T/plugins/replicaset-js.wasm" >/dev/null
+    else
+        echo "componentize-js not installed (plugins/js/toolchain.sh): skipping the JavaScript plugin" >&2
+    fi
     if cargo component --version >/dev/null 2>&1; then
         cargo component build --release -p replicaset-plugin
     else
@@ -51,13 +66,19 @@ check() {
     printf 'ok %8d bytes  %s\n' "$(stat -c %s "$file")" "$file"
 }
 
-reconciler=jinghzhu:operator/reconciler@0.1.0
+reconciler=jinghzhu:operator/reconciler@0.2.0
 check "$T/wasm32-wasip2/release/replicaset_plugin.wasm" "$reconciler"
 if cargo component --version >/dev/null 2>&1 || [[ -f "$T/wasm32-wasip1/release/replicaset_plugin.wasm" ]]; then
     check "$T/wasm32-wasip1/release/replicaset_plugin.wasm" "$reconciler"
 fi
 check "$T/v2/wasm32-wasip2/release/replicaset_plugin.wasm" "$reconciler" "+v2"
+check "$T/contract-0-1/wasm32-wasip2/release/replicaset_plugin.wasm" jinghzhu:operator/reconciler@0.1.0
 check "$T/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler"
 check "$T/always-trap/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler" "+always-trap"
-check "$T/wasm32-wasip2/release/other_world_plugin.wasm" jinghzhu:operator/reconciler@0.2.0
+check "$T/wasm32-wasip2/release/other_world_plugin.wasm" jinghzhu:operator/reconciler@0.9.0
+for lang in py js; do
+    if [[ -f "$T/plugins/replicaset-$lang.wasm" ]]; then
+        check "$T/plugins/replicaset-$lang.wasm" jinghzhu:operator/reconciler@0.2.0 "replicaset-$lang"
+    fi
+done
 exit $status

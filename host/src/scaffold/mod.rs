@@ -1,4 +1,6 @@
-//! `wasm-operator new`: scaffolds a standalone plugin crate anywhere.
+//! `wasm-operator new`: scaffolds a standalone plugin crate anywhere; with
+//! `--lang python` or `--lang js` a Python or JavaScript project instead
+//! ([`languages`]).
 //!
 //! What it may import: `runtime/` (the WIT it embeds) and the shared
 //! types; only `cli.rs` sits above it.
@@ -22,6 +24,7 @@
 //!   the only choice without access to the git host.
 
 pub mod git;
+pub mod languages;
 pub mod lockfile;
 
 use std::path::{Component, Path, PathBuf};
@@ -29,7 +32,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
-use crate::runtime::bindings::WIT_PACKAGE;
+pub use languages::Lang;
+
+// The Rust SDK targets contract 0.2: the scaffold embeds that WIT.
+use crate::runtime::bindings::v2::WIT_PACKAGE;
 
 /// The SDK's package name.
 pub const SDK_PACKAGE: &str = "jinghzhu-plugin-sdk";
@@ -44,7 +50,7 @@ const CARGO_TOML: &str = include_str!("template/Cargo.toml.tmpl");
 const README: &str = include_str!("template/README.md.tmpl");
 const LIB_RS: &str = include_str!("template/lib.rs.tmpl");
 const GITIGNORE: &str = include_str!("template/gitignore");
-const WIT: &str = include_str!("../../../wit/operator.wit");
+const WIT: &str = include_str!("../../../wit/0.2/operator.wit");
 const FIXTURE_INPUT: &str = include_str!("template/fixtures/scale-up/input.yaml");
 const FIXTURE_EXPECTED: &str = include_str!("template/fixtures/scale-up/expected.yaml");
 const FIXTURE_NOW: &str = include_str!("template/fixtures/scale-up/now");
@@ -55,6 +61,10 @@ pub struct NewArgs {
     /// The plugin's crate name (lowercase letters, digits, `-` and `_`,
     /// starting with a letter). The `.wasm` file is named after it.
     pub name: String,
+    /// The language: a Rust crate, or a Python (componentize-py) or
+    /// JavaScript (componentize-js) project carrying its SDK.
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    pub lang: Lang,
     /// The directory to create (default: ./NAME). It must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub path: Option<PathBuf>,
@@ -107,6 +117,8 @@ pub struct Scaffold {
     pub dir: PathBuf,
     /// The SDK dependency.
     pub sdk: SdkSource,
+    /// The language.
+    pub lang: Lang,
 }
 
 /// Runs `wasm-operator new`.
@@ -126,7 +138,7 @@ pub fn run(args: NewArgs) -> Result<ExitCode> {
         git::init(&scaffold.dir)
     };
     println!("{}", git.describe());
-    if let SdkSource::Git { url, reference } = &scaffold.sdk {
+    if let (Lang::Rust, SdkSource::Git { url, reference }) = (scaffold.lang, &scaffold.sdk) {
         println!(
             "the SDK is a git dependency on {url} at {}: cargo fetches it on the first build (use --sdk-path DIR for a local checkout)",
             match reference {
@@ -136,6 +148,13 @@ pub fn run(args: NewArgs) -> Result<ExitCode> {
         );
     }
     let wasm_operator = this_binary();
+    if scaffold.lang != Lang::Rust {
+        println!(
+            "{}",
+            languages::next_steps(scaffold.lang, &scaffold.dir, &scaffold.name, &wasm_operator)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let wasm = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
     println!(
         "\n  cd {}\n  cargo build --release --target wasm32-wasip2   # or: cargo component build --release\n  cargo test\n  {wasm_operator} reconcile --plugin {wasm} --fixtures fixtures\n  cp {wasm} target/live.wasm   # the host runs a copy: replacing it swaps plugins\n  {wasm_operator} run --plugin target/live.wasm",
@@ -169,6 +188,14 @@ impl Scaffold {
     /// Checks the arguments and resolves the SDK source.
     pub fn from_args(args: &NewArgs) -> Result<Self> {
         check_name(&args.name)?;
+        if args.lang != Lang::Rust
+            && (args.sdk_path.is_some() || args.sdk_git.is_some() || args.sdk_rev.is_some())
+        {
+            bail!(
+                "--sdk-path, --sdk-git and --sdk-rev choose the Rust SDK crate: a --lang python or \
+                 --lang js project carries its SDK in sdk/"
+            );
+        }
         let dir = args
             .path
             .clone()
@@ -190,11 +217,18 @@ impl Scaffold {
             name: args.name.clone(),
             dir,
             sdk,
+            lang: args.lang,
         })
     }
 
     /// The files of the crate, as (relative path, contents).
     pub fn files(&self) -> Result<Vec<(PathBuf, String)>> {
+        let host_version = format!("wasm-operator {HOST_VERSION}");
+        match self.lang {
+            Lang::Python => return Ok(languages::python_files(&self.name, &host_version)),
+            Lang::Js => return Ok(languages::js_files(&self.name, &host_version)),
+            Lang::Rust => {}
+        }
         let crate_name = self.name.replace('-', "_");
         let (dependency, comment, note) = self.sdk_texts()?;
         let fill = |template: &str| {
@@ -329,6 +363,11 @@ impl Scaffold {
             }
             std::fs::write(&target, contents)
                 .with_context(|| format!("writing {}", target.display()))?;
+            if languages::is_executable(path) {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))
+                    .with_context(|| format!("making {} executable", target.display()))?;
+            }
         }
         if replace_empty_dir {
             std::fs::remove_dir(dir).with_context(|| format!("replacing {}", dir.display()))?;
@@ -484,6 +523,7 @@ mod tests {
             sdk_git: None,
             sdk_rev: None,
             no_git: false,
+            lang: Lang::Rust,
         };
         let files = Scaffold::from_args(&args)
             .and_then(|s| s.files())
@@ -512,6 +552,7 @@ mod tests {
             sdk_git: None,
             sdk_rev: None,
             no_git: false,
+            lang: Lang::Rust,
         };
         let scaffold = Scaffold::from_args(&args).expect("scaffold");
         let files = scaffold.files().expect("files");

@@ -174,6 +174,127 @@ fn run_build(
     Ok(artifact)
 }
 
+/// A plugin language other than Rust: the replicaset plugin of
+/// `plugins/python` or `plugins/js`, built by that directory's `build.sh`
+/// with the toolchain `tests/setup.sh` installs (componentize-py;
+/// componentize-js from `npm ci`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Language {
+    /// `plugins/python` (componentize-py 0.25.1).
+    Python,
+    /// `plugins/js` (componentize-js 0.23.0).
+    JavaScript,
+}
+
+impl Language {
+    /// Both, in the order tests use them.
+    pub const ALL: [Language; 2] = [Language::Python, Language::JavaScript];
+
+    /// The plugin's directory under `plugins/`.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::JavaScript => "js",
+        }
+    }
+
+    /// The name the plugin reports in `info()` (also the artifact's stem).
+    pub fn plugin_name(self) -> &'static str {
+        match self {
+            Language::Python => "replicaset-py",
+            Language::JavaScript => "replicaset-js",
+        }
+    }
+}
+
+/// Builds the replicaset plugin of `language` into
+/// `target/plugins/<plugin-name>.wasm` and returns the path; panics with the
+/// fix when the toolchain is missing. The build is skipped when the artifact
+/// is newer than every file of the SDK, the plugin, `wit/0.2` and the build
+/// script (a Python or JavaScript build takes several seconds).
+pub fn build_language(language: Language) -> PathBuf {
+    match try_build_language(language) {
+        Ok(path) => path,
+        Err(err) => panic!("{err}"),
+    }
+}
+
+/// Like [`build_language`], returning the error (remembered per process).
+pub fn try_build_language(language: Language) -> Result<PathBuf, BuildError> {
+    static BUILT: OnceLock<Mutex<HashMap<Language, Result<PathBuf, BuildError>>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    built
+        .entry(language)
+        .or_insert_with(|| run_language_build(language))
+        .clone()
+}
+
+/// The newest modification time of the files under `dir` (skipping
+/// `node_modules`, `build` and `__pycache__`).
+fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut latest = None;
+    let entries = std::fs::read_dir(dir).ok()?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if matches!(
+            name.to_str(),
+            Some("node_modules" | "build" | "__pycache__" | "types")
+        ) {
+            continue;
+        }
+        let time = if path.is_dir() {
+            newest(&path)
+        } else {
+            entry.metadata().and_then(|m| m.modified()).ok()
+        };
+        latest = latest.max(time);
+    }
+    latest
+}
+
+fn run_language_build(language: Language) -> Result<PathBuf, BuildError> {
+    let root = workspace_root();
+    let plugin_dir = root.join("plugins").join(language.dir());
+    let artifact = root
+        .join("target")
+        .join("plugins")
+        .join(format!("{}.wasm", language.plugin_name()));
+    let what = format!("{} ({})", language.plugin_name(), plugin_dir.display());
+    let artifact_time = std::fs::metadata(&artifact).and_then(|m| m.modified()).ok();
+    let sources = newest(&plugin_dir).max(newest(&root.join("wit").join("0.2")));
+    if artifact_time.is_some() && sources.is_some() && artifact_time >= sources {
+        return Ok(artifact);
+    }
+    let output = Command::new("bash")
+        .arg(plugin_dir.join("build.sh"))
+        .arg(&artifact)
+        .current_dir(&root)
+        .output()
+        .map_err(|err| BuildError {
+            what: what.clone(),
+            hint: "could not run bash".into(),
+            output: err.to_string(),
+        })?;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() || !artifact.is_file() {
+        let hint = if stderr.contains("run tests/setup.sh") {
+            "the toolchain is missing: run tests/setup.sh"
+        } else {
+            "see the build's output below"
+        };
+        return Err(BuildError {
+            what,
+            hint: hint.into(),
+            output: stderr,
+        });
+    }
+    Ok(artifact)
+}
+
 /// What to do about a failed build, from cargo's stderr.
 fn hint(stderr: &str) -> &'static str {
     if stderr.contains("no such command: `component`")

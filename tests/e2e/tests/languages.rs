@@ -1,0 +1,689 @@
+//! Plugins in Python and JavaScript (`plugins/python`, `plugins/js`, contract
+//! `jinghzhu:operator@0.2.0`) next to the Rust one:
+//! - each SDK's native unit tests (pytest; `node --test`) pass, on the same
+//!   golden fixtures as the Rust plugin;
+//! - each built component passes those fixtures and the idempotence check
+//!   through `wasm-operator reconcile`, and `--compare-with` the Rust
+//!   plugin shows no difference (and does show one against the `v2` build,
+//!   so the comparison can fail);
+//! - on the real control plane each language's plugin converges objects
+//!   with pods Running, and a recording of them compares the same with the
+//!   Rust plugin;
+//! - a live hot swap Rust → Python → JS → Rust (file source), with objects
+//!   scaled during each swap, ends with every object exact.
+//!
+//! The toolchains come from `tests/setup.sh` (a venv with componentize-py;
+//! `npm ci` of `plugins/js`); the components are built with
+//! `plugins/<lang>/build.sh` (`wasm_artifacts::build_language`). Components
+//! load through the default precompiled cache: Cranelift takes 10–40 s for
+//! a 12–18 MB component, once.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use wasm_artifacts::{Language, build_language, workspace_root};
+use wasm_operator::cli::execute_args;
+use wasm_operator::crd::Jinghzhu;
+use wasm_operator::runtime::digest_of;
+
+/// Runs `wasm-operator ARGS...` in-process on a blocking thread (with the
+/// default precompiled cache, so each component compiles once per machine).
+async fn wasm_operator(items: &[&str]) -> Result<ExitCode> {
+    let mut argv = vec!["wasm-operator".to_string()];
+    argv.extend(items.iter().map(|s| s.to_string()));
+    tokio::task::spawn_blocking(move || execute_args(argv)).await?
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap_or_default()
+}
+
+fn fixtures_dir() -> PathBuf {
+    workspace_root().join("plugins/replicaset/fixtures")
+}
+
+fn venv_python() -> PathBuf {
+    let cache = std::env::var_os("WASM_OPERATOR_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/wasm-operator")))
+        .unwrap_or_else(|| PathBuf::from(".cache/wasm-operator"));
+    cache.join("venv-componentize-py-0.25.1/bin/python")
+}
+
+/// Runs a native test suite and returns its output; fails with it when the
+/// suite fails or ran no test.
+fn run_suite(mut command: Command, what: &str, passed_line: &str) -> Result<String> {
+    let out = command
+        .output()
+        .with_context(|| format!("starting {what} (run tests/setup.sh)"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(out.status.success(), "{what} failed:\n{text}");
+    ensure!(
+        text.lines().any(|l| l.contains(passed_line)),
+        "{what} printed no `{passed_line}` line:\n{text}"
+    );
+    Ok(text)
+}
+
+#[test]
+fn python_sdk_and_plugin_unit_tests_pass_natively() -> Result<()> {
+    let mut pytest = Command::new(venv_python());
+    pytest
+        .args(["-m", "pytest"])
+        .current_dir(workspace_root().join("plugins/python"));
+    let text = run_suite(pytest, "pytest in plugins/python", " passed")?;
+    let summary = text.lines().rfind(|l| l.contains(" passed")).unwrap_or("");
+    println!("pytest: {summary}");
+    ensure!(!summary.contains("failed"), "{text}");
+    Ok(())
+}
+
+#[test]
+fn javascript_sdk_and_plugin_unit_tests_pass_natively() -> Result<()> {
+    let dir = workspace_root().join("plugins/js");
+    ensure!(
+        dir.join("node_modules/yaml").exists(),
+        "plugins/js/node_modules is missing: run tests/setup.sh (npm ci)"
+    );
+    let mut node = Command::new("node");
+    node.arg("--test").current_dir(&dir);
+    let text = run_suite(node, "node --test in plugins/js", "# pass ")?;
+    let pass = text
+        .lines()
+        .find(|l| l.starts_with("# pass "))
+        .unwrap_or("");
+    let fail = text
+        .lines()
+        .find(|l| l.starts_with("# fail "))
+        .unwrap_or("");
+    println!("node --test: {pass}, {fail}");
+    ensure!(fail == "# fail 0", "{text}");
+    ensure!(pass != "# pass 0", "node --test ran no test:\n{text}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_language_passes_the_fixtures_and_proposes_what_the_rust_plugin_does() -> Result<()> {
+    let rust = plugin("replicaset-plugin", &[]);
+    let rust_v2 = plugin("replicaset-plugin", &["v2"]);
+    let fixtures = fixtures_dir();
+    for language in Language::ALL {
+        let wasm = build_language(language);
+        let size = std::fs::metadata(&wasm)?.len();
+        println!(
+            "{}: {} ({size} bytes)",
+            language.plugin_name(),
+            wasm.display()
+        );
+        let checked = wasm_operator(&[
+            "reconcile",
+            "--plugin",
+            path(&wasm),
+            "--fixtures",
+            path(&fixtures),
+        ])
+        .await?;
+        ensure!(
+            checked == ExitCode::SUCCESS,
+            "{}: the golden fixtures or the idempotence check failed",
+            language.plugin_name()
+        );
+        let same = wasm_operator(&[
+            "reconcile",
+            "--plugin",
+            path(&wasm),
+            "--compare-with",
+            path(&rust),
+            "--fixtures",
+            path(&fixtures),
+        ])
+        .await?;
+        ensure!(
+            same == ExitCode::SUCCESS,
+            "{} proposes something else than the Rust plugin on some fixture",
+            language.plugin_name()
+        );
+        // The comparison can fail: v2 words its status messages differently.
+        let differs = wasm_operator(&[
+            "reconcile",
+            "--plugin",
+            path(&wasm),
+            "--compare-with",
+            path(&rust_v2),
+            "--fixtures",
+            path(&fixtures),
+        ])
+        .await?;
+        ensure!(
+            differs == ExitCode::from(1),
+            "{} compared the same as the v2 Rust build",
+            language.plugin_name()
+        );
+    }
+    Ok(())
+}
+
+/// The `reconciledBy` stamp of `jz`.
+fn reconciled_by(jz: &Jinghzhu) -> &str {
+    jz.status
+        .as_ref()
+        .and_then(|s| s.reconciled_by.as_deref())
+        .unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_language_converges_on_the_control_plane_and_matches_rust_on_a_recording() -> Result<()>
+{
+    let rust = plugin("replicaset-plugin", &[]);
+    for language in Language::ALL {
+        let wasm = build_language(language);
+        let digest = digest_of(&std::fs::read(&wasm)?);
+        let env = TestEnv::new(&format!("lang-{}", language.dir())).await?;
+        let host = RunningHost::start(&env, &wasm).await?;
+        env.create("web", 3, &[]).await?;
+        env.create("api", 1, &[]).await?;
+        env.wait_converged("web", 3, Duration::from_secs(120))
+            .await?;
+        env.wait_converged("api", 1, Duration::from_secs(120))
+            .await?;
+        env.scale("web", 1).await?;
+        env.scale("api", 2).await?;
+        let (web, _) = env
+            .wait_converged("web", 1, Duration::from_secs(120))
+            .await?;
+        let (api, pods) = env
+            .wait_converged("api", 2, Duration::from_secs(120))
+            .await?;
+        for jz in [&web, &api] {
+            ensure!(
+                reconciled_by(jz).starts_with(language.plugin_name())
+                    && reconciled_by(jz).contains(&digest[..19]),
+                "{} was reconciled by {:?}, not {}",
+                jz.name_any(),
+                reconciled_by(jz),
+                language.plugin_name()
+            );
+        }
+        ensure!(pods.len() == 2);
+        ensure!(
+            host.errors_by(&digest) == 0,
+            "{} failed some reconcile",
+            language.plugin_name()
+        );
+        println!(
+            "{}: converged web 3 -> 1 and api 1 -> 2 with pods Running ({} calls)",
+            language.plugin_name(),
+            host.calls_by(&digest)
+        );
+        host.stop().await;
+
+        // A recorded live cluster: the language's plugin and the Rust one
+        // propose the same on it.
+        let work = tempfile::TempDir::new()?;
+        let recorded = work.path().join("recorded");
+        let kubeconfig = env.control_plane.kubeconfig_path().to_path_buf();
+        let code = wasm_operator(&[
+            "record",
+            "-n",
+            &env.namespace,
+            "--all",
+            "--out",
+            path(&recorded),
+            "--kubeconfig",
+            path(&kubeconfig),
+        ])
+        .await?;
+        ensure!(code == ExitCode::SUCCESS, "record failed");
+        let cases = std::fs::read_dir(&recorded)?.count();
+        ensure!(cases == 2, "recorded {cases} cases, not 2");
+        let same = wasm_operator(&[
+            "reconcile",
+            "--plugin",
+            path(&wasm),
+            "--compare-with",
+            path(&rust),
+            "--fixtures",
+            path(&recorded),
+        ])
+        .await?;
+        ensure!(
+            same == ExitCode::SUCCESS,
+            "{} and the Rust plugin differ on the recorded cluster",
+            language.plugin_name()
+        );
+    }
+    Ok(())
+}
+
+/// Replaces `path` as `cp` onto a new inode does: a temporary file next to
+/// it, renamed over it.
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// Waits until every object has its `desired` live pods, all Running and
+/// Ready, a `Running` status, and a `reconciledBy` naming `digest`.
+async fn wait_exact(env: &TestEnv, desired: &[u32], digest: &str, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut behind = Vec::new();
+        for (i, want) in desired.iter().enumerate() {
+            let name = format!("jz-{i:02}");
+            let jz = env.jinghzhus().get(&name).await?;
+            let pods = env.live_pods(&name).await?;
+            let running = pods
+                .iter()
+                .filter(|p| e2e_tests::is_running_and_ready(p))
+                .count();
+            let ok = jz.spec.desired == *want
+                && pods.len() == *want as usize
+                && running == pods.len()
+                && jz.status.as_ref().is_some_and(|s| {
+                    s.state == "Running" && s.current == *want && s.ready_replicas == Some(*want)
+                })
+                && reconciled_by(&jz).contains(&digest[..19]);
+            if !ok {
+                behind.push(format!(
+                    "{name}: want {want}, {} live ({running} ready), by {:?}, status {:?}",
+                    pods.len(),
+                    reconciled_by(&jz),
+                    jz.status
+                        .as_ref()
+                        .map(|s| (&s.state, s.current, &s.message))
+                ));
+            }
+        }
+        if behind.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} object(s) not exact within {timeout:?}:\n{}",
+                behind.len(),
+                behind.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hot_swap_rust_python_js_rust_while_scaling_loses_no_event() -> Result<()> {
+    const OBJECTS: usize = 12;
+    let rust = std::fs::read(plugin("replicaset-plugin", &[]))?;
+    let python = std::fs::read(build_language(Language::Python))?;
+    let js = std::fs::read(build_language(Language::JavaScript))?;
+    let env = TestEnv::new("lang-swap").await?;
+    let dir = tempfile::tempdir()?;
+    let live = dir.path().join("plugin.wasm");
+    std::fs::write(&live, &rust)?;
+    let host = RunningHost::start_with(&env, HostOptions::file(&live)).await?;
+
+    let mut desired = vec![1u32; OBJECTS];
+    for (i, want) in desired.iter().enumerate() {
+        env.create(&format!("jz-{i:02}"), *want, &[]).await?;
+    }
+    wait_exact(&env, &desired, &digest_of(&rust), Duration::from_secs(180)).await?;
+
+    let steps = [("python", &python), ("js", &js), ("rust", &rust)];
+    for (step, (name, bytes)) in steps.iter().enumerate() {
+        let digest = digest_of(bytes);
+        let swapped = Instant::now();
+        replace_file(&live, bytes)?;
+        // Half the objects change while the swap is under way...
+        for (i, want) in desired.iter_mut().enumerate() {
+            if i % 2 == step % 2 {
+                *want = (*want + 1) % 4;
+                env.scale(&format!("jz-{i:02}"), *want).await?;
+            }
+        }
+        // (a cold precompiled cache makes the first swap to a language compile it)
+        wait_for(
+            &format!("{name} serving"),
+            Duration::from_secs(300),
+            || async { Ok(host.calls_by(&digest) > 0) },
+        )
+        .await?;
+        let serving = swapped.elapsed();
+        // ...and the other half once the new plugin serves.
+        for (i, want) in desired.iter_mut().enumerate() {
+            if i % 2 != step % 2 {
+                *want = (*want + 2) % 4;
+                env.scale(&format!("jz-{i:02}"), *want).await?;
+            }
+        }
+        wait_exact(&env, &desired, &digest, Duration::from_secs(180)).await?;
+        println!(
+            "swap to {name}: serving after {} ms, all {OBJECTS} objects exact after {} ms",
+            serving.as_millis(),
+            swapped.elapsed().as_millis()
+        );
+        ensure!(host.errors_by(&digest) == 0, "{name} failed some reconcile");
+    }
+    ensure!(
+        host.metrics.plugin_swaps.get() == 3,
+        "{} swaps, not 3",
+        host.metrics.plugin_swaps.get()
+    );
+    ensure!(host.errors_by(&digest_of(&rust)) == 0);
+    let total: u32 = desired.iter().sum();
+    let pods = env.pods().list(&Default::default()).await?.items;
+    let live = pods
+        .iter()
+        .filter(|p| wasm_operator::observed::is_live(p))
+        .count();
+    ensure!(
+        live == total as usize,
+        "{live} live pods, not the {total} desired"
+    );
+    // Nothing left to do: one more nudge changes nothing.
+    let patch = serde_json::json!({"metadata": {"annotations": {"nudge": "1"}}});
+    env.jinghzhus()
+        .patch("jz-00", &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_exact(&env, &desired, &digest_of(&rust), Duration::from_secs(30)).await?;
+    host.stop().await;
+    Ok(())
+}
+
+/// Runs `script` (with `args`) in `dir` and fails with its output unless it
+/// succeeds.
+fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("starting {program} in {}", dir.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        out.status.success(),
+        "{program} {args:?} in {} failed:\n{text}",
+        dir.display()
+    );
+    Ok(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_scaffolds_python_and_js_plugins_that_test_build_and_match_rust() -> Result<()> {
+    let rust = plugin("replicaset-plugin", &[]);
+    let work = tempfile::TempDir::new()?;
+    let cases: [(&str, &str, &str, &[&str]); 2] = [
+        ("python", "even-py", "./test.sh", &[]),
+        ("js", "even-js", "npm", &["test"]),
+    ];
+    for (lang, name, test, test_args) in cases {
+        let dir = work.path().join(name);
+        let code = wasm_operator(&["new", name, "--lang", lang, "--path", path(&dir)]).await?;
+        ensure!(code == ExitCode::SUCCESS, "new --lang {lang} failed");
+        // The toolchain tests/setup.sh installed (a warm cache: no download).
+        run_in(&dir, "./toolchain.sh", &[])?;
+        let tested = run_in(&dir, test, test_args)?;
+        ensure!(
+            tested.contains(" passed") || tested.contains("# pass "),
+            "{lang}: the scaffold's tests ran nothing:\n{tested}"
+        );
+        ensure!(
+            !tested.contains(" failed")
+                && !tested
+                    .lines()
+                    .any(|l| l.starts_with("# fail ") && l != "# fail 0"),
+            "{tested}"
+        );
+        run_in(&dir, "./build.sh", &[])?;
+        let wasm = dir.join("target").join(format!("{name}.wasm"));
+        ensure!(
+            wasm.is_file(),
+            "{lang}: build.sh wrote no {}",
+            wasm.display()
+        );
+        let fixtures = dir.join("fixtures");
+        let checked = wasm_operator(&[
+            "reconcile",
+            "--plugin",
+            path(&wasm),
+            "--fixtures",
+            path(&fixtures),
+        ])
+        .await?;
+        ensure!(
+            checked == ExitCode::SUCCESS,
+            "{lang}: its own fixture fails"
+        );
+        let same = wasm_operator(&[
+            "reconcile",
+            "--plugin",
+            path(&wasm),
+            "--compare-with",
+            path(&rust),
+            "--fixtures",
+            path(&fixtures_dir()),
+        ])
+        .await?;
+        ensure!(
+            same == ExitCode::SUCCESS,
+            "{lang}: the untouched scaffold proposes something else than the example plugin"
+        );
+        println!(
+            "new --lang {lang}: tests pass, {} bytes built, fixtures pass, same as Rust",
+            std::fs::metadata(&wasm)?.len()
+        );
+    }
+    Ok(())
+}
+
+/// A Jinghzhu with `n` owned pods, Running and Ready, and `desired` = `n`:
+/// the plugin reads every pod and proposes nothing (as the reconcile bench).
+fn steady_objects(n: usize) -> (Jinghzhu, Vec<k8s_openapi::api::core::v1::Pod>) {
+    use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    let mut jz = Jinghzhu::new(
+        "web",
+        wasm_operator::crd::JinghzhuSpec {
+            desired: n as u32,
+            template: None,
+        },
+    );
+    jz.metadata.namespace = Some("default".into());
+    jz.metadata.uid = Some("uid-web".into());
+    jz.metadata.generation = Some(1);
+    let pods = (0..n)
+        .map(|i| Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("web-{i:05}")),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-pod-{i}")),
+                labels: Some(
+                    [
+                        ("app.kubernetes.io/managed-by", "wasm-operator"),
+                        ("jinghzhu.io/owner", "web"),
+                    ]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+                ),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "jinghzhu.io/v1".into(),
+                    kind: "Jinghzhu".into(),
+                    name: "web".into(),
+                    uid: "uid-web".into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            }),
+        })
+        .collect();
+    (jz, pods)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[at.min(sorted.len() - 1)]
+}
+
+/// What each language costs the host, side by side in one run on the same
+/// inputs: component size, compile time (Cranelift, cache off), load time
+/// from a warm precompiled cache, a fresh instance + call with the input
+/// built from the objects and the output converted (`reconcile_blocking`,
+/// the host's per-reconcile path) at 10 and 100 pods (p50/p99), and the
+/// smallest memory cap a call runs under. Measure it in release:
+/// `cargo test --release -p e2e-tests --test languages costs -- --ignored --nocapture`
+/// (figures in docs/performance.md).
+#[test]
+#[ignore = "a measurement (minutes); run it in release, see the doc comment"]
+fn costs_per_language_side_by_side() -> Result<()> {
+    use wasm_operator::runtime::{Runtime, RuntimeConfig};
+    let calls: usize = std::env::var("LANG_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let plugins = [
+        ("rust", plugin("replicaset-plugin", &[])),
+        ("python", build_language(Language::Python)),
+        ("js", build_language(Language::JavaScript)),
+    ];
+    let cache = tempfile::TempDir::new()?;
+    let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+    println!(
+        "| plugin | component | compile | precompiled load | 10 pods p50 / p99 | 100 pods p50 / p99 | reused instance, 10 pods p50 | smallest memory cap |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (name, wasm) in &plugins {
+        let bytes = std::fs::read(wasm)?;
+        let uncached = Runtime::new(RuntimeConfig {
+            cache_dir: None,
+            ..RuntimeConfig::default()
+        })?;
+        let started = Instant::now();
+        drop(uncached.load(&bytes, name)?);
+        let compile = started.elapsed();
+
+        let cached_config = RuntimeConfig {
+            cache_dir: Some(cache.path().to_path_buf()),
+            ..RuntimeConfig::default()
+        };
+        let cached = Runtime::new(cached_config.clone())?;
+        drop(cached.load(&bytes, name)?);
+        let mut loads: Vec<Duration> = (0..7)
+            .map(|_| {
+                let started = Instant::now();
+                let plugin = cached.load(&bytes, name).expect("load from the cache");
+                let took = started.elapsed();
+                drop(plugin);
+                took
+            })
+            .collect();
+        loads.sort();
+        let plugin = cached.load(&bytes, name)?;
+
+        let mut cells = Vec::new();
+        for pods in [10, 100] {
+            let (jz, pods) = steady_objects(pods);
+            for _ in 0..20 {
+                plugin.reconcile_blocking(&jz, &pods, now)?;
+            }
+            let mut times: Vec<Duration> = (0..calls)
+                .map(|_| {
+                    let started = Instant::now();
+                    let out = plugin.reconcile_blocking(&jz, &pods, now).expect("call");
+                    let took = started.elapsed();
+                    assert!(out.create_pods.is_empty() && out.delete_pods.is_empty());
+                    took
+                })
+                .collect();
+            times.sort();
+            cells.push(format!(
+                "{:.0} µs / {:.0} µs",
+                percentile(&times, 0.5).as_secs_f64() * 1e6,
+                percentile(&times, 0.99).as_secs_f64() * 1e6
+            ));
+        }
+
+        // The floor: one kept instance called again and again (the host
+        // never does this; it shows what the fresh instance costs).
+        {
+            use wasm_operator::runtime::{PluginInput, block_on};
+            let (jz, pods) = steady_objects(10);
+            let input = plugin.input(&jz, &pods, now);
+            let mut reused = block_on(plugin.reusable_instance())??;
+            let mut times: Vec<Duration> = (0..calls)
+                .map(|_| {
+                    let started = Instant::now();
+                    let out = match &input {
+                        PluginInput::V0_2(input) => block_on(reused.call_reconcile_v2(input)),
+                        PluginInput::V0_1(input) => block_on(reused.call_reconcile(input)),
+                    };
+                    let took = started.elapsed();
+                    assert!(matches!(out, Ok(Ok(_))));
+                    took
+                })
+                .collect();
+            times.sort();
+            cells.push(format!(
+                "{:.0} µs",
+                percentile(&times, 0.5).as_secs_f64() * 1e6
+            ));
+        }
+
+        // The smallest cap (MiB) under which a 100-pod call still runs.
+        let (jz, pods) = steady_objects(100);
+        let runs_under = |mib: u64| -> bool {
+            let Ok(runtime) = Runtime::new(RuntimeConfig {
+                memory_limit_bytes: mib * 1024 * 1024,
+                ..cached_config.clone()
+            }) else {
+                return false;
+            };
+            runtime
+                .load(&bytes, name)
+                .ok()
+                .is_some_and(|p| p.reconcile_blocking(&jz, &pods, now).is_ok())
+        };
+        let (mut low, mut high) = (0u64, 64u64);
+        ensure!(runs_under(high), "{name} does not run under 64 MiB");
+        while high - low > 1 {
+            let mid = (low + high) / 2;
+            if runs_under(mid) {
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        println!(
+            "| {name} | {:.1} MB | {:.2} s | {:.2} ms | {} | {} | {} | {high} MiB |",
+            bytes.len() as f64 / 1e6,
+            compile.as_secs_f64(),
+            percentile(&loads, 0.5).as_secs_f64() * 1e3,
+            cells[0],
+            cells[1],
+            cells[2],
+        );
+    }
+    Ok(())
+}
