@@ -1,0 +1,389 @@
+//! Plugins from a real OCI registry (distribution, over TLS with basic
+//! auth), pushed with oras and signed with cosign, served by a host that
+//! verifies signatures before compiling, polls its tag, swaps, refuses what
+//! it must (naming the rule), and serves its local copy when the registry
+//! is down.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use kube::api::{Api, ObjectMeta, PostParams};
+use local_control_plane::registry::{LocalRegistry, RegistryOptions};
+use wasm_operator::hotswap::setup::PluginSource;
+use wasm_operator::hotswap::sources::{OciFirstRead, OciSource, read_oci};
+use wasm_operator::runtime::digest_of;
+use wasm_operator::sources::signature::{Threshold, VerificationPolicy};
+use wasm_operator::sources::{OciOptions, OciPuller, OciRef, rules};
+
+const REPO: &str = "plugins/replicaset";
+const POLL: Duration = Duration::from_secs(1);
+
+fn options(registry: &LocalRegistry, store: &Path, trusted: &Path) -> OciOptions {
+    OciOptions {
+        max_artifact_bytes: 1024 * 1024,
+        ca_files: vec![registry.ca_cert.clone()],
+        docker_config: Some(std::fs::read(registry.docker_config_file()).expect("docker config")),
+        store_dir: Some(store.to_path_buf()),
+        verification: Some(Arc::new(
+            VerificationPolicy::from_key_files(&[trusted.to_path_buf()], Threshold::All)
+                .expect("policy"),
+        )),
+        ..OciOptions::default()
+    }
+}
+
+fn source(
+    registry: &LocalRegistry,
+    options: OciOptions,
+    events_on: &ObjectReference,
+) -> anyhow::Result<OciSource> {
+    Ok(OciSource {
+        reference: OciRef::parse(&format!("oci://{}/{REPO}:live", registry.addr))?,
+        puller: OciPuller::new(options)?,
+        poll_interval: POLL,
+        events_on: Some(events_on.clone()),
+    })
+}
+
+/// The manifest digest `tag` names now.
+async fn digest_of_tag(registry: &LocalRegistry, tag: &str, opts: &OciOptions) -> String {
+    let reference = OciRef::parse(&format!("oci://{}/{REPO}:{tag}", registry.addr)).expect("ref");
+    OciPuller::new(opts.clone())
+        .expect("puller")
+        .resolve(&reference)
+        .await
+        .expect("resolves")
+}
+
+/// Waits for a refusal naming `rule` on `/status` and as a Warning Event.
+async fn wait_refusal(env: &TestEnv, host: &RunningHost, rule: &str) -> anyhow::Result<()> {
+    wait_for(
+        &format!("a refusal naming {rule}"),
+        Duration::from_secs(30),
+        || async {
+            let seen = host
+                .history
+                .lock()
+                .map(|h| {
+                    h.last_refusal
+                        .as_ref()
+                        .is_some_and(|r| r.outcome.contains(rule))
+                })
+                .unwrap_or(false);
+            let event = env
+                .events_on("ConfigMap", "oci-host")
+                .await?
+                .iter()
+                .any(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some("PluginRefused")
+                        && e.message.as_deref().is_some_and(|m| m.contains(rule))
+                });
+            Ok(seen && event)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<()> {
+    let env = TestEnv::new("oci").await?;
+    let registry = LocalRegistry::start(RegistryOptions {
+        basic_auth: Some(("pusher".into(), "s3cret".into())),
+    })?;
+    let keys = tempfile::tempdir()?;
+    let (trusted_dir, unknown_dir) = (keys.path().join("trusted"), keys.path().join("unknown"));
+    std::fs::create_dir_all(&trusted_dir)?;
+    std::fs::create_dir_all(&unknown_dir)?;
+    let (key, public) = registry.cosign_key_pair(&trusted_dir)?;
+    let (unknown_key, _) = registry.cosign_key_pair(&unknown_dir)?;
+    let store = tempfile::tempdir()?;
+    let opts = options(&registry, store.path(), &public);
+    // Refusals are recorded on this object (the host's Pod in a cluster).
+    let events_on = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some("oci-host".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await?;
+    let events_ref = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: Some("oci-host".into()),
+        namespace: Some(env.namespace.clone()),
+        uid: events_on.metadata.uid.clone(),
+        ..Default::default()
+    };
+
+    // v1: the CNCF layout, signed.
+    let (v1, v2) = (
+        plugin("replicaset-plugin", &[]),
+        plugin("replicaset-plugin", &["v2"]),
+    );
+    let (v1_digest, v2_digest) = (
+        digest_of(&std::fs::read(&v1)?),
+        digest_of(&std::fs::read(&v2)?),
+    );
+    registry.oras_push(&format!("{REPO}:live"), &v1, true)?;
+    let m1 = digest_of_tag(&registry, "live", &opts).await;
+    registry.cosign_sign(&key, REPO, &m1)?;
+
+    let mut host_options = HostOptions::file(&v1);
+    host_options.source =
+        PluginSource::Oci(Box::new(source(&registry, opts.clone(), &events_ref)?));
+    let host = RunningHost::start_with(&env, host_options).await?;
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, Duration::from_secs(60))
+        .await?;
+    assert!(host.calls_by(&v1_digest) > 0, "v1 from the registry serves");
+
+    // v2 under the same tag, a plain oras artifact: every object moves to v2.
+    registry.oras_push(&format!("{REPO}:live"), &v2, false)?;
+    let moved = Instant::now();
+    let m2 = digest_of_tag(&registry, "live", &opts).await;
+    registry.cosign_sign(&key, REPO, &m2)?;
+    wait_for("v2 reconciles", Duration::from_secs(30), || async {
+        Ok(host.calls_by(&v2_digest) > 0)
+    })
+    .await?;
+    println!(
+        "tag move (+ cosign sign) -> first v2 reconcile: {} ms (poll {} ms)",
+        moved.elapsed().as_millis(),
+        POLL.as_millis()
+    );
+    wait_for("web on v2", Duration::from_secs(60), || async {
+        let jz = env.jinghzhus().get("web").await?;
+        Ok(jz.status.is_some_and(|s| s.message.starts_with("[v2] ")))
+    })
+    .await?;
+
+    // v3 unsigned, then v3 signed by a key the host does not trust.
+    let v3 = plugin("misbehaving-plugin", &[]);
+    registry.oras_push(&format!("{REPO}:live"), &v3, false)?;
+    wait_refusal(&env, &host, rules::UNSIGNED).await?;
+    registry.oras_push(&format!("{REPO}:live"), &v3, true)?;
+    let m3 = digest_of_tag(&registry, "live", &opts).await;
+    registry.cosign_sign(&unknown_key, REPO, &m3)?;
+    // The unsigned refusal of this digest may come first: wait for the key's.
+    wait_refusal(&env, &host, rules::SIGNATURE).await?;
+    assert_eq!(
+        host.plugin.current().digest(),
+        v2_digest,
+        "v2 keeps serving"
+    );
+
+    // A signed artifact whose blob was changed in the registry's storage.
+    let work = tempfile::tempdir()?;
+    let fake = work.path().join("fake.wasm");
+    let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
+    bytes.extend((0..4096u32).map(|i| (i * 7 % 251) as u8));
+    std::fs::write(&fake, &bytes)?;
+    registry.oras_push(&format!("{REPO}:tampered"), &fake, false)?;
+    let m4 = digest_of_tag(&registry, "tampered", &opts).await;
+    registry.cosign_sign(&key, REPO, &m4)?;
+    let data = registry.blob_data_path(&digest_of(&bytes));
+    let mut stored = std::fs::read(&data)?;
+    stored[100] ^= 0xff; // same size, other bytes
+    std::fs::write(&data, &stored)?;
+    registry.oras_tag(&format!("{REPO}:tampered"), "live")?;
+    wait_refusal(&env, &host, rules::DIGEST_MISMATCH).await?;
+
+    // Over the 1 MiB cap: refused from the manifest, the blob never requested.
+    let big = work.path().join("big.wasm");
+    let mut bytes = b"\0asm".to_vec();
+    bytes.resize(2 * 1024 * 1024, 7);
+    std::fs::write(&big, &bytes)?;
+    registry.oras_push(&format!("{REPO}:big"), &big, false)?;
+    let m5 = digest_of_tag(&registry, "big", &opts).await;
+    registry.cosign_sign(&key, REPO, &m5)?;
+    let before = registry.log();
+    registry.oras_tag(&format!("{REPO}:big"), "live")?;
+    wait_refusal(&env, &host, rules::TOO_LARGE).await?;
+    let big_blob = digest_of(&bytes);
+    let after = registry.log();
+    assert!(
+        !after[before.len()..].contains(&format!("blobs/{big_blob}")),
+        "the host requested the over-size blob"
+    );
+    assert_eq!(host.plugin.current().digest(), v2_digest, "v2 still serves");
+
+    // The registry goes away; a restarted host serves v2 from its local copy.
+    host.stop().await;
+    let mut registry = registry;
+    registry.stop();
+    let mut host_options = HostOptions::file(&v1);
+    host_options.source =
+        PluginSource::Oci(Box::new(source(&registry, opts.clone(), &events_ref)?));
+    let host = RunningHost::start_with(&env, host_options).await?;
+    assert_eq!(
+        host.plugin.current().digest(),
+        v2_digest,
+        "the local copy serves"
+    );
+    env.scale("web", 3).await?;
+    env.wait_converged("web", 3, Duration::from_secs(60))
+        .await?;
+    assert!(host.calls_by(&v2_digest) > 0);
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_are_refused_with_a_clear_reason() -> anyhow::Result<()> {
+    let registry = LocalRegistry::start(RegistryOptions {
+        basic_auth: Some(("pusher".into(), "s3cret".into())),
+    })?;
+    let v1 = plugin("replicaset-plugin", &[]);
+    registry.oras_push(&format!("{REPO}:v1"), &v1, true)?;
+    let reference = OciRef::parse(&format!("oci://{}/{REPO}:v1", registry.addr))?;
+    let wrong = serde_json::json!({"auths": {registry.addr.clone(): {"username": "pusher", "password": "nope"}}});
+    for docker_config in [None, Some(wrong.to_string().into_bytes())] {
+        let source = OciSource {
+            reference: reference.clone(),
+            puller: OciPuller::new(OciOptions {
+                ca_files: vec![registry.ca_cert.clone()],
+                docker_config,
+                ..OciOptions::default()
+            })?,
+            poll_interval: POLL,
+            events_on: None,
+        };
+        match read_oci(&source).await {
+            OciFirstRead::Refused { error, .. } => {
+                assert_eq!(error.rule, rules::AUTH, "{error}");
+                assert!(error.message.contains("--oci-docker-config"), "{error}");
+            }
+            other => anyhow::bail!("expected an auth refusal, got {other:?}"),
+        }
+    }
+    // Without the CA the registry's certificate is not trusted: unreachable, said so.
+    let source = OciSource {
+        reference,
+        puller: OciPuller::new(OciOptions::default())?,
+        poll_interval: POLL,
+        events_on: None,
+    };
+    match read_oci(&source).await {
+        OciFirstRead::Missing(why) => assert!(why.contains("--oci-ca-file"), "{why}"),
+        other => anyhow::bail!("expected an unreachable registry, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasm_operator_push_makes_what_the_host_pulls_and_cosign_signs() -> anyhow::Result<()> {
+    let registry = LocalRegistry::start(RegistryOptions {
+        basic_auth: Some(("pusher".into(), "s3cret".into())),
+    })?;
+    let keys = tempfile::tempdir()?;
+    let (key, public) = registry.cosign_key_pair(keys.path())?;
+    let store = tempfile::tempdir()?;
+    let opts = options(&registry, store.path(), &public);
+    let v1 = plugin("replicaset-plugin", &[]);
+    // The command as an author runs it.
+    let reference = format!("oci://{}/{REPO}:pushed", registry.addr);
+    let args = [
+        "wasm-operator".to_string(),
+        "push".into(),
+        v1.display().to_string(),
+        reference.clone(),
+        "--oci-ca-file".into(),
+        registry.ca_cert.display().to_string(),
+        "--oci-docker-config".into(),
+        registry.docker_config_file().display().to_string(),
+    ];
+    tokio::task::spawn_blocking(move || wasm_operator::cli::execute_args(args)).await??;
+    let digest = digest_of_tag(&registry, "pushed", &opts).await;
+    registry.cosign_sign(&key, REPO, &digest)?;
+    let puller = OciPuller::new(opts)?;
+    let pulled = puller.pull(&OciRef::parse(&reference)?).await?;
+    assert_eq!(pulled.manifest_digest, digest);
+    assert_eq!(pulled.layer_digest, digest_of(&std::fs::read(&v1)?));
+    assert_eq!(pulled.verified_by.len(), 1);
+    // Pinned by digest, the same artifact.
+    let pinned = OciRef::parse(&format!("oci://{}/{REPO}@{digest}", registry.addr))?;
+    assert_eq!(puller.pull(&pinned).await?.bytes, pulled.bytes);
+    Ok(())
+}
+
+/// Tag move → first reconcile on the new plugin, 10 swaps between v1 and v2
+/// (signed, staged under their own tags, then `oras tag … live`), with a
+/// warm precompiled cache and with none (every swap compiles).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: cargo test -p e2e-tests --test oci measure -- --ignored --nocapture"]
+async fn measure_tag_move_to_first_reconcile() -> anyhow::Result<()> {
+    let env = TestEnv::new("oci-bench").await?;
+    let registry = LocalRegistry::start(RegistryOptions::default())?;
+    let keys = tempfile::tempdir()?;
+    let (key, public) = registry.cosign_key_pair(keys.path())?;
+    let (v1, v2) = (
+        plugin("replicaset-plugin", &[]),
+        plugin("replicaset-plugin", &["v2"]),
+    );
+    let digests = [
+        digest_of(&std::fs::read(&v1)?),
+        digest_of(&std::fs::read(&v2)?),
+    ];
+    let store = tempfile::tempdir()?;
+    let opts = options(&registry, store.path(), &public);
+    let stage = |tag: &str, wasm: &Path| -> anyhow::Result<()> {
+        registry.oras_push(&format!("{REPO}:{tag}"), wasm, true)?;
+        Ok(())
+    };
+    stage("live", &v1)?;
+    let m = digest_of_tag(&registry, "live", &opts).await;
+    registry.cosign_sign(&key, REPO, &m)?;
+    env.create("web", 1, &[]).await?;
+    let events_ref = ObjectReference::default();
+    let cache = tempfile::tempdir()?;
+    for (label, cache_dir) in [("warm", Some(cache.path().to_path_buf())), ("cold", None)] {
+        let mut host_options = HostOptions::file(&v1);
+        host_options.runtime.cache_dir = cache_dir;
+        host_options.source =
+            PluginSource::Oci(Box::new(source(&registry, opts.clone(), &events_ref)?));
+        let host = RunningHost::start_with(&env, host_options).await?;
+        env.wait_converged("web", 1, Duration::from_secs(60))
+            .await?;
+        let mut samples = Vec::new();
+        // The warm round first loads both plugins once, unmeasured.
+        let rounds = if label == "warm" { 12 } else { 10 };
+        for i in 0..rounds {
+            let target = (i + 1) % 2; // v2, v1, v2, …
+            let tag = format!("{label}-{i}");
+            stage(&tag, if target == 1 { &v2 } else { &v1 })?;
+            let m = digest_of_tag(&registry, &tag, &opts).await;
+            registry.cosign_sign(&key, REPO, &m)?;
+            let before = host.calls_by(&digests[target]);
+            registry.oras_tag(&format!("{REPO}:{tag}"), "live")?;
+            let moved = Instant::now();
+            while host.calls_by(&digests[target]) == before {
+                anyhow::ensure!(moved.elapsed() < Duration::from_secs(30), "no swap");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            if label == "cold" || i >= 2 {
+                samples.push(moved.elapsed().as_millis() as u64);
+            }
+        }
+        samples.sort_unstable();
+        println!(
+            "OCI tag move -> first reconcile on the new plugin ({label} precompiled cache, poll {} ms, \
+             {} swaps): p50 {} ms, min {} ms, max {} ms; all {samples:?}",
+            POLL.as_millis(),
+            samples.len(),
+            samples[samples.len() / 2],
+            samples[0],
+            samples[samples.len() - 1]
+        );
+        host.stop().await;
+    }
+    Ok(())
+}
