@@ -7,6 +7,7 @@
 
 pub mod default_template;
 pub mod incoming;
+pub mod plugin;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::{CustomResource, Resource};
@@ -160,10 +161,15 @@ fn non_negative_count_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sch
     })
 }
 
-/// The CRD as YAML, as `wasm-operator crd` prints it.
+/// The CRDs as YAML, as `wasm-operator crd` prints them: the Jinghzhu's,
+/// then the JinghzhuPlugin's ([`plugin`]), as two documents.
 pub fn crd_yaml() -> anyhow::Result<String> {
     use kube::CustomResourceExt;
-    Ok(serde_yaml::to_string(&Jinghzhu::crd())?)
+    Ok(format!(
+        "{}---\n{}",
+        serde_yaml::to_string(&Jinghzhu::crd())?,
+        serde_yaml::to_string(&plugin::JinghzhuPlugin::crd())?
+    ))
 }
 
 /// The `namespace/name` key of an object, as logs, Events and the workqueue
@@ -183,8 +189,13 @@ mod tests {
     #[test]
     fn examples_crd_yaml_is_the_generated_crd() {
         let generated = crd_yaml().expect("crd yaml");
-        // The kustomize base keeps a copy (kustomize loads no file outside its directory).
-        for file in ["examples/crd.yaml", "examples/deploy/crd.yaml"] {
+        // The kustomize base keeps a copy (kustomize loads no file outside its
+        // directory), and so does the Helm chart (its crds/ directory).
+        for file in [
+            "examples/crd.yaml",
+            "examples/deploy/crd.yaml",
+            "examples/deploy/helm/wasm-operator/crds/crd.yaml",
+        ] {
             let path = format!("{}/../{file}", env!("CARGO_MANIFEST_DIR"));
             let committed = std::fs::read_to_string(path).unwrap_or_default();
             assert!(

@@ -47,6 +47,9 @@ pub enum PluginSource {
         /// The key.
         key: String,
     },
+    /// An OCI artifact (`oci://…`), pulled, verified and polled (see
+    /// [`sources::OciSource`]).
+    Oci(Box<sources::OciSource>),
 }
 
 impl PluginSource {
@@ -70,6 +73,7 @@ impl PluginSource {
                 name,
                 key,
             } => format!("configmap:{namespace}/{name}#{key}"),
+            PluginSource::Oci(oci) => oci.reference.to_string(),
         }
     }
 }
@@ -108,11 +112,16 @@ pub async fn start(
     options: PluginOptions,
     metrics: Arc<Metrics>,
 ) -> Result<Plugins> {
-    let label = options.source.label();
+    let mut label = options.source.label();
     let history = Arc::new(Mutex::new(SwapHistory::default()));
     let seen_at = Instant::now();
+    // An OCI source: the object refusals are recorded on, the manifest
+    // digest handled at start, and a refusal before there were bytes.
+    let mut regarding = None;
+    let mut oci_initial = String::new();
+    let mut source_refusal: Option<(String, String)> = None;
     let configmap = match &options.source {
-        PluginSource::File(_) => None,
+        PluginSource::File(_) | PluginSource::Oci(_) => None,
         PluginSource::ConfigMap {
             namespace, name, ..
         } => Some((namespace.clone(), name.clone())),
@@ -127,6 +136,30 @@ pub async fn start(
             name,
             key,
         } => sources::read_configmap(client, namespace, name, key).await?,
+        PluginSource::Oci(oci) => {
+            regarding = oci.events_on.clone();
+            match sources::read_oci(oci).await {
+                sources::OciFirstRead::Pulled(pulled) => {
+                    oci_initial = pulled.manifest_digest.clone();
+                    label = pulled.reference;
+                    sources::FirstRead::Bytes(pulled.bytes)
+                }
+                sources::OciFirstRead::Missing(why) => sources::FirstRead::Missing(why),
+                sources::OciFirstRead::Refused { digest, error } => {
+                    // A signature may still come (cosign signs after the
+                    // push): the watcher looks at this digest again.
+                    let rule = error.rule();
+                    if rule != crate::sources::rules::UNSIGNED
+                        && rule != crate::sources::rules::SIGNATURE
+                    {
+                        oci_initial = digest.clone();
+                    }
+                    let reason = error.to_string();
+                    source_refusal = Some((digest, reason.clone()));
+                    sources::FirstRead::Missing(reason)
+                }
+            }
+        }
     };
     let (active, initial_digest) = match first {
         sources::FirstRead::Bytes(bytes) => {
@@ -152,6 +185,7 @@ pub async fn start(
                             reason: &refusal.to_string(),
                             seen_at,
                             keeping: None,
+                            regarding: regarding.as_ref(),
                         },
                         Some(client),
                         &metrics,
@@ -164,6 +198,28 @@ pub async fn start(
                     )
                 }
             }
+        }
+        sources::FirstRead::Missing(_) if source_refusal.is_some() => {
+            let (digest, reason) = source_refusal.take().unwrap_or_default();
+            swapper::refused(
+                Refused {
+                    source: &label,
+                    configmap: None,
+                    digest: if digest.is_empty() { &label } else { &digest },
+                    reason: &reason,
+                    seen_at,
+                    keeping: None,
+                    regarding: regarding.as_ref(),
+                },
+                Some(client),
+                &metrics,
+                &history,
+            )
+            .await;
+            (
+                ActivePlugin::empty(options.rollback.clone(), metrics.clone()),
+                String::new(),
+            )
         }
         sources::FirstRead::Missing(why) => {
             tracing::error!(
@@ -227,6 +283,7 @@ pub async fn start(
             name,
             key,
         } => sources::watch_configmap(client.clone(), namespace, name, key, initial_digest, tx),
+        PluginSource::Oci(oci) => sources::watch_oci(*oci, oci_initial, tx),
     }
     tokio::spawn(swapper::run(
         rx,

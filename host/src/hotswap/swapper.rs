@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::Api;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
@@ -72,6 +72,9 @@ pub struct Refused<'a> {
     pub source: &'a str,
     /// `(namespace, name)` of its ConfigMap, if that was the source.
     pub configmap: Option<&'a (String, String)>,
+    /// Another object to record the Warning Event on when the source is not
+    /// a ConfigMap (an OCI source's: the host's Pod, a `JinghzhuPlugin`).
+    pub regarding: Option<&'a ObjectReference>,
     /// Its digest.
     pub digest: &'a str,
     /// Why it was refused.
@@ -123,6 +126,15 @@ pub async fn refused(
             refusal.reason,
         )
         .await;
+    } else if let (Some(client), Some(regarding)) = (client, refusal.regarding) {
+        publish_refusal(
+            client,
+            regarding,
+            refusal.digest,
+            consequence,
+            refusal.reason,
+        )
+        .await;
     }
     let mut history = lock(history);
     if refusal.keeping.is_none() {
@@ -150,6 +162,26 @@ pub async fn run(
     history: Arc<Mutex<SwapHistory>>,
 ) {
     while let Some(candidate) = rx.recv().await {
+        if let Some(refusal) = &candidate.refusal {
+            // Refused by the source itself (an OCI artifact's signature,
+            // size, digest or credentials): nothing to vet.
+            refused(
+                Refused {
+                    source: &candidate.source,
+                    configmap: candidate.configmap.as_ref(),
+                    digest: &refusal.digest,
+                    reason: &refusal.reason,
+                    seen_at: candidate.seen_at,
+                    keeping: active.serving().map(|plugin| plugin.describe()),
+                    regarding: candidate.regarding.as_ref(),
+                },
+                client.as_ref(),
+                &metrics,
+                &history,
+            )
+            .await;
+            continue;
+        }
         let digest = digest_of(&candidate.bytes);
         let started = Instant::now();
         let outcome = vet(
@@ -197,6 +229,7 @@ pub async fn run(
                         reason: &refusal.to_string(),
                         seen_at: candidate.seen_at,
                         keeping: active.serving().map(|plugin| plugin.describe()),
+                        regarding: candidate.regarding.as_ref(),
                     },
                     client.as_ref(),
                     &metrics,
@@ -223,6 +256,17 @@ async fn record_refusal(
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let Ok(cm) = api.get(name).await else { return };
+    publish_refusal(client, &cm.object_ref(&()), digest, consequence, reason).await;
+}
+
+/// Records a `PluginRefused` Warning Event on `regarding`.
+async fn publish_refusal(
+    client: &Client,
+    regarding: &ObjectReference,
+    digest: &str,
+    consequence: &str,
+    reason: &str,
+) {
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -240,7 +284,7 @@ async fn record_refusal(
         action: "HotSwap".into(),
         secondary: None,
     };
-    if let Err(err) = recorder.publish(&event, &cm.object_ref(&())).await {
-        tracing::warn!(error = %err, "could not record the refusal Event on the ConfigMap");
+    if let Err(err) = recorder.publish(&event, regarding).await {
+        tracing::warn!(error = %err, "could not record the refusal Event");
     }
 }

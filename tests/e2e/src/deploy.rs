@@ -417,6 +417,57 @@ impl Kustomization {
     }
 }
 
+/// `examples/deploy/helm/wasm-operator`.
+pub fn helm_chart_dir() -> PathBuf {
+    deploy_dir().join("helm/wasm-operator")
+}
+
+/// `helm template RELEASE examples/deploy/helm/wasm-operator --namespace
+/// NAMESPACE --include-crds` with `args` (`--set …`, `--set-file …`), one
+/// YAML value per object; Helm is installed once ([`local_control_plane::binaries::ensure_helm`]).
+pub fn helm_template(
+    release: &str,
+    namespace: &str,
+    args: &[&str],
+) -> Result<Vec<serde_yaml::Value>> {
+    let helm = local_control_plane::binaries::ensure_helm()?;
+    let chart = helm_chart_dir();
+    let out = Command::new(&helm)
+        .args(["template", release])
+        .arg(&chart)
+        .args(["--namespace", namespace, "--include-crds"])
+        .args(args)
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("wasm-operator-helm-cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("wasm-operator-helm-config"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("wasm-operator-helm-data"),
+        )
+        .output()
+        .with_context(|| format!("running {}", helm.display()))?;
+    if !out.status.success() {
+        bail!(
+            "helm template failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8(out.stdout)?;
+    let mut objects = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)?;
+        if !value.is_null() {
+            objects.push(value);
+        }
+    }
+    Ok(objects)
+}
+
 /// kustomize writes `binaryData` as base64 broken into 70-character lines;
 /// the API server accepts that, k8s-openapi's decoder does not: join them.
 fn unwrap_binary_data(object: &mut serde_yaml::Value) {

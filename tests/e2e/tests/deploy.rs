@@ -810,3 +810,235 @@ async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
     println!("SUMMARY {results:?}; RSS leader {leader_rss:?} KiB, standby {standby_rss:?} KiB");
     Ok(())
 }
+
+/// The Helm chart, rendered with `helm template` and applied for real: the
+/// API server accepts every object (the CRDs, the JinghzhuPlugin, RBAC named
+/// after the release, the Deployment, with no restricted Pod Security
+/// warning), and the binary run as the chart's Deployment runs it (its
+/// environment, its ServiceAccount) serves the plugin the chart's
+/// JinghzhuPlugin names, reports it in the resource's status, and converges
+/// objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use wasm_operator::crd::plugin::JinghzhuPlugin;
+
+    let env = TestEnv::new("helm").await?;
+    let cp = env.control_plane;
+    let ns = env.namespace.clone();
+    let release = "e2e";
+    let plugin_path = replicaset();
+    let objects = e2e_tests::deploy::helm_template(
+        release,
+        &ns,
+        &[
+            "--set-file",
+            &format!("plugin.wasm={}", plugin_path.display()),
+            "--set",
+            &format!("plugin.resourceName={ns}"),
+            "--set",
+            "podPolicy.policy=restricted",
+            "--set",
+            "plugin.podPolicy=baseline",
+        ],
+    )?;
+    let kinds: BTreeSet<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    for kind in [
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "JinghzhuPlugin",
+    ] {
+        assert!(kinds.contains(kind), "no {kind} in the chart: {kinds:?}");
+    }
+    let configmap: ConfigMap = object_of(&objects, "ConfigMap")?;
+    let bytes = configmap
+        .binary_data
+        .as_ref()
+        .and_then(|d| d.get("plugin.wasm"))
+        .map(|b| b.0.clone())
+        .expect("plugin.wasm in binaryData");
+    let v1 = std::fs::read(&plugin_path)?;
+    assert_eq!(
+        digest_of(&bytes),
+        digest_of(&v1),
+        "--set-file keeps the bytes"
+    );
+
+    // Apply: the CRDs first (server-side, as `helm install` does from crds/), then the rest.
+    let dir = tempfile::TempDir::new()?;
+    let write = |file: &str, docs: Vec<&serde_yaml::Value>| -> anyhow::Result<String> {
+        let path = dir.path().join(file);
+        let text: Vec<String> = docs
+            .into_iter()
+            .map(serde_yaml::to_string)
+            .collect::<Result<_, _>>()?;
+        std::fs::write(&path, text.join("---\n"))?;
+        Ok(path.to_string_lossy().into_owned())
+    };
+    let (crds, rest): (Vec<_>, Vec<_>) = objects
+        .iter()
+        .partition(|o| o["kind"].as_str() == Some("CustomResourceDefinition"));
+    let crds = write("crds.yaml", crds)?;
+    let rest = write("rest.yaml", rest)?;
+    let apply = |file: &str| {
+        kubectl(
+            cp,
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager",
+                "helm-e2e",
+                "-f",
+                file,
+            ],
+        )
+    };
+    // The namespace warns about pod templates that are not restricted, as
+    // the kustomize base's namespace does.
+    let out = kubectl(
+        cp,
+        &[
+            "label",
+            "namespace",
+            &ns,
+            "pod-security.kubernetes.io/warn=restricted",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply(&crds)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/jinghzhuplugins.jinghzhu.io",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply(&rest)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the chart was refused:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for applied in [
+        "deployment.apps/e2e-wasm-operator",
+        "clusterrole.rbac.authorization.k8s.io/e2e-wasm-operator",
+        &format!("jinghzhuplugin.jinghzhu.io/{ns}"),
+    ] {
+        assert!(
+            stdout.contains(applied),
+            "{applied} missing from:\n{stdout}"
+        );
+    }
+
+    // The pod template meets the restricted profile (the namespace warns).
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("would violate PodSecurity"),
+        "the chart's Deployment breaks the restricted profile:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
+    let applied = deployments.get("e2e-wasm-operator").await?;
+    assert_eq!(applied.spec.and_then(|s| s.replicas), Some(2));
+
+    // The binary as the chart's Deployment runs it, with its ServiceAccount.
+    let deployment: Deployment = object_of(&objects, "Deployment")?;
+    let container = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .expect("a container");
+    let installed = Installed {
+        namespace: ns.clone(),
+        kubeconfig: cp
+            .kubeconfig_for_service_account(&ns, "e2e-wasm-operator")
+            .await?,
+        env: container.env.unwrap_or_default(),
+        args: container.args.unwrap_or_default(),
+        plugin_configmap: configmap.name_any(),
+    };
+    assert!(
+        installed
+            .env
+            .iter()
+            .any(|v| v.name == "WASM_OPERATOR_PLUGIN_RESOURCE" && v.value.as_deref() == Some(&ns)),
+        "the chart serves its JinghzhuPlugin"
+    );
+    // `WASM_OPERATOR_BIN` runs another build of the host (e.g. target/debug/wasm-operator).
+    let binary = std::env::var_os("WASM_OPERATOR_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(host_binary);
+    let mut host = ProcessHost::start(&binary, &installed, "helm-replica", &[])?;
+    wait_ready(&mut host).await?;
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+    let plugins: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    wait_for(
+        "the replica's entry in the JinghzhuPlugin status",
+        CONVERGE,
+        || async {
+            let status = plugins.get(&ns).await?.status.unwrap_or_default();
+            Ok(status.replicas.iter().any(|r| {
+                r.name == "helm-replica" && r.digest == digest_of(&v1) && r.state == "Serving"
+            }))
+        },
+    )
+    .await?;
+    // `kubectl get jinghzhuplugins` shows the digest and the state.
+    let out = kubectl(cp, &["get", "jinghzhuplugins", &ns])?;
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("DIGEST") && table.contains("STATE"),
+        "{table}"
+    );
+    assert!(
+        table.contains(&digest_of(&v1)) && table.contains("Serving"),
+        "{table}"
+    );
+    // A looser podPolicy than the host's is clamped, and the status says so.
+    let status = plugins.get(&ns).await?.status.unwrap_or_default();
+    let effective = status.effective_limits.expect("effectiveLimits");
+    assert_eq!(effective.pod_policy.as_deref(), Some("restricted"));
+    assert!(
+        effective.clamped.contains("looser"),
+        "{}",
+        effective.clamped
+    );
+
+    host.sigterm();
+    let _ = host.wait_exit(Duration::from_secs(30)).await;
+    // Cluster-scoped leftovers of this release.
+    let _ = plugins.delete(&ns, &Default::default()).await;
+    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
+        .delete("e2e-wasm-operator", &Default::default())
+        .await;
+    let _ = Api::<ClusterRole>::all(env.client.clone())
+        .delete("e2e-wasm-operator", &Default::default())
+        .await;
+    Ok(())
+}

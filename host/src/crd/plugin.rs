@@ -1,0 +1,464 @@
+//! The `JinghzhuPlugin` custom resource (`jinghzhu.io/v1`, cluster-scoped):
+//! which plugin a host serves, from where, pinned and verified how, within
+//! which limits; and, in its status, what every replica made of it.
+//!
+//! Its CRD is generated from these types (`wasm-operator crd`, after the
+//! Jinghzhu's) and kept identical to `examples/crd.yaml` and
+//! `examples/deploy/crd.yaml` by a test. The host that reads it lives in
+//! `plugin_resource/`; this module only says what the object looks like.
+//!
+//! The status is written by every replica with server-side apply under a
+//! field manager of its own (`wasm-operator/<replica>`): each owns its entry
+//! of `status.replicas` (a map list keyed by `name`), so replicas never
+//! overwrite each other's entries; the shared fields (conditions, digest,
+//! state) are the last writer's view.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Which plugin to serve and how to take it.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "jinghzhu.io",
+    version = "v1",
+    kind = "JinghzhuPlugin",
+    plural = "jinghzhuplugins",
+    shortname = "jzp",
+    status = "JinghzhuPluginStatus",
+    printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode"}"#,
+    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.digest"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Plugin","type":"string","priority":1,"jsonPath":".status.plugin"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct JinghzhuPluginSpec {
+    /// Where the component's bytes come from: exactly one of `oci`,
+    /// `configMap` or `file`.
+    pub source: PluginSourceSpec,
+    /// Only bytes with this digest may load (`sha256:` and 64 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "digest_schema")]
+    pub digest: Option<String>,
+    /// Signatures the bytes must carry (OCI sources only: a ConfigMap or a
+    /// file carries none, so a resource with both is refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationSpec>,
+    /// `active`: the plugin that reconciles. `shadow`: a candidate run
+    /// beside it on the same inputs, nothing of it applied. Must match how
+    /// the host names it (`--plugin-resource` or `--shadow-plugin-resource`).
+    #[serde(default)]
+    pub mode: PluginMode,
+    /// Sandbox limits for this plugin; the host's flags are the upper bound
+    /// (a larger value is clamped and the status says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<PluginLimitsSpec>,
+    /// The pod policy this plugin needs, within what the host allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_policy: Option<PodPolicySpec>,
+}
+
+/// Exactly one place the bytes come from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "[has(self.oci), has(self.configMap), has(self.file)].filter(x, x).size() == 1",
+    "message": "set exactly one of oci, configMap or file"
+}]))]
+pub struct PluginSourceSpec {
+    /// An OCI artifact (the CNCF Wasm layout, or a single `application/wasm`
+    /// layer), by tag or digest; a tag is polled and followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciSourceSpec>,
+    /// A key of a ConfigMap's `binaryData` (at most 1 MiB), watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSourceSpec>,
+    /// A file on the host's own filesystem (for development), watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileSourceSpec>,
+}
+
+/// An OCI reference.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciSourceSpec {
+    /// `REGISTRY/REPOSITORY:TAG` or `REGISTRY/REPOSITORY@sha256:…` (an
+    /// `oci://` prefix is accepted).
+    #[schemars(length(min = 1, max = 1024))]
+    pub reference: String,
+}
+
+/// A ConfigMap key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapSourceSpec {
+    /// Its namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    /// Its name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key in `binaryData` (or `data`); default `plugin.wasm`.
+    #[serde(default = "default_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn default_key() -> String {
+    "plugin.wasm".into()
+}
+
+/// A file path.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileSourceSpec {
+    /// An absolute path on the host.
+    #[schemars(length(min = 1, max = 4096))]
+    pub path: String,
+}
+
+/// Trusted keys and how many of them must have signed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationSpec {
+    /// The trusted public keys, each from a Secret.
+    #[schemars(length(min = 1, max = 32))]
+    pub keys: Vec<VerificationKeySpec>,
+    /// Which of them must have signed (default: any one of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<VerificationPolicySpec>,
+}
+
+/// One trusted key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationKeySpec {
+    /// Its name in the policy.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// The Secret holding the PEM public key (cosign's `cosign.pub`).
+    pub secret_ref: SecretKeyRef,
+}
+
+/// A key of a Secret.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Its namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    /// Its name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key in `data`; default `cosign.pub`.
+    #[serde(default = "default_public_key")]
+    pub key: String,
+}
+
+fn default_public_key() -> String {
+    "cosign.pub".into()
+}
+
+/// Kubewarden's policy shape: every key of `allOf`, and at least
+/// `minimumMatches` (default 1) of `anyOf`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationPolicySpec {
+    /// Keys (by name) that must all have signed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub all_of: Vec<String>,
+    /// Keys (by name) of which at least `minimumMatches` must have signed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub any_of: Vec<String>,
+    /// How many of `anyOf` must match (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "minimum_matches_schema")]
+    pub minimum_matches: Option<u32>,
+}
+
+/// How the host runs the plugin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PluginMode {
+    /// It reconciles.
+    #[default]
+    Active,
+    /// It runs beside the active plugin; nothing of it is applied.
+    Shadow,
+}
+
+impl std::fmt::Display for PluginMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Active => "active",
+            Self::Shadow => "shadow",
+        })
+    }
+}
+
+/// Sandbox limits asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginLimitsSpec {
+    /// Most milliseconds one reconcile call may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "timeout_ms_schema")]
+    pub timeout_ms: Option<u64>,
+    /// Most MiB of memory one instance may grow to.
+    #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "memory_mib_schema")]
+    pub memory_mib: Option<u64>,
+}
+
+/// The pod policy a plugin needs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodPolicySpec {
+    /// `template` (pods are the template), `restricted` or `baseline`
+    /// (plugin-written specs within that Pod Security profile), from the
+    /// strictest to the loosest. One looser than the host's
+    /// `--pod-policy` is clamped to it.
+    #[schemars(schema_with = "pod_policy_schema")]
+    pub policy: String,
+}
+
+/// What the host made of the resource.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JinghzhuPluginStatus {
+    /// The `metadata.generation` the last writer acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Resolved`, `Verified`, `Compiled`, `Serving`, `Refused`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<PluginCondition>,
+    /// The digest the last writer serves (`sha256:…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// `name@version` of that plugin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// One word: `Serving`, `Refused` (the newest bytes were refused; see
+    /// `lastRefusal`; an older plugin may still serve), `Pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// The limits in force after clamping to the host's flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_limits: Option<EffectiveLimits>,
+    /// The last bytes refused, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refusal: Option<PluginRefusal>,
+    /// What each replica serves: a rollout is visible here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "replicas_schema")]
+    pub replicas: Vec<ReplicaStatus>,
+}
+
+/// One condition (the shape of `metav1.Condition`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginCondition {
+    /// `Resolved`, `Verified`, `Compiled`, `Serving` or `Refused`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// A CamelCase word.
+    pub reason: String,
+    /// A sentence for humans.
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed (RFC 3339).
+    pub last_transition_time: String,
+    /// The generation it describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Limits after clamping.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveLimits {
+    /// Milliseconds per call.
+    #[schemars(schema_with = "count_schema")]
+    pub timeout_ms: u64,
+    /// MiB per instance.
+    #[serde(rename = "memoryMiB")]
+    #[schemars(schema_with = "count_schema")]
+    pub memory_mib: u64,
+    /// The pod policy in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_policy: Option<String>,
+    /// What was clamped, if anything (empty: the spec was within bounds).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub clamped: String,
+}
+
+/// A refused candidate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginRefusal {
+    /// Its digest (empty when no bytes were read).
+    #[serde(default)]
+    pub digest: String,
+    /// The rule that refused it (e.g. `plugin/digest-pin`).
+    pub rule: String,
+    /// Why.
+    pub message: String,
+    /// When (RFC 3339).
+    pub time: String,
+    /// The replica that refused it.
+    pub replica: String,
+}
+
+/// What one replica serves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaStatus {
+    /// The replica (its pod name, or its leader-election identity).
+    pub name: String,
+    /// The digest it serves (empty: nothing serves).
+    #[serde(default)]
+    pub digest: String,
+    /// `name@version` of that plugin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// Since when (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// `Serving`, `Refused` (keeps serving `digest`), `Pending`.
+    #[serde(default)]
+    pub state: String,
+    /// The generation it last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+fn digest_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "nullable": true,
+        "pattern": "^sha256:[0-9a-f]{64}$",
+        "description": "Only bytes with this digest may load (sha256: and 64 lower-case hex digits)."
+    })
+}
+
+/// An optional integer in `min..=max`; Kubernetes knows the integer
+/// formats `int32` and `int64` only, so no `uint64`.
+fn bounded(min: u64, max: u64, description: &str) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "integer",
+        "format": "int64",
+        "nullable": true,
+        "minimum": min,
+        "maximum": max,
+        "description": description
+    })
+}
+
+fn timeout_ms_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    bounded(1, 600_000, "Most milliseconds one reconcile call may run.")
+}
+
+fn memory_mib_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    bounded(1, 65_536, "Most MiB of memory one instance may grow to.")
+}
+
+fn minimum_matches_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    bounded(
+        1,
+        32,
+        "How many keys of anyOf must have signed (default 1).",
+    )
+}
+
+fn count_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "integer", "format": "int64", "minimum": 0 })
+}
+
+fn pod_policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["template", "restricted", "baseline"],
+        "description": "template, restricted or baseline (strictest first)."
+    })
+}
+
+fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut items = generator.subschema_for::<PluginCondition>();
+    inline(generator, &mut items);
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": 16,
+        "items": items,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"]
+    })
+}
+
+fn replicas_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut items = generator.subschema_for::<ReplicaStatus>();
+    inline(generator, &mut items);
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": 256,
+        "items": items,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"]
+    })
+}
+
+/// Replaces a `$ref` by the definition it names (a CRD schema has no refs).
+fn inline(generator: &schemars::SchemaGenerator, schema: &mut schemars::Schema) {
+    let Some(reference) = schema.get("$ref").and_then(|r| r.as_str()) else {
+        return;
+    };
+    let name = reference.rsplit('/').next().unwrap_or_default().to_string();
+    if let Some(definition) = generator.definitions().get(&name) {
+        *schema = schemars::Schema::try_from(definition.clone()).unwrap_or_default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configmap_resource_reads_with_defaults() {
+        let spec: JinghzhuPluginSpec = serde_json::from_value(serde_json::json!({
+            "source": {"configMap": {"namespace": "ops", "name": "plugin"}}
+        }))
+        .expect("spec");
+        let cm = spec.source.config_map.expect("configMap");
+        assert_eq!(cm.key, "plugin.wasm");
+        assert_eq!(spec.mode, PluginMode::Active);
+        assert!(spec.digest.is_none());
+    }
+
+    #[test]
+    fn status_lists_are_map_lists_for_server_side_apply() {
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(JinghzhuPlugin::crd()).expect("crd");
+        let status =
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+        let replicas = &status["properties"]["replicas"];
+        assert_eq!(replicas["x-kubernetes-list-type"], "map");
+        assert_eq!(replicas["x-kubernetes-list-map-keys"][0], "name");
+        assert_eq!(replicas["items"]["properties"]["name"]["type"], "string");
+        let conditions = &status["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-list-map-keys"][0], "type");
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        let source = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["source"];
+        assert!(
+            source["x-kubernetes-validations"][0]["rule"]
+                .as_str()
+                .is_some_and(|r| r.contains("size() == 1")),
+            "{source}"
+        );
+    }
+}

@@ -1,0 +1,238 @@
+//! Writing what one replica made of a `JinghzhuPlugin`: its conditions, its
+//! entry in `status.replicas`, the last refusal, with server-side apply
+//! under this replica's own field manager (`wasm-operator/<replica>`), and
+//! `PluginRefused` Warning Events on the resource.
+//!
+//! Each replica applies only its own entry of the `replicas` map list, so
+//! replicas never remove or overwrite each other's entries; the shared
+//! fields (conditions, digest, state) are applied with `force` and show the
+//! last writer's view. The entry of a replica that is gone stays (see
+//! docs/operating.md).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+
+use crate::crd::plugin::{
+    EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaStatus,
+};
+use crate::plugin_text;
+
+/// The condition types, in the order they are written.
+pub const CONDITION_TYPES: [&str; 5] = ["Resolved", "Verified", "Compiled", "Serving", "Refused"];
+
+/// Now, as Kubernetes writes times (RFC 3339, seconds).
+pub fn now() -> String {
+    serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now()))
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// What this replica serves, for its entry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Serving {
+    /// `sha256:…` (empty: nothing).
+    pub digest: String,
+    /// `name@version`.
+    pub plugin: Option<String>,
+}
+
+/// One replica's view of one resource, and how it writes it.
+pub struct StatusWriter {
+    api: Api<JinghzhuPlugin>,
+    client: Client,
+    name: String,
+    replica: String,
+    conditions: BTreeMap<&'static str, PluginCondition>,
+    serving: Serving,
+    since: Option<String>,
+    state: String,
+    generation: Option<i64>,
+    effective: Option<EffectiveLimits>,
+    last_refusal: Option<PluginRefusal>,
+}
+
+impl StatusWriter {
+    /// A writer for the resource `name` as replica `replica`.
+    pub fn new(client: Client, name: &str, replica: &str) -> Self {
+        Self {
+            api: Api::all(client.clone()),
+            client,
+            name: name.to_string(),
+            replica: replica.to_string(),
+            conditions: BTreeMap::new(),
+            serving: Serving::default(),
+            since: None,
+            state: "Pending".into(),
+            generation: None,
+            effective: None,
+            last_refusal: None,
+        }
+    }
+
+    /// The field manager of this replica.
+    pub fn manager(&self) -> String {
+        format!("wasm-operator/{}", self.replica)
+    }
+
+    /// Sets the generation the next write describes.
+    pub fn observe(&mut self, generation: Option<i64>) {
+        self.generation = generation;
+    }
+
+    /// Sets one condition; its transition time moves only when its status does.
+    pub fn set(&mut self, type_: &'static str, status: bool, reason: &str, message: &str) {
+        let status = if status { "True" } else { "False" };
+        let transition = match self.conditions.get(type_) {
+            Some(old) if old.status == status => old.last_transition_time.clone(),
+            _ => now(),
+        };
+        self.conditions.insert(
+            type_,
+            PluginCondition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message: plugin_text::escape_within(message, 1024),
+                last_transition_time: transition,
+                observed_generation: self.generation,
+            },
+        );
+    }
+
+    /// The one-word state of this replica.
+    pub fn set_state(&mut self, state: &str) {
+        self.state = state.to_string();
+    }
+
+    /// The limits in force.
+    pub fn set_effective(&mut self, effective: Option<EffectiveLimits>) {
+        self.effective = effective;
+    }
+
+    /// What this replica serves now; `since` moves when the digest does.
+    pub fn set_serving(&mut self, serving: Serving) {
+        if serving.digest != self.serving.digest || self.since.is_none() {
+            self.since = Some(now());
+        }
+        self.serving = serving;
+    }
+
+    /// Records a refusal (the last one is kept in the status).
+    pub fn set_refusal(&mut self, digest: &str, rule: &str, message: &str) {
+        self.last_refusal = Some(PluginRefusal {
+            digest: digest.to_string(),
+            rule: rule.to_string(),
+            message: plugin_text::escape_within(message, 1024),
+            time: now(),
+            replica: self.replica.clone(),
+        });
+    }
+
+    /// Applies this replica's view. Errors are logged, never fatal: the
+    /// status is a report, and the next outcome writes it again.
+    pub async fn write(&self) {
+        let status = serde_json::json!({
+            "observedGeneration": self.generation,
+            "conditions": CONDITION_TYPES
+                .iter()
+                .filter_map(|t| self.conditions.get(t))
+                .collect::<Vec<_>>(),
+            "digest": (!self.serving.digest.is_empty()).then_some(&self.serving.digest),
+            "plugin": self.serving.plugin,
+            "state": self.state,
+            "effectiveLimits": self.effective,
+            "lastRefusal": self.last_refusal,
+            "replicas": [ReplicaStatus {
+                name: self.replica.clone(),
+                digest: self.serving.digest.clone(),
+                plugin: self.serving.plugin.clone(),
+                since: self.since.clone(),
+                state: self.state.clone(),
+                observed_generation: self.generation,
+            }],
+        });
+        let body = serde_json::json!({
+            "apiVersion": "jinghzhu.io/v1",
+            "kind": "JinghzhuPlugin",
+            "metadata": { "name": self.name },
+            "status": strip_nulls(status),
+        });
+        let params = PatchParams::apply(&self.manager()).force();
+        if let Err(err) = self
+            .api
+            .patch_status(&self.name, &params, &Patch::Apply(&body))
+            .await
+        {
+            tracing::warn!(
+                resource = %self.name,
+                error = %err,
+                "could not write the JinghzhuPlugin status"
+            );
+        }
+    }
+
+    /// Records a `PluginRefused` Warning Event on the resource.
+    pub async fn warn(&self, resource: &JinghzhuPlugin, note: &str) {
+        let recorder = Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: "wasm-operator".into(),
+                instance: Some(self.replica.clone()),
+            },
+        );
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "PluginRefused".into(),
+            note: Some(plugin_text::escape_within(
+                note,
+                plugin_text::MAX_EVENT_NOTE,
+            )),
+            action: "HotSwap".into(),
+            secondary: None,
+        };
+        if let Err(err) = recorder.publish(&event, &resource.object_ref(&())).await {
+            tracing::warn!(error = %err, "could not record the refusal Event on the JinghzhuPlugin");
+        }
+    }
+}
+
+/// Drops `null` members (an apply would own them as nulls otherwise).
+fn strip_nulls(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, strip_nulls(v)))
+                .collect(),
+        ),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(strip_nulls).collect())
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nulls_are_dropped_at_every_depth() {
+        let value = serde_json::json!({"a": null, "b": [{"c": null, "d": 1}], "e": {"f": null}});
+        assert_eq!(
+            strip_nulls(value),
+            serde_json::json!({"b": [{"d": 1}], "e": {}})
+        );
+    }
+
+    #[test]
+    fn now_is_rfc3339() {
+        let t = now();
+        assert!(t.ends_with('Z') && t.contains('T'), "{t}");
+    }
+}

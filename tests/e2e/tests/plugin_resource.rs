@@ -1,0 +1,615 @@
+//! The `JinghzhuPlugin` resource on the real control plane: a host started
+//! with `--plugin-resource` (in-process, wired as `wasm-operator run` wires
+//! it) serves the plugin the resource names, reports conditions and the
+//! digest each replica serves in its status, follows ConfigMap and spec
+//! changes through the hot-swap path, refuses a broken plugin with a
+//! `Refused` condition and a Warning Event while the previous plugin keeps
+//! serving, and two replicas with leader election both show their entry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{CustomResourceExt, ResourceExt};
+use tokio::sync::{OnceCell, oneshot};
+use wasm_operator::controller::{self, ControllerConfig};
+use wasm_operator::crd::plugin::{
+    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginSourceSpec,
+};
+use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
+use wasm_operator::leader::{Elector, LeaderElectionConfig};
+use wasm_operator::plugin_resource::{self, ResourceOptions};
+use wasm_operator::runtime::{Runtime, RuntimeConfig, digest_of};
+use wasm_operator::sources::OciOptions;
+use wasm_operator::telemetry::metrics::Metrics;
+
+const CONVERGE: Duration = Duration::from_secs(90);
+const V2_PREFIX: &str = "[v2] ";
+
+fn v1() -> Vec<u8> {
+    std::fs::read(plugin("replicaset-plugin", &[])).expect("v1 plugin")
+}
+
+fn v2() -> Vec<u8> {
+    std::fs::read(plugin("replicaset-plugin", &["v2"])).expect("v2 plugin")
+}
+
+static PLUGIN_CRD: OnceCell<()> = OnceCell::const_new();
+
+/// Installs the JinghzhuPlugin CRD (once per process; idempotent across processes).
+async fn install_plugin_crd(env: &TestEnv) -> anyhow::Result<()> {
+    PLUGIN_CRD
+        .get_or_try_init(|| async {
+            let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+            let crd = JinghzhuPlugin::crd();
+            crds.patch(
+                &crd.name_any(),
+                &PatchParams::apply("e2e-tests").force(),
+                &Patch::Apply(&crd),
+            )
+            .await?;
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+            )
+            .await??;
+            anyhow::Ok(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// A JinghzhuPlugin named after the test's namespace (the resource is
+/// cluster-scoped; namespaces are unique) with a ConfigMap source.
+fn resource(env: &TestEnv, configmap: &str) -> JinghzhuPlugin {
+    JinghzhuPlugin::new(
+        &env.namespace,
+        JinghzhuPluginSpec {
+            source: PluginSourceSpec {
+                config_map: Some(ConfigMapSourceSpec {
+                    namespace: env.namespace.clone(),
+                    name: configmap.into(),
+                    key: "plugin.wasm".into(),
+                }),
+                ..PluginSourceSpec::default()
+            },
+            ..JinghzhuPluginSpec::default()
+        },
+    )
+}
+
+async fn create_configmap(env: &TestEnv, name: &str, bytes: Vec<u8>) -> anyhow::Result<()> {
+    Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
+        .create(&PostParams::default(), &plugin_configmap(name, bytes))
+        .await?;
+    Ok(())
+}
+
+async fn replace_configmap(env: &TestEnv, name: &str, bytes: Vec<u8>) -> anyhow::Result<()> {
+    Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
+        .replace(name, &PostParams::default(), &{
+            let mut cm = plugin_configmap(name, bytes);
+            cm.metadata.resource_version = None;
+            cm
+        })
+        .await?;
+    Ok(())
+}
+
+/// A host serving the resource, as `run --plugin-resource` does (optionally
+/// electing a leader on a Lease in the test's namespace).
+struct ResourceHost {
+    active: Arc<ActivePlugin>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    elector: Option<Elector>,
+}
+
+impl ResourceHost {
+    async fn start(env: &TestEnv, name: &str, replica: &str, elect: bool) -> anyhow::Result<Self> {
+        Self::start_with(env, name, replica, elect, None).await
+    }
+
+    async fn start_with(
+        env: &TestEnv,
+        name: &str,
+        replica: &str,
+        elect: bool,
+        oci: Option<(OciOptions, Duration)>,
+    ) -> anyhow::Result<Self> {
+        let metrics = Arc::new(Metrics::default());
+        let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
+        let plugins = plugin_resource::start(
+            &env.client,
+            runtime,
+            ResourceOptions {
+                name: name.to_string(),
+                shadow: None,
+                replica: replica.to_string(),
+                shadow_queue: 8,
+                rollback: RollbackPolicy::default(),
+                pod_policy: Default::default(),
+                oci,
+            },
+            metrics.clone(),
+        )
+        .await?;
+        let mut config = ControllerConfig {
+            namespace: Some(env.namespace.clone()),
+            ..ControllerConfig::default()
+        };
+        let elector = if elect {
+            let election = LeaderElectionConfig {
+                lease_name: "wasm-operator".into(),
+                namespace: env.namespace.clone(),
+                identity: replica.to_string(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            };
+            let (leadership, elector) = Elector::start(
+                env.client.clone(),
+                election,
+                metrics.leader_status_of("wasm-operator"),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?;
+            config.leadership = leadership;
+            Some(elector)
+        } else {
+            None
+        };
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(controller::run(
+            env.client.clone(),
+            plugins.active.clone(),
+            config,
+            metrics,
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        Ok(Self {
+            active: plugins.active,
+            shutdown: Some(tx),
+            task,
+            elector,
+        })
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
+        if let Some(elector) = self.elector.take() {
+            elector.release().await;
+        }
+    }
+}
+
+async fn status_of(env: &TestEnv, name: &str) -> anyhow::Result<JinghzhuPluginStatus> {
+    Ok(Api::<JinghzhuPlugin>::all(env.client.clone())
+        .get(name)
+        .await?
+        .status
+        .unwrap_or_default())
+}
+
+fn condition<'a>(status: &'a JinghzhuPluginStatus, type_: &str) -> Option<(&'a str, &'a str)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.as_str(), c.reason.as_str()))
+}
+
+/// Waits until every replica in `replicas` has an entry serving `digest`.
+async fn wait_replicas_on(
+    env: &TestEnv,
+    name: &str,
+    replicas: &[&str],
+    digest: &str,
+) -> anyhow::Result<JinghzhuPluginStatus> {
+    wait_for(
+        &format!("every replica of {replicas:?} serving {digest}"),
+        CONVERGE,
+        || async {
+            let status = status_of(env, name).await?;
+            Ok(replicas.iter().all(|r| {
+                status
+                    .replicas
+                    .iter()
+                    .any(|e| e.name == *r && e.digest == digest && e.state == "Serving")
+            }))
+        },
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("{err}"))?;
+    status_of(env, name).await
+}
+
+/// Warning Events `PluginRefused` recorded on the JinghzhuPlugin `name`
+/// (a cluster-scoped object's Events live in `default`).
+async fn refusals_on(env: &TestEnv, name: &str) -> anyhow::Result<Vec<String>> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("JinghzhuPlugin")
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("PluginRefused")
+        })
+        .filter_map(|e| e.message)
+        .collect())
+}
+
+async fn delete_resource(env: &TestEnv, name: &str) {
+    let _ = Api::<JinghzhuPlugin>::all(env.client.clone())
+        .delete(name, &Default::default())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_resource_serves_and_follows_configmap_and_spec_changes() -> anyhow::Result<()>
+{
+    let env = TestEnv::new("jzp-serve").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let (v1, v2) = (v1(), v2());
+    create_configmap(&env, "plugin-v1", v1.clone()).await?;
+    let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    api.create(&PostParams::default(), &resource(&env, "plugin-v1"))
+        .await?;
+    let host = ResourceHost::start(&env, &name, "replica-a", false).await?;
+
+    // v1 serves: the conditions say so and the digest is the bytes'.
+    let status = wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v1)).await?;
+    assert_eq!(condition(&status, "Resolved"), Some(("True", "Resolved")));
+    assert_eq!(condition(&status, "Compiled"), Some(("True", "Compiled")));
+    assert_eq!(condition(&status, "Serving"), Some(("True", "Serving")));
+    assert_eq!(condition(&status, "Refused"), Some(("False", "Accepted")));
+    assert_eq!(status.digest.as_deref(), Some(digest_of(&v1).as_str()));
+    assert_eq!(status.state.as_deref(), Some("Serving"));
+    assert_eq!(status.observed_generation, Some(1));
+    assert!(status.replicas[0].since.is_some());
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+
+    // The ConfigMap's bytes move to v2: the replica follows, objects show it.
+    replace_configmap(&env, "plugin-v1", v2.clone()).await?;
+    wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v2)).await?;
+    let short_v2 = &digest_of(&v2)["sha256:".len().."sha256:".len() + 12];
+    env.scale("web", 3).await?;
+    wait_for("web reconciled by v2", CONVERGE, || async {
+        let jz = env.jinghzhus().get("web").await?;
+        Ok(jz.status.is_some_and(|s| {
+            s.message.starts_with(V2_PREFIX)
+                && s.reconciled_by
+                    .as_deref()
+                    .is_some_and(|by| by.contains(short_v2))
+                && s.current == 3
+        }))
+    })
+    .await?;
+
+    // The spec moves to another ConfigMap holding v1, pinned: a new
+    // generation through the same path.
+    create_configmap(&env, "plugin-other", v1.clone()).await?;
+    let patch = serde_json::json!({"spec": {
+        "source": {"configMap": {"namespace": env.namespace, "name": "plugin-other", "key": "plugin.wasm"}},
+        "digest": digest_of(&v1),
+    }});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let status = wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v1)).await?;
+    assert_eq!(status.observed_generation, Some(2));
+    assert_eq!(
+        condition(&status, "Verified"),
+        Some(("True", "DigestPinned"))
+    );
+    let short_v1 = &digest_of(&v1)["sha256:".len().."sha256:".len() + 12];
+    wait_for("web reconciled by v1 again", CONVERGE, || async {
+        let jz = env.jinghzhus().get("web").await?;
+        Ok(jz.status.is_some_and(|s| {
+            !s.message.starts_with(V2_PREFIX)
+                && s.reconciled_by
+                    .as_deref()
+                    .is_some_and(|by| by.contains(short_v1))
+        }))
+    })
+    .await?;
+    env.wait_converged("web", 3, CONVERGE).await?;
+    host.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_plugin_is_refused_on_the_resource_and_the_previous_keeps_serving()
+-> anyhow::Result<()> {
+    let env = TestEnv::new("jzp-refuse").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let v1 = v1();
+    create_configmap(&env, "plugin", v1.clone()).await?;
+    let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    api.create(&PostParams::default(), &resource(&env, "plugin"))
+        .await?;
+    let host = ResourceHost::start(&env, &name, "replica-a", false).await?;
+    wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v1)).await?;
+
+    // Not a component: refused by the load rule, v1 keeps serving.
+    let broken = b"\0asm\x0d\0\x01\0 truncated".to_vec();
+    replace_configmap(&env, "plugin", broken.clone()).await?;
+    wait_for("the Refused condition", CONVERGE, || async {
+        let status = status_of(&env, &name).await?;
+        Ok(condition(&status, "Refused") == Some(("True", "Load")))
+    })
+    .await?;
+    let status = status_of(&env, &name).await?;
+    assert_eq!(condition(&status, "Compiled"), Some(("False", "Load")));
+    assert_eq!(condition(&status, "Serving"), Some(("True", "Serving")));
+    assert_eq!(status.state.as_deref(), Some("Refused"));
+    let refusal = status.last_refusal.clone().expect("lastRefusal");
+    assert_eq!(refusal.rule, "plugin/load");
+    assert_eq!(refusal.digest, digest_of(&broken));
+    assert_eq!(refusal.replica, "replica-a");
+    let entry = &status.replicas[0];
+    assert_eq!(entry.digest, digest_of(&v1), "v1 keeps serving");
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
+        Some(digest_of(&v1))
+    );
+    wait_for(
+        "a PluginRefused Warning naming the rule",
+        CONVERGE,
+        || async {
+            Ok(refusals_on(&env, &name)
+                .await?
+                .iter()
+                .any(|m| m.contains("rule plugin/load") && m.contains(&digest_of(&broken))))
+        },
+    )
+    .await?;
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+
+    // A pin, then bytes the pin does not match: refused by the pin rule
+    // (the pin first, so v2 is never offered unpinned).
+    let pin = format!("sha256:{}", "0".repeat(64));
+    let patch = serde_json::json!({"spec": {"digest": pin}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let v2 = v2();
+    replace_configmap(&env, "plugin", v2.clone()).await?;
+    wait_for("the pin refusal of v2", CONVERGE, || async {
+        let status = status_of(&env, &name).await?;
+        Ok(condition(&status, "Refused") == Some(("True", "DigestPin"))
+            && condition(&status, "Verified") == Some(("False", "DigestPin"))
+            && status
+                .last_refusal
+                .is_some_and(|r| r.digest == digest_of(&v2) && r.rule == "plugin/digest-pin"))
+    })
+    .await?;
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
+        Some(digest_of(&v1))
+    );
+
+    // A mode the flag does not match: refused by the mode rule.
+    let patch = serde_json::json!({"spec": {"mode": "shadow", "digest": null}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    wait_for("the mode refusal", CONVERGE, || async {
+        Ok(refusals_on(&env, &name)
+            .await?
+            .iter()
+            .any(|m| m.contains("rule resource/mode")))
+    })
+    .await?;
+    // Exactly one source: the API server refuses two.
+    let mut two = resource(&env, "plugin");
+    two.metadata.name = Some(format!("{name}-two"));
+    two.spec.source.file = Some(wasm_operator::crd::plugin::FileSourceSpec {
+        path: "/tmp/p.wasm".into(),
+    });
+    let err = api
+        .create(&PostParams::default(), &two)
+        .await
+        .expect_err("two sources");
+    assert!(err.to_string().contains("exactly one"), "{err}");
+    host.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_with_leader_election_each_show_the_digest_they_serve() -> anyhow::Result<()> {
+    let env = TestEnv::new("jzp-replicas").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let (v1, v2) = (v1(), v2());
+    create_configmap(&env, "plugin", v1.clone()).await?;
+    Api::<JinghzhuPlugin>::all(env.client.clone())
+        .create(&PostParams::default(), &resource(&env, "plugin"))
+        .await?;
+    let a = ResourceHost::start(&env, &name, "replica-a", true).await?;
+    let b = ResourceHost::start(&env, &name, "replica-b", true).await?;
+    let status =
+        wait_replicas_on(&env, &name, &["replica-a", "replica-b"], &digest_of(&v1)).await?;
+    assert_eq!(status.replicas.len(), 2, "{:?}", status.replicas);
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+
+    // A new plugin reaches both replicas, leader and standby, each entry on its own.
+    replace_configmap(&env, "plugin", v2.clone()).await?;
+    let status =
+        wait_replicas_on(&env, &name, &["replica-a", "replica-b"], &digest_of(&v2)).await?;
+    assert_eq!(status.replicas.len(), 2, "{:?}", status.replicas);
+    env.scale("web", 3).await?;
+    wait_for("web reconciled by v2", CONVERGE, || async {
+        let jz = env.jinghzhus().get("web").await?;
+        Ok(jz
+            .status
+            .is_some_and(|s| s.message.starts_with(V2_PREFIX) && s.current == 3))
+    })
+    .await?;
+    // Each entry is its own replica's: field managers per replica.
+    let managed = Api::<JinghzhuPlugin>::all(env.client.clone())
+        .get(&name)
+        .await?
+        .metadata
+        .managed_fields
+        .unwrap_or_default();
+    for replica in ["replica-a", "replica-b"] {
+        assert!(
+            managed
+                .iter()
+                .any(|m| m.manager.as_deref() == Some(&format!("wasm-operator/{replica}"))),
+            "no field manager for {replica}"
+        );
+    }
+    a.stop().await;
+    b.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_push_refused()
+-> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    use local_control_plane::registry::{LocalRegistry, RegistryOptions};
+    use wasm_operator::crd::plugin::{
+        OciSourceSpec, SecretKeyRef, VerificationKeySpec, VerificationSpec,
+    };
+
+    const REPO: &str = "plugins/replicaset";
+    let env = TestEnv::new("jzp-oci").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let registry = LocalRegistry::start(RegistryOptions {
+        basic_auth: Some(("pusher".into(), "s3cret".into())),
+    })?;
+    let keys = tempfile::tempdir()?;
+    let (key, public) = registry.cosign_key_pair(keys.path())?;
+    let (v1, v2) = (
+        plugin("replicaset-plugin", &[]),
+        plugin("replicaset-plugin", &["v2"]),
+    );
+    let (v1_digest, v2_digest) = (
+        digest_of(&std::fs::read(&v1)?),
+        digest_of(&std::fs::read(&v2)?),
+    );
+    let store = tempfile::tempdir()?;
+    let options = OciOptions {
+        ca_files: vec![registry.ca_cert.clone()],
+        docker_config: Some(std::fs::read(registry.docker_config_file())?),
+        store_dir: Some(store.path().to_path_buf()),
+        ..OciOptions::default()
+    };
+    registry.oras_push(&format!("{REPO}:live"), &v1, true)?;
+    let reference = format!("{}/{REPO}:live", registry.addr);
+    let m1 = wasm_operator::sources::OciPuller::new(options.clone())?
+        .resolve(&wasm_operator::sources::OciRef::parse(&format!(
+            "oci://{reference}"
+        ))?)
+        .await?;
+    registry.cosign_sign(&key, REPO, &m1)?;
+
+    // The trusted key, as a Secret the resource names.
+    let mut secret = Secret::default();
+    secret.metadata.name = Some("release-key".into());
+    secret.string_data = Some(std::collections::BTreeMap::from([(
+        "cosign.pub".to_string(),
+        std::fs::read_to_string(&public)?,
+    )]));
+    Api::<Secret>::namespaced(env.client.clone(), &env.namespace)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let mut resource = JinghzhuPlugin::new(
+        &name,
+        JinghzhuPluginSpec {
+            source: PluginSourceSpec {
+                oci: Some(OciSourceSpec {
+                    reference: reference.clone(),
+                }),
+                ..PluginSourceSpec::default()
+            },
+            verification: Some(VerificationSpec {
+                keys: vec![VerificationKeySpec {
+                    name: "release".into(),
+                    secret_ref: SecretKeyRef {
+                        namespace: env.namespace.clone(),
+                        name: "release-key".into(),
+                        key: "cosign.pub".into(),
+                    },
+                }],
+                policy: None,
+            }),
+            ..JinghzhuPluginSpec::default()
+        },
+    );
+    resource.metadata.name = Some(name.clone());
+    let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    api.create(&PostParams::default(), &resource).await?;
+    let host = ResourceHost::start_with(
+        &env,
+        &name,
+        "replica-a",
+        false,
+        Some((options, Duration::from_secs(1))),
+    )
+    .await?;
+
+    // v1, signed by the key in the Secret, serves.
+    let status = wait_replicas_on(&env, &name, &["replica-a"], &v1_digest).await?;
+    assert_eq!(condition(&status, "Verified"), Some(("True", "Signed")));
+    let verified = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Verified")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(verified.contains("release"), "{verified}");
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+
+    // v2 pushed under the same tag, unsigned: refused, v1 keeps serving.
+    registry.oras_push(&format!("{REPO}:live"), &v2, true)?;
+    wait_for("the unsigned v2 refused", CONVERGE, || async {
+        let status = status_of(&env, &name).await?;
+        Ok(condition(&status, "Refused") == Some(("True", "Unsigned"))
+            && condition(&status, "Verified") == Some(("False", "Unsigned")))
+    })
+    .await?;
+    wait_for(
+        "a PluginRefused Warning naming oci/unsigned",
+        CONVERGE,
+        || async {
+            Ok(refusals_on(&env, &name)
+                .await?
+                .iter()
+                .any(|m| m.contains("rule oci/unsigned")))
+        },
+    )
+    .await?;
+    let status = status_of(&env, &name).await?;
+    assert_eq!(status.replicas[0].digest, v1_digest, "v1 keeps serving");
+    assert_ne!(v1_digest, v2_digest);
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
+        Some(v1_digest)
+    );
+    host.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
