@@ -17,15 +17,24 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "wasm-operator";
 /// Label naming the pod's Jinghzhu (informational; ownership is the ownerReference).
 pub const OWNER_LABEL: &str = "jinghzhu.io/owner";
+/// Shard label (`<shard>-of-<count>`, see `shards::hash`): the host keeps it
+/// on Jinghzhus when sharding, and a pod copies its owner's at create.
+pub const SHARD_LABEL: &str = "jinghzhu.io/shard";
 /// The label selector of the pod watch.
 pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=wasm-operator";
 
 /// The labels the host adds to a pod of `jz` (they win over the plugin's).
 pub fn operator_labels(jz: &Jinghzhu) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let mut labels = BTreeMap::from([
         (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
         (OWNER_LABEL.to_string(), jz.name_any()),
-    ])
+    ]);
+    // A sharded host reconciles only objects whose shard label it has
+    // checked, so the pod lands in its owner's shard from the start.
+    if let Some(shard) = jz.labels().get(SHARD_LABEL) {
+        labels.insert(SHARD_LABEL.to_string(), shard.clone());
+    }
+    labels
 }
 
 /// The controller ownerReference of a pod of `jz`: the garbage collector

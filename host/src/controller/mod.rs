@@ -34,6 +34,16 @@
 //! watches and caches warm), but each reconcile first passes the
 //! [`LeaderGate`]: only the leader gets through, and is cancelled when its
 //! term ends (see [`crate::leader`]).
+//!
+//! Sharded ([`ControllerConfig::shards`], see [`crate::shards`]), the
+//! watches select the held shards only and restart when they change
+//! ([`watch::selected`]); [`shard_sync`] turns a newly taken shard active
+//! once both caches show a list taken after the take, and re-queues
+//! everything then. A reconcile first checks the object's shard label (and
+//! fixes a wrong one instead of reconciling), then enters its shard
+//! ([`crate::shards::Shards::enter`]): an object of a shard this replica
+//! does not hold, or not yet, is skipped, and a running reconcile is
+//! cancelled when the hold ends.
 
 pub mod backoff;
 pub mod budget;
@@ -60,7 +70,9 @@ use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
 use crate::leader::Leadership;
 use crate::leader::catch_up::LeaderGate;
-use crate::ownership::MANAGED_BY_SELECTOR;
+use crate::ownership::{MANAGED_BY_SELECTOR, SHARD_LABEL};
+use crate::shards::Shards;
+use crate::shards::labeller::Labeller;
 use crate::telemetry::health::Health;
 use crate::telemetry::{event_writer, events, metrics};
 
@@ -114,6 +126,8 @@ pub struct ControllerConfig {
     pub leadership: Leadership,
     /// Heartbeat and cache state for the probes.
     pub health: Arc<Health>,
+    /// Sharded: the shards this replica holds (`None`: unsharded).
+    pub shards: Option<Shards>,
 }
 
 impl Default for ControllerConfig {
@@ -129,6 +143,7 @@ impl Default for ControllerConfig {
             reporter: "wasm-operator".to_string(),
             leadership: Leadership::always(),
             health: Arc::new(Health::default()),
+            shards: None,
         }
     }
 }
@@ -168,12 +183,36 @@ pub async fn run(
         budget: budget::WriteBudget::new(config.budget),
         own_writes: own_writes::OwnWrites::default(),
     });
+    let selection = config.shards.as_ref().map(|shards| {
+        tokio::sync::watch::Sender::new(watch::Selection {
+            generation: 0,
+            shards: Default::default(),
+            count: shards.count(),
+        })
+    });
     let watches = watch::Watches::start(
         &client,
         config.namespace.as_deref(),
         objects.clone(),
         events.clone(),
+        selection.as_ref().map(|s| s.subscribe()),
     );
+    // Sharded: label what lacks the label, and sync taken shards (both stop with this function).
+    let _shard_tasks = match (&config.shards, selection, &watches.synced) {
+        (Some(shards), Some(selection), Some(synced)) => {
+            let labeller = Labeller::start(&client, config.namespace.as_deref(), shards);
+            let sync = tokio::spawn(shard_sync(
+                shards.clone(),
+                selection,
+                synced.clone(),
+                labeller.ready(),
+                watches.jinghzhu_cache.clone(),
+                objects.clone(),
+            ));
+            Some((labeller, AbortOnDrop(sync)))
+        }
+        _ => None,
+    };
     let pods_api: Api<Pod> = match config.namespace.as_deref() {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -231,14 +270,29 @@ pub async fn run(
         let requeue_all = requeue_all.clone();
         move |()| requeue_all()
     });
+    let activations: futures::stream::BoxStream<'static, ()> = match &config.shards {
+        Some(shards) => shards
+            .activations()
+            .inspect({
+                let requeue_all = requeue_all.clone();
+                move |()| requeue_all()
+            })
+            .boxed(),
+        None => futures::stream::pending().boxed(),
+    };
     let acquisitions = config
         .leadership
         .acquisitions()
         .inspect(move |()| requeue_all());
+    let gate = Arc::new(match config.shards.clone() {
+        Some(shards) => Gate::Shards(shards),
+        None => Gate::Leader(gate),
+    });
     let results = Controller::for_stream(jinghzhus, watches.jinghzhu_cache)
         .reconcile_on(pod_triggers)
         .reconcile_all_on(swaps)
         .reconcile_all_on(acquisitions)
+        .reconcile_all_on(activations)
         .with_config(RuntimeConfig::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)
         .run(
@@ -265,18 +319,131 @@ pub async fn run(
 /// How long a stopping host spends recording the Events still queued.
 const EVENT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Runs a reconcile once this host leads, measured the way
-/// controller-runtime measures it; cancels it if the leadership term ends
-/// first (nothing it has not sent yet is sent; see [`crate::leader`]).
+/// How soon a reconcile refused for a lapse of an active shard's hold is retried.
+const SHARD_LAPSE_RETRY: Duration = Duration::from_secs(1);
+
+/// Who may reconcile: the leader (or the only host), or the holder of the
+/// object's shard.
+enum Gate {
+    Leader(Arc<LeaderGate>),
+    Shards(Shards),
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs a reconcile once this host may: it leads, or (sharded) it holds the
+/// object's shard and the object's label names it.
 async fn reconcile_when_leading(
     jz: Arc<Jinghzhu>,
     ctx: Arc<Context>,
-    gate: Arc<LeaderGate>,
+    gate: Arc<Gate>,
 ) -> Result<Action, reconcile::ReconcileError> {
-    let Some(mut term) = gate.enter().await else {
-        // Shutting down before this host ever led: nothing to do.
-        return Ok(Action::await_change());
-    };
+    match gate.as_ref() {
+        Gate::Leader(gate) => {
+            let Some(mut term) = gate.enter().await else {
+                // Shutting down before this host ever led: nothing to do.
+                return Ok(Action::await_change());
+            };
+            let lost = async {
+                term.lost().await;
+                Action::await_change()
+            };
+            measured(
+                jz,
+                ctx,
+                lost,
+                "leadership lost mid-reconcile; cancelled (the next leader reconciles it)",
+            )
+            .await
+        }
+        Gate::Shards(shards) => {
+            let key = watch::object_key(jz.as_ref());
+            let Some(uid) = jz.metadata.uid.clone() else {
+                return Ok(Action::await_change());
+            };
+            let shard = shards.shard_of(&uid);
+            let label = crate::shards::hash::label_value(shard, shards.count());
+            if jz.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL)) != Some(&label) {
+                fix_shard_label(&ctx, &jz, &label).await;
+                shards.metrics().skipped.inc();
+                return Ok(Action::await_change());
+            }
+            // Refused or cancelled while the shard is still active here (a
+            // renewal came back late): retry shortly. Otherwise its next
+            // holder, or this replica on taking it again, re-queues it.
+            let retry = |shards: &Shards| {
+                if shards.is_active_here(shard) {
+                    Action::requeue(SHARD_LAPSE_RETRY)
+                } else {
+                    Action::await_change()
+                }
+            };
+            let Some(guard) = shards.enter(shard) else {
+                shards.metrics().skipped.inc();
+                tracing::debug!(object = %key, shard, "not reconciled here: this replica does not hold the object's shard (or not yet)");
+                return Ok(retry(shards));
+            };
+            let lost = async {
+                guard.lost().await;
+                retry(shards)
+            };
+            measured(
+                jz,
+                ctx,
+                lost,
+                "shard lost mid-reconcile; cancelled (its holder reconciles it)",
+            )
+            .await
+        }
+    }
+}
+
+/// Writes the shard label the object's UID gives (a user copied another
+/// object's labels, or the shard count changed): its holder reconciles it
+/// once its watch sees it.
+async fn fix_shard_label(ctx: &Context, jz: &Jinghzhu, label: &str) {
+    let key = watch::object_key(jz);
+    let api: Api<Jinghzhu> = Api::namespaced(
+        ctx.client.clone(),
+        jz.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    let patch = serde_json::json!({
+        "metadata": { "labels": { SHARD_LABEL: label }, "uid": jz.metadata.uid }
+    });
+    let name = jz.metadata.name.clone().unwrap_or_default();
+    match api
+        .patch_metadata(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(object = %key, shard = label, "sharding: the object's shard label was wrong; rewritten (its holder reconciles it)")
+        }
+        Err(err) => {
+            tracing::warn!(object = %key, error = %err, "sharding: rewriting a wrong shard label failed; retried on the next event")
+        }
+    }
+}
+
+/// Runs a reconcile measured the way controller-runtime measures it;
+/// cancels it when `lost` resolves first (nothing it has not sent yet is
+/// sent; see [`crate::leader`]).
+async fn measured(
+    jz: Arc<Jinghzhu>,
+    ctx: Arc<Context>,
+    lost: impl std::future::Future<Output = Action>,
+    why: &'static str,
+) -> Result<Action, reconcile::ReconcileError> {
     let key = watch::object_key(jz.as_ref());
     let metrics = ctx.metrics.clone();
     let observation = metrics.reconcile_started(&key);
@@ -292,9 +459,9 @@ async fn reconcile_when_leading(
             });
             result
         }
-        () = term.lost() => {
-            tracing::warn!(object = %key, "leadership lost mid-reconcile; cancelled (the next leader reconciles it)");
-            Ok(Action::await_change())
+        action = lost => {
+            tracing::warn!(object = %key, "{why}");
+            Ok(action)
         }
     }
 }
@@ -321,4 +488,95 @@ fn spawn_readiness(watches: &watch::Watches, ctx: &Context, health: Arc<Health>)
             tracing::info!("caches synced: ready");
         }
     });
+}
+
+/// Sharded: restarts the watches when the held shards change, and turns a
+/// taken shard active once both caches show a list taken after the take
+/// (and, the first time, once the labeller has labelled what an unsharded
+/// host left unlabelled). Forgets what was kept for objects of shards
+/// handed over, and keeps the per-shard object gauge.
+async fn shard_sync(
+    shards: Shards,
+    selection: tokio::sync::watch::Sender<watch::Selection>,
+    synced: watch::Synced,
+    mut labelled: tokio::sync::watch::Receiver<bool>,
+    cache: kube::runtime::reflector::Store<Jinghzhu>,
+    objects: Arc<PerObject>,
+) {
+    use std::collections::BTreeSet;
+    if labelled.wait_for(|ready| *ready).await.is_err() {
+        tracing::warn!(
+            "sharding: the labeller stopped before its first pass; syncing shards anyway"
+        );
+    }
+    let mut changes = shards.subscribe();
+    let watch::Synced {
+        jinghzhus: mut jz_synced,
+        pods: mut pod_synced,
+    } = synced;
+    let mut generation = 0u64;
+    let mut current: BTreeSet<u32> = BTreeSet::new();
+    let mut restarted_at = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        let held = shards.held();
+        let want: BTreeSet<u32> = held.keys().copied().collect();
+        let stale = held.values().any(|(phase, _, acquired)| {
+            *phase == crate::shards::Phase::Syncing && *acquired > restarted_at
+        });
+        if want != current || stale {
+            // Gather the shards taken in the same round into one restart.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let held = shards.held();
+            let want: BTreeSet<u32> = held.keys().copied().collect();
+            for jz in cache.state() {
+                if let Some(uid) = jz.metadata.uid.as_deref()
+                    && !want.contains(&shards.shard_of(uid))
+                {
+                    objects.forget(uid);
+                }
+            }
+            generation += 1;
+            restarted_at = tokio::time::Instant::now();
+            current = want.clone();
+            selection.send_replace(watch::Selection {
+                generation,
+                shards: want,
+                count: shards.count(),
+            });
+            continue;
+        }
+        if *jz_synced.borrow_and_update() >= generation
+            && *pod_synced.borrow_and_update() >= generation
+        {
+            for (shard, (phase, term, acquired)) in &held {
+                if *phase == crate::shards::Phase::Syncing && *acquired <= restarted_at {
+                    shards.mark_active(*shard, *term);
+                }
+            }
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return; },
+            changed = jz_synced.changed() => if changed.is_err() { return; },
+            changed = pod_synced.changed() => if changed.is_err() { return; },
+            _ = tick.tick() => {
+                let mut counts: std::collections::BTreeMap<u32, i64> =
+                    current.iter().map(|s| (*s, 0)).collect();
+                for jz in cache.state() {
+                    if let Some(uid) = jz.metadata.uid.as_deref()
+                        && let Some(n) = counts.get_mut(&shards.shard_of(uid))
+                    {
+                        *n += 1;
+                    }
+                }
+                for (shard, n) in counts {
+                    shards
+                        .metrics()
+                        .objects
+                        .get_or_create(&crate::shards::metrics::ShardLabels { shard: shard.to_string() })
+                        .set(n);
+                }
+            }
+        }
+    }
 }

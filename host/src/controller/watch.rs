@@ -22,8 +22,16 @@
 //! Jinghzhu's bookkeeping is dropped. The echo of the host's own status
 //! write updates the Jinghzhu cache but queues nothing (see
 //! [`crate::apply::own_writes`]).
+//!
+//! Sharded (`--shards N`), both watches select on the shard label as well
+//! (`jinghzhu.io/shard in (3-of-N,7-of-N)`, see [`crate::shards`]) and are
+//! restarted with a new selector whenever the set of held shards changes
+//! ([`selected`]): the new watch's quorum list replaces the cache whole at
+//! its `InitDone` (objects of dropped shards leave, those of new ones come
+//! in), and [`Synced`] says which selection the caches show.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -39,6 +47,7 @@ use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
 use crate::crd::incoming::{Incoming, Unreadable};
 use crate::ownership::MANAGED_BY_SELECTOR;
+use crate::shards::hash::selector_in;
 use crate::telemetry::events::{EventSink, QueuedEvent};
 
 type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
@@ -55,6 +64,104 @@ pub struct Watches {
     pub pod_cache: Store<CachedPod>,
     /// Which cached pods each owner UID controls.
     pub pod_owners: OwnerIndex,
+    /// Sharded: which selection each cache shows.
+    pub synced: Option<Synced>,
+}
+
+/// The shards the watches select (sharded mode); a new `generation`
+/// restarts them even when the set is unchanged (a shard taken again needs
+/// a fresh list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// Counts restarts.
+    pub generation: u64,
+    /// Held shards.
+    pub shards: BTreeSet<u32>,
+    /// The shard count.
+    pub count: u32,
+}
+
+impl Selection {
+    /// The label selector of this selection.
+    pub fn selector(&self) -> String {
+        selector_in(&self.shards, self.count)
+    }
+}
+
+/// The generation of the last [`Selection`] whose initial list each cache
+/// holds (updated right after the cache swapped it in).
+#[derive(Debug, Clone)]
+pub struct Synced {
+    /// The Jinghzhu cache.
+    pub jinghzhus: tokio::sync::watch::Receiver<u64>,
+    /// The pod cache.
+    pub pods: tokio::sync::watch::Receiver<u64>,
+}
+
+type EventStream<K> =
+    std::pin::Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
+
+/// A watch of `api` with `config` (plus the selection's label selector
+/// when sharded) that restarts with the new selector whenever `selection`
+/// changes. `started` is set to the generation of the watch now running.
+pub fn selected<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    selection: Option<tokio::sync::watch::Receiver<Selection>>,
+    started: Arc<AtomicU64>,
+) -> EventStream<K>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let Some(mut selection) = selection else {
+        return Box::pin(watcher(api, config).default_backoff());
+    };
+    let make = move |sel: &Selection| -> EventStream<K> {
+        let labels = match &config.label_selector {
+            Some(base) => format!("{base},{}", sel.selector()),
+            None => sel.selector(),
+        };
+        started.store(sel.generation, Ordering::SeqCst);
+        tracing::info!(kind = %K::kind(&K::DynamicType::default()), selector = %labels, generation = sel.generation,
+            "sharding: (re)starting the watch for the shards held");
+        Box::pin(watcher(api.clone(), config.clone().labels(&labels)).default_backoff())
+    };
+    let first = make(&selection.borrow_and_update());
+    Box::pin(futures::stream::unfold(
+        (selection, first, make, true),
+        |(mut selection, mut current, make, mut open)| async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    changed = selection.changed(), if open => {
+                        if changed.is_err() {
+                            open = false;
+                            continue;
+                        }
+                        let next = selection.borrow_and_update().clone();
+                        current = make(&next);
+                    }
+                    item = current.next() => {
+                        return item.map(|item| (item, (selection, current, make, open)));
+                    }
+                }
+            }
+        },
+    ))
+}
+
+/// Publishes `started` into `synced` at each `InitDone` (after the cache
+/// swapped the list in).
+fn publish_synced<K>(
+    started: Arc<AtomicU64>,
+    synced: tokio::sync::watch::Sender<u64>,
+) -> impl FnMut(&watcher::Event<K>) {
+    move |event| {
+        if matches!(event, watcher::Event::InitDone) {
+            synced.send_replace(started.load(Ordering::SeqCst));
+        }
+    }
 }
 
 impl Watches {
@@ -64,7 +171,16 @@ impl Watches {
         namespace: Option<&str>,
         objects: Arc<PerObject>,
         events: EventSink,
+        selection: Option<tokio::sync::watch::Receiver<Selection>>,
     ) -> Self {
+        let jz_started = Arc::new(AtomicU64::new(0));
+        let pod_started = Arc::new(AtomicU64::new(0));
+        let (jz_synced_tx, jz_synced) = tokio::sync::watch::channel(0);
+        let (pod_synced_tx, pod_synced) = tokio::sync::watch::channel(0);
+        let synced = selection.as_ref().map(|_| Synced {
+            jinghzhus: jz_synced,
+            pods: pod_synced,
+        });
         let (jinghzhu_api, pod_api): (Api<Incoming>, Api<CachedPod>) = match namespace {
             Some(ns) => (
                 Api::namespaced(client.clone(), ns),
@@ -79,49 +195,56 @@ impl Watches {
             events,
             reported: Arc::new(Mutex::new(HashSet::new())),
         };
-        let jinghzhus = watcher(jinghzhu_api, watcher::Config::default())
-            .default_backoff()
-            .filter_map(move |event| futures::future::ready(decoder.decode(event)))
-            .reflect(jinghzhu_writer)
-            .applied_objects()
-            .try_filter({
-                let objects = objects.clone();
-                move |jz: &Jinghzhu| {
-                    let echo = objects.own_writes.is_echo(jz);
-                    if echo {
-                        tracing::debug!(
-                            object = %object_key(jz),
-                            resource_version = jz.resource_version().unwrap_or_default(),
-                            "event seen: our own status write; not queued"
-                        );
-                    }
-                    futures::future::ready(!echo)
+        let jinghzhus = selected(
+            jinghzhu_api,
+            watcher::Config::default(),
+            selection.clone(),
+            jz_started.clone(),
+        )
+        .filter_map(move |event| futures::future::ready(decoder.decode(event)))
+        .reflect(jinghzhu_writer)
+        .inspect_ok(publish_synced(jz_started, jz_synced_tx))
+        .applied_objects()
+        .try_filter({
+            let objects = objects.clone();
+            move |jz: &Jinghzhu| {
+                let echo = objects.own_writes.is_echo(jz);
+                if echo {
+                    tracing::debug!(
+                        object = %object_key(jz),
+                        resource_version = jz.resource_version().unwrap_or_default(),
+                        "event seen: our own status write; not queued"
+                    );
                 }
-            })
-            .inspect_ok(|jz: &Jinghzhu| {
-                tracing::info!(
-                    object = %object_key(jz),
-                    generation = jz.metadata.generation.unwrap_or_default(),
-                    desired = jz.spec.desired,
-                    resource_version = jz.resource_version().unwrap_or_default(),
-                    "event seen: Jinghzhu changed; queued"
-                );
-            });
+                futures::future::ready(!echo)
+            }
+        })
+        .inspect_ok(|jz: &Jinghzhu| {
+            tracing::info!(
+                object = %object_key(jz),
+                generation = jz.metadata.generation.unwrap_or_default(),
+                desired = jz.spec.desired,
+                resource_version = jz.resource_version().unwrap_or_default(),
+                "event seen: Jinghzhu changed; queued"
+            );
+        });
 
         let (pod_cache, pod_writer) = reflector::store();
         let known = pod_cache.clone();
         let pod_owners = OwnerIndex::default();
         let owners = pod_owners.clone();
-        let pods = watcher(
+        let pods = selected(
             pod_api,
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
+            selection,
+            pod_started.clone(),
         )
-        .default_backoff()
         .inspect_ok(move |event| {
             owners.apply_watcher_event(event);
             observe(&objects, &known, event);
         })
         .reflect(pod_writer)
+        .inspect_ok(publish_synced(pod_started, pod_synced_tx))
         .touched_objects()
         .inspect_ok(|pod: &CachedPod| {
             let owner = pod
@@ -144,6 +267,7 @@ impl Watches {
             pods: Box::pin(pods),
             pod_cache,
             pod_owners,
+            synced,
         }
     }
 }

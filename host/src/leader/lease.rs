@@ -90,7 +90,8 @@ impl LeaderElectionConfig {
         Ok(())
     }
 
-    fn lease_seconds(&self) -> i32 {
+    /// The lease duration in whole seconds, as the Lease records it.
+    pub fn lease_seconds(&self) -> i32 {
         i32::try_from(self.lease_duration.as_secs_f64().ceil() as u64).unwrap_or(i32::MAX)
     }
 }
@@ -400,7 +401,7 @@ async fn watch_lease(api: Api<Lease>, name: String, wake: std::sync::Arc<Notify>
 }
 
 /// `period` plus up to 10%, so standbys do not all ask at the same instant.
-fn jittered(period: Duration) -> Duration {
+pub fn jittered(period: Duration) -> Duration {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u64(0);

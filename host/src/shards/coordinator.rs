@@ -1,0 +1,564 @@
+//! The loop on the shard Leases, one per replica.
+//!
+//! Every retry period it lists the Leases labelled `jinghzhu.io/lease-kind`
+//! in the Lease namespace (one request), renews its own membership Lease
+//! (`<prefix>-member-<hash of identity>`, holder = identity), counts the
+//! live replicas (membership Leases whose record changed within their lease
+//! duration, judged on this replica's clock as [`crate::leader::lease`]
+//! does), computes the assignment ([`super::assign`]) and, shard by shard:
+//! - renews the shard Leases it holds (`<prefix>-shard-07`, holder =
+//!   identity, so `kubectl get leases` shows who owns what);
+//! - drains the held shards the assignment gives to someone else, and
+//!   releases each Lease (`holderIdentity: ""`) once no reconcile of the
+//!   shard runs any more (cutting the stragglers after [`DRAIN_TIMEOUT`]);
+//! - takes the shards assigned to it whose Lease is free, released or
+//!   expired (unchanged for its lease duration), with a `replace` carrying
+//!   the `resourceVersion` it read, so two replicas never both win.
+//!
+//! A shard whose renewal has not succeeded within the renew deadline
+//! (counted from when the last successful one was sent) is dropped at once
+//! and its running reconciles cancelled, as a leader's term ends in
+//! [`crate::leader`]. A watch on the Leases wakes the loop when a holder
+//! changes (a release, a new replica), so a graceful handover takes about
+//! one round trip; a crashed replica's shards are taken over within the
+//! lease duration plus a retry period of its last renewal.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::hash::{label_value, member_lease_name, shard_lease_name};
+use super::{Phase, Shards, assign};
+use crate::leader::lease::{LeaderElectionConfig, jittered};
+
+/// Label on every Lease of the sharding protocol: `shard` or `member`.
+pub const LEASE_KIND_LABEL: &str = "jinghzhu.io/lease-kind";
+/// Annotation on a shard Lease: its shard as in the object label (`7-of-32`).
+pub const SHARD_ANNOTATION: &str = "jinghzhu.io/shard";
+/// How long a draining shard waits for its running reconciles before they
+/// are cancelled and the Lease released anyway.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
+/// The most shards `--shards` accepts.
+pub const MAX_SHARDS: u32 = 1024;
+
+/// How to shard.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    /// Number of virtual shards (the same on every replica).
+    pub count: u32,
+    /// Lease timing, namespace and identity (the `--leader-elect-*` flags);
+    /// `lease_name` is the prefix of the shard and membership Lease names.
+    pub lease: LeaderElectionConfig,
+}
+
+impl ShardConfig {
+    /// Checks the shard count and the Lease timing.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.count == 0 || self.count > MAX_SHARDS {
+            return Err(format!(
+                "--shards must be between 1 and {MAX_SHARDS} (0 turns sharding off), got {}",
+                self.count
+            ));
+        }
+        self.lease.validate()
+    }
+}
+
+/// The running loop; [`Coordinator::release`] it on shutdown.
+pub struct Coordinator {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    watch_task: tokio::task::JoinHandle<()>,
+}
+
+impl Coordinator {
+    /// Starts taking part; this replica holds no shard until the loop takes some.
+    pub fn start(client: Client, config: ShardConfig) -> Result<(Shards, Coordinator), String> {
+        config.validate()?;
+        let lease = &config.lease;
+        let shards = Shards::new(
+            config.count,
+            &lease.identity,
+            &lease.namespace,
+            &lease.lease_name,
+        );
+        let api: Api<Lease> = Api::namespaced(client, &lease.namespace);
+        let wake = Arc::new(Notify::new());
+        let watch_task = tokio::spawn(watch_holders(api.clone(), wake.clone()));
+        let (stop, stop_rx) = watch::channel(false);
+        tracing::info!(
+            shards = config.count,
+            namespace = %lease.namespace,
+            prefix = %lease.lease_name,
+            identity = %lease.identity,
+            lease_duration = ?lease.lease_duration,
+            renew_deadline = ?lease.renew_deadline,
+            retry_period = ?lease.retry_period,
+            "sharding: joining; shards are taken as their Leases come free"
+        );
+        let state = Loop {
+            api,
+            config,
+            shards: shards.clone(),
+            observed: HashMap::new(),
+            renewed_at: HashMap::new(),
+        };
+        let task = tokio::spawn(state.run(stop_rx, wake));
+        Ok((
+            shards,
+            Coordinator {
+                stop,
+                task,
+                watch_task,
+            },
+        ))
+    }
+
+    /// Stops taking part: drains every held shard (running reconciles
+    /// finish), releases its Lease and the membership Lease, so the others
+    /// take over at once. Call after the controller has stopped.
+    pub async fn release(self) {
+        self.stop.send_replace(true);
+        let limit = DRAIN_TIMEOUT + Duration::from_secs(10);
+        if tokio::time::timeout(limit, self.task).await.is_err() {
+            tracing::warn!(
+                "sharding: releasing the shards took too long; exiting anyway (their Leases expire on their own)"
+            );
+        }
+        self.watch_task.abort();
+    }
+
+    /// Stops at once without releasing anything, as a crash does (tests).
+    pub fn abort(self) {
+        self.task.abort();
+        self.watch_task.abort();
+    }
+}
+
+/// A write's kind and shard, its outcome, and when it was sent.
+type Written = (Op, Result<Lease, String>, Instant);
+
+enum Op {
+    Renew(u32),
+    Take(u32),
+    Release(u32),
+}
+
+struct Loop {
+    api: Api<Lease>,
+    config: ShardConfig,
+    shards: Shards,
+    /// Per Lease name: the resourceVersion last seen and when this replica first saw it.
+    observed: HashMap<String, (String, Instant)>,
+    /// Per held shard: when its last successful renewal was sent.
+    renewed_at: HashMap<u32, Instant>,
+}
+
+fn holder(lease: &Lease) -> &str {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .unwrap_or_default()
+}
+
+impl Loop {
+    fn cfg(&self) -> &LeaderElectionConfig {
+        &self.config.lease
+    }
+
+    /// Whether another holder's Lease is still valid (its record changed
+    /// within its lease duration, as this replica saw it).
+    fn fresh(&self, lease: &Lease, now: Instant) -> bool {
+        if holder(lease).is_empty() {
+            return false;
+        }
+        let seconds = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_duration_seconds)
+            .unwrap_or(1)
+            .max(1);
+        let seen = self
+            .observed
+            .get(&lease.name_any())
+            .map_or(now, |(_, at)| *at);
+        now < seen + Duration::from_secs(u64::try_from(seconds).unwrap_or(1))
+    }
+
+    fn lease_spec(&self, previous: Option<&LeaseSpec>, holder: &str, seconds: i32) -> LeaseSpec {
+        let wall = MicroTime(Timestamp::now());
+        let mut spec = previous.cloned().unwrap_or_default();
+        let taking = spec.holder_identity.as_deref() != Some(holder);
+        spec.holder_identity = Some(holder.to_string());
+        spec.lease_duration_seconds = Some(seconds);
+        spec.renew_time = Some(wall.clone());
+        if taking {
+            spec.acquire_time = Some(wall);
+            spec.lease_transitions = Some(
+                previous
+                    .and_then(|p| p.lease_transitions)
+                    .unwrap_or(0)
+                    .saturating_add(i32::from(previous.is_some())),
+            );
+        }
+        spec
+    }
+
+    fn new_lease(&self, name: String, kind: &str, shard: Option<u32>) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(self.cfg().namespace.clone()),
+                labels: Some([(LEASE_KIND_LABEL.to_string(), kind.to_string())].into()),
+                annotations: shard.map(|s| {
+                    [(
+                        SHARD_ANNOTATION.to_string(),
+                        label_value(s, self.config.count),
+                    )]
+                    .into()
+                }),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+        }
+    }
+
+    /// Writes `lease` with this replica as holder (create when `None`).
+    async fn write(api: Api<Lease>, lease: Lease, create: bool) -> Result<Lease, String> {
+        let name = lease.name_any();
+        let result = if create {
+            api.create(&PostParams::default(), &lease).await
+        } else {
+            api.replace(&name, &PostParams::default(), &lease).await
+        };
+        result.map_err(|err| match err {
+            kube::Error::Api(status) if status.code == 409 => {
+                format!("{name}: another replica wrote it first (409 Conflict)")
+            }
+            err => format!("{name}: {err}"),
+        })
+    }
+
+    /// One round; `renew` on the timer (not on a wake-up). Returns whether
+    /// nothing is held any more.
+    async fn round(&mut self, renew: bool, stopping: bool) -> bool {
+        let started = Instant::now();
+        let cfg = self.cfg().clone();
+        let listed = tokio::time::timeout(
+            cfg.renew_deadline,
+            self.api
+                .list(&ListParams::default().labels(LEASE_KIND_LABEL)),
+        )
+        .await;
+        let leases: HashMap<String, Lease> = match listed {
+            Ok(Ok(list)) => list.items.into_iter().map(|l| (l.name_any(), l)).collect(),
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "sharding: listing the Leases failed; retrying");
+                self.expire_unrenewed();
+                return self.shards.held().is_empty();
+            }
+            Err(_) => {
+                tracing::warn!("sharding: listing the Leases timed out; retrying");
+                self.expire_unrenewed();
+                return self.shards.held().is_empty();
+            }
+        };
+        for (name, lease) in &leases {
+            let rv = lease.resource_version().unwrap_or_default();
+            match self.observed.get(name) {
+                Some((seen, _)) if *seen == rv => {}
+                _ => {
+                    self.observed.insert(name.clone(), (rv, started));
+                }
+            }
+        }
+        self.observed.retain(|name, _| leases.contains_key(name));
+
+        let identity = cfg.identity.clone();
+        let seconds = cfg.lease_seconds();
+        let kind_of = |l: &Lease| {
+            l.labels()
+                .get(LEASE_KIND_LABEL)
+                .cloned()
+                .unwrap_or_default()
+        };
+
+        // Membership.
+        let member_name = member_lease_name(&cfg.lease_name, &identity);
+        let mut ops: Vec<BoxFuture<'static, Written>> = Vec::new();
+        let mut member_write: Option<BoxFuture<'static, Result<Lease, String>>> = None;
+        if !stopping && renew {
+            let existing = leases.get(&member_name);
+            let mut lease = existing
+                .cloned()
+                .unwrap_or_else(|| self.new_lease(member_name.clone(), "member", None));
+            lease.spec =
+                Some(self.lease_spec(existing.and_then(|l| l.spec.as_ref()), &identity, seconds));
+            member_write = Some(Box::pin(Self::write(
+                self.api.clone(),
+                lease,
+                existing.is_none(),
+            )));
+        }
+        let mut members: BTreeSet<String> = BTreeSet::new();
+        if !stopping {
+            members.insert(identity.clone());
+        }
+        for lease in leases.values() {
+            if kind_of(lease) == "member" && self.fresh(lease, started) {
+                members.insert(holder(lease).to_string());
+            }
+        }
+        self.shards.set_members(members.iter().cloned().collect());
+        let desired = assign::assign(self.config.count, &members)
+            .remove(&identity)
+            .unwrap_or_default();
+
+        for shard in 0..self.config.count {
+            let name = shard_lease_name(&cfg.lease_name, shard);
+            let lease = leases.get(&name);
+            let held_by = lease.map(holder).unwrap_or_default();
+            match self.shards.phase(shard) {
+                Some(_) if held_by != identity => {
+                    tracing::error!(shard, lease = %name, holder = held_by, "sharding: the shard's Lease is not ours any more; reconciles of it stop");
+                    self.shards.cut(shard);
+                    self.shards.remove(shard, "lost");
+                    self.renewed_at.remove(&shard);
+                }
+                Some(phase) => {
+                    let Some(lease) = lease else { continue };
+                    if !desired.contains(&shard) || stopping {
+                        let (since, inflight) = self.shards.drain(shard).unwrap_or_default();
+                        if inflight == 0 {
+                            let mut released = lease.clone();
+                            let mut spec = released.spec.clone().unwrap_or_default();
+                            spec.holder_identity = Some(String::new());
+                            spec.lease_duration_seconds = Some(1);
+                            spec.renew_time = Some(MicroTime(Timestamp::now()));
+                            released.spec = Some(spec);
+                            let api = self.api.clone();
+                            ops.push(Box::pin(async move {
+                                let sent = Instant::now();
+                                let result = Self::write(api, released, false).await;
+                                (Op::Release(shard), result, sent)
+                            }));
+                            continue;
+                        }
+                        if since > DRAIN_TIMEOUT && phase == Phase::Draining {
+                            tracing::warn!(shard, inflight, timeout = ?DRAIN_TIMEOUT, "sharding: reconciles of a draining shard still run; cancelling them");
+                            self.shards.cut(shard);
+                        }
+                    }
+                    if renew {
+                        let mut renewed = lease.clone();
+                        renewed.spec =
+                            Some(self.lease_spec(lease.spec.as_ref(), &identity, seconds));
+                        let api = self.api.clone();
+                        ops.push(Box::pin(async move {
+                            let sent = Instant::now();
+                            let result = Self::write(api, renewed, false).await;
+                            (Op::Renew(shard), result, sent)
+                        }));
+                    }
+                }
+                None if desired.contains(&shard) && !stopping => {
+                    let (mut next, create) = match lease {
+                        None => (self.new_lease(name.clone(), "shard", Some(shard)), true),
+                        Some(l) if held_by.is_empty() || !self.fresh(l, started) => {
+                            (l.clone(), false)
+                        }
+                        Some(_) => continue, // held by a live replica; it hands over
+                    };
+                    next.spec = Some(self.lease_spec(
+                        lease.and_then(|l| l.spec.as_ref()),
+                        &identity,
+                        seconds,
+                    ));
+                    let api = self.api.clone();
+                    ops.push(Box::pin(async move {
+                        let sent = Instant::now();
+                        let result = Self::write(api, next, create).await;
+                        (Op::Take(shard), result, sent)
+                    }));
+                }
+                None => {}
+            }
+        }
+
+        let limit = cfg.renew_deadline;
+        let member = async {
+            match member_write {
+                Some(write) => Some(tokio::time::timeout(limit, write).await),
+                None => None,
+            }
+        };
+        let writes = futures::future::join_all(
+            ops.into_iter()
+                .map(|op| async move { tokio::time::timeout(limit, op).await }),
+        );
+        let (member, results) = tokio::join!(member, writes);
+        match member {
+            Some(Ok(Err(err))) => {
+                tracing::warn!(error = %err, "sharding: renewing the membership Lease failed; retrying")
+            }
+            Some(Err(_)) => {
+                tracing::warn!("sharding: renewing the membership Lease timed out; retrying")
+            }
+            _ => {}
+        }
+        for result in results {
+            // A hold counts from when its renewal was sent (not from the
+            // round's start): a slow list does not shorten it.
+            let Ok((op, result, sent)) = result else {
+                continue; // timed out: the deadline check below decides
+            };
+            match (op, result) {
+                (Op::Renew(shard), Ok(_)) => {
+                    self.renewed_at.insert(shard, sent);
+                    self.shards.renewed(shard, sent + cfg.renew_deadline);
+                }
+                (Op::Renew(shard), Err(err)) => {
+                    tracing::warn!(shard, error = %err, "sharding: renewing a shard Lease failed; retrying");
+                }
+                (Op::Take(shard), Ok(_)) => {
+                    self.renewed_at.insert(shard, sent);
+                    self.shards.acquired(shard, sent + cfg.renew_deadline);
+                    tracing::info!(shard, lease = %shard_lease_name(&cfg.lease_name, shard), "sharding: took the shard; syncing its objects");
+                }
+                (Op::Take(shard), Err(err)) => {
+                    tracing::debug!(shard, error = %err, "sharding: could not take the shard");
+                }
+                (Op::Release(shard), result) => {
+                    if let Err(err) = result {
+                        tracing::warn!(shard, error = %err, "sharding: could not release the shard's Lease; it expires on its own");
+                    } else {
+                        tracing::info!(shard, "sharding: handed the shard over (Lease released)");
+                    }
+                    self.shards.remove(shard, "released");
+                    self.renewed_at.remove(&shard);
+                }
+            }
+        }
+        self.expire_unrenewed();
+        tracing::debug!(
+            renew,
+            stopping,
+            members = members.len(),
+            desired = desired.len(),
+            held = self.shards.held().len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "sharding: round done"
+        );
+        self.shards.held().is_empty()
+    }
+
+    /// Drops every held shard whose last successful renewal is older than
+    /// the renew deadline.
+    fn expire_unrenewed(&mut self) {
+        let deadline = self.cfg().renew_deadline;
+        let now = Instant::now();
+        for shard in self.shards.held().into_keys() {
+            let expired = self
+                .renewed_at
+                .get(&shard)
+                .is_none_or(|at| now >= *at + deadline);
+            if expired {
+                tracing::error!(shard, renew_deadline = ?deadline, "sharding: could not renew the shard's Lease within the renew deadline; reconciles of it stop");
+                self.shards.cut(shard);
+                self.shards.remove(shard, "lost");
+                self.renewed_at.remove(&shard);
+            }
+        }
+    }
+
+    async fn run(mut self, mut stop: watch::Receiver<bool>, wake: Arc<Notify>) {
+        let mut changes = self.shards.subscribe();
+        let mut next_renewal = Instant::now();
+        loop {
+            let stopping = *stop.borrow_and_update();
+            let renew = Instant::now() >= next_renewal;
+            if renew {
+                next_renewal = Instant::now() + jittered(self.cfg().retry_period);
+            }
+            let empty = self.round(renew, stopping).await;
+            if stopping && empty {
+                break;
+            }
+            let draining = self
+                .shards
+                .held()
+                .values()
+                .any(|(phase, _, _)| *phase == Phase::Draining);
+            changes.borrow_and_update();
+            let mut wait_until = next_renewal;
+            // Held shards must be renewed before their deadline even if a round ran late.
+            if let Some(at) = self.renewed_at.values().min() {
+                wait_until = wait_until.min(*at + self.cfg().renew_deadline);
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(wait_until) => {}
+                () = wake.notified() => {}
+                _ = stop.changed(), if !stopping => {}
+                _ = changes.changed(), if draining => {
+                    // A reconcile of a draining shard finished: release soon.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        // Leave the membership: the others rebalance at once.
+        let name = member_lease_name(&self.cfg().lease_name, &self.cfg().identity);
+        if let Ok(Some(mut lease)) = self.api.get_opt(&name).await
+            && holder(&lease) == self.cfg().identity
+        {
+            let mut spec = lease.spec.clone().unwrap_or_default();
+            spec.holder_identity = Some(String::new());
+            spec.lease_duration_seconds = Some(1);
+            lease.spec = Some(spec);
+            if let Err(err) = Self::write(self.api.clone(), lease, false).await {
+                tracing::warn!(error = %err, "sharding: could not release the membership Lease; it expires on its own");
+            }
+        }
+        tracing::info!("sharding: left; every shard handed over");
+    }
+}
+
+/// Wakes the loop when a Lease's holder changes (a release, a takeover, a
+/// new replica), not on mere renewals.
+async fn watch_holders(api: Api<Lease>, wake: Arc<Notify>) {
+    let config = watcher::Config::default().labels(LEASE_KIND_LABEL);
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut holders: HashMap<String, String> = HashMap::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(lease)) => {
+                let now = holder(&lease).to_string();
+                if holders.insert(lease.name_any(), now.clone()).as_ref() != Some(&now) {
+                    wake.notify_one();
+                }
+            }
+            Ok(watcher::Event::InitApply(lease)) => {
+                holders.insert(lease.name_any(), holder(&lease).to_string());
+            }
+            Ok(watcher::Event::Delete(lease)) => {
+                holders.remove(&lease.name_any());
+                wake.notify_one();
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::debug!(error = %err, "sharding: Lease watch error; polling meanwhile")
+            }
+        }
+    }
+}

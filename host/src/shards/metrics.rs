@@ -1,0 +1,134 @@
+//! The shard metrics of one replica, registered on `/metrics` next to the
+//! host's others when `--shards` is on:
+//!
+//! - `wasm_operator_shards_owned`: shards this replica holds and reconciles
+//!   (phase `active`); `wasm_operator_shard_owned{shard,phase}` is 1 per held
+//!   shard in its phase (`syncing`, `active`, `draining`);
+//! - `wasm_operator_shard_handovers_total{direction}`: shards `acquired`,
+//!   `released` (handed over after draining) and `lost` (the Lease could not
+//!   be renewed in time, or another replica holds it);
+//! - `wasm_operator_shard_objects{shard}`: Jinghzhus of each held shard in
+//!   this replica's cache;
+//! - `wasm_operator_shard_members`: live replicas this replica sees;
+//! - `wasm_operator_shard_skipped_reconciles_total`: reconciles skipped
+//!   because this replica does not (or no longer, or not yet) own the
+//!   object's shard;
+//! - `wasm_operator_shard_labels_written_total{kind}`: shard labels the
+//!   labeller wrote (`jinghzhu`, `pod`).
+//!
+//! The work queue's own metrics (`workqueue_depth`, …) are per replica, so in
+//! sharded mode they count the owned shards' objects only.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// `{shard,phase}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardPhaseLabels {
+    /// Shard number.
+    pub shard: String,
+    /// `syncing`, `active` or `draining`.
+    pub phase: String,
+}
+
+/// `{shard}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardLabels {
+    /// Shard number.
+    pub shard: String,
+}
+
+/// `{direction}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandoverLabels {
+    /// `acquired`, `released` or `lost`.
+    pub direction: String,
+}
+
+/// `{kind}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// `jinghzhu` or `pod`.
+    pub kind: String,
+}
+
+/// See the module documentation.
+#[derive(Debug, Default, Clone)]
+pub struct ShardMetrics {
+    /// Shards held and active.
+    pub owned: Gauge,
+    /// 1 per held shard and phase.
+    pub phase: Family<ShardPhaseLabels, Gauge>,
+    /// Shards acquired, released, lost.
+    pub handovers: Family<HandoverLabels, Counter>,
+    /// Cached Jinghzhus per held shard.
+    pub objects: Family<ShardLabels, Gauge>,
+    /// Live replicas seen.
+    pub members: Gauge,
+    /// Reconciles skipped for a shard not (or not yet) owned.
+    pub skipped: Counter,
+    /// Labels written by the labeller.
+    pub labels_written: Family<KindLabels, Counter>,
+}
+
+impl ShardMetrics {
+    /// Adds them to `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "wasm_operator_shards_owned",
+            "Shards this replica holds and reconciles",
+            self.owned.clone(),
+        );
+        registry.register(
+            "wasm_operator_shard_owned",
+            "1 per shard this replica holds, by phase (syncing, active, draining)",
+            self.phase.clone(),
+        );
+        registry.register(
+            "wasm_operator_shard_handovers",
+            "Shards acquired, released after draining, or lost",
+            self.handovers.clone(),
+        );
+        registry.register(
+            "wasm_operator_shard_objects",
+            "Jinghzhus of each held shard in this replica's cache",
+            self.objects.clone(),
+        );
+        registry.register(
+            "wasm_operator_shard_members",
+            "Live replicas this replica sees",
+            self.members.clone(),
+        );
+        registry.register(
+            "wasm_operator_shard_skipped_reconciles",
+            "Reconciles skipped because this replica does not own the object's shard",
+            self.skipped.clone(),
+        );
+        registry.register(
+            "wasm_operator_shard_labels_written",
+            "Shard labels written on Jinghzhus and pods",
+            self.labels_written.clone(),
+        );
+    }
+
+    /// Counts a handover.
+    pub fn handover(&self, direction: &str) {
+        self.handovers
+            .get_or_create(&HandoverLabels {
+                direction: direction.to_string(),
+            })
+            .inc();
+    }
+
+    /// Handovers so far in `direction`.
+    pub fn handovers_of(&self, direction: &str) -> u64 {
+        self.handovers
+            .get_or_create(&HandoverLabels {
+                direction: direction.to_string(),
+            })
+            .get()
+    }
+}

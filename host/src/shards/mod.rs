@@ -1,0 +1,508 @@
+//! Sharding (`--shards N`): the objects are split into `N` virtual shards,
+//! each with its own `coordination.k8s.io/v1` Lease; every replica holds
+//! the Leases of a fair share of the shards and caches and reconciles only
+//! their objects. With `--shards 0` (the default) there is no sharding and
+//! [`crate::leader`]'s single Lease decides which replica reconciles
+//! everything (or, without `--leader-elect`, the one host does).
+//!
+//! What it may import: [`crate::leader`] (the Lease timing rules and
+//! helpers it reuses), `telemetry/` and the shared types. The controller
+//! asks it which shards it may reconcile; it never calls back up.
+//!
+//! - [`hash`]: the shard of an object (FNV-1a 64 of its UID, mod N), the
+//!   label, Lease names and selectors.
+//! - [`assign`]: which replica should hold which shard (fair, stable).
+//! - [`coordinator`]: the loop on the Leases: membership, acquiring,
+//!   renewing, draining and releasing shards.
+//! - [`labeller`]: writes the shard label on Jinghzhus and on pods that lack
+//!   it (new objects, pods of an unsharded host before an upgrade).
+//! - [`metrics`]: the per-shard metrics.
+//!
+//! # A shard's life on one replica
+//!
+//! `acquired` (its Lease is ours) → [`Phase::Syncing`]: the controller
+//! restarts its label-selected watches to include the shard, with a quorum
+//! list taken after the acquisition, and once both caches show that list it
+//! marks the shard [`Phase::Active`] ([`Shards::mark_active`]) and re-queues
+//! everything. Only then may reconciles of the shard start
+//! ([`Shards::enter`]). When the assignment gives the shard to another
+//! replica (or this one stops), it turns [`Phase::Draining`]: no reconcile
+//! starts, the running ones finish (each holds a [`ShardGuard`]), and only
+//! then is the Lease released (`holderIdentity: ""`), so the next holder may
+//! take it at once. A shard whose Lease cannot be renewed within the renew
+//! deadline is dropped at once and its running reconciles are cancelled
+//! ([`ShardGuard::lost`]); another replica takes it only after seeing the
+//! Lease unchanged for the lease duration, the argument of
+//! [`crate::leader`] shard by shard.
+
+pub mod assign;
+pub mod coordinator;
+pub mod hash;
+pub mod labeller;
+pub mod metrics;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+pub use coordinator::{Coordinator, ShardConfig};
+pub use metrics::ShardMetrics;
+
+/// Where a held shard is in its life (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// The Lease is ours; the caches are being filled for it.
+    Syncing,
+    /// Reconciles of the shard run here.
+    Active,
+    /// Handing over: no new reconciles; the Lease is released once the
+    /// running ones finish.
+    Draining,
+}
+
+impl Phase {
+    /// Lower-case name (metrics, logs).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Syncing => "syncing",
+            Phase::Active => "active",
+            Phase::Draining => "draining",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Held {
+    phase: Phase,
+    /// Acquisition number (a new one each time the shard is taken).
+    term: u64,
+    acquired_at: Instant,
+    /// When the hold ends unless renewed.
+    valid_until: Instant,
+    /// Reconciles of the shard running now.
+    inflight: usize,
+    drain_started: Option<Instant>,
+    /// The hold was ended early: running reconciles are cancelled, renewals
+    /// no longer extend it.
+    cut: bool,
+}
+
+/// A held shard as shown on `/status`.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldShard {
+    /// Shard number.
+    pub shard: u32,
+    /// Its phase here.
+    pub phase: Phase,
+    /// Its Lease (`namespace/name`).
+    pub lease: String,
+    /// Reconciles of it running now.
+    pub inflight: usize,
+}
+
+struct Inner {
+    count: u32,
+    identity: String,
+    namespace: String,
+    lease_prefix: String,
+    held: Mutex<BTreeMap<u32, Held>>,
+    /// Bumped on every change of the held shards or their phases.
+    changed: watch::Sender<u64>,
+    /// Bumped each time a shard turns active.
+    activated: watch::Sender<u64>,
+    members: Mutex<Vec<String>>,
+    next_term: std::sync::atomic::AtomicU64,
+    metrics: ShardMetrics,
+}
+
+/// This replica's view of its shards; cheap to clone.
+#[derive(Clone)]
+pub struct Shards(Arc<Inner>);
+
+impl std::fmt::Debug for Shards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shards")
+            .field("count", &self.0.count)
+            .field("identity", &self.0.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shards {
+    /// No shard held yet.
+    pub fn new(count: u32, identity: &str, namespace: &str, lease_prefix: &str) -> Self {
+        Self(Arc::new(Inner {
+            count,
+            identity: identity.to_string(),
+            namespace: namespace.to_string(),
+            lease_prefix: lease_prefix.to_string(),
+            held: Mutex::new(BTreeMap::new()),
+            changed: watch::Sender::new(0),
+            activated: watch::Sender::new(0),
+            members: Mutex::new(Vec::new()),
+            next_term: std::sync::atomic::AtomicU64::new(1),
+            metrics: ShardMetrics::default(),
+        }))
+    }
+
+    /// The number of shards.
+    pub fn count(&self) -> u32 {
+        self.0.count
+    }
+
+    /// This replica's identity in the Leases.
+    pub fn identity(&self) -> &str {
+        &self.0.identity
+    }
+
+    /// The shard metrics.
+    pub fn metrics(&self) -> &ShardMetrics {
+        &self.0.metrics
+    }
+
+    /// The shard of the object with this UID.
+    pub fn shard_of(&self, uid: &str) -> u32 {
+        hash::shard_of(uid, self.0.count)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Held>> {
+        self.0.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn bump(&self) {
+        self.0.changed.send_modify(|n| *n += 1);
+        let held = self.lock();
+        let active = held.values().filter(|h| h.phase == Phase::Active).count();
+        self.0.metrics.owned.set(active as i64);
+        for shard in 0..self.0.count {
+            for phase in [Phase::Syncing, Phase::Active, Phase::Draining] {
+                let on = held.get(&shard).is_some_and(|h| h.phase == phase);
+                let labels = metrics::ShardPhaseLabels {
+                    shard: shard.to_string(),
+                    phase: phase.name().to_string(),
+                };
+                if on {
+                    self.0.metrics.phase.get_or_create(&labels).set(1);
+                } else {
+                    self.0.metrics.phase.remove(&labels);
+                }
+            }
+        }
+    }
+
+    /// Subscribes to changes of the held shards (the value counts changes).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.0.changed.subscribe()
+    }
+
+    /// Yields once each time a shard turns active (the controller re-queues
+    /// every object then).
+    pub fn activations(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        let rx = self.0.activated.subscribe();
+        futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            rx.borrow_and_update();
+            Some(((), rx))
+        })
+    }
+
+    /// Held shards (any phase) with their phase and acquisition term.
+    pub fn held(&self) -> BTreeMap<u32, (Phase, u64, Instant)> {
+        self.lock()
+            .iter()
+            .map(|(s, h)| (*s, (h.phase, h.term, h.acquired_at)))
+            .collect()
+    }
+
+    /// Active shards.
+    pub fn active(&self) -> Vec<u32> {
+        self.lock()
+            .iter()
+            .filter(|(_, h)| h.phase == Phase::Active)
+            .map(|(s, _)| *s)
+            .collect()
+    }
+
+    /// What `/status` shows.
+    pub fn status(&self) -> (Vec<HeldShard>, Vec<String>) {
+        let shards = self
+            .lock()
+            .iter()
+            .map(|(s, h)| HeldShard {
+                shard: *s,
+                phase: h.phase,
+                lease: format!(
+                    "{}/{}",
+                    self.0.namespace,
+                    hash::shard_lease_name(&self.0.lease_prefix, *s)
+                ),
+                inflight: h.inflight,
+            })
+            .collect();
+        let members = self
+            .0
+            .members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        (shards, members)
+    }
+
+    /// Whether `shard` is active here even if its hold lapsed for a moment
+    /// (a renewal that came back late): a reconcile refused or cancelled
+    /// for that is retried shortly, as no other replica can have it.
+    pub fn is_active_here(&self, shard: u32) -> bool {
+        self.lock()
+            .get(&shard)
+            .is_some_and(|h| h.phase == Phase::Active && !h.cut)
+    }
+
+    /// Starts a reconcile of an object of `shard`, if the shard is active
+    /// here; the guard keeps the shard from being handed over until it drops.
+    pub fn enter(&self, shard: u32) -> Option<ShardGuard> {
+        let mut held = self.lock();
+        let h = held.get_mut(&shard)?;
+        if h.phase != Phase::Active || h.cut || Instant::now() >= h.valid_until {
+            return None;
+        }
+        h.inflight += 1;
+        Some(ShardGuard {
+            shards: self.clone(),
+            shard,
+            term: h.term,
+        })
+    }
+
+    /// The controller's caches show the shard (acquired as `term`): it may
+    /// be reconciled now.
+    pub fn mark_active(&self, shard: u32, term: u64) -> bool {
+        let done = {
+            let mut held = self.lock();
+            match held.get_mut(&shard) {
+                Some(h) if h.term == term && h.phase == Phase::Syncing => {
+                    h.phase = Phase::Active;
+                    let waited = h.acquired_at.elapsed();
+                    tracing::info!(
+                        shard,
+                        waited_ms = waited.as_millis() as u64,
+                        "shard active: caches synced; reconciling its objects"
+                    );
+                    true
+                }
+                _ => false,
+            }
+        };
+        if done {
+            self.bump();
+            self.0.activated.send_modify(|n| *n += 1);
+        }
+        done
+    }
+
+    // --- for the coordinator ---
+
+    fn set_members(&self, members: Vec<String>) {
+        self.0.metrics.members.set(members.len() as i64);
+        *self.0.members.lock().unwrap_or_else(|e| e.into_inner()) = members;
+    }
+
+    fn acquired(&self, shard: u32, valid_until: Instant) {
+        let term = self
+            .0
+            .next_term
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.lock().insert(
+            shard,
+            Held {
+                phase: Phase::Syncing,
+                term,
+                acquired_at: Instant::now(),
+                valid_until,
+                inflight: 0,
+                drain_started: None,
+                cut: false,
+            },
+        );
+        self.0.metrics.handover("acquired");
+        self.bump();
+    }
+
+    fn renewed(&self, shard: u32, valid_until: Instant) {
+        if let Some(h) = self.lock().get_mut(&shard)
+            && !h.cut
+        {
+            h.valid_until = h.valid_until.max(valid_until);
+        }
+    }
+
+    fn phase(&self, shard: u32) -> Option<Phase> {
+        self.lock().get(&shard).map(|h| h.phase)
+    }
+
+    /// Starts draining; returns how long it has been draining.
+    fn drain(&self, shard: u32) -> Option<(Duration, usize)> {
+        let (since, inflight, changed) = {
+            let mut held = self.lock();
+            let h = held.get_mut(&shard)?;
+            let changed = h.phase != Phase::Draining;
+            h.phase = Phase::Draining;
+            let started = *h.drain_started.get_or_insert_with(Instant::now);
+            (started.elapsed(), h.inflight, changed)
+        };
+        if changed {
+            tracing::info!(
+                shard,
+                inflight,
+                "shard draining: no new reconciles; handing over once the running ones finish"
+            );
+            self.bump();
+        }
+        Some((since, inflight))
+    }
+
+    /// Ends the hold now: running reconciles of the shard are cancelled.
+    fn cut(&self, shard: u32) {
+        if let Some(h) = self.lock().get_mut(&shard) {
+            h.cut = true;
+            h.valid_until = Instant::now();
+        }
+        self.bump();
+    }
+
+    fn remove(&self, shard: u32, direction: &str) {
+        if self.lock().remove(&shard).is_some() {
+            self.0.metrics.handover(direction);
+            self.0.metrics.objects.remove(&metrics::ShardLabels {
+                shard: shard.to_string(),
+            });
+            self.bump();
+        }
+    }
+}
+
+/// A running reconcile of an object of one shard.
+pub struct ShardGuard {
+    shards: Shards,
+    shard: u32,
+    term: u64,
+}
+
+impl ShardGuard {
+    /// The shard.
+    pub fn shard(&self) -> u32 {
+        self.shard
+    }
+
+    /// Resolves when this replica's hold on the shard ends (Lease lost, not
+    /// renewed within the renew deadline, or cut after a drain timed out).
+    /// A draining shard's running reconciles go on.
+    pub async fn lost(&self) {
+        let mut changes = self.shards.subscribe();
+        loop {
+            let until = {
+                let held = self.shards.lock();
+                match held.get(&self.shard) {
+                    Some(h) if h.term == self.term && !h.cut => h.valid_until,
+                    _ => return,
+                }
+            };
+            if Instant::now() >= until {
+                return;
+            }
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return; },
+                () = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+}
+
+impl Drop for ShardGuard {
+    fn drop(&mut self) {
+        let mut held = self.shards.lock();
+        if let Some(h) = held.get_mut(&self.shard)
+            && h.term == self.term
+        {
+            h.inflight = h.inflight.saturating_sub(1);
+        }
+        drop(held);
+        // Wake a coordinator waiting for the drain.
+        self.shards.0.changed.send_modify(|n| *n += 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_shard_is_entered_only_while_active_and_drains_before_release() {
+        let shards = Shards::new(4, "me", "default", "wasm-operator");
+        let far = Instant::now() + Duration::from_secs(60);
+        assert!(shards.enter(1).is_none(), "not held");
+        shards.acquired(1, far);
+        assert!(shards.enter(1).is_none(), "syncing: caches not filled yet");
+        let (_, term, _) = shards.held()[&1];
+        assert!(shards.mark_active(1, term));
+        let guard = shards.enter(1).expect("active");
+        assert_eq!(shards.drain(1).map(|(_, n)| n), Some(1));
+        assert!(shards.enter(1).is_none(), "draining: nothing new starts");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), guard.lost())
+                .await
+                .is_err(),
+            "a draining shard lets its running reconciles finish"
+        );
+        drop(guard);
+        assert_eq!(shards.drain(1).map(|(_, n)| n), Some(0));
+        shards.remove(1, "released");
+        assert!(shards.held().is_empty());
+        assert_eq!(shards.metrics().handovers_of("released"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_cut_or_expired_hold_cancels_running_reconciles() {
+        let shards = Shards::new(4, "me", "default", "wasm-operator");
+        shards.acquired(2, Instant::now() + Duration::from_millis(100));
+        let (_, term, _) = shards.held()[&2];
+        shards.mark_active(2, term);
+        let guard = shards.enter(2).expect("active");
+        tokio::time::timeout(Duration::from_secs(2), guard.lost())
+            .await
+            .expect("the hold ends at its deadline");
+        assert!(shards.enter(2).is_none());
+
+        shards.acquired(3, Instant::now() + Duration::from_secs(60));
+        let (_, term, _) = shards.held()[&3];
+        shards.mark_active(3, term);
+        let guard = shards.enter(3).expect("active");
+        let waiter = tokio::spawn(async move { guard.lost().await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        shards.cut(3);
+        tokio::time::timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("cut cancels")
+            .expect("task");
+    }
+
+    #[test]
+    fn a_reacquired_shard_needs_a_new_sync() {
+        let shards = Shards::new(4, "me", "default", "wasm-operator");
+        let far = Instant::now() + Duration::from_secs(60);
+        shards.acquired(0, far);
+        let (_, old, _) = shards.held()[&0];
+        shards.remove(0, "lost");
+        shards.acquired(0, far);
+        assert!(
+            !shards.mark_active(0, old),
+            "a sync of the old term does not count"
+        );
+        let (_, new, _) = shards.held()[&0];
+        assert!(shards.mark_active(0, new));
+    }
+}

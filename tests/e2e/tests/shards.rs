@@ -1,0 +1,519 @@
+//! Sharding end to end (`--shards`), on the real control plane: three hosts
+//! with distinct identities split 12 shards, each caching and reconciling
+//! only its own objects; every object converges to its exact pod count and
+//! no pod is ever created twice — with all three up, after one is killed
+//! (`kill -9`: no release, its shards are taken over once their Leases
+//! expire), and while replicas go 1 → 3 → 1 under load (graceful handovers),
+//! starting from pods an unsharded host created (the upgrade path: they get
+//! their shard label and are not created again).
+//!
+//! "Never created twice" is checked by a pod watch of the test's own that
+//! records every pod UID it ever sees per owner: the objects only scale up
+//! and their pods never fail, so the UIDs seen must equal the final count.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use e2e_tests::{HostOptions, RunningHost, TestEnv, is_running_and_ready, plugin, wait_for};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use wasm_operator::controller::ControllerConfig;
+use wasm_operator::leader::LeaderElectionConfig;
+use wasm_operator::ownership::SHARD_LABEL;
+use wasm_operator::shards::coordinator::LEASE_KIND_LABEL;
+use wasm_operator::shards::hash::{label_value, shard_of};
+use wasm_operator::shards::{Coordinator, ShardConfig, Shards};
+
+const SHARDS: u32 = 12;
+const LEASE: Duration = Duration::from_secs(4);
+const RENEW: Duration = Duration::from_secs(3);
+const RETRY: Duration = Duration::from_secs(1);
+const CONVERGE: Duration = Duration::from_secs(120);
+
+/// One sharded host: the controller and its shard coordinator.
+struct Replica {
+    name: String,
+    host: RunningHost,
+    coordinator: Coordinator,
+    shards: Shards,
+}
+
+impl Replica {
+    async fn start(env: &TestEnv, name: &str) -> Result<Self> {
+        // Built (or found) before taking any shard.
+        let plugin = plugin("replicaset-plugin", &[]);
+        let (shards, coordinator) = Coordinator::start(
+            env.client.clone(),
+            ShardConfig {
+                count: SHARDS,
+                lease: LeaderElectionConfig {
+                    lease_name: "wasm-operator".into(),
+                    namespace: env.namespace.clone(),
+                    identity: name.to_string(),
+                    lease_duration: LEASE,
+                    renew_deadline: RENEW,
+                    retry_period: RETRY,
+                },
+            },
+        )
+        .map_err(anyhow::Error::msg)?;
+        let mut options = HostOptions::file(&plugin);
+        options.controller = ControllerConfig {
+            shards: Some(shards.clone()),
+            ..ControllerConfig::default()
+        };
+        let host = RunningHost::start_with(env, options).await?;
+        Ok(Self {
+            name: name.to_string(),
+            host,
+            coordinator,
+            shards,
+        })
+    }
+
+    fn active(&self) -> BTreeSet<u32> {
+        self.shards.active().into_iter().collect()
+    }
+
+    /// `kill -9`: reconciles stop mid-flight, no Lease is released.
+    async fn crash(self) {
+        self.coordinator.abort();
+        self.host.crash().await;
+    }
+
+    /// SIGTERM: running reconciles finish, the shards are handed over.
+    async fn stop(self) {
+        self.host.stop().await;
+        self.coordinator.release().await;
+    }
+}
+
+/// Waits until `replicas` hold every shard between them, each active on
+/// exactly one, in fair shares; returns how long that took.
+async fn wait_balanced(replicas: &[&Replica], timeout: Duration) -> Result<Duration> {
+    let started = Instant::now();
+    let n = replicas.len();
+    let (lo, hi) = (SHARDS as usize / n, (SHARDS as usize).div_ceil(n));
+    let mut last = String::new();
+    while started.elapsed() < timeout {
+        let sets: Vec<BTreeSet<u32>> = replicas.iter().map(|r| r.active()).collect();
+        let all: Vec<u32> = sets.iter().flatten().copied().collect();
+        let distinct: BTreeSet<u32> = all.iter().copied().collect();
+        if all.len() == SHARDS as usize
+            && distinct.len() == SHARDS as usize
+            && sets.iter().all(|s| (lo..=hi).contains(&s.len()))
+        {
+            return Ok(started.elapsed());
+        }
+        last = replicas
+            .iter()
+            .zip(&sets)
+            .map(|(r, s)| format!("{}: {s:?}", r.name))
+            .collect::<Vec<_>>()
+            .join("; ");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the shards were not balanced within {timeout:?}: {last}")
+}
+
+/// Every pod UID the test has seen, per controlling owner UID.
+struct CreatedPods {
+    seen: Arc<Mutex<HashMap<String, HashSet<String>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CreatedPods {
+    fn start(env: &TestEnv) -> Self {
+        let seen: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
+        let record = seen.clone();
+        let task = tokio::spawn(
+            watcher(env.pods(), watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .for_each(move |pod| {
+                    if let Ok(pod) = pod
+                        && let (Some(uid), Some(owner)) = (
+                            pod.uid(),
+                            pod.owner_references()
+                                .iter()
+                                .find(|o| o.controller == Some(true)),
+                        )
+                    {
+                        record
+                            .lock()
+                            .expect("lock")
+                            .entry(owner.uid.clone())
+                            .or_default()
+                            .insert(uid);
+                    }
+                    futures::future::ready(())
+                }),
+        );
+        Self { seen, task }
+    }
+
+    fn total(&self) -> usize {
+        self.seen
+            .lock()
+            .expect("lock")
+            .values()
+            .map(HashSet::len)
+            .sum()
+    }
+
+    /// Owners (by UID) with more pods ever created than `desired`.
+    fn over_created(&self, desired: &HashMap<String, u32>) -> Vec<String> {
+        let seen = self.seen.lock().expect("lock");
+        seen.iter()
+            .filter(|(owner, pods)| pods.len() > desired.get(*owner).copied().unwrap_or(0) as usize)
+            .map(|(owner, pods)| format!("{owner}: {} pods", pods.len()))
+            .collect()
+    }
+}
+
+impl Drop for CreatedPods {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Creates `count` objects `web-000…` with `desired` pods each.
+async fn create_objects(env: &TestEnv, count: usize, desired: u32) -> Result<()> {
+    for i in 0..count {
+        env.create(&format!("web-{i:03}"), desired, &[]).await?;
+    }
+    Ok(())
+}
+
+async fn scale_all(env: &TestEnv, desired: u32) -> Result<()> {
+    for jz in env.jinghzhus().list(&ListParams::default()).await?.items {
+        env.scale(&jz.name_any(), desired).await?;
+    }
+    Ok(())
+}
+
+/// Waits until every Jinghzhu has exactly `desired` live pods, all running
+/// and ready, with a status that says so; then checks that no pod was ever
+/// created twice and that every pod carries its owner's shard label.
+async fn wait_all_converged(env: &TestEnv, desired: u32, created: &CreatedPods) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        let jinghzhus = env.jinghzhus().list(&ListParams::default()).await?.items;
+        let pods = env.pods().list(&ListParams::default()).await?.items;
+        let mut live: HashMap<String, Vec<&Pod>> = HashMap::new();
+        for pod in &pods {
+            if wasm_operator::observed::is_live(pod)
+                && let Some(owner) = pod
+                    .owner_references()
+                    .iter()
+                    .find(|o| o.controller == Some(true))
+            {
+                live.entry(owner.uid.clone()).or_default().push(pod);
+            }
+        }
+        let behind: Vec<String> = jinghzhus
+            .iter()
+            .filter_map(|jz| {
+                let uid = jz.uid().unwrap_or_default();
+                let pods = live.get(&uid).map(Vec::as_slice).unwrap_or_default();
+                let ready = pods.iter().filter(|p| is_running_and_ready(p)).count();
+                let status_ok = jz
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.current == desired && s.ready_replicas == Some(desired));
+                (jz.spec.desired != desired
+                    || pods.len() != desired as usize
+                    || ready != pods.len()
+                    || !status_ok)
+                    .then(|| format!("{}: {} live, {ready} ready", jz.name_any(), pods.len()))
+            })
+            .collect();
+        if behind.is_empty() {
+            let wanted: HashMap<String, u32> = jinghzhus
+                .iter()
+                .map(|jz| (jz.uid().unwrap_or_default(), desired))
+                .collect();
+            // Let the test's own watch catch up with the last creates.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let over = created.over_created(&wanted);
+            assert!(over.is_empty(), "pods created more than once: {over:?}");
+            assert_eq!(
+                created.total(),
+                jinghzhus.len() * desired as usize,
+                "every pod the test saw is one of the final ones"
+            );
+            for pod in &pods {
+                let owner = pod
+                    .owner_references()
+                    .iter()
+                    .find(|o| o.controller == Some(true))
+                    .map(|o| o.uid.clone())
+                    .unwrap_or_default();
+                assert_eq!(
+                    pod.labels().get(SHARD_LABEL),
+                    Some(&label_value(shard_of(&owner, SHARDS), SHARDS)),
+                    "pod {} carries its owner's shard label",
+                    pod.name_any()
+                );
+            }
+            for jz in &jinghzhus {
+                assert_eq!(
+                    jz.labels().get(SHARD_LABEL),
+                    Some(&label_value(
+                        shard_of(&jz.uid().unwrap_or_default(), SHARDS),
+                        SHARDS
+                    )),
+                );
+            }
+            println!(
+                "converged: {} objects × {desired} pods in {:?}",
+                jinghzhus.len(),
+                started.elapsed()
+            );
+            return Ok(());
+        }
+        let last = format!(
+            "{} behind, e.g. {:?}",
+            behind.len(),
+            &behind[..behind.len().min(5)]
+        );
+        if started.elapsed() > CONVERGE {
+            bail!("not converged to {desired} within {CONVERGE:?}: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The shard Leases: `kubectl get leases` shows who holds each.
+async fn shard_holders(client: &Client, namespace: &str) -> Result<BTreeMap<String, String>> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    Ok(leases
+        .list(&ListParams::default().labels(&format!("{LEASE_KIND_LABEL}=shard")))
+        .await?
+        .items
+        .into_iter()
+        .map(|l| {
+            let holder = l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+            (l.metadata.name.unwrap_or_default(), holder)
+        })
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_split_the_shards_and_converge_without_double_creates() -> Result<()> {
+    let env = TestEnv::new("shards-three").await?;
+    let created = CreatedPods::start(&env);
+    let a = Replica::start(&env, "replica-a").await?;
+    let b = Replica::start(&env, "replica-b").await?;
+    let c = Replica::start(&env, "replica-c").await?;
+    let took = wait_balanced(&[&a, &b, &c], Duration::from_secs(30)).await?;
+    println!("3 replicas balanced {SHARDS} shards in {took:?}");
+
+    // The Leases name the holders, and agree with what each replica reconciles.
+    let holders = shard_holders(&env.client, &env.namespace).await?;
+    assert_eq!(holders.len(), SHARDS as usize, "{holders:?}");
+    for replica in [&a, &b, &c] {
+        for shard in replica.active() {
+            assert_eq!(
+                holders.get(&format!("wasm-operator-shard-{shard:02}")),
+                Some(&replica.name),
+                "{holders:?}"
+            );
+        }
+    }
+
+    // The issue's size: 300 objects, 600 pods.
+    const OBJECTS: usize = 300;
+    create_objects(&env, OBJECTS, 2).await?;
+    wait_all_converged(&env, 2, &created).await?;
+
+    // Each replica cached only the objects of its shards, and reconciled some.
+    let uids: Vec<String> = env
+        .jinghzhus()
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(|jz| jz.uid().unwrap_or_default())
+        .collect();
+    wait_for(
+        "each replica's per-shard object gauge to match its shards",
+        Duration::from_secs(15),
+        || async {
+            Ok([&a, &b, &c].iter().all(|r| {
+                let mine = r.active();
+                let expected = uids
+                    .iter()
+                    .filter(|u| mine.contains(&shard_of(u, SHARDS)))
+                    .count() as i64;
+                let gauge: i64 = mine
+                    .iter()
+                    .map(|s| {
+                        r.shards
+                            .metrics()
+                            .objects
+                            .get_or_create(&wasm_operator::shards::metrics::ShardLabels {
+                                shard: s.to_string(),
+                            })
+                            .get()
+                    })
+                    .sum();
+                gauge == expected
+            }))
+        },
+    )
+    .await?;
+    for replica in [&a, &b, &c] {
+        assert!(
+            replica.host.metrics.reconcile_count("success") > 0,
+            "{} reconciled its share",
+            replica.name
+        );
+    }
+
+    // `/status` lists the replica's shards, `/metrics` the shard series.
+    let addr = wasm_operator::serve::spawn(
+        "127.0.0.1:0".parse()?,
+        wasm_operator::serve::Endpoint {
+            metrics: a.host.metrics.clone(),
+            active: a.host.plugin.clone(),
+            history: a.host.history.clone(),
+            health: Arc::default(),
+            leadership: wasm_operator::leader::Leadership::always(),
+            leader: None,
+            shards: Some(a.shards.clone()),
+        },
+    )
+    .await?;
+    let (code, body) = e2e_tests::deploy::http_get(addr, "/status").await?;
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body)?;
+    let owned: BTreeSet<u32> = status["shards"]["owned"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_u64())
+                .map(|v| v as u32)
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(owned, a.active(), "{body}");
+    assert_eq!(status["shards"]["count"], SHARDS, "{body}");
+    assert_eq!(
+        status["shards"]["members"].as_array().map(Vec::len),
+        Some(3),
+        "{body}"
+    );
+    let (_, metrics) = e2e_tests::deploy::http_get(addr, "/metrics").await?;
+    assert!(
+        metrics.contains(&format!("wasm_operator_shards_owned {}", a.active().len())),
+        "{metrics}"
+    );
+    assert!(metrics.contains("wasm_operator_shard_handovers_total{direction=\"acquired\"}"));
+    for replica in [a, b, c] {
+        replica.stop().await;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_replica_s_shards_are_taken_over_within_lease_plus_retry() -> Result<()> {
+    let env = TestEnv::new("shards-kill").await?;
+    let created = CreatedPods::start(&env);
+    let a = Replica::start(&env, "replica-a").await?;
+    let b = Replica::start(&env, "replica-b").await?;
+    let c = Replica::start(&env, "replica-c").await?;
+    wait_balanced(&[&a, &b, &c], Duration::from_secs(30)).await?;
+    const OBJECTS: usize = 30;
+    create_objects(&env, OBJECTS, 1).await?;
+    wait_all_converged(&env, 1, &created).await?;
+
+    // Scale up and kill B while the first new pods are being created.
+    let before = created.total();
+    scale_all(&env, 4).await?;
+    wait_for("the first new pods", Duration::from_secs(30), || async {
+        Ok(created.total() > before)
+    })
+    .await?;
+    let b_shards = b.active();
+    let killed = Instant::now();
+    b.crash().await;
+    let took = wait_balanced(&[&a, &c], Duration::from_secs(30)).await?;
+    let bound = LEASE + RETRY * 2 + Duration::from_secs(2);
+    println!(
+        "kill -9: the killed replica's shards {b_shards:?} were active elsewhere {took:?} after the kill \
+         (lease {LEASE:?} + retry {RETRY:?}; bound checked {bound:?})"
+    );
+    assert!(took <= bound, "takeover took {took:?}, more than {bound:?}");
+    assert!(killed.elapsed() >= took);
+    assert!(
+        a.shards.metrics().handovers_of("acquired") + c.shards.metrics().handovers_of("acquired")
+            >= SHARDS as u64,
+        "every shard was acquired once at the start, B's again after the kill"
+    );
+    wait_all_converged(&env, 4, &created).await?;
+    a.stop().await;
+    c.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_go_one_to_three_to_one_under_load_after_an_upgrade_from_unsharded() -> Result<()>
+{
+    let env = TestEnv::new("shards-scale").await?;
+    let created = CreatedPods::start(&env);
+    const OBJECTS: usize = 24;
+    // An unsharded host created the first pods: they carry no shard label.
+    let unsharded = RunningHost::start(&env, &plugin("replicaset-plugin", &[])).await?;
+    create_objects(&env, OBJECTS, 1).await?;
+    wait_for("the unsharded host's pods", CONVERGE, || async {
+        let pods = env.pods().list(&ListParams::default()).await?.items;
+        Ok(pods.len() == OBJECTS && pods.iter().all(is_running_and_ready))
+    })
+    .await?;
+    unsharded.stop().await;
+    let unlabelled = env.pods().list(&ListParams::default()).await?.items;
+    assert!(
+        unlabelled
+            .iter()
+            .all(|p| !p.labels().contains_key(SHARD_LABEL))
+    );
+
+    // One sharded replica: labels everything, creates nothing new.
+    let a = Replica::start(&env, "replica-a").await?;
+    wait_balanced(&[&a], Duration::from_secs(30)).await?;
+    wait_all_converged(&env, 1, &created).await?;
+
+    // 1 -> 3 while scaling up.
+    scale_all(&env, 2).await?;
+    let b = Replica::start(&env, "replica-b").await?;
+    let c = Replica::start(&env, "replica-c").await?;
+    let took = wait_balanced(&[&a, &b, &c], Duration::from_secs(30)).await?;
+    println!("1 -> 3 replicas rebalanced in {took:?}");
+    scale_all(&env, 3).await?;
+    wait_all_converged(&env, 3, &created).await?;
+
+    // 3 -> 1 while scaling up again: B and C drain and hand over.
+    scale_all(&env, 4).await?;
+    let stopping = Instant::now();
+    b.stop().await;
+    c.stop().await;
+    let took = wait_balanced(&[&a], Duration::from_secs(30)).await?;
+    println!(
+        "3 -> 1 replicas: all shards back on one {:?} after the stops began",
+        stopping.elapsed()
+    );
+    let _ = took;
+    assert_eq!(a.active().len(), SHARDS as usize);
+    wait_all_converged(&env, 4, &created).await?;
+    let holders = shard_holders(&env.client, &env.namespace).await?;
+    assert!(holders.values().all(|h| h == "replica-a"), "{holders:?}");
+    a.stop().await;
+    Ok(())
+}
