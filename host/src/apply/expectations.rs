@@ -10,6 +10,19 @@
 //! or the expectations time out; and we remember the UIDs of pods we
 //! created and deleted until the cache shows them.
 //!
+//! A create that failed is released at once when its outcome is known: the
+//! API server answered with an error, or the request certainly never left
+//! (the connection could not be opened; see
+//! [`crate::apply::WriteOutcome`]). Only a create that may have been sent
+//! (a timeout or a reset after the request went out) keeps its count.
+//!
+//! A reconcile held back by pending expectations is *waiting*: how many
+//! objects wait is a gauge (`wasm_operator_expectations_waiting`), how many
+//! gave up waiting a counter (`wasm_operator_expectation_timeouts_total`),
+//! and [`Expectations::check`] says when a wait is long enough to be
+//! logged at info level (after [`LOG_WAITS_AFTER`], then every
+//! [`LOG_WAITS_EVERY`]).
+//!
 //! Everything is keyed by the Jinghzhu's UID, not its name: a Jinghzhu
 //! deleted and recreated under the same name starts clean, and the entry
 //! of a deleted Jinghzhu is dropped when the watch reports the deletion.
@@ -28,14 +41,77 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+
+/// A reconcile held back this long by its expectations is logged at info.
+pub const LOG_WAITS_AFTER: Duration = Duration::from_secs(5);
+
+/// A wait that goes on is logged again this often (per object).
+pub const LOG_WAITS_EVERY: Duration = Duration::from_secs(30);
 
 /// Pending creates and deletes per Jinghzhu UID.
 #[derive(Debug)]
 pub struct Expectations {
     timeout: Duration,
-    pending: Mutex<HashMap<String, Pending>>,
+    pending: Mutex<State>,
+    report: OnceLock<Report>,
+}
+
+/// Where waits are counted once [`Expectations::report_to`] was called.
+#[derive(Debug)]
+struct Report {
+    waiting: Gauge,
+    timeouts: Counter,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    owners: HashMap<String, Pending>,
+    /// Owners whose `waiting_since` is set.
+    waiting: usize,
+}
+
+impl State {
+    /// Drops `owner`'s entry (and its wait).
+    fn remove(&mut self, owner: &str) {
+        if let Some(p) = self.owners.remove(owner)
+            && p.waiting_since.is_some()
+        {
+            self.waiting = self.waiting.saturating_sub(1);
+        }
+    }
+}
+
+/// What [`Expectations::check`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// Nothing pending: the cache shows everything we did.
+    Satisfied,
+    /// Something was pending for longer than the timeout; given up on
+    /// (reconcile with the cache as it is).
+    TimedOut(Waiting),
+    /// Still waiting for the cache to show what we did.
+    Waiting(Waiting),
+}
+
+/// A wait on expectations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// Creates not seen yet (sent with no answer, an unknown outcome, or
+    /// answered but not in the cache).
+    pub creates: usize,
+    /// Of those, creates sent that have no answer (or a lost one).
+    pub unanswered: usize,
+    /// Deletes the cache still shows as live.
+    pub deletes: usize,
+    /// Since the first reconcile this wait held back.
+    pub waited: Duration,
+    /// Whether this wait should be logged at info now (rate-limited).
+    pub log: bool,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +126,10 @@ struct Pending {
     /// UIDs of pods we deleted that the cache still shows as live.
     deletes: HashSet<String>,
     since: Option<Instant>,
+    /// When a reconcile was first held back by this entry.
+    waiting_since: Option<Instant>,
+    /// When this wait was last logged at info.
+    logged: Option<Instant>,
 }
 
 impl Pending {
@@ -64,13 +144,36 @@ impl Expectations {
     pub fn new(timeout: Duration) -> Self {
         Self {
             timeout,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(State::default()),
+            report: OnceLock::new(),
+        }
+    }
+
+    /// Counts waits in `waiting` (objects held back now) and expectations
+    /// given up on in `timeouts`. The first call wins; later ones do nothing.
+    pub fn report_to(&self, waiting: &Gauge, timeouts: &Counter) {
+        self.report.get_or_init(|| Report {
+            waiting: waiting.clone(),
+            timeouts: timeouts.clone(),
+        });
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes how many objects wait (call with the lock held, after a change).
+    fn publish(&self, state: &State) {
+        if let Some(report) = self.report.get() {
+            report
+                .waiting
+                .set(i64::try_from(state.waiting).unwrap_or(i64::MAX));
         }
     }
 
     fn with_pending<T>(&self, owner: &str, f: impl FnOnce(&mut Pending) -> T) -> T {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = pending.entry(owner.to_string()).or_default();
+        let mut state = self.lock();
+        let entry = state.owners.entry(owner.to_string()).or_default();
         entry.since = Some(Instant::now());
         f(entry)
     }
@@ -92,16 +195,16 @@ impl Expectations {
         });
     }
 
-    /// A create for `owner` certainly failed (the API server refused it):
-    /// nothing will arrive for it.
+    /// A create for `owner` certainly failed (the API server answered with
+    /// an error, or the request never left): nothing will arrive for it.
     pub fn creation_failed(&self, owner: &str) {
         self.with_pending(owner, |p| p.in_flight = p.in_flight.saturating_sub(1));
     }
 
     /// The watch showed a pod `uid` controlled by `owner` for the first time.
     pub fn observe_added(&self, owner: &str, uid: &str) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(p) = pending.get_mut(owner) else {
+        let mut state = self.lock();
+        let Some(p) = state.owners.get_mut(owner) else {
             return;
         };
         if p.creates.remove(uid) {
@@ -123,8 +226,8 @@ impl Expectations {
     /// (a pod we created may be deleted by someone else before our cache
     /// ever showed it).
     pub fn observe_gone(&self, uid: &str) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        for p in pending.values_mut() {
+        let mut state = self.lock();
+        for p in state.owners.values_mut() {
             p.creates.remove(uid);
             p.deletes.remove(uid);
         }
@@ -135,33 +238,67 @@ impl Expectations {
     /// that pod: `None` if absent, `Some(terminating)` if present. Pending
     /// entries older than the timeout are dropped (and count as satisfied).
     pub fn satisfied(&self, owner: &str, cached: impl Fn(&str) -> Option<bool>) -> bool {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(p) = pending.get_mut(owner) else {
-            return true;
+        !matches!(self.check(owner, cached), Check::Waiting(_))
+    }
+
+    /// [`Expectations::satisfied`], saying how long the reconciles of
+    /// `owner` have been held back and whether to log it now. A `Waiting`
+    /// answer counts as a held-back reconcile.
+    pub fn check(&self, owner: &str, cached: impl Fn(&str) -> Option<bool>) -> Check {
+        let mut state = self.lock();
+        let Some(p) = state.owners.get_mut(owner) else {
+            return Check::Satisfied;
         };
         p.creates.retain(|uid| cached(uid).is_none());
         p.deletes.retain(|uid| cached(uid) == Some(false));
-        let expired = p.since.is_some_and(|since| since.elapsed() > self.timeout);
+        let now = Instant::now();
+        let expired = p
+            .since
+            .is_some_and(|since| now.saturating_duration_since(since) > self.timeout);
+        let mut waiting = Waiting {
+            creates: p.in_flight + p.creates.len(),
+            unanswered: p.in_flight,
+            deletes: p.deletes.len(),
+            waited: p
+                .waiting_since
+                .map_or(Duration::ZERO, |since| now.saturating_duration_since(since)),
+            log: false,
+        };
         if p.is_empty() || expired {
-            if expired && !p.is_empty() {
-                tracing::warn!(
-                    owner,
-                    in_flight = p.in_flight,
-                    creates = p.creates.len(),
-                    deletes = p.deletes.len(),
-                    "expectations timed out; reconciling with the cache as it is"
-                );
+            let timed_out = expired && !p.is_empty();
+            state.remove(owner);
+            self.publish(&state);
+            if !timed_out {
+                return Check::Satisfied;
             }
-            pending.remove(owner);
-            return true;
+            if let Some(report) = self.report.get() {
+                report.timeouts.inc();
+            }
+            return Check::TimedOut(waiting);
         }
-        false
+        if p.waiting_since.is_none() {
+            p.waiting_since = Some(now);
+            state.waiting += 1;
+            self.publish(&state);
+            return Check::Waiting(waiting);
+        }
+        let Some(p) = state.owners.get_mut(owner) else {
+            return Check::Waiting(waiting);
+        };
+        waiting.log = waiting.waited >= LOG_WAITS_AFTER
+            && p.logged
+                .is_none_or(|at| now.saturating_duration_since(at) >= LOG_WAITS_EVERY);
+        if waiting.log {
+            p.logged = Some(now);
+        }
+        Check::Waiting(waiting)
     }
 
     /// Pending (creates, deletes) of `owner`, for logs.
     pub fn pending(&self, owner: &str) -> (usize, usize) {
-        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending
+        let state = self.lock();
+        state
+            .owners
             .get(owner)
             .map(|p| (p.in_flight + p.creates.len(), p.deletes.len()))
             .unwrap_or((0, 0))
@@ -169,18 +306,24 @@ impl Expectations {
 
     /// Forgets `owner` (the Jinghzhu is gone).
     pub fn forget(&self, owner: &str) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.remove(owner);
+        let mut state = self.lock();
+        state.remove(owner);
+        self.publish(&state);
     }
 
     /// How many Jinghzhus have pending entries (for tests and metrics).
     pub fn len(&self) -> usize {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.lock().owners.len()
     }
 
     /// True when nothing is pending for any Jinghzhu.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How many Jinghzhus have a reconcile held back by their expectations.
+    pub fn waiting(&self) -> usize {
+        self.lock().waiting
     }
 }
 
@@ -276,5 +419,62 @@ mod tests {
         e.forget("a");
         assert!(e.satisfied("a", |_| None));
         assert!(e.is_empty());
+    }
+
+    #[test]
+    fn a_wait_is_counted_reported_and_released() {
+        let e = fresh();
+        let waiting = Gauge::default();
+        let timeouts = Counter::default();
+        e.report_to(&waiting, &timeouts);
+        e.expect_creations("k", 2);
+        e.created("k", "u1");
+        let Check::Waiting(w) = e.check("k", |_| None) else {
+            panic!("two creates pending");
+        };
+        assert_eq!((w.creates, w.unanswered, w.deletes), (2, 1, 0));
+        assert!(!w.log, "a fresh wait is not worth an info line");
+        assert_eq!((e.waiting(), waiting.get()), (1, 1));
+        // Held back again: still one object waiting.
+        assert!(matches!(e.check("k", |_| None), Check::Waiting(_)));
+        assert_eq!(waiting.get(), 1);
+        // The refused create and the pod in the cache release it.
+        e.creation_failed("k");
+        assert_eq!(e.check("k", |_| Some(false)), Check::Satisfied);
+        assert_eq!((e.waiting(), waiting.get(), timeouts.get()), (0, 0, 0));
+        // A forgotten object stops waiting too.
+        e.expect_deleted("j", "u2");
+        assert!(!e.satisfied("j", |_| Some(false)));
+        assert_eq!(waiting.get(), 1);
+        e.forget("j");
+        assert_eq!(waiting.get(), 0);
+    }
+
+    #[test]
+    fn a_long_wait_is_logged_then_rate_limited_and_a_timeout_counted() {
+        let e = Expectations::new(Duration::from_millis(300));
+        let waiting = Gauge::default();
+        let timeouts = Counter::default();
+        e.report_to(&waiting, &timeouts);
+        e.expect_creations("k", 1);
+        assert!(matches!(e.check("k", |_| None), Check::Waiting(_)));
+        // Pretend the wait began long ago.
+        e.lock().owners.get_mut("k").expect("pending").waiting_since =
+            Some(Instant::now() - LOG_WAITS_AFTER);
+        let Check::Waiting(w) = e.check("k", |_| None) else {
+            panic!("still waiting");
+        };
+        assert!(w.log && w.waited >= LOG_WAITS_AFTER, "{w:?}");
+        let Check::Waiting(w) = e.check("k", |_| None) else {
+            panic!("still waiting");
+        };
+        assert!(!w.log, "logged once per {LOG_WAITS_EVERY:?}");
+        std::thread::sleep(Duration::from_millis(350));
+        let Check::TimedOut(w) = e.check("k", |_| None) else {
+            panic!("timed out");
+        };
+        assert_eq!(w.unanswered, 1);
+        assert_eq!((timeouts.get(), waiting.get()), (1, 0));
+        assert_eq!(e.check("k", |_| None), Check::Satisfied);
     }
 }

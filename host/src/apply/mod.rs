@@ -34,6 +34,17 @@
 //! ~1 MiB of request bodies at a time, not 245 typed pods and their answers. What was
 //! created before a failure stays created and is recorded in expectations;
 //! the next reconcile sees it and proposes only the remainder.
+//!
+//! A failed write is classified ([`WriteOutcome`]): *not sent* (the
+//! connection could not be opened, so no byte of the request left),
+//! *answered* (the API server replied with an error) or *maybe sent* (a
+//! timeout or a reset after the request went out, or the server's own
+//! "may still be processing" timeout). A create that was not sent or was
+//! answered releases its expectation at once, so the object's next
+//! reconcile (after its backoff) creates again; only a maybe-sent create
+//! keeps it, until the watch shows the pod or the expectations time out.
+//! Each failure is counted in `wasm_operator_api_write_failures_total{verb,outcome}`
+//! and named in the `FailedCreate`/`FailedDelete` Event.
 
 pub mod expectations;
 pub mod names;
@@ -51,6 +62,98 @@ use kube::runtime::events::EventType;
 use kube::{Client, ResourceExt};
 
 pub use validate::{Limits, Rejection, Validated, check_bounds, validate};
+
+/// What became of a write that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The request certainly never reached the API server: the connection
+    /// could not be opened (refused, unreachable, TLS handshake failed,
+    /// connect timeout), or it could not even be built.
+    NotSent,
+    /// The API server answered with an error: it did not do it.
+    Answered,
+    /// The request may have been carried out: it went out and the answer
+    /// was lost (a read timeout, a reset connection, an answer we could not
+    /// read), or the server said it timed out and may still be processing.
+    MaybeSent,
+}
+
+impl WriteOutcome {
+    /// The `outcome` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            WriteOutcome::NotSent => "not_sent",
+            WriteOutcome::Answered => "answered",
+            WriteOutcome::MaybeSent => "maybe_sent",
+        }
+    }
+
+    /// Whether the write certainly did not happen.
+    pub fn certainly_failed(self) -> bool {
+        !matches!(self, WriteOutcome::MaybeSent)
+    }
+
+    /// What it means, for Events and logs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            WriteOutcome::NotSent => "not sent: the API server could not be reached",
+            WriteOutcome::Answered => "refused by the API server",
+            WriteOutcome::MaybeSent => "outcome unknown: the request was sent and its answer lost",
+        }
+    }
+}
+
+/// Classifies a failed request's error (see [`WriteOutcome`]).
+pub fn classify(err: &kube::Error) -> WriteOutcome {
+    match err {
+        kube::Error::Api(status) => {
+            // 504 (reason Timeout) and 500 (reason ServerTimeout) are the
+            // API server saying it gave up waiting, not that it did nothing.
+            let timeout = matches!(status.code, 408 | 504)
+                || matches!(status.reason.as_str(), "Timeout" | "ServerTimeout");
+            if timeout {
+                WriteOutcome::MaybeSent
+            } else {
+                WriteOutcome::Answered
+            }
+        }
+        // Failed before anything was sent.
+        kube::Error::BuildRequest(_)
+        | kube::Error::HttpError(_)
+        | kube::Error::Auth(_)
+        | kube::Error::TlsRequired
+        | kube::Error::ProxyProtocolUnsupported { .. }
+        | kube::Error::ProxyProtocolDisabled { .. } => WriteOutcome::NotSent,
+        kube::Error::Service(source) if never_sent(source.as_ref()) => WriteOutcome::NotSent,
+        kube::Error::HyperError(source) if never_sent(source) => WriteOutcome::NotSent,
+        // A reset, a read timeout, an answer we could not read (the pod may
+        // exist): the request may have been carried out.
+        _ => WriteOutcome::MaybeSent,
+    }
+}
+
+/// True when `err` (or an error it wraps) says the request never left: the
+/// HTTP client could not open a connection (hyper's `is_connect`; a TLS
+/// handshake or a connect timeout fail there too), a connection was refused,
+/// or the client gave the unsent request back (`Canceled`: the pooled
+/// connection closed before it was written).
+fn never_sent(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        if let Some(client) = err.downcast_ref::<hyper_util::client::legacy::Error>()
+            && (client.is_connect() || client.to_string() == "client error (Canceled)")
+        {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
 
 use crate::actions::{self, PodToCreate, ProposedActions};
 use crate::cached_pod::CachedPod;
@@ -287,14 +390,18 @@ async fn create_pods(
         );
         applied.events += 1;
     }
-    let Some(source) = failure else {
+    let Some((outcome, source)) = failure else {
         return Ok(());
     };
+    target.metrics.write_failed("create", outcome.label());
     target.events.publish(
         owner.jz,
         EventType::Warning,
         "FailedCreate",
-        &format!("Error creating pod: {source}"),
+        &format!(
+            "Error creating pod ({}; retrying with backoff): {source}",
+            outcome.describe()
+        ),
     );
     Err(ApplyError::Api {
         what: format!("creating pods in {}", owner.namespace),
@@ -304,14 +411,14 @@ async fn create_pods(
 
 /// Sends the creates in bounded slow-start batches; each batch is expected
 /// before it is sent, and its pods are built only then. Returns the first
-/// failure (no batch is sent after it).
+/// failure, classified (no batch is sent after it).
 async fn send_creates(
     target: &Target<'_>,
     owner: &Owner<'_>,
     proposal: &ProposedActions,
     validated: &Validated,
     applied: &mut Applied,
-) -> Option<kube::Error> {
+) -> Option<(WriteOutcome, kube::Error)> {
     let creates: Vec<(&PodToCreate, &PodSpec)> = proposal
         .create_pods
         .iter()
@@ -352,15 +459,28 @@ async fn send_creates(
                     target.metrics.pods_created.inc();
                     applied.created.push(pod.name_any());
                 }
-                Err(err) => {
-                    // A refusal releases its expectation; an error that
-                    // leaves open whether the pod was made (a timeout, a
-                    // lost connection) keeps it until the watch shows the
-                    // pod or the expectation times out.
-                    if refused(&err) {
+                Err((outcome, err)) => {
+                    // An answered or unsent create releases its expectation
+                    // at once; one that may have been made (a timeout, a
+                    // lost connection after sending) keeps it until the
+                    // watch shows the pod or the expectation times out.
+                    if outcome.certainly_failed() {
                         target.expectations.creation_failed(target.owner_uid);
                     }
-                    failure = Some(err);
+                    tracing::debug!(
+                        object = %target.key,
+                        outcome = outcome.label(),
+                        error = %err,
+                        "pod create failed"
+                    );
+                    // The first failure is reported; an unknown outcome
+                    // among them is worth naming (the object waits for it).
+                    let replace = failure.as_ref().is_none_or(|(first, _)| {
+                        *first != WriteOutcome::MaybeSent && outcome == WriteOutcome::MaybeSent
+                    });
+                    if replace {
+                        failure = Some((outcome, err));
+                    }
                 }
             }
         }
@@ -395,11 +515,16 @@ async fn delete_owned_pods(
     let Err((name, source)) = result else {
         return Ok(());
     };
+    let outcome = classify(&source);
+    target.metrics.write_failed("delete", outcome.label());
     target.events.publish(
         owner.jz,
         EventType::Warning,
         "FailedDelete",
-        &format!("Error deleting pod {name}: {source}"),
+        &format!(
+            "Error deleting pod {name} ({}; retrying with backoff): {source}",
+            outcome.describe()
+        ),
     );
     Err(ApplyError::Api {
         what: format!("deleting pod {}/{name}", owner.namespace),
@@ -453,10 +578,15 @@ async fn write_status(
             applied.stale = true;
             Ok(())
         }
-        Err(source) => Err(ApplyError::Api {
-            what: format!("patching the status of {}", target.key),
-            source,
-        }),
+        Err(source) => {
+            target
+                .metrics
+                .write_failed("patch_status", classify(&source).label());
+            Err(ApplyError::Api {
+                what: format!("patching the status of {}", target.key),
+                source,
+            })
+        }
     }
 }
 
@@ -478,18 +608,23 @@ fn publish_plugin_events(
 /// Sends one pod create whose JSON is `body` to `url` (the namespace's pods).
 /// Only the JSON is held while the request is in flight (the typed Pod is
 /// several times its size), and the answer is read as a [`CachedPod`], so
-/// its spec is skipped instead of being built.
+/// its spec is skipped instead of being built. A failure comes classified.
 async fn send_create(
     client: &Client,
     url: &str,
     body: serde_json::Result<Vec<u8>>,
-) -> Result<CachedPod, kube::Error> {
-    let body = body.map_err(kube::Error::SerdeError)?;
+) -> Result<CachedPod, (WriteOutcome, kube::Error)> {
+    let not_sent = |err| (WriteOutcome::NotSent, err);
+    let body = body.map_err(kube::Error::SerdeError).map_err(not_sent)?;
     let mut request = kube::core::Request::new(url)
         .create(&PostParams::default(), body)
-        .map_err(kube::Error::BuildRequest)?;
+        .map_err(kube::Error::BuildRequest)
+        .map_err(not_sent)?;
     request.extensions_mut().insert("create");
-    client.request::<CachedPod>(request).await
+    client
+        .request::<CachedPod>(request)
+        .await
+        .map_err(|err| (classify(&err), err))
 }
 
 /// The status to write for `proposal` when it differs from the stored one:
@@ -569,13 +704,6 @@ async fn delete_pods(
         applied.deleted.push(name.clone());
     }
     Ok(())
-}
-
-/// True when the API server certainly did not create the object: it
-/// answered with a client error (invalid, forbidden, quota, conflict…).
-/// Timeouts, server errors and transport failures leave it open.
-fn refused(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 408)
 }
 
 /// The plugin's Events grouped by type and reason, in order of first
@@ -720,19 +848,103 @@ mod tests {
         );
     }
 
+    fn api(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("x", reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
     #[test]
-    fn only_client_errors_are_refusals() {
-        let api = |code| {
-            kube::Error::Api(
-                kube::core::Status::failure("x", "y")
-                    .with_code(code)
-                    .boxed(),
-            )
-        };
-        assert!(refused(&api(422)));
-        assert!(refused(&api(403)));
-        assert!(!refused(&api(504)));
-        assert!(!refused(&api(500)));
-        assert!(!refused(&api(408)));
+    fn an_answer_is_answered_unless_the_server_says_it_may_still_be_working() {
+        for code in [400, 403, 409, 422, 429, 500, 503] {
+            assert_eq!(classify(&api(code, "")), WriteOutcome::Answered, "{code}");
+        }
+        assert_eq!(classify(&api(504, "Timeout")), WriteOutcome::MaybeSent);
+        assert_eq!(classify(&api(408, "")), WriteOutcome::MaybeSent);
+        assert_eq!(
+            classify(&api(500, "ServerTimeout")),
+            WriteOutcome::MaybeSent
+        );
+        let unreadable = serde_json::from_str::<CachedPod>("{").expect_err("bad json");
+        assert_eq!(
+            classify(&kube::Error::SerdeError(unreadable)),
+            WriteOutcome::MaybeSent,
+            "an answer we cannot read may be a pod that exists"
+        );
+    }
+
+    /// Sends a pod create to `server` with a real kube client (no retries)
+    /// and classifies what became of it.
+    async fn create_against(server: String) -> WriteOutcome {
+        let mut config = kube::Config::new(server.parse().expect("url"));
+        config.default_retry = false;
+        config.read_timeout = Some(std::time::Duration::from_secs(5));
+        let client = Client::try_from(config).expect("client");
+        let pods: Api<Pod> = Api::namespaced(client, "ns");
+        let err = pods
+            .create(&PostParams::default(), &Pod::default())
+            .await
+            .expect_err("nothing serves pods here");
+        classify(&err)
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_not_sent() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        drop(listener); // nobody listens there now
+        assert_eq!(
+            create_against(format!("http://127.0.0.1:{port}")).await,
+            WriteOutcome::NotSent
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_lost_after_sending_may_have_been_sent() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        // Reads the request, then hangs up without answering.
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut buf = vec![0u8; 64 * 1024];
+            let _ = socket.read(&mut buf).await;
+            drop(socket);
+        });
+        assert_eq!(
+            create_against(format!("http://127.0.0.1:{port}")).await,
+            WriteOutcome::MaybeSent
+        );
+        let _ = server.await;
+    }
+
+    #[tokio::test]
+    async fn an_error_status_is_answered() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut buf = vec![0u8; 64 * 1024];
+            let _ = socket.read(&mut buf).await;
+            let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"slow down","reason":"TooManyRequests","code":429}"#;
+            let answer = format!(
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        });
+        assert_eq!(
+            create_against(format!("http://127.0.0.1:{port}")).await,
+            WriteOutcome::Answered
+        );
+        let _ = server.await;
     }
 }

@@ -24,7 +24,7 @@ use super::owner_index::OwnerIndex;
 use super::readiness::CacheReady;
 use super::watch::object_key;
 use crate::actions::ProposedActions;
-use crate::apply::expectations::Expectations;
+use crate::apply::expectations::{Check, Expectations};
 use crate::apply::policy::{self, PolicyConfig};
 use crate::apply::{self, Applied, ApplyError, Limits, Validated, validate};
 use crate::cached_pod::CachedPod;
@@ -217,36 +217,59 @@ async fn read_object(
 const OWN_CHANGES_RETRY: Duration = Duration::from_secs(2);
 
 /// Step 1, continued: a requeue when the cache does not show yet every pod
-/// we created or deleted (acting now could double them).
+/// we created or deleted (acting now could double them). A wait of more
+/// than a few seconds is logged at info (then every 30 s), and the
+/// `wasm_operator_expectations_waiting` gauge counts the objects waiting.
 fn wait_for_own_changes(ctx: &Context, object: &Object) -> Option<Action> {
-    let (creates, deletes) =
-        pending_own_changes(&ctx.objects.expectations, &object.uid, &object.pods)?;
-    ctx.metrics.waited_for_cache.inc();
-    tracing::debug!(
-        object = %object.key,
-        pending_creates = creates,
-        pending_deletes = deletes,
-        "waiting for the cache to show our own changes"
+    let expectations = &ctx.objects.expectations;
+    expectations.report_to(
+        &ctx.metrics.expectations_waiting,
+        &ctx.metrics.expectation_timeouts,
     );
+    let waiting = match pending_own_changes(expectations, &object.uid, &object.pods) {
+        Check::Satisfied => return None,
+        Check::TimedOut(waiting) => {
+            tracing::warn!(
+                object = %object.key,
+                pending_creates = waiting.creates,
+                unanswered_creates = waiting.unanswered,
+                pending_deletes = waiting.deletes,
+                waited_s = waiting.waited.as_secs(),
+                "expectations timed out; reconciling with the cache as it is"
+            );
+            return None;
+        }
+        Check::Waiting(waiting) => waiting,
+    };
+    ctx.metrics.waited_for_cache.inc();
+    if waiting.log {
+        tracing::info!(
+            object = %object.key,
+            pending_creates = waiting.creates,
+            unanswered_creates = waiting.unanswered,
+            pending_deletes = waiting.deletes,
+            waited_s = waiting.waited.as_secs(),
+            "still waiting for the cache to show our own changes (creates with an unknown outcome wait for their pod or the expectations timeout)"
+        );
+    } else {
+        tracing::debug!(
+            object = %object.key,
+            pending_creates = waiting.creates,
+            pending_deletes = waiting.deletes,
+            "waiting for the cache to show our own changes"
+        );
+    }
     Some(Action::requeue(OWN_CHANGES_RETRY))
 }
 
-/// The creates and deletes of the object `uid` that `pods` (its pods as
-/// cached) do not show yet, or `None` when the cache has caught up.
-fn pending_own_changes(
-    expectations: &Expectations,
-    uid: &str,
-    pods: &[Pod],
-) -> Option<(usize, usize)> {
+/// Whether `pods` (the object `uid`'s pods as cached) show every create and
+/// delete we made for it.
+fn pending_own_changes(expectations: &Expectations, uid: &str, pods: &[Pod]) -> Check {
     let uid_state: HashMap<String, bool> = pods
         .iter()
         .filter_map(|p| Some((p.uid()?, p.metadata.deletion_timestamp.is_some())))
         .collect();
-    if expectations.satisfied(uid, |pod| uid_state.get(pod).copied()) {
-        None
-    } else {
-        Some(expectations.pending(uid))
-    }
+    expectations.check(uid, |pod| uid_state.get(pod).copied())
 }
 
 /// Step 1, last: the user's own template must pass the floor of every mode
@@ -548,16 +571,19 @@ mod tests {
     #[test]
     fn a_reconcile_waits_until_the_cache_shows_its_own_creates() {
         let expectations = Expectations::new(Duration::from_secs(300));
-        assert_eq!(pending_own_changes(&expectations, "owner", &[]), None);
-        expectations.expect_creations("owner", 1);
-        expectations.created("owner", "pod-1");
         assert_eq!(
             pending_own_changes(&expectations, "owner", &[]),
-            Some((1, 0))
+            Check::Satisfied
         );
+        expectations.expect_creations("owner", 1);
+        expectations.created("owner", "pod-1");
+        let Check::Waiting(waiting) = pending_own_changes(&expectations, "owner", &[]) else {
+            panic!("the pod is not cached yet");
+        };
+        assert_eq!((waiting.creates, waiting.deletes), (1, 0));
         assert_eq!(
             pending_own_changes(&expectations, "owner", &[pod("pod-1")]),
-            None
+            Check::Satisfied
         );
     }
 

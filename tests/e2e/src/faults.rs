@@ -1,0 +1,379 @@
+//! Faults of the control plane, for the tests of `tests/faults.rs`: an
+//! HTTP proxy between a host and kube-apiserver that can slow every request
+//! down, answer chosen requests with an error status for a while, end the
+//! watches open now, refuse new watches, or leave the watches open now
+//! silent (the connection stays open, nothing more arrives: a half-dead
+//! connection behind a NAT or load balancer).
+//!
+//! The host talks plain HTTP to the proxy (a kubeconfig-free
+//! [`kube::Config`] from [`ApiProxy::host_config`]); the proxy forwards
+//! each request once (no retries of its own) through an admin
+//! [`kube::Client`], so TLS and authentication to the API server are its
+//! business, as with `kubectl proxy`. Every request is logged
+//! ([`ApiProxy::seen`]) with its answer's status, so a test can count
+//! creates, relists and retries.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use axum::body::{Body as AxumBody, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, Response, StatusCode};
+use http_body::Frame;
+
+/// One request the proxy handled.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// When it arrived.
+    pub at: Instant,
+    /// `GET`, `POST`, …
+    pub method: Method,
+    /// The path, e.g. `/api/v1/namespaces/x/pods`.
+    pub path: String,
+    /// The query string (empty when none).
+    pub query: String,
+    /// The status answered (injected or the API server's).
+    pub status: u16,
+    /// Whether the proxy answered it itself (an injected failure).
+    pub injected: bool,
+}
+
+impl Seen {
+    /// A watch request (`?watch=true`).
+    pub fn is_watch(&self) -> bool {
+        self.query
+            .split('&')
+            .any(|p| p == "watch=true" || p == "watch=1")
+    }
+
+    /// A list (a GET of a collection that is not a watch) of `resource`
+    /// (`pods`, `jinghzhus`).
+    pub fn is_list_of(&self, resource: &str) -> bool {
+        self.method == Method::GET
+            && !self.is_watch()
+            && self.path.ends_with(&format!("/{resource}"))
+    }
+
+    /// A create (POST) of `resource`.
+    pub fn is_create_of(&self, resource: &str) -> bool {
+        self.method == Method::POST && self.path.ends_with(&format!("/{resource}"))
+    }
+}
+
+/// Which requests an injected failure answers.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The status to answer (429, 500, 503, …).
+    pub status: u16,
+    /// Only requests with this method (any when `None`).
+    pub method: Option<Method>,
+    /// Only paths ending with this (e.g. `/pods`).
+    pub path_suffix: String,
+    /// Until when.
+    pub until: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Faults {
+    latency: Duration,
+    failure: Option<Failure>,
+    refuse_watches_until: Option<Instant>,
+}
+
+struct Shared {
+    upstream: kube::Client,
+    faults: Mutex<Faults>,
+    seen: Mutex<Vec<Seen>>,
+    /// Bumped to end every watch open now.
+    cut: Arc<AtomicU64>,
+    /// Bumped to silence every watch open now.
+    silence: Arc<AtomicU64>,
+}
+
+/// The proxy (stopped when dropped).
+pub struct ApiProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ApiProxy {
+    /// Starts a proxy on a free loopback port that forwards to the API
+    /// server `upstream` talks to (give it a client without retries: see
+    /// [`ApiProxy::upstream_client`]).
+    pub async fn start(upstream: kube::Client) -> Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            upstream,
+            faults: Mutex::new(Faults::default()),
+            seen: Mutex::new(Vec::new()),
+            cut: Arc::new(AtomicU64::new(0)),
+            silence: Arc::new(AtomicU64::new(0)),
+        });
+        let app = axum::Router::new()
+            .fallback(forward)
+            .with_state(shared.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { addr, shared, task })
+    }
+
+    /// An admin client for the proxy's side: the control plane's, sending
+    /// each request once (kube's client retries 429/503/504 by default).
+    pub async fn upstream_client(
+        control_plane: &local_control_plane::ControlPlane,
+    ) -> Result<kube::Client> {
+        let mut config = control_plane.config().await?;
+        config.default_retry = false;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A client configuration that reaches the API server through this proxy.
+    pub fn host_config(&self, namespace: &str) -> Result<kube::Config> {
+        let mut config = kube::Config::new(format!("http://{}", self.addr).parse()?);
+        config.default_namespace = namespace.to_string();
+        Ok(config)
+    }
+
+    /// Delays every request (watches included) by `latency` from now on.
+    pub fn set_latency(&self, latency: Duration) {
+        self.faults().latency = latency;
+    }
+
+    /// Answers requests matching `failure` with its status until its deadline.
+    pub fn fail(&self, failure: Failure) {
+        self.faults().failure = Some(failure);
+    }
+
+    /// Ends every watch open now (cleanly: a client resumes from its last
+    /// resourceVersion).
+    pub fn cut_watches(&self) {
+        self.shared.cut.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Answers new watches with 503 for `period`.
+    pub fn refuse_watches(&self, period: Duration) {
+        self.faults().refuse_watches_until = Some(Instant::now() + period);
+    }
+
+    /// New watches are forwarded again.
+    pub fn allow_watches(&self) {
+        self.faults().refuse_watches_until = None;
+    }
+
+    /// The watches open now stop forwarding anything, for good, and stay
+    /// open; new watches work.
+    pub fn silence_watches(&self) {
+        self.shared.silence.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Every request handled so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.shared
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Requests since `since` for which `pick` holds.
+    pub fn count_since(&self, since: Instant, pick: impl Fn(&Seen) -> bool) -> usize {
+        self.seen()
+            .iter()
+            .filter(|s| s.at >= since && pick(s))
+            .count()
+    }
+
+    fn faults(&self) -> std::sync::MutexGuard<'_, Faults> {
+        self.shared.faults.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for ApiProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A Kubernetes `Status` answer with `code`.
+fn status_answer(code: u16, message: &str) -> Response<AxumBody> {
+    let reason = match code {
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "InternalError",
+    };
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": { "retryAfterSeconds": 1 },
+        "code": code,
+    });
+    let mut answer = Response::new(AxumBody::from(body.to_string()));
+    *answer.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    answer
+        .headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    if code == 429 || code == 503 {
+        answer
+            .headers_mut()
+            .insert("retry-after", HeaderValue::from_static("1"));
+    }
+    answer
+}
+
+async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Response<AxumBody> {
+    let at = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let query = request.uri().query().unwrap_or_default().to_string();
+    let mut seen = Seen {
+        at,
+        method: method.clone(),
+        path: path.clone(),
+        query,
+        status: 0,
+        injected: true,
+    };
+    let (latency, injected) = {
+        let faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let injected = if seen.is_watch() {
+            faults
+                .refuse_watches_until
+                .filter(|until| at < *until)
+                .map(|_| 503)
+        } else {
+            faults
+                .failure
+                .as_ref()
+                .filter(|f| {
+                    at < f.until
+                        && f.method.as_ref().is_none_or(|m| *m == method)
+                        && path.ends_with(&f.path_suffix)
+                })
+                .map(|f| f.status)
+        };
+        (faults.latency, injected)
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let answer = match injected {
+        Some(code) => status_answer(code, "injected by the test proxy"),
+        None => {
+            seen.injected = false;
+            let watch = seen.is_watch();
+            pass_on(&shared, request, watch).await
+        }
+    };
+    seen.status = answer.status().as_u16();
+    shared
+        .seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(seen);
+    answer
+}
+
+/// Sends `request` to the API server once and streams its answer back.
+async fn pass_on(shared: &Shared, request: Request, watch: bool) -> Response<AxumBody> {
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, 64 << 20).await {
+        Ok(body) => body,
+        Err(err) => return status_answer(400, &format!("reading the request: {err}")),
+    };
+    let mut upstream = axum::http::Request::builder()
+        .method(parts.method)
+        .uri(parts.uri);
+    for (name, value) in &parts.headers {
+        if !matches!(
+            name.as_str(),
+            "host" | "authorization" | "connection" | "content-length" | "transfer-encoding"
+        ) {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let upstream = match upstream.body(kube::client::Body::from(body.to_vec())) {
+        Ok(request) => request,
+        Err(err) => return status_answer(400, &format!("building the request: {err}")),
+    };
+    let answer = match shared.upstream.send(upstream).await {
+        Ok(answer) => answer,
+        // What a proxy says when the server behind it is gone.
+        Err(err) => return status_answer(502, &format!("the API server is unreachable: {err}")),
+    };
+    let (mut parts, body) = answer.into_parts();
+    parts.headers.remove("connection");
+    parts.headers.remove("transfer-encoding");
+    let body = if watch {
+        parts.headers.remove("content-length");
+        AxumBody::new(Watch {
+            inner: body,
+            cut: shared.cut.clone(),
+            cut_at_open: shared.cut.load(Ordering::SeqCst),
+            silence: shared.silence.clone(),
+            silence_at_open: shared.silence.load(Ordering::SeqCst),
+            tick: Box::pin(tokio::time::sleep(TICK)),
+        })
+    } else {
+        AxumBody::new(body)
+    };
+    Response::from_parts(parts, body)
+}
+
+/// How often a watch body looks at the proxy's switches while idle.
+const TICK: Duration = Duration::from_millis(100);
+
+/// A watch answer's body that ends when the watches are cut and stops
+/// forwarding (for good) when they are silenced.
+struct Watch {
+    inner: kube::client::Body,
+    cut: Arc<AtomicU64>,
+    cut_at_open: u64,
+    silence: Arc<AtomicU64>,
+    silence_at_open: u64,
+    tick: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl http_body::Body for Watch {
+    type Data = Bytes;
+    type Error = kube::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, kube::Error>>> {
+        if self.silence.load(Ordering::SeqCst) != self.silence_at_open {
+            // Never wakes again: the connection stays open and says nothing.
+            return Poll::Pending;
+        }
+        if self.cut.load(Ordering::SeqCst) != self.cut_at_open {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        // Look at the switches again soon.
+        while self.tick.as_mut().poll(cx).is_ready() {
+            let next = tokio::time::Instant::now() + TICK;
+            self.tick.as_mut().reset(next);
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        false
+    }
+}

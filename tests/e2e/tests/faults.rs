@@ -1,0 +1,470 @@
+//! Faults of the control plane, one test each: kube-apiserver restarted in
+//! place mid-scale, an etcd compaction that forces a relist (410 Gone), a
+//! watch that goes silent, a slow API server, and bursts of 5xx and 429
+//! answers (the last three through the fault-injecting proxy of
+//! `e2e_tests::faults`). After each, every object must have exactly the
+//! pods it asks for, none created twice (the host never had to delete a
+//! surplus pod), and the metrics and Events must say what happened.
+//!
+//! The tests take turns (one fault at a time on the control plane).
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use e2e_tests::faults::{ApiProxy, Failure};
+use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
+use futures::future::try_join_all;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use local_control_plane::cluster::Stop;
+use local_control_plane::{ControlPlane, ControlPlaneOptions};
+use wasm_operator::controller::ControllerConfig;
+
+/// One fault at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn replicaset() -> std::path::PathBuf {
+    plugin("replicaset-plugin", &[])
+}
+
+/// `count` Jinghzhus `prefix-0`… with `desired` pods each.
+async fn create_many(
+    env: &TestEnv,
+    prefix: &str,
+    count: usize,
+    desired: u32,
+) -> Result<Vec<String>> {
+    let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
+    try_join_all(names.iter().map(|n| env.create(n, desired, &[]))).await?;
+    Ok(names)
+}
+
+async fn scale_all(env: &TestEnv, names: &[String], desired: u32) -> Result<()> {
+    try_join_all(names.iter().map(|n| env.scale(n, desired))).await?;
+    Ok(())
+}
+
+/// Waits until every object has exactly `desired` running, ready pods and a
+/// status that says so.
+async fn converge_all(
+    env: &TestEnv,
+    names: &[String],
+    desired: u32,
+    within: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + within;
+    for name in names {
+        let left = deadline.saturating_duration_since(Instant::now());
+        env.wait_converged(name, desired, left.max(Duration::from_secs(1)))
+            .await
+            .with_context(|| format!("after the fault, within {within:?}"))?;
+    }
+    Ok(())
+}
+
+/// The invariants every fault must keep: exactly `desired` live pods per
+/// object, and no pod the host had to delete as a surplus.
+async fn check_exact(
+    env: &TestEnv,
+    host: &RunningHost,
+    names: &[String],
+    desired: u32,
+) -> Result<()> {
+    for name in names {
+        let live = env.live_pods(name).await?.len();
+        ensure!(
+            live == desired as usize,
+            "{name} has {live} live pods, not {desired}"
+        );
+    }
+    ensure!(
+        host.metrics.pods_deleted.get() == 0,
+        "the host deleted {} pods: it must have created some twice",
+        host.metrics.pods_deleted.get()
+    );
+    ensure!(
+        host.metrics.expectations_waiting.get() == 0,
+        "{} objects still wait on expectations",
+        host.metrics.expectations_waiting.get()
+    );
+    Ok(())
+}
+
+/// A host whose client goes through `proxy`, with the read timeout the
+/// host sets (or `read_timeout`).
+async fn host_through(
+    env: &TestEnv,
+    proxy: &ApiProxy,
+    read_timeout: Option<Duration>,
+) -> Result<RunningHost> {
+    let mut config = wasm_operator::run::with_read_timeout(proxy.host_config(&env.namespace)?);
+    if read_timeout.is_some() {
+        config.read_timeout = read_timeout;
+    }
+    let options = HostOptions {
+        client: Some(Client::try_from(config)?),
+        ..HostOptions::file(&replicaset())
+    };
+    RunningHost::start_with(env, options).await
+}
+
+/// The host's metrics as Prometheus text.
+fn exported(host: &RunningHost) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    host.metrics.register(&mut registry);
+    let mut text = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+    text
+}
+
+/// The issue's scenario: 20 objects scaled 5 → 7, kube-apiserver restarted
+/// in place as the first new pods are created. The creates that meet the
+/// closed port were certainly not sent: their objects must be reconciled
+/// again as soon as the API server is back (before the fix, 15 of 20 waited
+/// for the 300 s expectations timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_restarted_in_place_mid_scale_leaves_no_object_behind() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("restart").await?;
+    let config = wasm_operator::run::with_read_timeout(env.control_plane.config().await?);
+    let host = RunningHost::start_with(
+        &env,
+        HostOptions {
+            client: Some(Client::try_from(config)?),
+            // One worker: the creates of the 20 objects take turns, so the
+            // restart meets most of them.
+            // A create in flight when the server went down may have been
+            // made (maybe sent): it waits for the expectations timeout,
+            // shortened so the test does not wait 300 s for that race.
+            controller: ControllerConfig {
+                workers: 1,
+                expectations_timeout: Duration::from_secs(30),
+                ..ControllerConfig::default()
+            },
+            ..HostOptions::file(&replicaset())
+        },
+    )
+    .await?;
+    let names = create_many(&env, "web", 20, 5).await?;
+    converge_all(&env, &names, 5, Duration::from_secs(180)).await?;
+    let created_before = host.metrics.pods_created.get();
+
+    scale_all(&env, &names, 7).await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while host.metrics.pods_created.get() == created_before {
+        ensure!(
+            Instant::now() < deadline,
+            "no pod created within 30 s of scaling"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let control_plane = env.control_plane;
+    let outage = tokio::task::spawn_blocking(move || {
+        control_plane.restart_apiserver(Stop::Graceful, Duration::from_secs(2))
+    })
+    .await??;
+    let back = Instant::now();
+    eprintln!(
+        "kube-apiserver restarted: unreachable for {:.1} s; {} of 40 new pods created before",
+        outage.as_secs_f64(),
+        host.metrics.pods_created.get() - created_before
+    );
+
+    converge_all(&env, &names, 7, Duration::from_secs(90)).await?;
+    eprintln!(
+        "all 20 objects converged {:.1} s after the API server was back",
+        back.elapsed().as_secs_f64()
+    );
+    check_exact(&env, &host, &names, 7).await?;
+    let not_sent = host.metrics.write_failures_of("create", "not_sent");
+    ensure!(
+        not_sent > 0,
+        "no create met the restarted API server's closed port: the restart came too late to test anything"
+    );
+    let created = host.metrics.pods_created.get() - created_before;
+    ensure!(created <= 40, "{created} pods created for 40 missing");
+    let maybe_sent = host.metrics.write_failures_of("create", "maybe_sent");
+    let timeouts = host.metrics.expectation_timeouts.get();
+    eprintln!(
+        "creates not sent: {not_sent}; maybe sent: {maybe_sent}; answered: {}; expectations timed out: {timeouts}",
+        host.metrics.write_failures_of("create", "answered")
+    );
+    // Only a create that may have been made may wait for the timeout; the
+    // refused ones were retried at once (before the fix, every object whose
+    // create met the closed port timed out).
+    ensure!(
+        timeouts <= maybe_sent,
+        "{timeouts} objects waited for the expectations timeout, only {maybe_sent} creates had an unknown outcome"
+    );
+    host.stop().await;
+    Ok(())
+}
+
+/// A control plane of this file's own whose API server serves watches from
+/// etcd (no watch cache), so a watch resumed from a compacted revision gets
+/// 410 Gone; stopped when the process exits.
+fn etcd_served_plane() -> Result<&'static ControlPlane> {
+    static PLANE: OnceLock<std::result::Result<ControlPlane, String>> = OnceLock::new();
+    extern "C" fn stop() {
+        if let Some(Ok(cp)) = PLANE.get() {
+            cp.shutdown();
+        }
+    }
+    let plane = PLANE.get_or_init(|| {
+        let started = ControlPlane::start_with(ControlPlaneOptions {
+            apiserver_args: vec!["--watch-cache=false".into()],
+            ..ControlPlaneOptions::default()
+        })
+        .map_err(|err| format!("{err:#}"));
+        if started.is_ok() {
+            // SAFETY: registering a plain function to run at exit.
+            unsafe { libc::atexit(stop) };
+        }
+        started
+    });
+    plane.as_ref().map_err(|err| {
+        anyhow::anyhow!("the control plane without a watch cache did not start: {err}")
+    })
+}
+
+/// The host's watches are cut while objects change and etcd is compacted:
+/// resuming from their last resourceVersion gets 410 Gone, so the host must
+/// list again, and then see the new `desired` and a pod deleted behind its back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_compaction_forces_a_relist_and_the_host_keeps_converging() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let plane = tokio::task::spawn_blocking(|| etcd_served_plane().map(|_| ()))
+        .await?
+        .and_then(|()| etcd_served_plane())?;
+    let env = TestEnv::new_on(plane, "compact").await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(plane).await?).await?;
+    let host = host_through(&env, &proxy, None).await?;
+    let names = create_many(&env, "db", 5, 2).await?;
+    converge_all(&env, &names, 2, Duration::from_secs(120)).await?;
+
+    // The host hears nothing from here on…
+    proxy.refuse_watches(Duration::from_secs(600));
+    proxy.cut_watches();
+    // …while the objects change and a pod goes away behind its back…
+    scale_all(&env, &names, 4).await?;
+    let victim = env.live_pods(&names[0]).await?[0].name_any();
+    env.pods()
+        .delete(&victim, &DeleteParams::default().grace_period(0))
+        .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // …and etcd forgets the history the host would resume from.
+    let revision = tokio::task::spawn_blocking(move || plane.compact_etcd()).await??;
+    let resumed = Instant::now();
+    proxy.allow_watches();
+
+    converge_all(&env, &names, 4, Duration::from_secs(90)).await?;
+    ensure!(
+        env.pods().get_opt(&victim).await?.is_none(),
+        "{victim} should be gone"
+    );
+    check_exact(&env, &host, &names, 4).await?;
+    let pod_lists = proxy.count_since(resumed, |s| s.is_list_of("pods") && s.status == 200);
+    let jinghzhu_lists =
+        proxy.count_since(resumed, |s| s.is_list_of("jinghzhus") && s.status == 200);
+    eprintln!(
+        "etcd compacted to revision {revision}; relists after: pods {pod_lists}, jinghzhus {jinghzhu_lists}"
+    );
+    ensure!(
+        pod_lists >= 1 && jinghzhu_lists >= 1,
+        "the host resumed its watches without listing again (pods {pod_lists}, jinghzhus {jinghzhu_lists}): \
+         it cannot have seen 410 Gone"
+    );
+    host.stop().await;
+    Ok(())
+}
+
+/// The host's watches go silent (the connection stays open, nothing
+/// arrives): its client's read timeout must notice, and the watches resume
+/// on new connections and catch up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_watch_is_noticed_and_resumed() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("silent").await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
+    // The host's default is 120 s (run::API_READ_TIMEOUT); short here.
+    let read_timeout = Duration::from_secs(10);
+    let host = host_through(&env, &proxy, Some(read_timeout)).await?;
+    let names = create_many(&env, "api", 3, 2).await?;
+    converge_all(&env, &names, 2, Duration::from_secs(120)).await?;
+
+    // Fresh bytes on both watches, so their read timeouts start now.
+    for name in &names {
+        env.annotate_pod(&env.live_pods(name).await?[0].name_any(), "touched", "1")
+            .await?;
+    }
+    let patch = serde_json::json!({ "metadata": { "annotations": { "touched": "1" } } });
+    env.jinghzhus()
+        .patch(&names[0], &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.silence_watches();
+    let silenced = Instant::now();
+    scale_all(&env, &names, 4).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for name in &names {
+        let live = env.live_pods(name).await?.len();
+        ensure!(
+            live == 2,
+            "{name} changed ({live} pods) while its watch was silent: the silence did not work"
+        );
+    }
+
+    converge_all(&env, &names, 4, read_timeout + Duration::from_secs(60)).await?;
+    let took = silenced.elapsed();
+    check_exact(&env, &host, &names, 4).await?;
+    let rewatched = |resource: &'static str| {
+        proxy.count_since(silenced, move |s| {
+            s.is_watch() && s.path.ends_with(resource)
+        })
+    };
+    eprintln!(
+        "converged {:.1} s after the watches went silent (read timeout {read_timeout:?}); \
+         new watches: jinghzhus {}, pods {}",
+        took.as_secs_f64(),
+        rewatched("/jinghzhus"),
+        rewatched("/pods")
+    );
+    ensure!(
+        rewatched("/jinghzhus") >= 1 && rewatched("/pods") >= 1,
+        "the watches were not resumed"
+    );
+    host.stop().await;
+    Ok(())
+}
+
+/// Every request takes a second longer: slower, but exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_api_server_still_gets_exact_counts() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("slow").await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
+    proxy.set_latency(Duration::from_secs(1));
+    let host = host_through(&env, &proxy, None).await?;
+    let started = Instant::now();
+    let names = create_many(&env, "slow", 8, 3).await?;
+    converge_all(&env, &names, 3, Duration::from_secs(180)).await?;
+    scale_all(&env, &names, 5).await?;
+    converge_all(&env, &names, 5, Duration::from_secs(180)).await?;
+    eprintln!(
+        "8 objects to 3 then 5 pods with 1 s per request: {:.1} s; {} requests",
+        started.elapsed().as_secs_f64(),
+        proxy.seen().len()
+    );
+    check_exact(&env, &host, &names, 5).await?;
+    ensure!(
+        host.metrics.pods_created.get() == 40,
+        "{} pods created for 40",
+        host.metrics.pods_created.get()
+    );
+    for outcome in ["not_sent", "maybe_sent", "answered"] {
+        let failures = host.metrics.write_failures_of("create", outcome);
+        ensure!(
+            failures == 0,
+            "{failures} creates failed ({outcome}) on a merely slow server"
+        );
+    }
+    host.stop().await;
+    Ok(())
+}
+
+/// Pod creates answered with 500 for a while, then with 429 (Retry-After
+/// 1 s): the host retries with backoff, a bounded number of times, says so
+/// in its metrics and Events, and ends exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_of_5xx_and_429_are_retried_with_backoff_and_reported() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("burst").await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
+    let host = host_through(&env, &proxy, None).await?;
+    let names = create_many(&env, "busy", 6, 2).await?;
+    converge_all(&env, &names, 2, Duration::from_secs(120)).await?;
+    let burst = Duration::from_secs(4);
+
+    // 500s: answered failures. Each releases its expectation; the object
+    // comes back after its backoff.
+    let first = Instant::now();
+    proxy.fail(Failure {
+        status: 500,
+        method: Some(axum::http::Method::POST),
+        path_suffix: "/pods".into(),
+        until: first + burst,
+    });
+    scale_all(&env, &names, 4).await?;
+    converge_all(&env, &names, 4, Duration::from_secs(90)).await?;
+    let injected_500 = proxy.count_since(first, |s| s.injected && s.is_create_of("pods"));
+    let answered = host.metrics.write_failures_of("create", "answered");
+    eprintln!(
+        "500 burst of {burst:?}: {injected_500} creates refused, {answered} failures counted as answered, converged after {:.1} s",
+        first.elapsed().as_secs_f64()
+    );
+    ensure!(injected_500 >= 1, "no create met the burst");
+    ensure!(answered >= 1, "the refused creates were not counted");
+    // Backoff: per object 5 ms doubling, so a 4 s burst costs each of the
+    // 6 objects about a dozen tries, not hundreds.
+    ensure!(
+        injected_500 <= 6 * 15,
+        "{injected_500} creates during a {burst:?} burst: not backing off"
+    );
+    wait_for(
+        "a FailedCreate Event saying the API server refused the creates",
+        Duration::from_secs(20),
+        || async {
+            for name in &names {
+                let said = env.events_of(name).await?.iter().any(|e| {
+                    e.reason.as_deref() == Some("FailedCreate")
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("refused by the API server"))
+                });
+                if said {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        },
+    )
+    .await?;
+    let text = exported(&host);
+    ensure!(
+        text.contains(
+            "wasm_operator_api_write_failures_total{verb=\"create\",outcome=\"answered\"}"
+        ),
+        "the failures are not exported:\n{text}"
+    );
+
+    // 429s with Retry-After: kube's client waits as told and tries again
+    // (at most 15 times per request), then the host's own backoff.
+    let second = Instant::now();
+    proxy.fail(Failure {
+        status: 429,
+        method: Some(axum::http::Method::POST),
+        path_suffix: "/pods".into(),
+        until: second + burst,
+    });
+    scale_all(&env, &names, 6).await?;
+    converge_all(&env, &names, 6, Duration::from_secs(90)).await?;
+    let injected_429 = proxy.count_since(second, |s| s.injected && s.is_create_of("pods"));
+    eprintln!(
+        "429 burst of {burst:?}: {injected_429} creates told to wait, converged after {:.1} s",
+        second.elapsed().as_secs_f64()
+    );
+    ensure!(injected_429 >= 1, "no create met the 429 burst");
+    ensure!(
+        injected_429 <= 6 * 2 * 8,
+        "{injected_429} creates during a {burst:?} 429 burst: Retry-After not honoured"
+    );
+
+    check_exact(&env, &host, &names, 6).await?;
+    let made = proxy.count_since(first, |s| {
+        !s.injected && s.is_create_of("pods") && s.status == 201
+    });
+    ensure!(made == 6 * 4, "{made} pods made for 24 missing");
+    host.stop().await;
+    Ok(())
+}
