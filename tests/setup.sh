@@ -8,8 +8,15 @@
 #     with Go from the k8s.io/kubernetes module, and kwok (the simulated nodes),
 #     installed with `go install`; cached in ~/.cache/wasm-operator (etcd comes
 #     from the etcd-bin-vendored-linux-amd64 crate)
+#   - Helm (not with --demo), for the chart tests, installed with `go install`
+#     and cached the same way
+#   - not with --demo: the OCI registry (distribution), oras and cosign for the
+#     OCI tests, installed with `go install` and cached the same way
 #   - the example plugin: cargo build --target wasm32-wasip2 (and, not with
 #     --demo, cargo component build)
+#   - not with --demo: the Python and JavaScript plugin toolchains (a venv
+#     with componentize-py; npm ci from plugins/js/package-lock.json), cached
+#     in ~/.cache/wasm-operator
 #
 #   tests/setup.sh          # everything the tests need
 #   tests/setup.sh --demo   # only what examples/demo.sh needs
@@ -51,6 +58,16 @@ step "Kubernetes binaries and kwok (built with Go once, then cached)"
 command -v go >/dev/null || { echo "Go is required to build kube-apiserver and kwok: install Go 1.26+ and retry" >&2; exit 1; }
 cargo run --quiet -p local-control-plane -- build
 
+if ! $demo; then
+    step "OCI registry, oras and cosign for the OCI tests (go install once, then cached)"
+    cargo run --quiet -p local-control-plane -- oci-tools
+fi
+
+if ! $demo; then
+    step "Helm (renders the chart in examples/deploy/helm; go install once, then cached)"
+    cargo run --quiet -p local-control-plane -- helm
+fi
+
 step "example plugin: cargo build --target wasm32-wasip2"
 cargo build --release --target wasm32-wasip2 -p replicaset-plugin
 ls -l target/wasm32-wasip2/release/replicaset_plugin.wasm >&2
@@ -58,4 +75,13 @@ if ! $demo; then
     step "example plugin: cargo component build"
     cargo component build --release -p replicaset-plugin
     ls -l target/wasm32-wasip1/release/replicaset_plugin.wasm >&2
+fi
+
+if ! $demo; then
+    # Plugins in Python and JavaScript (plugins/python, plugins/js): the
+    # toolchains only; tests build the components (plugins/build-components.sh).
+    step "Python plugin toolchain: venv with componentize-py 0.25.1 (pip; cached in ~/.cache/wasm-operator)"
+    plugins/python/toolchain.sh >&2
+    step "JavaScript plugin toolchain: npm ci of plugins/js (componentize-js 0.23.0, jco 1.35.0; cached by lockfile digest)"
+    plugins/js/toolchain.sh >&2
 fi

@@ -13,7 +13,7 @@ use crate::scaffold::NewArgs;
 
 /// A Kubernetes operator host whose reconcile logic is a sandboxed WebAssembly component.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version = crate::runtime::contract::VERSION_LINE, about)]
 pub struct Cli {
     /// Log format.
     #[arg(long, env = "WASM_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human, global = true)]
@@ -46,6 +46,9 @@ pub enum Command {
     New(NewArgs),
     /// Print the Jinghzhu CustomResourceDefinition as YAML.
     Crd,
+    /// Push a plugin component to an OCI registry as a Wasm artifact
+    /// (`wasm-operator push plugin.wasm oci://REGISTRY/REPO:TAG`); prints its digest.
+    Push(crate::sources::push::PushArgs),
     /// Compile the component on stdin to native code on stdout, for an engine
     /// with the host's settings: the child process `run` compiles plugins in.
     #[command(name = "compile-plugin", hide = true)]
@@ -123,6 +126,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reconcile(args) => crate::offline::run(args),
         Command::Record(args) => crate::offline::record::run(args),
         Command::New(args) => crate::scaffold::run(args),
+        Command::Push(args) => crate::sources::push::run(args),
         Command::CompilePlugin(args) => {
             crate::runtime::compiler::compile_plugin(args).map(|()| ExitCode::SUCCESS)
         }

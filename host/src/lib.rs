@@ -15,6 +15,10 @@
 //! - [`telemetry`]: metrics, the Events queue and writer, probe state.
 //! - [`hotswap`]: plugin sources, vetting, the atomic switch, shadow mode, rollback.
 //! - [`leader`]: leader election on a Lease; standbys stay warm.
+//! - [`sources`]: plugins from OCI registries, cosign signature checks, the
+//!   local copies of pulled artifacts, `wasm-operator push`.
+//! - [`plugin_resource`]: the `JinghzhuPlugin` resource as the plugin source,
+//!   and its status.
 //! - [`offline`]: running a plugin on files, golden fixtures, comparing plugins
 //!   (`wasm-operator reconcile`), recording cases from a cluster (`record`).
 //! - [`scaffold`]: a new plugin crate (`wasm-operator new`).
@@ -33,9 +37,12 @@ pub mod leader;
 pub mod observed;
 pub mod offline;
 pub mod ownership;
+pub mod plugin_resource;
 pub mod plugin_text;
 pub mod run;
 pub mod runtime;
 pub mod scaffold;
 pub mod serve;
+pub mod shards;
+pub mod sources;
 pub mod telemetry;

@@ -34,11 +34,13 @@ use crate::telemetry::metrics::Metrics;
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// The plugin file (.wasm component). Watched: replacing it swaps the plugin live.
+    /// Or an OCI artifact, oci://REGISTRY/REPO:TAG (the tag polled, see
+    /// --oci-poll-interval) or oci://REGISTRY/REPO@sha256:DIGEST.
     #[arg(
         long,
         env = "WASM_OPERATOR_PLUGIN",
-        required_unless_present = "plugin_configmap",
-        conflicts_with = "plugin_configmap"
+        required_unless_present_any = ["plugin_configmap", "plugin_resource"],
+        conflicts_with_all = ["plugin_configmap", "plugin_resource"]
     )]
     pub plugin: Option<PathBuf>,
     /// Take the plugin from a ConfigMap, `namespace/name`, and swap it when the ConfigMap changes.
@@ -48,6 +50,24 @@ pub struct RunArgs {
         value_name = "NAMESPACE/NAME"
     )]
     pub plugin_configmap: Option<String>,
+    /// Serve the plugin the cluster-scoped JinghzhuPlugin NAME names (its
+    /// source, pin, limits), follow its changes, and report in its status.
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_PLUGIN_RESOURCE",
+        value_name = "NAME",
+        conflicts_with_all = ["plugin_configmap", "shadow_plugin", "plugin_sha256"]
+    )]
+    pub plugin_resource: Option<String>,
+    /// Run the JinghzhuPlugin NAME (spec.mode: shadow) as a shadow candidate
+    /// beside the --plugin-resource one.
+    #[arg(
+        long,
+        env = "WASM_OPERATOR_SHADOW_PLUGIN_RESOURCE",
+        value_name = "NAME",
+        requires = "plugin_resource"
+    )]
+    pub shadow_plugin_resource: Option<String>,
     /// The ConfigMap key (in binaryData) holding the plugin.
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_KEY", default_value = "plugin.wasm")]
     pub plugin_key: String,
@@ -86,6 +106,9 @@ pub struct RunArgs {
     /// Plugin sandbox limits and the precompiled cache.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Plugins from OCI registries (`--plugin oci://…`) and their signatures.
+    #[command(flatten)]
+    pub oci: crate::sources::OciArgs,
     /// Most seconds the child process that compiles a plugin (at start and on
     /// every swap) may take; it is killed after that and the plugin refused.
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_COMPILE_TIMEOUT_SECS", default_value_t = DEFAULT_COMPILE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -171,12 +194,32 @@ pub struct LeaderElectionArgs {
     /// This host's identity in the Lease (default: $POD_NAME, else hostname plus a random suffix).
     #[arg(long, env = "WASM_OPERATOR_LEADER_ELECT_IDENTITY")]
     pub leader_elect_identity: Option<String>,
+    /// Split the Jinghzhus into this many shards, each with its own Lease
+    /// (`<lease-name>-shard-07`); every replica holds a fair share and
+    /// caches and reconciles only those. The same on every replica; the
+    /// other `--leader-elect-*` flags set the Leases' namespace, timing and
+    /// identity. 0: no sharding (with --leader-elect one replica does all).
+    #[arg(long, env = "WASM_OPERATOR_SHARDS", default_value_t = 0, conflicts_with = "leader_elect", value_parser = clap::value_parser!(u32).range(0..=crate::shards::coordinator::MAX_SHARDS as i64))]
+    pub shards: u32,
 }
 
 impl LeaderElectionArgs {
     /// The elector's configuration, if leader election is on.
     pub fn config(&self) -> Option<LeaderElectionConfig> {
-        self.leader_elect.then(|| LeaderElectionConfig {
+        self.leader_elect.then(|| self.lease_config())
+    }
+
+    /// The sharding configuration, if `--shards` is above 0.
+    pub fn shard_config(&self) -> Option<crate::shards::ShardConfig> {
+        (self.shards > 0).then(|| crate::shards::ShardConfig {
+            count: self.shards,
+            lease: self.lease_config(),
+        })
+    }
+
+    /// The Lease settings the flags give (election or shards).
+    fn lease_config(&self) -> LeaderElectionConfig {
+        LeaderElectionConfig {
             lease_name: self.leader_elect_lease_name.clone(),
             namespace: self
                 .leader_elect_namespace
@@ -194,8 +237,25 @@ impl LeaderElectionArgs {
             lease_duration: self.leader_elect_lease_duration,
             renew_deadline: self.leader_elect_renew_deadline,
             retry_period: self.leader_elect_retry_period,
-        })
+        }
     }
+}
+
+/// The OCI source `--plugin oci://…` names, with the `--oci-*` and
+/// `--plugin-verify-*` flags; refusals are recorded on the host's own Pod.
+fn oci_source(args: &RunArgs, reference: &str) -> Result<PluginSource> {
+    let reference = crate::sources::OciRef::parse(reference)?;
+    let options = args
+        .oci
+        .options(args.runtime.config().cache_dir.as_deref())?;
+    Ok(PluginSource::Oci(Box::new(
+        crate::hotswap::sources::OciSource {
+            reference,
+            puller: crate::sources::OciPuller::new(options)?,
+            poll_interval: args.oci.oci_poll_interval,
+            events_on: crate::hotswap::sources::own_pod(),
+        },
+    )))
 }
 
 /// Plugin instances the host may need at once beyond its workers: loading
@@ -209,7 +269,7 @@ fn check_instance_pool(args: &RunArgs) -> Result<()> {
     let Some(pool) = args.runtime.config().allocator.pool_size() else {
         return Ok(());
     };
-    let shadow = u32::from(args.shadow_plugin.is_some());
+    let shadow = u32::from(args.shadow_plugin.is_some() || args.shadow_plugin_resource.is_some());
     let needed = u32::from(args.workers) + shadow + SPARE_INSTANCES;
     if pool < needed {
         bail!(
@@ -246,6 +306,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
     if let Some(config) = &election {
         config.validate().map_err(|err| anyhow!(err))?;
     }
+    let sharding = args.leader_election.shard_config();
+    if let Some(config) = &sharding {
+        config.validate().map_err(|err| anyhow!(err))?;
+    }
     let client = connect().await?;
     check_crd_in(&client, args.namespace.as_deref()).await?;
 
@@ -260,33 +324,68 @@ pub async fn run(args: RunArgs) -> Result<()> {
     })?);
     let metrics = Arc::new(Metrics::default());
 
-    let source = match (&args.plugin, &args.plugin_configmap) {
-        (Some(path), _) => PluginSource::File(path.clone()),
-        (None, Some(spec)) => PluginSource::configmap(spec, &args.plugin_key)?,
-        (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
-    };
-    // Every replica, leader or standby, vets and loads the plugin itself and
-    // watches its source, so a swap reaches standbys too. A refused plugin
-    // does not stop the start: the host runs unready until a good one
-    // arrives (see `hotswap::setup`); only operator mistakes end it here.
-    let plugins = setup::start(
-        &client,
-        runtime,
-        PluginOptions {
-            source,
-            pinned_sha256: args.plugin_sha256.clone(),
-            shadow: args.shadow_plugin.clone(),
-            shadow_pinned_sha256: args.shadow_plugin_sha256.clone(),
-            shadow_queue: usize::from(args.shadow_queue),
-            rollback: RollbackPolicy {
-                window: Duration::from_secs(args.rollback_window_secs),
-                max_failure_ratio: args.rollback_failure_ratio,
-                ..RollbackPolicy::default()
+    let plugins = if let Some(name) = &args.plugin_resource {
+        // The JinghzhuPlugin names the plugin (see `plugin_resource`).
+        crate::plugin_resource::start(
+            &client,
+            runtime,
+            crate::plugin_resource::ResourceOptions {
+                name: name.clone(),
+                shadow: args.shadow_plugin_resource.clone(),
+                // The Lease identity when electing, so both name one replica.
+                replica: election
+                    .as_ref()
+                    .or(sharding.as_ref().map(|config| &config.lease))
+                    .map(|config| config.identity.clone())
+                    .unwrap_or_else(leader::default_identity),
+                shadow_queue: usize::from(args.shadow_queue),
+                rollback: RollbackPolicy {
+                    window: Duration::from_secs(args.rollback_window_secs),
+                    max_failure_ratio: args.rollback_failure_ratio,
+                    ..RollbackPolicy::default()
+                },
+                pod_policy: policy.policy,
+                oci: Some((
+                    args.oci
+                        .options(args.runtime.config().cache_dir.as_deref())?,
+                    args.oci.oci_poll_interval,
+                )),
             },
-        },
-        metrics.clone(),
-    )
-    .await?;
+            metrics.clone(),
+        )
+        .await?
+    } else {
+        let source = match (&args.plugin, &args.plugin_configmap) {
+            (Some(path), _) if path.to_str().is_some_and(crate::sources::is_oci) => {
+                oci_source(&args, path.to_str().unwrap_or_default())?
+            }
+            (Some(path), _) => PluginSource::File(path.clone()),
+            (None, Some(spec)) => PluginSource::configmap(spec, &args.plugin_key)?,
+            (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
+        };
+        // Every replica, leader or standby, vets and loads the plugin itself and
+        // watches its source, so a swap reaches standbys too. A refused plugin
+        // does not stop the start: the host runs unready until a good one
+        // arrives (see `hotswap::setup`); only operator mistakes end it here.
+        setup::start(
+            &client,
+            runtime,
+            PluginOptions {
+                source,
+                pinned_sha256: args.plugin_sha256.clone(),
+                shadow: args.shadow_plugin.clone(),
+                shadow_pinned_sha256: args.shadow_plugin_sha256.clone(),
+                shadow_queue: usize::from(args.shadow_queue),
+                rollback: RollbackPolicy {
+                    window: Duration::from_secs(args.rollback_window_secs),
+                    max_failure_ratio: args.rollback_failure_ratio,
+                    ..RollbackPolicy::default()
+                },
+            },
+            metrics.clone(),
+        )
+        .await?
+    };
     let active = plugins.active.clone();
 
     let (leadership, elector, leader_info) = match election {
@@ -302,6 +401,15 @@ pub async fn run(args: RunArgs) -> Result<()> {
         }
         None => (Leadership::always(), None, None),
     };
+    // Sharded: join the shard Leases (shards are synced once the controller runs).
+    let (shards, coordinator) = match sharding {
+        Some(config) => {
+            let (shards, coordinator) = crate::shards::Coordinator::start(client.clone(), config)
+                .map_err(|err| anyhow!(err))?;
+            (Some(shards), Some(coordinator))
+        }
+        None => (None, None),
+    };
     let health = Arc::new(Health::default());
     serve::spawn(
         args.metrics_addr,
@@ -312,6 +420,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
             health: health.clone(),
             leadership: leadership.clone(),
             leader: leader_info,
+            shards: shards.clone(),
         },
     )
     .await?;
@@ -340,6 +449,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         },
         leadership,
         health,
+        shards,
         ..ControllerConfig::default()
     };
     tracing::info!(
@@ -347,16 +457,39 @@ pub async fn run(args: RunArgs) -> Result<()> {
         workers = args.workers,
         pod_policy = %config.policy.policy,
         leader_election = elector.is_some(),
+        shards = args.leader_election.shards,
         "controller starting"
     );
     controller::run(client, active.clone(), config, metrics, shutdown_signal()).await;
     // The shadow's queue is work nobody waits for: drop it with the controller.
     active.set_shadow(None, 0);
+    if let Some(coordinator) = coordinator {
+        coordinator.release().await;
+    }
     if let Some(elector) = elector {
         elector.release().await;
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How long the host's client waits for the next bytes of an answer
+/// before it gives the connection up. A watch that has gone silent (a
+/// half-dead connection behind a NAT or load balancer) is noticed after
+/// this and resumed on a new connection; kube's watcher alone notices only
+/// after its 295 s idle timeout. A healthy watch hears at least a bookmark
+/// about every minute, and the API server ends any request after 60 s.
+pub const API_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `config` with [`API_READ_TIMEOUT`] unless it sets a read timeout itself,
+/// counted from when a request was written (not from when its pooled
+/// connection went idle).
+pub fn with_read_timeout(mut config: kube::Config) -> kube::Config {
+    if config.read_timeout.is_none() {
+        config.read_timeout = Some(API_READ_TIMEOUT);
+        config.reset_reader_on_write = true;
+    }
+    config
 }
 
 /// A client for the cluster the kubeconfig names (`KUBECONFIG`,
@@ -370,6 +503,7 @@ pub async fn connect() -> Result<Client> {
              and export the KUBECONFIG it prints"
         )
     })?;
+    let config = with_read_timeout(config);
     let server = config.cluster_url.to_string();
     let client = Client::try_from(config).context("building the Kubernetes client")?;
     client
@@ -462,6 +596,38 @@ mod tests {
                 "--{flag} was not checked: {checked:?}"
             );
         }
+    }
+
+    #[test]
+    fn shards_take_the_lease_flags_and_exclude_leader_election() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["wasm-operator", "run", "--plugin", "p.wasm"];
+            argv.extend_from_slice(extra);
+            crate::cli::Cli::try_parse_from(argv)
+        };
+        let crate::cli::Command::Run(args) =
+            parse(&["--shards", "32", "--leader-elect-identity", "me"])
+                .expect("parse")
+                .command
+        else {
+            panic!("not run")
+        };
+        let config = args.leader_election.shard_config().expect("sharded");
+        assert_eq!(config.count, 32);
+        assert_eq!(config.lease.identity, "me");
+        assert_eq!(config.lease.lease_name, "wasm-operator");
+        assert!(args.leader_election.config().is_none());
+        assert!(config.validate().is_ok());
+        assert!(parse(&["--shards", "4", "--leader-elect"]).is_err());
+        assert!(parse(&["--shards", "5000"]).is_err());
+        let crate::cli::Command::Run(args) = parse(&[]).expect("parse").command else {
+            panic!("not run")
+        };
+        assert!(
+            args.leader_election.shard_config().is_none(),
+            "unsharded by default"
+        );
     }
 
     #[test]

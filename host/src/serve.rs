@@ -1,6 +1,7 @@
 //! The host's HTTP endpoint: `/metrics` (OpenMetrics text), `/status` (JSON:
 //! the active plugin, its predecessor's fate, the last swap and refusal,
-//! leadership, the bound address), and the kubelet's probes:
+//! leadership, this replica's shards when sharded, the bound address), and
+//! the kubelet's probes:
 //!
 //! - `/healthz` (liveness): the controller loop is alive — it beats a
 //!   [`Health`] heartbeat every second from the task that drives the
@@ -26,6 +27,7 @@ use prometheus_client::registry::Registry;
 use crate::hotswap::ActivePlugin;
 use crate::hotswap::swapper::SwapHistory;
 use crate::leader::Leadership;
+use crate::shards::Shards;
 use crate::telemetry::health::Health;
 use crate::telemetry::metrics::Metrics;
 
@@ -52,6 +54,8 @@ pub struct Endpoint {
     pub leadership: Leadership,
     /// Set with `--leader-elect`.
     pub leader: Option<LeaderInfo>,
+    /// Set with `--shards`: its metrics are served too.
+    pub shards: Option<Shards>,
 }
 
 #[derive(Clone)]
@@ -62,6 +66,7 @@ struct AppState {
     health: Arc<Health>,
     leadership: Leadership,
     leader: Option<LeaderInfo>,
+    shards: Option<Shards>,
     bound: SocketAddr,
 }
 
@@ -70,6 +75,9 @@ struct AppState {
 pub async fn spawn(addr: SocketAddr, endpoint: Endpoint) -> anyhow::Result<SocketAddr> {
     let mut registry = Registry::default();
     endpoint.metrics.register(&mut registry);
+    if let Some(shards) = &endpoint.shards {
+        shards.metrics().register(&mut registry);
+    }
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("binding the metrics address {addr} (change it with --metrics-addr)")
     })?;
@@ -83,6 +91,7 @@ pub async fn spawn(addr: SocketAddr, endpoint: Endpoint) -> anyhow::Result<Socke
         health: endpoint.health,
         leadership: endpoint.leadership,
         leader: endpoint.leader,
+        shards: endpoint.shards,
         bound,
     };
     let app = Router::new()
@@ -187,6 +196,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
         serde_json::json!({
             "name": plugin.info().name,
             "version": plugin.info().version,
+            "contract": plugin.contract().as_str(),
             "digest": plugin.digest(),
             "source": plugin.source(),
             "loadedAtUnix": plugin.loaded_at_unix(),
@@ -208,6 +218,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
     };
     axum::Json(serde_json::json!({
         "plugin": plugin,
+        "contractsSupported": crate::runtime::ContractVersion::ALL.map(|v| v.as_str()),
         "notServing": not_serving,
         "shadow": shadow,
         "shadowRefusal": history.shadow_refusal,
@@ -221,5 +232,19 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
             "lease": info.lease,
             "leading": state.leadership.is_leading(),
         })),
+        "shards": state.shards.as_ref().map(shard_status),
     }))
+}
+
+/// `/status`'s `shards`: the count, this replica's identity, the shards it
+/// holds (number, phase, Lease, running reconciles) and the live replicas.
+fn shard_status(shards: &Shards) -> serde_json::Value {
+    let (held, members) = shards.status();
+    serde_json::json!({
+        "count": shards.count(),
+        "identity": shards.identity(),
+        "owned": held.iter().filter(|h| h.phase == crate::shards::Phase::Active).map(|h| h.shard).collect::<Vec<_>>(),
+        "held": held,
+        "members": members,
+    })
 }

@@ -55,6 +55,15 @@ pub struct PluginLabels {
     pub plugin: String,
 }
 
+/// `{verb,outcome}` of `wasm_operator_api_write_failures_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteFailureLabels {
+    /// `create`, `delete` or `patch_status`.
+    pub verb: String,
+    /// `not_sent`, `answered` or `maybe_sent` (see `apply::WriteOutcome`).
+    pub outcome: String,
+}
+
 /// `{controller}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -167,6 +176,12 @@ pub struct Metrics {
     pub plugin_serving: Gauge,
     /// Events dropped because the Event queue was full.
     pub events_dropped: Counter,
+    /// Objects whose reconciles are held back by pending expectations now.
+    pub expectations_waiting: Gauge,
+    /// Expectations given up on after `--expectations-timeout`.
+    pub expectation_timeouts: Counter,
+    /// Failed pod creates, deletes and status patches by verb and outcome.
+    pub write_failures: Family<WriteFailureLabels, Counter>,
 
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: Family<ResultLabels, Counter>,
@@ -211,6 +226,9 @@ impl Default for Metrics {
             shadow_rejected: Counter::default(),
             plugin_serving: Gauge::default(),
             events_dropped: Counter::default(),
+            expectations_waiting: Gauge::default(),
+            expectation_timeouts: Counter::default(),
+            write_failures: Family::default(),
             budget_exceeded: Counter::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
@@ -239,6 +257,19 @@ impl Metrics {
         self.register_controller_runtime(registry);
         let r = registry.sub_registry_with_prefix("wasm_operator");
         r.register("reconciles", "Reconciles started", self.reconciles.clone());
+        // `wasm_operator_plugin_contract_supported{version}` = 1 for each
+        // plugin contract version (WIT `jinghzhu:operator`) this host serves.
+        let contracts: Family<Vec<(String, String)>, Gauge> = Family::default();
+        for version in crate::runtime::ContractVersion::ALL {
+            contracts
+                .get_or_create(&vec![("version".to_string(), version.as_str().to_string())])
+                .set(1);
+        }
+        r.register(
+            "plugin_contract_supported",
+            "Plugin contract versions (WIT package jinghzhu:operator) this host serves",
+            contracts,
+        );
         r.register(
             "waited_for_cache",
             "Reconciles deferred until the cache showed our own writes",
@@ -320,6 +351,21 @@ impl Metrics {
             "events_dropped",
             "Events not recorded because the Event queue was full",
             self.events_dropped.clone(),
+        );
+        r.register(
+            "expectations_waiting",
+            "Objects whose reconciles wait for the cache to show pods this host created or deleted",
+            self.expectations_waiting.clone(),
+        );
+        r.register(
+            "expectation_timeouts",
+            "Expectations given up on after the expectations timeout (the object is reconciled with the cache as it is)",
+            self.expectation_timeouts.clone(),
+        );
+        r.register(
+            "api_write_failures",
+            "Failed pod creates, deletes and status patches, by verb and outcome (not_sent, answered, maybe_sent)",
+            self.write_failures.clone(),
         );
         r.register(
             "plugin_call_duration_seconds",
@@ -416,6 +462,27 @@ impl Metrics {
         self.queue.retries.get_or_create_owned(&queue);
         self.queue.queue_duration.get_or_create_owned(&queue);
         self.queue.work_duration.get_or_create_owned(&queue);
+    }
+
+    /// Counts a failed write: `verb` (`create`, `delete`, `patch_status`)
+    /// whose outcome is `outcome` (`not_sent`, `answered`, `maybe_sent`).
+    pub fn write_failed(&self, verb: &str, outcome: &str) {
+        self.write_failures
+            .get_or_create(&WriteFailureLabels {
+                verb: verb.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// Failed writes of `verb` with `outcome` so far (tests, logs).
+    pub fn write_failures_of(&self, verb: &str, outcome: &str) -> u64 {
+        self.write_failures
+            .get_or_create(&WriteFailureLabels {
+                verb: verb.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .get()
     }
 
     /// The `leader_election_master_status` gauge of the Lease `name`.
@@ -578,6 +645,8 @@ impl From<&PluginError> for PluginOutcome {
             PluginError::Returned { .. } => PluginOutcome::Error,
             PluginError::Host(_) => PluginOutcome::Host,
             PluginError::OutputTooLarge(_) => PluginOutcome::OutputTooLarge,
+            // A contract-0.2 output with ids or spans outside its tables.
+            PluginError::BadOutput(_) => PluginOutcome::Rejected,
             // Host memory the plugin tried to make the host hold.
             PluginError::WasiLimit { .. } => PluginOutcome::Memory,
         }

@@ -29,6 +29,23 @@ pub const KWOK_VERSION: &str = "v0.8.0";
 /// The Go package of the kwok command.
 const KWOK_PACKAGE: &str = "sigs.k8s.io/kwok/cmd/kwok";
 
+/// The Helm release the chart tests render `examples/deploy/helm` with
+/// (`go install helm.sh/helm/v3/cmd/helm@`[`HELM_VERSION`], cached in
+/// `<cache root>/helm-<version>/` like kwok).
+pub const HELM_VERSION: &str = "v3.22.0";
+
+/// Helm, as a Go tool installed once ([`crate::registry::GoTool`]).
+pub const HELM: crate::registry::GoTool = crate::registry::GoTool {
+    name: "helm",
+    package: "helm.sh/helm/v3/cmd/helm",
+    version: HELM_VERSION,
+};
+
+/// Installs Helm unless it is cached; returns its path.
+pub fn ensure_helm() -> anyhow::Result<PathBuf> {
+    HELM.ensure()
+}
+
 /// Directory of the Go module that builds the Kubernetes binaries.
 const GO_MODULE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kubernetes");
 

@@ -75,6 +75,10 @@ pub struct ControlPlaneOptions {
     pub startup_timeout: Duration,
     /// Keep the directory (certificates, kubeconfig, logs) after shutdown.
     pub keep_dir: bool,
+    /// Extra kube-apiserver flags (e.g. `--watch-cache=false`, so watches
+    /// are served by etcd and an etcd compaction answers an old
+    /// resourceVersion with 410 Gone).
+    pub apiserver_args: Vec<String>,
 }
 
 impl Default for ControlPlaneOptions {
@@ -85,6 +89,7 @@ impl Default for ControlPlaneOptions {
             nodes: DEFAULT_NODES,
             startup_timeout: Duration::from_secs(90),
             keep_dir: false,
+            apiserver_args: Vec::new(),
         }
     }
 }
@@ -106,6 +111,26 @@ pub struct ControlPlane {
     nodes: Vec<String>,
     /// In start order; stopped in reverse.
     processes: Mutex<Vec<Supervised>>,
+    /// etcd's client port (for [`ControlPlane::compact_etcd`]).
+    etcd_port: u16,
+    /// kube-apiserver's program and arguments (for [`ControlPlane::restart_apiserver`]).
+    apiserver_command: Option<(PathBuf, Vec<std::ffi::OsString>)>,
+    /// How long a component may take to become ready.
+    startup_timeout: Duration,
+    /// kube-apiserver restarts so far (names their logs).
+    apiserver_restarts: std::sync::atomic::AtomicUsize,
+}
+
+/// How [`ControlPlane::restart_apiserver`] stops the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM, then SIGKILL after 5 s (a kubelet's grace period, shorter):
+    /// it stops listening at once and finishes the short requests in
+    /// flight. (Left alone it would hold its watches open for the 60 s
+    /// request timeout before exiting.)
+    Graceful,
+    /// SIGKILL: requests in flight are cut off, answered or not.
+    Kill,
 }
 
 impl ControlPlane {
@@ -181,12 +206,17 @@ impl ControlPlane {
             binaries: binaries.clone(),
             nodes: Vec::new(),
             processes: Mutex::new(Vec::new()),
+            etcd_port: 0,
+            apiserver_command: None,
+            startup_timeout: options.startup_timeout,
+            apiserver_restarts: std::sync::atomic::AtomicUsize::new(0),
         };
         // From here on, dropping `cp` on error stops what was started.
         let etcd_port = free_port()?;
         let etcd_peer_port = free_port()?;
         let apiserver_port = free_port()?;
         cp.server = format!("https://127.0.0.1:{apiserver_port}");
+        cp.etcd_port = etcd_port;
 
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
@@ -237,7 +267,12 @@ impl ControlPlane {
             .arg("--authorization-mode=RBAC")
             .arg("--allow-privileged=true")
             .arg("--profiling=false")
-            .arg("--v=1");
+            .arg("--v=1")
+            .args(&options.apiserver_args);
+        cp.apiserver_command = Some((
+            PathBuf::from(apiserver.get_program()),
+            apiserver.get_args().map(|a| a.to_owned()).collect(),
+        ));
         cp.spawn("kube-apiserver", apiserver)?;
 
         kubeconfig::write(
@@ -251,19 +286,7 @@ impl ControlPlane {
             },
         )?;
         let kubeconfig = cp.kubeconfig.clone();
-        cp.wait_for("kube-apiserver", options.startup_timeout, || {
-            on_private_runtime(|| {
-                let kubeconfig = kubeconfig.clone();
-                async move {
-                    let client = kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
-                    let req = http::Request::get("/readyz").body(Vec::new())?;
-                    Ok(client
-                        .request_text(req)
-                        .await
-                        .is_ok_and(|body| body == "ok"))
-                }
-            })
-        })?;
+        cp.wait_for_apiserver(options.startup_timeout)?;
 
         if options.controller_manager {
             let mut kcm = Command::new(&binaries.kube_controller_manager);
@@ -331,6 +354,87 @@ impl ControlPlane {
             )?;
         }
         Ok(cp)
+    }
+
+    /// Waits until kube-apiserver answers `/readyz` with `ok`.
+    fn wait_for_apiserver(&self, timeout: Duration) -> Result<()> {
+        let kubeconfig = self.kubeconfig.clone();
+        self.wait_for("kube-apiserver", timeout, || {
+            on_private_runtime(|| {
+                let kubeconfig = kubeconfig.clone();
+                async move {
+                    let client = kube::Client::try_from(kubeconfig::load(&kubeconfig).await?)?;
+                    let req = http::Request::get("/readyz").body(Vec::new())?;
+                    Ok(client
+                        .request_text(req)
+                        .await
+                        .is_ok_and(|body| body == "ok"))
+                }
+            })
+        })
+    }
+
+    /// Restarts kube-apiserver in place: stops it (`how`), leaves it down
+    /// for `down`, starts it again with the same flags on the same port, and
+    /// waits until it is ready. Clients see refused connections meanwhile;
+    /// watches end and resume (or relist) on the new process. Returns how
+    /// long it was unreachable from the stop to ready.
+    pub fn restart_apiserver(&self, how: Stop, down: Duration) -> Result<Duration> {
+        let (program, args) = self
+            .apiserver_command
+            .clone()
+            .ok_or_else(|| anyhow!("kube-apiserver was not started by this control plane"))?;
+        let started = Instant::now();
+        {
+            let mut processes = self
+                .processes
+                .lock()
+                .map_err(|_| anyhow!("process list lock poisoned"))?;
+            let index = processes
+                .iter()
+                .position(|p| p.name() == "kube-apiserver")
+                .ok_or_else(|| anyhow!("kube-apiserver is not running"))?;
+            match how {
+                Stop::Graceful => processes[index].stop(Duration::from_secs(5)),
+                Stop::Kill => processes[index].kill(),
+            }
+            std::thread::sleep(down);
+            let restart = self
+                .apiserver_restarts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            let mut command = Command::new(program);
+            command.args(args);
+            let log = self
+                .dir
+                .join(format!("kube-apiserver.restart-{restart}.log"));
+            processes[index] = Supervised::spawn("kube-apiserver", command, &log)
+                .context("starting kube-apiserver again")?;
+        }
+        self.wait_for_apiserver(self.startup_timeout)?;
+        Ok(started.elapsed())
+    }
+
+    /// Compacts etcd's history up to its current revision (through etcd's
+    /// v3 HTTP gateway, `/v3/kv/compaction`), so a watch resumed from an
+    /// older resourceVersion that etcd serves gets 410 Gone. Returns the
+    /// revision compacted to.
+    pub fn compact_etcd(&self) -> Result<i64> {
+        // A range read of any key answers with the current revision.
+        let range = http_post_plain(self.etcd_port, "/v3/kv/range", r#"{"key":"AA=="}"#)?;
+        let revision: i64 = serde_json::from_str::<serde_json::Value>(&range)
+            .ok()
+            .and_then(|v| v["header"]["revision"].as_str()?.parse().ok())
+            .ok_or_else(|| anyhow!("etcd's range answer has no revision: {range}"))?;
+        let answer = http_post_plain(
+            self.etcd_port,
+            "/v3/kv/compaction",
+            &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+        )?;
+        if !answer.contains("header") {
+            bail!("etcd refused the compaction to {revision}: {answer}");
+        }
+        Ok(revision)
     }
 
     /// Starts kube-scheduler and kwok and creates `count` fake Nodes; returns
@@ -606,6 +710,25 @@ fn http_get_plain(port: u16, path: &str) -> Result<String> {
     let mut body = String::new();
     stream.read_to_string(&mut body)?;
     Ok(body)
+}
+
+/// A minimal HTTP/1.0 POST of a JSON `body` on loopback (for etcd's v3
+/// gateway); returns the response body.
+fn http_post_plain(port: u16, path: &str, body: &str) -> Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer
+        .split_once("\r\n\r\n")
+        .map_or(answer.as_str(), |(_, body)| body)
+        .to_string())
 }
 
 /// Runs an async check on a fresh single-threaded runtime in its own thread,

@@ -37,6 +37,7 @@ pub mod kubeconfig;
 pub mod nodes;
 pub mod pki;
 pub mod process;
+pub mod registry;
 
 pub use binaries::{Binaries, BinaryBuildError, KUBERNETES_VERSION, KWOK_VERSION};
 pub use cluster::{ControlPlane, ControlPlaneOptions, DEFAULT_NODES};

@@ -103,6 +103,19 @@ impl Supervised {
     }
 }
 
+impl Supervised {
+    /// SIGKILLs the process group and reaps it: no chance to finish anything.
+    pub fn kill(&mut self) {
+        if self.exit_status().is_some() {
+            return;
+        }
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: signalling a process group we created.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Supervised {
     fn drop(&mut self) {
         self.stop(Duration::from_secs(5));

@@ -5,6 +5,7 @@
 //! [`deploy`]: the deploy manifests and the host binary run as the Deployment runs it.
 
 pub mod deploy;
+pub mod faults;
 pub mod memory;
 
 use std::sync::Arc;
@@ -65,6 +66,33 @@ impl TestEnv {
             .await?
             .name_any();
         // Pods are admitted only once the namespace's default ServiceAccount exists.
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+        wait_for(
+            "the default ServiceAccount",
+            Duration::from_secs(30),
+            || async { Ok(accounts.get_opt("default").await?.is_some()) },
+        )
+        .await?;
+        Ok(Self {
+            control_plane,
+            client,
+            namespace: ns,
+        })
+    }
+
+    /// [`TestEnv::new`] on a control plane of the test's own (started with
+    /// options the shared one does not have); the CRD is applied to it.
+    pub async fn new_on(control_plane: &'static ControlPlane, prefix: &str) -> Result<Self> {
+        capture_host_logs();
+        let client = control_plane.client().await?;
+        install_crd(control_plane).await?;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let mut namespace = Namespace::default();
+        namespace.metadata.generate_name = Some(format!("{prefix}-"));
+        let ns = namespaces
+            .create(&PostParams::default(), &namespace)
+            .await?
+            .name_any();
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
         wait_for(
             "the default ServiceAccount",

@@ -38,6 +38,11 @@ enum Cmd {
     },
     /// Build (or find in the cache) the binaries and print their versions.
     Build,
+    /// Install (or find in the cache) the OCI registry, oras and cosign the
+    /// OCI tests use.
+    OciTools,
+    /// Install (or find in the cache) Helm, which the chart tests render with.
+    Helm,
 }
 
 fn main() -> Result<()> {
@@ -49,6 +54,16 @@ fn main() -> Result<()> {
         no_nodes: false,
         keep_dir: false,
     }) {
+        Cmd::Helm => {
+            println!("{}", binaries::ensure_helm()?.display());
+            Ok(())
+        }
+        Cmd::OciTools => {
+            for path in local_control_plane::registry::ensure_tools()? {
+                println!("{}", path.display());
+            }
+            Ok(())
+        }
         Cmd::Build => {
             let bins = binaries::ensure_binaries()?;
             print_versions(&bins);

@@ -49,6 +49,7 @@ async fn serve_for(host: &RunningHost, health: Arc<Health>) -> anyhow::Result<So
             health,
             leadership: Leadership::always(),
             leader: None,
+            shards: None,
         },
     )
     .await
