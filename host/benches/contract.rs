@@ -24,64 +24,16 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::Pod;
 use wasm_artifacts::{Toolchain, build};
-use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::crd::Jinghzhu;
+use wasm_operator::offline::sample::steady_objects;
 use wasm_operator::runtime::{
     ContractVersion, LoadedPlugin, PluginInput, RawProposal, Runtime, RuntimeConfig,
 };
 
 fn objects(pods: usize) -> (Jinghzhu, Vec<Pod>) {
-    let mut jz = Jinghzhu::new(
-        "web",
-        JinghzhuSpec {
-            desired: pods as u32,
-            template: None,
-        },
-    );
-    jz.metadata.namespace = Some("default".into());
-    jz.metadata.uid = Some("uid-web".into());
-    jz.metadata.generation = Some(1);
-    jz.metadata.resource_version = Some("1234".into());
-    let pods = (0..pods)
-        .map(|i| Pod {
-            metadata: ObjectMeta {
-                name: Some(format!("web-{i:05}")),
-                namespace: Some("default".into()),
-                uid: Some(format!("0b7c5f8e-3a52-4a8e-9d7b-{i:012}")),
-                resource_version: Some(format!("{}", 1000 + i)),
-                labels: Some(
-                    [
-                        ("app.kubernetes.io/managed-by", "wasm-operator"),
-                        ("jinghzhu.io/owner", "web"),
-                    ]
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .into(),
-                ),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "jinghzhu.io/v1".into(),
-                    kind: "Jinghzhu".into(),
-                    name: "web".into(),
-                    uid: "uid-web".into(),
-                    controller: Some(true),
-                    block_owner_deletion: Some(true),
-                }]),
-                ..ObjectMeta::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..PodCondition::default()
-                }]),
-                ..PodStatus::default()
-            }),
-        })
-        .collect();
-    (jz, pods)
+    steady_objects(pods)
 }
 
 /// One timed case.

@@ -34,12 +34,12 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::Pod;
 use wasm_artifacts::{Toolchain, build};
 use wasm_operator::apply::policy::{PodPolicy, PolicyConfig};
 use wasm_operator::apply::validate::{self, Limits};
-use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::crd::Jinghzhu;
+use wasm_operator::offline::sample::steady_objects;
 use wasm_operator::runtime::bindings as wit;
 use wasm_operator::runtime::config::DEFAULT_POOL_INSTANCES;
 use wasm_operator::runtime::state::PluginState;
@@ -54,53 +54,7 @@ fn plugin_bytes() -> Vec<u8> {
 }
 
 fn objects() -> (Jinghzhu, Vec<Pod>) {
-    let mut jz = Jinghzhu::new(
-        "web",
-        JinghzhuSpec {
-            desired: PODS as u32,
-            template: None,
-        },
-    );
-    jz.metadata.namespace = Some("default".into());
-    jz.metadata.uid = Some("uid-web".into());
-    jz.metadata.generation = Some(1);
-    let pods = (0..PODS)
-        .map(|i| Pod {
-            metadata: ObjectMeta {
-                name: Some(format!("web-{i:05}")),
-                namespace: Some("default".into()),
-                uid: Some(format!("uid-pod-{i}")),
-                labels: Some(
-                    [
-                        ("app.kubernetes.io/managed-by", "wasm-operator"),
-                        ("jinghzhu.io/owner", "web"),
-                    ]
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .into(),
-                ),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "jinghzhu.io/v1".into(),
-                    kind: "Jinghzhu".into(),
-                    name: "web".into(),
-                    uid: "uid-web".into(),
-                    controller: Some(true),
-                    block_owner_deletion: Some(true),
-                }]),
-                ..ObjectMeta::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..PodCondition::default()
-                }]),
-                ..PodStatus::default()
-            }),
-        })
-        .collect();
-    (jz, pods)
+    steady_objects(PODS)
 }
 
 fn runtime(allocator: InstanceAllocator, cache_dir: Option<&Path>) -> Runtime {

@@ -25,6 +25,7 @@ pub mod diff;
 pub mod fixtures;
 pub mod input;
 pub mod record;
+pub mod sample;
 pub mod simulate;
 pub mod time;
 

@@ -429,10 +429,10 @@ fn output_with_progress(cmd: &mut Command, what: &str) -> std::io::Result<std::p
 }
 
 /// An exclusive `flock(2)` on a file, released on drop.
-struct FileLock(fs::File);
+pub(crate) struct FileLock(fs::File);
 
 impl FileLock {
-    fn acquire(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn acquire(path: &Path) -> std::io::Result<Self> {
         use std::os::fd::AsRawFd;
         let file = fs::OpenOptions::new()
             .create(true)

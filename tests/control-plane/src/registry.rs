@@ -60,32 +60,6 @@ pub const COSIGN: GoTool = GoTool {
     version: COSIGN_VERSION,
 };
 
-struct Lock(fs::File);
-
-impl Lock {
-    fn acquire(path: &Path) -> std::io::Result<Self> {
-        use std::os::fd::AsRawFd;
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Self(file))
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: as above.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
-    }
-}
-
 impl GoTool {
     /// Where it is installed.
     pub fn path(&self) -> PathBuf {
@@ -99,7 +73,7 @@ impl GoTool {
         let binary = self.path();
         let dir = binary.parent().map(Path::to_path_buf).unwrap_or_default();
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let _lock = Lock::acquire(&dir.join(".lock"))?;
+        let _lock = crate::binaries::FileLock::acquire(&dir.join(".lock"))?;
         if binary.is_file() {
             return Ok(binary);
         }

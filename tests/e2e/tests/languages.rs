@@ -30,6 +30,19 @@ use wasm_artifacts::{Language, build_language, workspace_root};
 use wasm_operator::cli::execute_args;
 use wasm_operator::crd::Jinghzhu;
 use wasm_operator::runtime::digest_of;
+/// `wasm-operator reconcile --plugin PLUGIN --compare-with OTHER --fixtures DIR`.
+async fn compare(plugin: &Path, other: &Path, fixtures: &Path) -> Result<ExitCode> {
+    wasm_operator(&[
+        "reconcile",
+        "--plugin",
+        path(plugin),
+        "--compare-with",
+        path(other),
+        "--fixtures",
+        path(fixtures),
+    ])
+    .await
+}
 
 /// Runs `wasm-operator ARGS...` in-process on a blocking thread (with the
 /// default precompiled cache, so each component compiles once per machine).
@@ -137,32 +150,14 @@ async fn each_language_passes_the_fixtures_and_proposes_what_the_rust_plugin_doe
             "{}: the golden fixtures or the idempotence check failed",
             language.plugin_name()
         );
-        let same = wasm_operator(&[
-            "reconcile",
-            "--plugin",
-            path(&wasm),
-            "--compare-with",
-            path(&rust),
-            "--fixtures",
-            path(&fixtures),
-        ])
-        .await?;
+        let same = compare(&wasm, &rust, &fixtures).await?;
         ensure!(
             same == ExitCode::SUCCESS,
             "{} proposes something else than the Rust plugin on some fixture",
             language.plugin_name()
         );
         // The comparison can fail: v2 words its status messages differently.
-        let differs = wasm_operator(&[
-            "reconcile",
-            "--plugin",
-            path(&wasm),
-            "--compare-with",
-            path(&rust_v2),
-            "--fixtures",
-            path(&fixtures),
-        ])
-        .await?;
+        let differs = compare(&wasm, &rust_v2, &fixtures).await?;
         ensure!(
             differs == ExitCode::from(1),
             "{} compared the same as the v2 Rust build",
@@ -245,16 +240,7 @@ async fn each_language_converges_on_the_control_plane_and_matches_rust_on_a_reco
         ensure!(code == ExitCode::SUCCESS, "record failed");
         let cases = std::fs::read_dir(&recorded)?.count();
         ensure!(cases == 2, "recorded {cases} cases, not 2");
-        let same = wasm_operator(&[
-            "reconcile",
-            "--plugin",
-            path(&wasm),
-            "--compare-with",
-            path(&rust),
-            "--fixtures",
-            path(&recorded),
-        ])
-        .await?;
+        let same = compare(&wasm, &rust, &recorded).await?;
         ensure!(
             same == ExitCode::SUCCESS,
             "{} and the Rust plugin differ on the recorded cluster",
@@ -488,60 +474,6 @@ async fn new_scaffolds_python_and_js_plugins_that_test_build_and_match_rust() ->
     Ok(())
 }
 
-/// A Jinghzhu with `n` owned pods, Running and Ready, and `desired` = `n`:
-/// the plugin reads every pod and proposes nothing (as the reconcile bench).
-fn steady_objects(n: usize) -> (Jinghzhu, Vec<k8s_openapi::api::core::v1::Pod>) {
-    use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-    let mut jz = Jinghzhu::new(
-        "web",
-        wasm_operator::crd::JinghzhuSpec {
-            desired: n as u32,
-            template: None,
-        },
-    );
-    jz.metadata.namespace = Some("default".into());
-    jz.metadata.uid = Some("uid-web".into());
-    jz.metadata.generation = Some(1);
-    let pods = (0..n)
-        .map(|i| Pod {
-            metadata: ObjectMeta {
-                name: Some(format!("web-{i:05}")),
-                namespace: Some("default".into()),
-                uid: Some(format!("uid-pod-{i}")),
-                labels: Some(
-                    [
-                        ("app.kubernetes.io/managed-by", "wasm-operator"),
-                        ("jinghzhu.io/owner", "web"),
-                    ]
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .into(),
-                ),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "jinghzhu.io/v1".into(),
-                    kind: "Jinghzhu".into(),
-                    name: "web".into(),
-                    uid: "uid-web".into(),
-                    controller: Some(true),
-                    block_owner_deletion: Some(true),
-                }]),
-                ..ObjectMeta::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..PodCondition::default()
-                }]),
-                ..PodStatus::default()
-            }),
-        })
-        .collect();
-    (jz, pods)
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[at.min(sorted.len() - 1)]
@@ -604,7 +536,7 @@ fn costs_per_language_side_by_side() -> Result<()> {
 
         let mut cells = Vec::new();
         for pods in [10, 100] {
-            let (jz, pods) = steady_objects(pods);
+            let (jz, pods) = wasm_operator::offline::sample::steady_objects(pods);
             for _ in 0..20 {
                 plugin.reconcile_blocking(&jz, &pods, now)?;
             }
@@ -629,7 +561,7 @@ fn costs_per_language_side_by_side() -> Result<()> {
         // never does this; it shows what the fresh instance costs).
         {
             use wasm_operator::runtime::{PluginInput, block_on};
-            let (jz, pods) = steady_objects(10);
+            let (jz, pods) = wasm_operator::offline::sample::steady_objects(10);
             let input = plugin.input(&jz, &pods, now);
             let mut reused = block_on(plugin.reusable_instance())??;
             let mut times: Vec<Duration> = (0..calls)
@@ -652,7 +584,7 @@ fn costs_per_language_side_by_side() -> Result<()> {
         }
 
         // The smallest cap (MiB) under which a 100-pod call still runs.
-        let (jz, pods) = steady_objects(100);
+        let (jz, pods) = wasm_operator::offline::sample::steady_objects(100);
         let runs_under = |mib: u64| -> bool {
             let Ok(runtime) = Runtime::new(RuntimeConfig {
                 memory_limit_bytes: mib * 1024 * 1024,
