@@ -125,6 +125,11 @@ pub fn replicaset_plugin() -> Result<PathBuf> {
         .map_err(|err| anyhow!("{err}"))
 }
 
+/// The replicaset plugin in `language` (built by its toolchain from `tests/setup.sh`).
+pub fn language_plugin(language: wasm_artifacts::Language) -> Result<PathBuf> {
+    wasm_artifacts::try_build_language(language).map_err(|err| anyhow!("{err}"))
+}
+
 /// The Go module of the controller-runtime peer.
 pub fn go_peer_dir() -> PathBuf {
     workspace_root().join("tests/peers/controller-runtime")

@@ -1,6 +1,6 @@
-//! The three controllers under test and how each is built and started as
+//! The controllers under test and how each is built and started as
 //! its own process: the Wasm host (`wasm-operator run` with the replicaset
-//! plugin), the kube-rs peer and the controller-runtime peer — all with the
+//! plugin in Rust, Python or JavaScript), the kube-rs peer and the controller-runtime peer — all with the
 //! same flags (`--namespace`, `--workers`, `--metrics-addr`), the admin
 //! kubeconfig in `KUBECONFIG`, and their output in a log file.
 
@@ -15,6 +15,7 @@ use local_control_plane::process::Supervised;
 
 use crate::artifacts::{self, Profile};
 use crate::metrics;
+use wasm_artifacts::Language;
 
 /// A controller the benchmark can run.
 #[derive(
@@ -26,6 +27,10 @@ pub enum ControllerKind {
     Host,
     /// `tests/peers/kube-rs`: kube-rs with the replicaset logic compiled in.
     KubeRs,
+    /// `wasm-operator run` with the replicaset plugin in Python (`plugins/python`).
+    HostPython,
+    /// `wasm-operator run` with the replicaset plugin in JavaScript (`plugins/js`).
+    HostJs,
     /// `tests/peers/controller-runtime`: Go, controller-runtime.
     ControllerRuntime,
 }
@@ -36,8 +41,20 @@ impl ControllerKind {
         match self {
             ControllerKind::Host => "host",
             ControllerKind::KubeRs => "kube-rs",
+            ControllerKind::HostPython => "host-python",
+            ControllerKind::HostJs => "host-js",
             ControllerKind::ControllerRuntime => "controller-runtime",
         }
+    }
+}
+
+impl ControllerKind {
+    /// The Wasm host, whichever language its plugin is in.
+    pub fn is_host(self) -> bool {
+        matches!(
+            self,
+            ControllerKind::Host | ControllerKind::HostPython | ControllerKind::HostJs
+        )
     }
 }
 
@@ -61,9 +78,13 @@ pub struct Built {
 /// Builds `kind` (cargo with `profile`, or Go).
 pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
     let (program, leading_args) = match kind {
-        ControllerKind::Host => {
+        ControllerKind::Host | ControllerKind::HostPython | ControllerKind::HostJs => {
             let program = artifacts::cargo_binary("wasm-operator", "wasm-operator", profile)?;
-            let plugin = artifacts::replicaset_plugin()?;
+            let plugin = match kind {
+                ControllerKind::HostPython => artifacts::language_plugin(Language::Python)?,
+                ControllerKind::HostJs => artifacts::language_plugin(Language::JavaScript)?,
+                _ => artifacts::replicaset_plugin()?,
+            };
             let args = vec![
                 "run".to_owned(),
                 "--plugin".to_owned(),
@@ -113,7 +134,7 @@ impl Running {
             }
             None => Command::new(&built.program),
         };
-        if built.kind == ControllerKind::Host {
+        if built.kind.is_host() {
             // As a pod starts with an emptyDir for its precompiled plugins:
             // the host compiles the plugin when it starts.
             let precompiled = log_dir.join("precompiled");

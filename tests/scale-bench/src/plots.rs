@@ -39,6 +39,8 @@ fn colour(kind: ControllerKind) -> RGBColor {
     match kind {
         ControllerKind::Host => RGBColor(0x1f, 0x77, 0xb4),
         ControllerKind::KubeRs => RGBColor(0x2c, 0xa0, 0x2c),
+        ControllerKind::HostPython => RGBColor(0x94, 0x67, 0xbd),
+        ControllerKind::HostJs => RGBColor(0xff, 0x7f, 0x0e),
         ControllerKind::ControllerRuntime => RGBColor(0xd6, 0x27, 0x28),
     }
 }
