@@ -183,7 +183,7 @@ fn a_scaffolded_plugin_builds_both_ways_and_passes_its_tests_and_fixture() {
         assert!(dir.join(file).is_file(), "{file} missing");
     }
     let wit = std::fs::read_to_string(dir.join("wit/operator.wit")).expect("wit");
-    let ours = std::fs::read_to_string(workspace_root().join("wit/operator.wit")).expect("wit");
+    let ours = std::fs::read_to_string(workspace_root().join("wit/0.2/operator.wit")).expect("wit");
     assert_eq!(
         wit, ours,
         "the scaffold carries the WIT the SDK compiles against"
