@@ -47,45 +47,23 @@ impl TestEnv {
     pub async fn new(prefix: &str) -> Result<Self> {
         capture_host_logs();
         let control_plane = ControlPlane::shared()?;
-        let client = control_plane.client().await?;
         CRD_INSTALLED
             .get_or_try_init(|| install_crd(control_plane))
             .await?;
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let ns = namespaces
-            .create(
-                &PostParams::default(),
-                &Namespace {
-                    metadata: ObjectMeta {
-                        generate_name: Some(format!("{prefix}-")),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
-            .await?
-            .name_any();
-        // Pods are admitted only once the namespace's default ServiceAccount exists.
-        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
-        wait_for(
-            "the default ServiceAccount",
-            Duration::from_secs(30),
-            || async { Ok(accounts.get_opt("default").await?.is_some()) },
-        )
-        .await?;
-        Ok(Self {
-            control_plane,
-            client,
-            namespace: ns,
-        })
+        Self::in_new_namespace(control_plane, prefix).await
     }
 
     /// [`TestEnv::new`] on a control plane of the test's own (started with
     /// options the shared one does not have); the CRD is applied to it.
     pub async fn new_on(control_plane: &'static ControlPlane, prefix: &str) -> Result<Self> {
         capture_host_logs();
-        let client = control_plane.client().await?;
         install_crd(control_plane).await?;
+        Self::in_new_namespace(control_plane, prefix).await
+    }
+
+    /// A namespace named after `prefix` on `control_plane`, ready for pods.
+    async fn in_new_namespace(control_plane: &'static ControlPlane, prefix: &str) -> Result<Self> {
+        let client = control_plane.client().await?;
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let mut namespace = Namespace::default();
         namespace.metadata.generate_name = Some(format!("{prefix}-"));
@@ -93,6 +71,7 @@ impl TestEnv {
             .create(&PostParams::default(), &namespace)
             .await?
             .name_any();
+        // Pods are admitted only once the namespace's default ServiceAccount exists.
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
         wait_for(
             "the default ServiceAccount",

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional
 
 from ._wit import wit
 from .input import Input, OwnerReference, PodPhase, PodTemplate, Status, decode
+from .output import _Strings
 
 API_VERSION = "jinghzhu.io/v1"
 KIND = "Jinghzhu"
@@ -67,30 +68,11 @@ class InputObjects:
     now: "wit.Timestamp"
 
 
-class _Table:
-    def __init__(self) -> None:
-        self.ids: Dict[str, int] = {"": 0}
-        self.parts: List[bytes] = []
-        self.ends: List[int] = [0]
-        self.size = 0
-
-    def add(self, s: str) -> int:
-        i = self.ids.get(s)
-        if i is None:
-            b = s.encode("utf-8")
-            self.parts.append(b)
-            self.size += len(b)
-            i = len(self.ends)
-            self.ends.append(self.size)
-            self.ids[s] = i
-        return i
-
-
 def encode_input(objects: InputObjects) -> "wit.ReconcileInput":
     """The 0.2 ``reconcile-input`` for plain objects: one string table
     (string 0 is ``""``), labels/annotations sorted by key in one flat
     ``pairs`` list, owner references in ``owners``."""
-    t = _Table()
+    t = _Strings()
     add = t.add
     pairs: List[wit.KeyValue] = []
     owners: List[wit.OwnerReference] = []
@@ -125,7 +107,7 @@ def encode_input(objects: InputObjects) -> "wit.ReconcileInput":
     raw_jz = wit.Jinghzhu(jmeta, wit.JinghzhuSpec(jz.desired, template), status)
     pods = [wit.Pod(meta(p.metadata), p.phase, p.ready)
             for p in sorted(objects.pods, key=lambda p: p.metadata.name)]
-    return wit.ReconcileInput(wit.StringTable(b"".join(t.parts), t.ends), pairs, owners,
+    return wit.ReconcileInput(t.table(), pairs, owners,
                               raw_jz, pods, objects.now)
 
 
