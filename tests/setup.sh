@@ -50,8 +50,10 @@ else
 fi
 
 if ! $demo && ! cargo component --version 2>/dev/null | grep -q "$CARGO_COMPONENT_VERSION"; then
+    # --debug: an optimised build of cargo-component takes about three times
+    # as long to compile, and its speed does not matter for a small plugin.
     step "installing cargo-component $CARGO_COMPONENT_VERSION (once; a few minutes)"
-    cargo install cargo-component --locked --version "$CARGO_COMPONENT_VERSION"
+    cargo install cargo-component --locked --debug --version "$CARGO_COMPONENT_VERSION"
 fi
 
 step "Kubernetes binaries and kwok (built with Go once, then cached)"
