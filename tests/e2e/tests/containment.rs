@@ -151,6 +151,34 @@ async fn outputs_beyond_the_bounds_are_refused_before_expansion() -> anyhow::Res
     Ok(())
 }
 
+/// Contract 0.2 outputs whose references do not resolve (a string id past
+/// the table, a span past `pairs`, bytes that are not UTF-8, an end past
+/// the bytes) are refused whole: the rule `bad-output` in a Warning Event,
+/// not even the output's valid creates applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_that_break_the_wire_contract_are_refused_whole() -> anyhow::Result<()> {
+    let env = TestEnv::new("bad-wire").await?;
+    let host = host_with(&env, ControllerConfig::default()).await?;
+    let broken = [
+        ("wire-id", "bad-wire:string-id"),
+        ("wire-span", "bad-wire:span"),
+        ("wire-utf8", "bad-wire:utf8"),
+        ("wire-ends", "bad-wire:ends"),
+    ];
+    with_good_neighbour(&env, &broken).await?;
+    for (name, _) in broken {
+        env.wait_event(name, "PluginFailed", "limits/bad-output", CONVERGE)
+            .await?;
+        assert!(
+            env.owned_pods(name).await?.is_empty(),
+            "{name}: nothing applied"
+        );
+    }
+    env.wait_converged("good", 2, CONVERGE).await?;
+    host.stop().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requeue_and_write_loops_are_capped() -> anyhow::Result<()> {
     let env = TestEnv::new("budget").await?;

@@ -179,8 +179,15 @@ pub fn escalated_spec(what: &str) -> String {
         "active-deadline" => r#","activeDeadlineSeconds":86400"#,
         _ => "",
     };
+    // As the template: no token mounted (so each attack breaks its own rule
+    // only), unless the attack is asking for one.
+    let token = if what == "service-account" {
+        ""
+    } else {
+        r#","automountServiceAccountToken":false"#
+    };
     format!(
-        r#"{{"containers":[{{"name":"app","image":"{image}","securityContext":{{{container_sc}}}{container_extra}}}],"securityContext":{{"runAsNonRoot":{non_root},"runAsUser":{user},"runAsGroup":{group},"seccompProfile":{seccomp}{pod_context_extra}}}{pod_extra}}}"#
+        r#"{{"containers":[{{"name":"app","image":"{image}","securityContext":{{{container_sc}}}{container_extra}}}],"securityContext":{{"runAsNonRoot":{non_root},"runAsUser":{user},"runAsGroup":{group},"seccompProfile":{seccomp}{pod_context_extra}}}{pod_extra}{token}}}"#
     )
 }
 

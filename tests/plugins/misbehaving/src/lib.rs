@@ -20,6 +20,7 @@ use replicaset_logic::Variant;
 pub mod hazards;
 pub mod mode;
 pub mod wasi_work;
+pub mod wire_tamper;
 
 pub use mode::{MISBEHAVE_ANNOTATION, Mode};
 
@@ -277,6 +278,10 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
             Ok(out)
         }
         Some(Mode::Forge(place)) => hazards::forge(input, &place, normal()),
+        Some(Mode::BadWire(what)) => {
+            wire_tamper::request(&what);
+            Ok(normal())
+        }
         Some(Mode::Turncoat) if (input.now.seconds / 10) % 2 == 1 => {
             let mut out = normal();
             let mut bad = jinghzhu_plugin_sdk::pod::from_template(&input.jinghzhu);
@@ -334,7 +339,32 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
     }
 }
 
-jinghzhu_plugin_sdk::export!(MisbehavingPlugin);
+// The component's export: what `jinghzhu_plugin_sdk::export!` expands to,
+// plus the `bad-wire` tampering of the encoded output.
+#[cfg(target_arch = "wasm32")]
+struct MisbehavingExport;
+
+#[cfg(target_arch = "wasm32")]
+impl jinghzhu_plugin_sdk::bindings::exports::jinghzhu::operator::reconciler::Guest
+    for MisbehavingExport
+{
+    fn info() -> jinghzhu_plugin_sdk::bindings::jinghzhu::operator::types::PluginInfo {
+        jinghzhu_plugin_sdk::wire::info::<MisbehavingPlugin>()
+    }
+
+    fn reconcile(
+        input: jinghzhu_plugin_sdk::bindings::jinghzhu::operator::types::ReconcileInput,
+    ) -> Result<
+        jinghzhu_plugin_sdk::bindings::jinghzhu::operator::types::ReconcileOutput,
+        jinghzhu_plugin_sdk::bindings::jinghzhu::operator::types::ReconcileError,
+    > {
+        jinghzhu_plugin_sdk::wire::reconcile::<MisbehavingPlugin>(input)
+            .map(wire_tamper::apply_requested)
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+jinghzhu_plugin_sdk::bindings::export!(MisbehavingExport with_types_in jinghzhu_plugin_sdk::bindings);
 
 #[cfg(all(test, not(feature = "always-trap")))]
 mod tests {

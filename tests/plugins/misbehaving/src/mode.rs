@@ -97,6 +97,10 @@ pub enum Mode {
     /// first create a label whose key is it (the rejection quotes the key);
     /// `event` adds a Warning Event `Forged` saying it.
     Forge(String),
+    /// `bad-wire:<what>`: the normal output, broken after the SDK encoded
+    /// it into contract 0.2's wire form (an id or span outside its table,
+    /// bytes that are not UTF-8); see [`crate::wire_tamper`].
+    BadWire(String),
     /// `impersonate`: the normal output plus a Normal `SuccessfulCreate` and
     /// a Warning `RejectedOutput` Event, the host's own reasons.
     Impersonate,
@@ -153,6 +157,9 @@ impl Mode {
             "impersonate" => Mode::Impersonate,
             "turncoat" => Mode::Turncoat,
             other if other.starts_with("forge:") => Mode::Forge(other["forge:".len()..].to_owned()),
+            other if other.starts_with("bad-wire:") => {
+                Mode::BadWire(other["bad-wire:".len()..].to_owned())
+            }
             "random-flood" => Mode::RandomFlood,
             "pollable-flood" => Mode::PollableFlood,
             other if other.starts_with("wasi-script:") => {
@@ -207,6 +214,7 @@ mod tests {
                 Mode::Escalate("capabilities".into()),
             ),
             ("forge:error", Mode::Forge("error".into())),
+            ("bad-wire:span", Mode::BadWire("span".into())),
             ("impersonate", Mode::Impersonate),
             ("turncoat", Mode::Turncoat),
             ("random-flood", Mode::RandomFlood),
