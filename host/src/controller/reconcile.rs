@@ -371,7 +371,8 @@ fn check_proposal(
     let checked = validate::check_bounds(&raw.output, &object.jz, &object.pods, &ctx.limits)
         .and_then(|()| {
             let proposal = raw.into_actions();
-            let validated = validate::validate(&object.jz, &object.pods, &proposal, &ctx.policy)?;
+            let policy = ctx.plugin.policy_for(digest, &ctx.policy);
+            let validated = validate::validate(&object.jz, &object.pods, &proposal, &policy)?;
             Ok((proposal, validated))
         });
     match checked {

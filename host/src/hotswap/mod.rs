@@ -21,6 +21,8 @@ pub mod shadow;
 pub mod sources;
 pub mod swapper;
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -30,7 +32,7 @@ use tokio::sync::watch;
 
 use crate::actions::ProposedActions;
 use crate::apply::Limits;
-use crate::apply::policy::PolicyConfig;
+use crate::apply::policy::{PodPolicy, PolicyConfig};
 use crate::crd::Jinghzhu;
 use crate::runtime::LoadedPlugin;
 use crate::telemetry::metrics::Metrics;
@@ -73,6 +75,9 @@ pub struct ActivePlugin {
     policy: RollbackPolicy,
     generation: watch::Sender<u64>,
     shadow: RwLock<Option<shadow::ShadowQueue>>,
+    /// Stricter pod policies asked for particular plugins (by digest):
+    /// a `JinghzhuPlugin`'s `spec.podPolicy` within the host's.
+    pod_policies: RwLock<HashMap<String, PodPolicy>>,
     metrics: Arc<Metrics>,
 }
 
@@ -97,6 +102,7 @@ impl ActivePlugin {
             policy,
             generation: watch::Sender::new(0),
             shadow: RwLock::new(None),
+            pod_policies: RwLock::new(HashMap::new()),
             metrics,
         }
     }
@@ -238,6 +244,35 @@ impl ActivePlugin {
             .map(|queue| queue.plugin().clone())
     }
 
+    /// Holds the plugin with `digest` to `policy` where it is stricter than
+    /// the host's (`None`: the host's policy alone). Set before the plugin
+    /// serves, so its first reconcile is already held to it.
+    pub fn narrow_pod_policy(&self, digest: &str, policy: Option<PodPolicy>) {
+        let mut policies = self.pod_policies.write().unwrap_or_else(|e| e.into_inner());
+        match policy {
+            Some(policy) => policies.insert(digest.to_string(), policy),
+            None => policies.remove(digest),
+        };
+    }
+
+    /// The rules the output of the plugin with `digest` is held to: the
+    /// host's, with the pod policy narrowed where one was asked for it.
+    pub fn policy_for<'a>(&self, digest: &str, host: &'a PolicyConfig) -> Cow<'a, PolicyConfig> {
+        let narrowed = self
+            .pod_policies
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(digest)
+            .map(|asked| asked.stricter_of(host.policy));
+        match narrowed {
+            Some(policy) if policy != host.policy => Cow::Owned(PolicyConfig {
+                policy,
+                ..host.clone()
+            }),
+            _ => Cow::Borrowed(host),
+        }
+    }
+
     /// Offers the shadow plugin (if any) the same input as the active one.
     /// Never waits: the call runs later in the shadow's own queue and is
     /// dropped (and counted) when that queue is full. Its output is held to
@@ -257,7 +292,8 @@ impl ActivePlugin {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
         {
-            queue.offer(jz, pods, key, active, rules);
+            let policy = self.policy_for(queue.plugin().digest(), rules.1);
+            queue.offer(jz, pods, key, active, (rules.0, &policy));
         }
     }
 }

@@ -129,7 +129,20 @@ pub fn rule_of(refusal: &Refusal) -> RuleRefusal {
     RuleRefusal::new(rule, refusal.to_string())
 }
 
-/// `spec.limits` and `spec.podPolicy` clamped to the host's flags.
+/// The pod policy `spec.podPolicy` asks for, if any (the CRD's schema
+/// admits only the three names).
+fn asked_pod_policy(spec: &JinghzhuPluginSpec) -> Option<PodPolicy> {
+    spec.pod_policy
+        .as_ref()
+        .map(|asked| match asked.policy.as_str() {
+            "template" => PodPolicy::Template,
+            "restricted" => PodPolicy::Restricted,
+            _ => PodPolicy::Baseline,
+        })
+}
+
+/// `spec.limits` and `spec.podPolicy` clamped to the host's flags (a
+/// stricter pod policy is kept: the plugin is held to it).
 pub fn effective_limits(
     spec: &JinghzhuPluginSpec,
     host_deadline: Duration,
@@ -160,28 +173,13 @@ pub fn effective_limits(
         Some(asked) => asked,
         None => host_mib,
     };
-    let strictness = |p: PodPolicy| match p {
-        PodPolicy::Template => 0,
-        PodPolicy::Restricted => 1,
-        PodPolicy::Baseline => 2,
-    };
-    let pod_policy = spec.pod_policy.as_ref().map(|asked| {
-        let wanted = match asked.policy.as_str() {
-            "template" => PodPolicy::Template,
-            "restricted" => PodPolicy::Restricted,
-            _ => PodPolicy::Baseline,
-        };
-        if strictness(wanted) > strictness(host_policy) {
+    let pod_policy = asked_pod_policy(spec).map(|wanted| {
+        if wanted.is_looser_than(host_policy) {
             clamped.push(format!(
                 "podPolicy {wanted} is looser than the host's --pod-policy {host_policy}"
             ));
-        } else if wanted != host_policy {
-            clamped.push(format!(
-                "podPolicy {wanted} is stricter than the host's --pod-policy {host_policy}, \
-                 which applies to every plugin"
-            ));
         }
-        host_policy.to_string()
+        wanted.stricter_of(host_policy).to_string()
     });
     EffectiveLimits {
         timeout_ms,
@@ -624,11 +622,15 @@ impl Driver {
                 Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
             ),
             (false, false) => {
-                return Err(RuleRefusal::new(
-                    "verification/policy",
-                    "allOf and anyOf together are not supported yet: use one of them \
-                     (anyOf with minimumMatches, or allOf)",
-                ));
+                // Every key of allOf, and minimumMatches of anyOf.
+                let all = VerificationPolicy::new(pick(&policy.all_of)?, Threshold::All)
+                    .map_err(|e| RuleRefusal::new("verification/policy", e.message))?;
+                let any = VerificationPolicy::new(
+                    pick(&policy.any_of)?,
+                    Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
+                )
+                .map_err(|e| RuleRefusal::new("verification/policy", e.message))?;
+                return Ok(all.and(any));
             }
         };
         VerificationPolicy::new(verifiers, threshold)
@@ -726,6 +728,11 @@ impl Driver {
                 effective.memory_mib.saturating_mul(1024 * 1024),
             );
         }
+        // A stricter pod policy holds this plugin from its first reconcile.
+        self.active.narrow_pod_policy(
+            plugin.digest(),
+            asked_pod_policy(spec).map(|asked| asked.stricter_of(self.pod_policy)),
+        );
         let effective = EffectiveLimits {
             timeout_ms: u64::try_from(plugin.deadline().as_millis()).unwrap_or(u64::MAX),
             memory_mib: plugin.memory_limit() / (1024 * 1024),
@@ -959,6 +966,19 @@ mod tests {
             "{}",
             effective.clamped
         );
+        let stricter = effective_limits(
+            &JinghzhuPluginSpec {
+                pod_policy: Some(PodPolicySpec {
+                    policy: "template".into(),
+                }),
+                ..JinghzhuPluginSpec::default()
+            },
+            Duration::from_millis(500),
+            64 * 1024 * 1024,
+            PodPolicy::Restricted,
+        );
+        assert_eq!(stricter.pod_policy.as_deref(), Some("template"));
+        assert!(stricter.clamped.is_empty(), "{}", stricter.clamped);
         let within = effective_limits(
             &JinghzhuPluginSpec::default(),
             Duration::from_millis(500),

@@ -198,13 +198,16 @@ impl fmt::Display for Threshold {
     }
 }
 
-/// Trusted verifiers and how many must agree.
+/// Trusted verifiers and how many must agree; optionally, a second group
+/// that must agree as well (Kubewarden's `allOf` together with `anyOf`).
 #[derive(Debug, Clone)]
 pub struct VerificationPolicy {
     /// The trusted verifiers.
     pub verifiers: Vec<Arc<dyn Verifier>>,
     /// How many of them must be satisfied.
     pub threshold: Threshold,
+    /// Another group that must be satisfied too ([`VerificationPolicy::and`]).
+    pub and_also: Option<Box<VerificationPolicy>>,
 }
 
 impl VerificationPolicy {
@@ -230,7 +233,19 @@ impl VerificationPolicy {
         Ok(Self {
             verifiers,
             threshold,
+            and_also: None,
         })
+    }
+
+    /// This policy and `other` both: a signature set passes when it
+    /// satisfies each (e.g. every key of `allOf` and `minimumMatches` of
+    /// `anyOf`).
+    pub fn and(mut self, other: VerificationPolicy) -> Self {
+        self.and_also = Some(Box::new(match self.and_also.take() {
+            Some(also) => also.and(other),
+            None => other,
+        }));
+        self
     }
 
     /// A policy over the PEM public keys in `paths`.
@@ -271,6 +286,23 @@ impl VerificationPolicy {
                 ),
             ));
         }
+        let mut satisfied = self.check_group(manifest_digest, signatures)?;
+        if let Some(also) = &self.and_also {
+            for name in also.check(manifest_digest, signatures)? {
+                if !satisfied.contains(&name) {
+                    satisfied.push(name);
+                }
+            }
+        }
+        Ok(satisfied)
+    }
+
+    /// [`VerificationPolicy::check`] of this group alone (not `and_also`).
+    fn check_group(
+        &self,
+        manifest_digest: &str,
+        signatures: &[CosignSignature],
+    ) -> Result<Vec<String>, OciError> {
         let mut satisfied = Vec::new();
         let mut missing = Vec::new();
         for verifier in &self.verifiers {
@@ -427,6 +459,42 @@ mod tests {
                 .expect_err("impossible")
                 .rule,
             rules::CONFIG
+        );
+    }
+
+    #[test]
+    fn all_of_and_any_of_together_need_both_groups() {
+        let (a, b, c, d) = (key("a"), key("b"), key("c"), key("d"));
+        // Every one of a and b, and at least one of c and d.
+        let policy =
+            VerificationPolicy::new(vec![verifier("a", &a), verifier("b", &b)], Threshold::All)
+                .expect("allOf")
+                .and(
+                    VerificationPolicy::new(
+                        vec![verifier("c", &c), verifier("d", &d)],
+                        Threshold::AtLeast(1),
+                    )
+                    .expect("anyOf"),
+                );
+        let signed = |keys: &[&SigningKey]| -> Vec<CosignSignature> {
+            keys.iter().map(|k| sign(k, DIGEST)).collect()
+        };
+        assert_eq!(
+            policy.check(DIGEST, &signed(&[&a, &b, &d])).expect("both"),
+            vec!["a", "b", "d"]
+        );
+        let err = policy
+            .check(DIGEST, &signed(&[&a, &b]))
+            .expect_err("no anyOf key");
+        assert_eq!(err.rule, rules::SIGNATURE);
+        assert!(err.message.contains("not satisfied: c"), "{err}");
+        let err = policy
+            .check(DIGEST, &signed(&[&a, &c, &d]))
+            .expect_err("b missing");
+        assert!(err.message.contains("not satisfied: b"), "{err}");
+        assert_eq!(
+            policy.check(DIGEST, &[]).expect_err("unsigned").rule,
+            rules::UNSIGNED
         );
     }
 

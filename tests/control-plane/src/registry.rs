@@ -131,9 +131,13 @@ pub fn ensure_tools() -> Result<Vec<PathBuf>> {
 pub struct RegistryOptions {
     /// Require HTTP basic auth with this user and password.
     pub basic_auth: Option<(String, String)>,
+    /// Serve plain HTTP instead of TLS (clients must name the registry as
+    /// insecure; `ca_cert` is then unused).
+    pub plain_http: bool,
 }
 
-/// A registry process on `127.0.0.1:<port>` over TLS.
+/// A registry process on `127.0.0.1:<port>` over TLS (or plain HTTP with
+/// [`RegistryOptions::plain_http`]).
 #[derive(Debug)]
 pub struct LocalRegistry {
     /// `127.0.0.1:<port>`.
@@ -173,13 +177,19 @@ impl LocalRegistry {
             }
             None => String::new(),
         };
+        let tls = match options.plain_http {
+            true => String::new(),
+            false => format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                pki.serving_cert.display(),
+                pki.serving_key.display()
+            ),
+        };
         let config = format!(
             "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: false\n\
              storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
-             http:\n  addr: {addr}\n  tls:\n    certificate: {cert}\n    key: {key}\n{auth}",
+             http:\n  addr: {addr}\n{tls}{auth}",
             storage = dir.path().join("storage").display(),
-            cert = pki.serving_cert.display(),
-            key = pki.serving_key.display(),
         );
         fs::write(dir.path().join("config.yml"), config)?;
         let docker_config_dir = dir.path().join("docker");

@@ -16,9 +16,11 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResourceExt, ResourceExt};
 use tokio::sync::{OnceCell, oneshot};
+use wasm_operator::apply::policy::{PodPolicy, PolicyConfig};
 use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::plugin::{
-    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginSourceSpec,
+    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginMode,
+    PluginSourceSpec,
 };
 use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
 use wasm_operator::leader::{Elector, LeaderElectionConfig};
@@ -29,6 +31,7 @@ use wasm_operator::telemetry::metrics::Metrics;
 
 const CONVERGE: Duration = Duration::from_secs(90);
 const V2_PREFIX: &str = "[v2] ";
+const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
 
 fn v1() -> Vec<u8> {
     std::fs::read(plugin("replicaset-plugin", &[])).expect("v1 plugin")
@@ -100,10 +103,24 @@ async fn replace_configmap(env: &TestEnv, name: &str, bytes: Vec<u8>) -> anyhow:
     Ok(())
 }
 
+/// How [`ResourceHost::start_with`] sets the host up.
+#[derive(Default)]
+struct Setup<'a> {
+    /// Elect a leader on a Lease in the test's namespace.
+    elect: bool,
+    /// OCI options and poll interval.
+    oci: Option<(OciOptions, Duration)>,
+    /// `--shadow-plugin-resource`.
+    shadow: Option<&'a str>,
+    /// `--pod-policy`.
+    pod_policy: PodPolicy,
+}
+
 /// A host serving the resource, as `run --plugin-resource` does (optionally
 /// electing a leader on a Lease in the test's namespace).
 struct ResourceHost {
     active: Arc<ActivePlugin>,
+    metrics: Arc<Metrics>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
     elector: Option<Elector>,
@@ -111,16 +128,30 @@ struct ResourceHost {
 
 impl ResourceHost {
     async fn start(env: &TestEnv, name: &str, replica: &str, elect: bool) -> anyhow::Result<Self> {
-        Self::start_with(env, name, replica, elect, None).await
+        Self::start_with(
+            env,
+            name,
+            replica,
+            Setup {
+                elect,
+                ..Setup::default()
+            },
+        )
+        .await
     }
 
     async fn start_with(
         env: &TestEnv,
         name: &str,
         replica: &str,
-        elect: bool,
-        oci: Option<(OciOptions, Duration)>,
+        setup: Setup<'_>,
     ) -> anyhow::Result<Self> {
+        let Setup {
+            elect,
+            oci,
+            shadow,
+            pod_policy,
+        } = setup;
         let metrics = Arc::new(Metrics::default());
         let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
         let plugins = plugin_resource::start(
@@ -128,11 +159,11 @@ impl ResourceHost {
             runtime,
             ResourceOptions {
                 name: name.to_string(),
-                shadow: None,
+                shadow: shadow.map(str::to_string),
                 replica: replica.to_string(),
                 shadow_queue: 8,
                 rollback: RollbackPolicy::default(),
-                pod_policy: Default::default(),
+                pod_policy,
                 oci,
             },
             metrics.clone(),
@@ -140,6 +171,10 @@ impl ResourceHost {
         .await?;
         let mut config = ControllerConfig {
             namespace: Some(env.namespace.clone()),
+            policy: PolicyConfig {
+                policy: pod_policy,
+                ..PolicyConfig::default()
+            },
             ..ControllerConfig::default()
         };
         let elector = if elect {
@@ -167,13 +202,14 @@ impl ResourceHost {
             env.client.clone(),
             plugins.active.clone(),
             config,
-            metrics,
+            metrics.clone(),
             async move {
                 let _ = rx.await;
             },
         ));
         Ok(Self {
             active: plugins.active,
+            metrics,
             shutdown: Some(tx),
             task,
             elector,
@@ -498,6 +534,7 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
     let name = env.namespace.clone();
     let registry = LocalRegistry::start(RegistryOptions {
         basic_auth: Some(("pusher".into(), "s3cret".into())),
+        ..RegistryOptions::default()
     })?;
     let keys = tempfile::tempdir()?;
     let (key, public) = registry.cosign_key_pair(keys.path())?;
@@ -565,8 +602,10 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
         &env,
         &name,
         "replica-a",
-        false,
-        Some((options, Duration::from_secs(1))),
+        Setup {
+            oci: Some((options, Duration::from_secs(1))),
+            ..Setup::default()
+        },
     )
     .await?;
 
@@ -607,9 +646,242 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
     assert_ne!(v1_digest, v2_digest);
     assert_eq!(
         host.active.serving().map(|p| p.digest().to_string()),
+        Some(v1_digest.clone())
+    );
+
+    // allOf and anyOf together: v2 signed by the release key only is
+    // refused while the policy also wants one of anyOf (the QA key) ...
+    let m2 = wasm_operator::sources::OciPuller::new(OciOptions {
+        ca_files: vec![registry.ca_cert.clone()],
+        docker_config: Some(std::fs::read(registry.docker_config_file())?),
+        ..OciOptions::default()
+    })?
+    .resolve(&wasm_operator::sources::OciRef::parse(&format!(
+        "oci://{reference}"
+    ))?)
+    .await?;
+    registry.cosign_sign(&key, REPO, &m2)?;
+    let qa_dir = keys.path().join("qa");
+    std::fs::create_dir_all(&qa_dir)?;
+    let (qa_key, qa_public) = registry.cosign_key_pair(&qa_dir)?;
+    let mut qa_secret = Secret::default();
+    qa_secret.metadata.name = Some("qa-key".into());
+    qa_secret.string_data = Some(std::collections::BTreeMap::from([(
+        "cosign.pub".to_string(),
+        std::fs::read_to_string(&qa_public)?,
+    )]));
+    Api::<Secret>::namespaced(env.client.clone(), &env.namespace)
+        .create(&PostParams::default(), &qa_secret)
+        .await?;
+    // The QA key's name in the policy; renaming it makes a new generation.
+    let verification = |qa: &str| {
+        serde_json::json!({"spec": {"verification": {
+            "keys": [
+                {"name": "release", "secretRef": {"namespace": env.namespace, "name": "release-key"}},
+                {"name": qa, "secretRef": {"namespace": env.namespace, "name": "qa-key"}},
+            ],
+            "policy": {"allOf": ["release"], "anyOf": [qa], "minimumMatches": 1},
+        }}})
+    };
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&verification("qa")),
+    )
+    .await?;
+    wait_for(
+        "v2 refused: the anyOf group is not satisfied",
+        CONVERGE,
+        || async {
+            Ok(refusals_on(&env, &name)
+                .await?
+                .iter()
+                .any(|m| m.contains("rule oci/signature") && m.contains("not satisfied: qa")))
+        },
+    )
+    .await?;
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
         Some(v1_digest)
+    );
+    // ... and serves once QA signed it too (a new generation re-verifies).
+    registry.cosign_sign(&qa_key, REPO, &m2)?;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&verification("qa-team")),
+    )
+    .await?;
+    let status = wait_replicas_on(&env, &name, &["replica-a"], &v2_digest).await?;
+    let verified = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Verified")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        verified.contains("release") && verified.contains("qa-team"),
+        "{verified}"
     );
     host.stop().await;
     delete_resource(&env, &name).await;
     Ok(())
+}
+
+/// `--shadow-plugin-resource`: a second resource in `mode: shadow` runs its
+/// plugin beside the active one. Its status shows the replica running it as
+/// the shadow; its different proposals are counted, none applied; a
+/// resource whose mode does not match the flag that names it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_resource_runs_its_candidate_beside_the_active_plugin() -> anyhow::Result<()> {
+    let env = TestEnv::new("jzp-shadow").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let shadow_name = format!("{name}-shadow");
+    let (v1, v2) = (v1(), v2());
+    create_configmap(&env, "plugin-v1", v1.clone()).await?;
+    create_configmap(&env, "plugin-v2", v2.clone()).await?;
+    let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    api.create(&PostParams::default(), &resource(&env, "plugin-v1"))
+        .await?;
+    let mut shadow = resource(&env, "plugin-v2");
+    shadow.metadata.name = Some(shadow_name.clone());
+    shadow.spec.mode = PluginMode::Shadow;
+    api.create(&PostParams::default(), &shadow).await?;
+    let host = ResourceHost::start_with(
+        &env,
+        &name,
+        "replica-a",
+        Setup {
+            shadow: Some(&shadow_name),
+            ..Setup::default()
+        },
+    )
+    .await?;
+
+    wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v1)).await?;
+    let status = wait_replicas_on(&env, &shadow_name, &["replica-a"], &digest_of(&v2)).await?;
+    let serving = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Serving")
+        .map(|c| (c.status.clone(), c.message.clone()));
+    assert!(
+        serving
+            .as_ref()
+            .is_some_and(|(s, m)| s == "True" && m.contains("runs as the shadow")),
+        "the shadow's Serving condition: {serving:?}"
+    );
+
+    for i in 0..4 {
+        env.create(&format!("web-{i}"), 2, &[]).await?;
+    }
+    for i in 0..4 {
+        env.wait_converged(&format!("web-{i}"), 2, CONVERGE).await?;
+    }
+    // v2 prefixes its status message: seen by the shadow, never applied.
+    wait_for(
+        "the shadow's different proposals counted for every object",
+        CONVERGE,
+        || async { Ok(host.metrics.shadow_differences.get() >= 4) },
+    )
+    .await?;
+    for i in 0..4 {
+        let jz = env.jinghzhus().get(&format!("web-{i}")).await?;
+        let message = jz.status.map(|s| s.message).unwrap_or_default();
+        assert!(!message.starts_with(V2_PREFIX), "web-{i}: {message}");
+        assert_eq!(env.owned_pods(&format!("web-{i}")).await?.len(), 2);
+    }
+
+    // The shadow resource asks to be active: refused, the active plugin
+    // keeps reconciling.
+    let patch = serde_json::json!({"spec": {"mode": "active"}});
+    api.patch(&shadow_name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    wait_for("the mode refusal", CONVERGE, || async {
+        Ok(refusals_on(&env, &shadow_name)
+            .await?
+            .iter()
+            .any(|m| m.contains("resource/mode")))
+    })
+    .await?;
+    env.scale("web-0", 3).await?;
+    env.wait_converged("web-0", 3, CONVERGE).await?;
+    host.stop().await;
+    delete_resource(&env, &shadow_name).await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
+
+/// `spec.podPolicy` stricter than the host's `--pod-policy` holds the
+/// plugin: with the host at `baseline` and the resource at `restricted`, a
+/// pod running as root is refused naming the restricted rule (and nothing
+/// is created); once the resource asks for `baseline`, the same object
+/// gets its pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stricter_pod_policy_on_the_resource_holds_its_plugin() -> anyhow::Result<()> {
+    use wasm_operator::crd::plugin::PodPolicySpec;
+    let env = TestEnv::new("jzp-podpolicy").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let misbehaving = std::fs::read(plugin("misbehaving-plugin", &[]))?;
+    create_configmap(&env, "plugin", misbehaving).await?;
+    let mut restricted = resource(&env, "plugin");
+    restricted.spec.pod_policy = Some(PodPolicySpec {
+        policy: "restricted".into(),
+    });
+    let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    api.create(&PostParams::default(), &restricted).await?;
+    let host = ResourceHost::start_with(
+        &env,
+        &name,
+        "replica-a",
+        Setup {
+            pod_policy: PodPolicy::Baseline,
+            ..Setup::default()
+        },
+    )
+    .await?;
+    let status = wait_for_effective(&env, &name, "restricted").await?;
+    assert!(status.is_empty(), "nothing clamped: {status}");
+
+    env.create("good", 1, &[]).await?;
+    env.create("root", 1, &[(MISBEHAVE, "escalate:run-as-root")])
+        .await?;
+    env.wait_converged("good", 1, CONVERGE).await?;
+    env.wait_event("root", "RejectedOutput", "run-as", CONVERGE)
+        .await?;
+    assert!(env.owned_pods("root").await?.is_empty(), "nothing applied");
+
+    // Asking for the host's own baseline: a root pod is admitted.
+    let patch = serde_json::json!({"spec": {"podPolicy": {"policy": "baseline"}}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    env.wait_converged("root", 1, CONVERGE).await?;
+    wait_for_effective(&env, &name, "baseline").await?;
+    host.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
+
+/// Waits for `status.effectiveLimits.podPolicy` to be `policy`; returns
+/// `effectiveLimits.clamped`.
+async fn wait_for_effective(env: &TestEnv, name: &str, policy: &str) -> anyhow::Result<String> {
+    wait_for(
+        &format!("the effective pod policy {policy}"),
+        CONVERGE,
+        || async {
+            let status = status_of(env, name).await?;
+            Ok(status
+                .effective_limits
+                .is_some_and(|l| l.pod_policy.as_deref() == Some(policy)))
+        },
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("{err}"))?;
+    Ok(status_of(env, name)
+        .await?
+        .effective_limits
+        .map(|l| l.clamped)
+        .unwrap_or_default())
 }

@@ -67,6 +67,31 @@ pub enum PodPolicy {
     Baseline,
 }
 
+impl PodPolicy {
+    /// How much it lets a plugin write: template < restricted < baseline.
+    fn latitude(self) -> u8 {
+        match self {
+            Self::Template => 0,
+            Self::Restricted => 1,
+            Self::Baseline => 2,
+        }
+    }
+
+    /// Whether it lets a plugin write more than `other` does.
+    pub fn is_looser_than(self, other: PodPolicy) -> bool {
+        self.latitude() > other.latitude()
+    }
+
+    /// The stricter of the two.
+    pub fn stricter_of(self, other: PodPolicy) -> PodPolicy {
+        if self.is_looser_than(other) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
 impl std::fmt::Display for PodPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
