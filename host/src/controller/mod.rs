@@ -239,21 +239,38 @@ pub async fn run(
     spawn_readiness(&watches, &ctx, config.health.clone());
     metrics.init_controller(config.workers);
     let queue = metrics.queue.clone();
+    // The shard of an object, for the per-shard queue depth.
+    let shard_of = {
+        let shards = config.shards.clone();
+        if let Some(shards) = &shards {
+            queue.set_shard_count(shards.count());
+        }
+        move |jz: &Jinghzhu| -> Option<u32> {
+            let shards = shards.as_ref()?;
+            jz.metadata.uid.as_deref().map(|uid| shards.shard_of(uid))
+        }
+    };
     // Pod events count as queued when their owner's batch window closes, so
     // the depth is the backlog of objects due, not those gathering events.
-    let jinghzhus = track_triggers(watches.jinghzhus, queue.clone());
+    let jinghzhus = track_triggers(watches.jinghzhus, queue.clone(), shard_of.clone());
     let pod_triggers = pod_batch::owner_triggers(watches.pods, config.pod_batch, {
         let queue = queue.clone();
         move || queue.depth()
     })
     .inspect({
         let queue = queue.clone();
+        let cache = watches.jinghzhu_cache.clone();
+        let shard_of = shard_of.clone();
         move |owner| {
-            queue.added(format!(
-                "{}/{}",
-                owner.namespace.as_deref().unwrap_or_default(),
-                owner.name
-            ))
+            let shard = cache.get(owner).and_then(|jz| shard_of(&jz));
+            queue.added_in_shard(
+                format!(
+                    "{}/{}",
+                    owner.namespace.as_deref().unwrap_or_default(),
+                    owner.name
+                ),
+                shard,
+            )
         }
     });
     // Re-queue every known object when the plugin changes (hot swap) and
@@ -262,7 +279,7 @@ pub async fn run(
         let cache = watches.jinghzhu_cache.clone();
         move || {
             for jz in cache.state() {
-                queue.added(watch::object_key(jz.as_ref()));
+                queue.added_in_shard(watch::object_key(jz.as_ref()), shard_of(&jz));
             }
         }
     };
@@ -474,8 +491,11 @@ type Triggers<K> =
 fn track_triggers(
     jinghzhus: Triggers<Jinghzhu>,
     queue: Arc<metrics::QueueTracker>,
+    shard_of: impl Fn(&Jinghzhu) -> Option<u32> + Send + 'static,
 ) -> Triggers<Jinghzhu> {
-    Box::pin(jinghzhus.inspect_ok(move |jz| queue.added(watch::object_key(jz))))
+    Box::pin(
+        jinghzhus.inspect_ok(move |jz| queue.added_in_shard(watch::object_key(jz), shard_of(jz))),
+    )
 }
 
 /// Marks the host ready once both caches have had their initial list.

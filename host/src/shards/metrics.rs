@@ -17,7 +17,9 @@
 //!   labeller wrote (`jinghzhu`, `pod`).
 //!
 //! The work queue's own metrics (`workqueue_depth`, …) are per replica, so in
-//! sharded mode they count the owned shards' objects only.
+//! sharded mode they count the owned shards' objects only; the queue's
+//! depth per shard is `wasm_operator_shard_queue_depth{shard}` (exported
+//! with the queue's metrics, `telemetry::metrics::QueueTracker`).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -723,9 +723,18 @@ pub struct QueueTracker {
 
 #[derive(Debug, Default)]
 struct QueueState {
-    waiting: HashMap<String, Instant>,
+    /// Since when each key waits, and its shard when the host is sharded.
+    waiting: HashMap<String, (Instant, Option<u32>)>,
     running: HashMap<u64, Instant>,
     next_id: u64,
+    /// `--shards`, once the controller says so (0: unsharded).
+    shard_count: u32,
+}
+
+/// `{shard}` of `wasm_operator_shard_queue_depth`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardQueueLabels {
+    shard: String,
 }
 
 /// A reconcile in progress, for the workqueue metrics.
@@ -758,8 +767,23 @@ impl QueueTracker {
 
     /// `key` was triggered.
     pub fn added(&self, key: String) {
+        self.added_in_shard(key, None);
+    }
+
+    /// `key`, an object of `shard`, was triggered.
+    pub fn added_in_shard(&self, key: String, shard: Option<u32>) {
         self.adds.get_or_create(&self.labels()).inc();
-        self.lock().waiting.entry(key).or_insert_with(Instant::now);
+        self.lock()
+            .waiting
+            .entry(key)
+            .or_insert_with(|| (Instant::now(), shard));
+    }
+
+    /// The host runs with `count` shards: the depth is also exported per
+    /// shard (`wasm_operator_shard_queue_depth{shard}`, every shard, 0 when
+    /// none of its keys waits).
+    pub fn set_shard_count(&self, count: u32) {
+        self.lock().shard_count = count;
     }
 
     /// Keys waiting for a worker.
@@ -769,7 +793,7 @@ impl QueueTracker {
 
     fn started(&self, key: &str) -> WorkToken {
         let mut state = self.lock();
-        if let Some(since) = state.waiting.remove(key) {
+        if let Some((since, _)) = state.waiting.remove(key) {
             self.queue_duration
                 .get_or_create(&self.labels())
                 .observe(since.elapsed().as_secs_f64());
@@ -792,7 +816,7 @@ impl QueueTracker {
 
 impl Collector for QueueTracker {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let (depth, unfinished, longest) = {
+        let (depth, unfinished, longest, per_shard) = {
             let state = self.lock();
             let now = Instant::now();
             let ages = state
@@ -801,8 +825,30 @@ impl Collector for QueueTracker {
                 .map(|s| now.duration_since(*s).as_secs_f64());
             let unfinished: f64 = ages.clone().sum();
             let longest = ages.fold(0.0_f64, f64::max);
-            (state.waiting.len(), unfinished, longest)
+            let mut per_shard = vec![0i64; state.shard_count as usize];
+            for (_, shard) in state.waiting.values() {
+                if let Some(depth) = shard.and_then(|s| per_shard.get_mut(s as usize)) {
+                    *depth += 1;
+                }
+            }
+            (state.waiting.len(), unfinished, longest, per_shard)
         };
+        if !per_shard.is_empty() {
+            let family = Family::<ShardQueueLabels, Gauge>::default();
+            for (shard, depth) in per_shard.iter().enumerate() {
+                family
+                    .get_or_create(&ShardQueueLabels {
+                        shard: shard.to_string(),
+                    })
+                    .set(*depth);
+            }
+            family.encode(encoder.encode_descriptor(
+                "wasm_operator_shard_queue_depth",
+                "Keys of each shard triggered and not yet taken by a worker",
+                None,
+                MetricType::Gauge,
+            )?)?;
+        }
         let labels = self.labels();
         let depth_family = Family::<QueueLabels, Gauge>::default();
         depth_family
@@ -886,6 +932,35 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn a_sharded_queue_reports_its_depth_per_shard() {
+        let metrics = Metrics::default();
+        metrics.queue.added_in_shard("ns/a".into(), Some(2));
+        assert!(
+            !encoded(&metrics).contains("wasm_operator_shard_queue_depth"),
+            "unsharded: no per-shard series"
+        );
+        metrics.queue.set_shard_count(4);
+        metrics.queue.added_in_shard("ns/b".into(), Some(2));
+        metrics.queue.added_in_shard("ns/c".into(), Some(0));
+        metrics.queue.added_in_shard("ns/d".into(), Some(9));
+        let text = encoded(&metrics);
+        for line in [
+            "wasm_operator_shard_queue_depth{shard=\"0\"} 1",
+            "wasm_operator_shard_queue_depth{shard=\"1\"} 0",
+            "wasm_operator_shard_queue_depth{shard=\"2\"} 2",
+            "wasm_operator_shard_queue_depth{shard=\"3\"} 0",
+            "workqueue_depth{name=\"jinghzhu\",controller=\"jinghzhu\"} 4",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        drop(metrics.reconcile_started("ns/b"));
+        assert!(
+            encoded(&metrics).contains("wasm_operator_shard_queue_depth{shard=\"2\"} 1"),
+            "a key taken leaves its shard's depth"
+        );
     }
 
     #[test]

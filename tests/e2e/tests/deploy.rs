@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use local_control_plane::ControlPlane;
 use openmetrics_parser::OpenMetricsType;
 use wasm_operator::runtime::digest_of;
 
@@ -818,6 +819,89 @@ async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
 /// environment, its ServiceAccount) serves the plugin the chart's
 /// JinghzhuPlugin names, reports it in the resource's status, and converges
 /// objects.
+/// Applies a rendered chart as `helm install` would: the CRDs first
+/// (server-side, from crds/), established, then the rest. The namespace
+/// warns about pod templates that are not restricted, as the kustomize
+/// base's namespace does. Returns the output of the second apply, which
+/// must have succeeded.
+fn apply_chart(
+    cp: &ControlPlane,
+    ns: &str,
+    objects: &[serde_yaml::Value],
+) -> anyhow::Result<std::process::Output> {
+    let dir = tempfile::TempDir::new()?;
+    let write = |file: &str, docs: Vec<&serde_yaml::Value>| -> anyhow::Result<String> {
+        let path = dir.path().join(file);
+        let text: Vec<String> = docs
+            .into_iter()
+            .map(serde_yaml::to_string)
+            .collect::<Result<_, _>>()?;
+        std::fs::write(&path, text.join("---\n"))?;
+        Ok(path.to_string_lossy().into_owned())
+    };
+    let (crds, rest): (Vec<_>, Vec<_>) = objects
+        .iter()
+        .partition(|o| o["kind"].as_str() == Some("CustomResourceDefinition"));
+    let crds = write("crds.yaml", crds)?;
+    let rest = write("rest.yaml", rest)?;
+    let apply = |file: &str| {
+        kubectl(
+            cp,
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager",
+                "helm-e2e",
+                "-f",
+                file,
+            ],
+        )
+    };
+    let out = kubectl(
+        cp,
+        &[
+            "label",
+            "namespace",
+            ns,
+            "pod-security.kubernetes.io/warn=restricted",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply(&crds)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/jinghzhuplugins.jinghzhu.io",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply(&rest)?;
+    anyhow::ensure!(
+        out.status.success(),
+        "the chart was refused:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> anyhow::Result<()> {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -872,79 +956,8 @@ async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> an
         "--set-file keeps the bytes"
     );
 
-    // Apply: the CRDs first (server-side, as `helm install` does from crds/), then the rest.
-    let dir = tempfile::TempDir::new()?;
-    let write = |file: &str, docs: Vec<&serde_yaml::Value>| -> anyhow::Result<String> {
-        let path = dir.path().join(file);
-        let text: Vec<String> = docs
-            .into_iter()
-            .map(serde_yaml::to_string)
-            .collect::<Result<_, _>>()?;
-        std::fs::write(&path, text.join("---\n"))?;
-        Ok(path.to_string_lossy().into_owned())
-    };
-    let (crds, rest): (Vec<_>, Vec<_>) = objects
-        .iter()
-        .partition(|o| o["kind"].as_str() == Some("CustomResourceDefinition"));
-    let crds = write("crds.yaml", crds)?;
-    let rest = write("rest.yaml", rest)?;
-    let apply = |file: &str| {
-        kubectl(
-            cp,
-            &[
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "--field-manager",
-                "helm-e2e",
-                "-f",
-                file,
-            ],
-        )
-    };
-    // The namespace warns about pod templates that are not restricted, as
-    // the kustomize base's namespace does.
-    let out = kubectl(
-        cp,
-        &[
-            "label",
-            "namespace",
-            &ns,
-            "pod-security.kubernetes.io/warn=restricted",
-        ],
-    )?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = apply(&crds)?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = kubectl(
-        cp,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/jinghzhuplugins.jinghzhu.io",
-        ],
-    )?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = apply(&rest)?;
+    let out = apply_chart(cp, &ns, &objects)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the chart was refused:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     for applied in [
         "deployment.apps/e2e-wasm-operator",
         "clusterrole.rbac.authorization.k8s.io/e2e-wasm-operator",
@@ -1039,6 +1052,120 @@ async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> an
         .await;
     let _ = Api::<ClusterRole>::all(env.client.clone())
         .delete("e2e-wasm-operator", &Default::default())
+        .await;
+    Ok(())
+}
+
+/// The chart with `shards` set: the Deployment runs `--shards` instead of
+/// leader election, and two replicas started as it runs them, each with
+/// the chart's ServiceAccount (so its RBAC is what is tested), split the
+/// shard Leases between them and converge every object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use wasm_operator::crd::plugin::JinghzhuPlugin;
+
+    let env = TestEnv::new("helm-shards").await?;
+    let cp = env.control_plane;
+    let ns = env.namespace.clone();
+    let release = "e2e-shards";
+    let plugin_path = replicaset();
+    let objects = e2e_tests::deploy::helm_template(
+        release,
+        &ns,
+        &[
+            "--set-file",
+            &format!("plugin.wasm={}", plugin_path.display()),
+            "--set",
+            &format!("plugin.resourceName={ns}"),
+            "--set",
+            "shards=4",
+            "--set",
+            &format!("leaderElection.leaseName={release}"),
+        ],
+    )?;
+    let deployment: Deployment = object_of(&objects, "Deployment")?;
+    let container = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .expect("a container");
+    let env_vars = container.env.clone().unwrap_or_default();
+    let value = |name: &str| {
+        env_vars
+            .iter()
+            .find(|v| v.name == name)
+            .and_then(|v| v.value.clone())
+    };
+    assert_eq!(value("WASM_OPERATOR_SHARDS").as_deref(), Some("4"));
+    assert_eq!(
+        value("WASM_OPERATOR_LEADER_ELECT"),
+        None,
+        "shards replace the election"
+    );
+    apply_chart(cp, &ns, &objects)?;
+    let installed = Installed {
+        namespace: ns.clone(),
+        kubeconfig: cp
+            .kubeconfig_for_service_account(&ns, "e2e-shards-wasm-operator")
+            .await?,
+        env: env_vars,
+        args: container.args.unwrap_or_default(),
+        plugin_configmap: object_of::<ConfigMap>(&objects, "ConfigMap")?.name_any(),
+    };
+    let binary = std::env::var_os("WASM_OPERATOR_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(host_binary);
+    let mut a = ProcessHost::start(&binary, &installed, "shards-a", &[])?;
+    let mut b = ProcessHost::start(&binary, &installed, "shards-b", &[])?;
+    wait_ready(&mut a).await?;
+    wait_ready(&mut b).await?;
+    for i in 0..8 {
+        env.create(&format!("web-{i}"), 2, &[]).await?;
+    }
+    for i in 0..8 {
+        env.wait_converged(&format!("web-{i}"), 2, CONVERGE).await?;
+    }
+    // Both replicas hold shard Leases, and together all four.
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &ns);
+    wait_for(
+        "the four shards split between the two replicas",
+        CONVERGE,
+        || async {
+            let mut holders = Vec::new();
+            for shard in 0..4 {
+                let lease = leases
+                    .get_opt(&format!("{release}-shard-{shard:02}"))
+                    .await?;
+                holders.push(
+                    lease
+                        .and_then(|l| l.spec)
+                        .and_then(|s| s.holder_identity)
+                        .unwrap_or_default(),
+                );
+            }
+            Ok(holders.iter().any(|h| h == "shards-a")
+                && holders.iter().any(|h| h == "shards-b")
+                && holders.iter().all(|h| h == "shards-a" || h == "shards-b"))
+        },
+    )
+    .await?;
+    let pods = env.pods().list(&Default::default()).await?.items;
+    assert_eq!(pods.len(), 16, "exact pod count");
+
+    for host in [&mut a, &mut b] {
+        host.sigterm();
+    }
+    let _ = a.wait_exit(Duration::from_secs(30)).await;
+    let _ = b.wait_exit(Duration::from_secs(30)).await;
+    let _ = Api::<JinghzhuPlugin>::all(env.client.clone())
+        .delete(&ns, &Default::default())
+        .await;
+    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
+        .delete("e2e-shards-wasm-operator", &Default::default())
+        .await;
+    let _ = Api::<ClusterRole>::all(env.client.clone())
+        .delete("e2e-shards-wasm-operator", &Default::default())
         .await;
     Ok(())
 }

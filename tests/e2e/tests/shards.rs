@@ -46,8 +46,13 @@ struct Replica {
 
 impl Replica {
     async fn start(env: &TestEnv, name: &str) -> Result<Self> {
+        Self::start_on(env, name, &[]).await
+    }
+
+    /// A replica serving the replicaset plugin built with `features`.
+    async fn start_on(env: &TestEnv, name: &str, features: &[&str]) -> Result<Self> {
         // Built (or found) before taking any shard.
-        let plugin = plugin("replicaset-plugin", &[]);
+        let plugin = plugin("replicaset-plugin", features);
         let (shards, coordinator) = Coordinator::start(
             env.client.clone(),
             ShardConfig {
@@ -515,5 +520,51 @@ async fn replicas_go_one_to_three_to_one_under_load_after_an_upgrade_from_unshar
     let holders = shard_holders(&env.client, &env.namespace).await?;
     assert!(holders.values().all(|h| h == "replica-a"), "{holders:?}");
     a.stop().await;
+    Ok(())
+}
+
+/// A rolling update as a Deployment with `maxSurge: 1, maxUnavailable: 0`
+/// does it: two old replicas (plugin v1), then a new one (plugin v2, as a
+/// new image would bring) joins and an old one leaves, twice, while every
+/// object is scaled. The shards rebalance at each step, the objects end
+/// exact and reconciled by v2, no pod ever created twice. (Old and new
+/// run the same host build here: the protocol between replicas, Leases,
+/// labels and the hash, is what a rolling update relies on.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_update_of_two_replicas_loses_and_doubles_nothing() -> Result<()> {
+    let env = TestEnv::new("shards-rolling").await?;
+    let created = CreatedPods::start(&env);
+    let a = Replica::start(&env, "old-a").await?;
+    let b = Replica::start(&env, "old-b").await?;
+    wait_balanced(&[&a, &b], Duration::from_secs(30)).await?;
+    create_objects(&env, 20, 1).await?;
+    wait_all_converged(&env, 1, &created).await?;
+
+    // Surge: new-c joins; then old-a leaves while the objects scale up.
+    let c = Replica::start_on(&env, "new-c", &["v2"]).await?;
+    wait_balanced(&[&a, &b, &c], Duration::from_secs(30)).await?;
+    scale_all(&env, 2).await?;
+    a.stop().await;
+    wait_balanced(&[&b, &c], Duration::from_secs(30)).await?;
+    wait_all_converged(&env, 2, &created).await?;
+
+    // Again: new-d joins, old-b leaves while they scale up once more.
+    let d = Replica::start_on(&env, "new-d", &["v2"]).await?;
+    wait_balanced(&[&b, &c, &d], Duration::from_secs(30)).await?;
+    scale_all(&env, 3).await?;
+    b.stop().await;
+    wait_balanced(&[&c, &d], Duration::from_secs(30)).await?;
+    wait_all_converged(&env, 3, &created).await?;
+    let holders = shard_holders(&env.client, &env.namespace).await?;
+    assert!(
+        holders.values().all(|h| h == "new-c" || h == "new-d"),
+        "{holders:?}"
+    );
+    for jz in env.jinghzhus().list(&ListParams::default()).await?.items {
+        let message = jz.status.map(|s| s.message).unwrap_or_default();
+        assert!(message.starts_with("[v2] "), "{message}");
+    }
+    c.stop().await;
+    d.stop().await;
     Ok(())
 }
