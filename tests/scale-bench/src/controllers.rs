@@ -33,7 +33,14 @@ pub enum ControllerKind {
     HostJs,
     /// `tests/peers/controller-runtime`: Go, controller-runtime.
     ControllerRuntime,
+    /// Another build of the host with the Rust replicaset plugin: the
+    /// executable named by [`BASELINE_HOST_VAR`] (e.g. a release build of
+    /// an older commit), to compare two builds side by side in one run.
+    HostBaseline,
 }
+
+/// The environment variable naming the executable of `host-baseline`.
+pub const BASELINE_HOST_VAR: &str = "SCALE_BENCH_BASELINE_HOST";
 
 impl ControllerKind {
     /// The name used on the command line and in reports.
@@ -44,6 +51,7 @@ impl ControllerKind {
             ControllerKind::HostPython => "host-python",
             ControllerKind::HostJs => "host-js",
             ControllerKind::ControllerRuntime => "controller-runtime",
+            ControllerKind::HostBaseline => "host-baseline",
         }
     }
 }
@@ -53,7 +61,10 @@ impl ControllerKind {
     pub fn is_host(self) -> bool {
         matches!(
             self,
-            ControllerKind::Host | ControllerKind::HostPython | ControllerKind::HostJs
+            ControllerKind::Host
+                | ControllerKind::HostPython
+                | ControllerKind::HostJs
+                | ControllerKind::HostBaseline
         )
     }
 }
@@ -78,8 +89,21 @@ pub struct Built {
 /// Builds `kind` (cargo with `profile`, or Go).
 pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
     let (program, leading_args) = match kind {
-        ControllerKind::Host | ControllerKind::HostPython | ControllerKind::HostJs => {
-            let program = artifacts::cargo_binary("wasm-operator", "wasm-operator", profile)?;
+        ControllerKind::Host
+        | ControllerKind::HostPython
+        | ControllerKind::HostJs
+        | ControllerKind::HostBaseline => {
+            let program = match kind {
+                ControllerKind::HostBaseline => {
+                    let path = std::env::var_os(BASELINE_HOST_VAR).with_context(|| {
+                        format!(
+                            "host-baseline runs the executable named by {BASELINE_HOST_VAR}; set it"
+                        )
+                    })?;
+                    PathBuf::from(path)
+                }
+                _ => artifacts::cargo_binary("wasm-operator", "wasm-operator", profile)?,
+            };
             let plugin = match kind {
                 ControllerKind::HostPython => artifacts::language_plugin(Language::Python)?,
                 ControllerKind::HostJs => artifacts::language_plugin(Language::JavaScript)?,
