@@ -479,12 +479,40 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[at.min(sorted.len() - 1)]
 }
 
+/// The process's minor page faults so far (`/proc/self/stat`, field 10).
+fn minor_page_faults() -> Result<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name (which may hold spaces) start at 3.
+    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    after_name
+        .split_whitespace()
+        .nth(7)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no minflt field in /proc/self/stat"))
+}
+
+/// The process's resident set (`VmRSS` of `/proc/self/status`), KiB.
+fn rss_kib() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))
+}
+
+/// Bytes of a page on x86_64 Linux, where this measurement runs.
+const PAGE_BYTES: u64 = 4096;
+
 /// What each language costs the host, side by side in one run on the same
 /// inputs: component size, compile time (Cranelift, cache off), load time
 /// from a warm precompiled cache, a fresh instance + call with the input
 /// built from the objects and the output converted (`reconcile_blocking`,
-/// the host's per-reconcile path) at 10 and 100 pods (p50/p99), and the
-/// smallest memory cap a call runs under. Measure it in release:
+/// the host's per-reconcile path) at 10 and 100 pods (p50/p99), the memory
+/// a call touches (minor page faults per call with instances mapped on
+/// demand, where a fresh instance faults in every page it uses), the
+/// resident memory the loaded plugin adds to the process, and the smallest
+/// memory cap a call runs under. Measure it in release:
 /// `cargo test --release -p e2e-tests --test languages costs -- --ignored --nocapture`
 /// (figures in docs/performance.md).
 #[test]
@@ -503,9 +531,9 @@ fn costs_per_language_side_by_side() -> Result<()> {
     let cache = tempfile::TempDir::new()?;
     let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
     println!(
-        "| plugin | component | compile | precompiled load | 10 pods p50 / p99 | 100 pods p50 / p99 | reused instance, 10 pods p50 | smallest memory cap |"
+        "| plugin | component | compile | precompiled load | 10 pods p50 / p99 | 100 pods p50 / p99 | reused instance, 10 pods p50 | memory touched per call, 10 / 100 pods | host RSS added by the loaded plugin | smallest memory cap |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for (name, wasm) in &plugins {
         let bytes = std::fs::read(wasm)?;
         let uncached = Runtime::new(RuntimeConfig {
@@ -532,6 +560,7 @@ fn costs_per_language_side_by_side() -> Result<()> {
             })
             .collect();
         loads.sort();
+        let rss_before = rss_kib()?;
         let plugin = cached.load(&bytes, name)?;
 
         let mut cells = Vec::new();
@@ -555,6 +584,28 @@ fn costs_per_language_side_by_side() -> Result<()> {
                 percentile(&times, 0.5).as_secs_f64() * 1e6,
                 percentile(&times, 0.99).as_secs_f64() * 1e6
             ));
+        }
+        let rss_added = rss_kib()?.saturating_sub(rss_before);
+        let on_demand_runtime = Runtime::new(RuntimeConfig {
+            allocator: wasm_operator::runtime::InstanceAllocator::OnDemand,
+            ..cached_config.clone()
+        })?;
+        let on_demand = on_demand_runtime.load(&bytes, name)?;
+        let mut touched = Vec::new();
+        for pods in [10, 100] {
+            let (jz, pods) = wasm_operator::offline::sample::steady_objects(pods);
+            // Memory touched: with instances mapped on demand (no pool),
+            // every page a fresh instance writes or reads for the first
+            // time (its copy-on-write image, stack, heap) faults, so the
+            // process's minor page faults per call count them. (The pool
+            // keeps a memory's first 2 MiB resident and resets them in
+            // place, so there the faults would undercount.)
+            let faults_before = minor_page_faults()?;
+            for _ in 0..calls {
+                on_demand.reconcile_blocking(&jz, &pods, now)?;
+            }
+            let faults = minor_page_faults()? - faults_before;
+            touched.push(faults as f64 * PAGE_BYTES as f64 / calls as f64 / 1024.0);
         }
 
         // The floor: one kept instance called again and again (the host
@@ -608,13 +659,16 @@ fn costs_per_language_side_by_side() -> Result<()> {
             }
         }
         println!(
-            "| {name} | {:.1} MB | {:.2} s | {:.2} ms | {} | {} | {} | {high} MiB |",
+            "| {name} | {:.1} MB | {:.2} s | {:.2} ms | {} | {} | {} | {:.0} KiB / {:.0} KiB | {:.1} MiB | {high} MiB |",
             bytes.len() as f64 / 1e6,
             compile.as_secs_f64(),
             percentile(&loads, 0.5).as_secs_f64() * 1e3,
             cells[0],
             cells[1],
             cells[2],
+            touched[0],
+            touched[1],
+            rss_added as f64 / 1024.0,
         );
     }
     Ok(())
