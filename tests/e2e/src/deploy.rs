@@ -100,7 +100,9 @@ pub fn host_binary() -> PathBuf {
 fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     let argv = dockerfile_build_command()?;
     let key = DistBuildKey::of_this_checkout()?;
-    let full = key.needs_full_build();
+    // A full build another test binary of this run made is the real thing:
+    // use it (a no-op build) rather than compile everything again cheaper.
+    let full = key.needs_full_build() || key.built_in_full_this_run();
     let target_dir = dist_target_dir(&key, full)?;
     // Cargo's file-time checks hold within one checkout: only a build from
     // another one makes the workspace's fingerprints untrustworthy.
@@ -237,8 +239,22 @@ impl DistBuildKey {
         if let Some(parent) = stamp.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        std::fs::write(&stamp, b"the full dist build passed\n")
+        // The run (`tests/run.sh` sets WASM_OPERATOR_TEST_RUN) it passed in.
+        let run = std::env::var("WASM_OPERATOR_TEST_RUN").unwrap_or_default();
+        std::fs::write(&stamp, format!("the full dist build passed\nrun: {run}\n"))
             .with_context(|| format!("writing {}", stamp.display()))
+    }
+
+    /// Whether the full build passed earlier in this very test run (another
+    /// test binary built it: its target directory holds this checkout's
+    /// build, so building there again is a no-op).
+    pub fn built_in_full_this_run(&self) -> bool {
+        let Ok(run) = std::env::var("WASM_OPERATOR_TEST_RUN") else {
+            return false;
+        };
+        !run.is_empty()
+            && std::fs::read_to_string(self.stamp())
+                .is_ok_and(|text| text.lines().any(|l| l == format!("run: {run}")))
     }
 }
 
