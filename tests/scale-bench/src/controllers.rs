@@ -205,12 +205,21 @@ impl Running {
         Ok(())
     }
 
-    /// Waits until its `/metrics` reports a reconcile count.
+    /// Waits until its `/metrics` reports a reconcile count and, for the
+    /// host, its `/readyz` says ready: the plugin compiled and serving (an
+    /// interpreter-sized plugin compiles for seconds at start, which must
+    /// not fall into the measured window).
     pub async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             self.check_alive()?;
-            match metrics::fetch_reconciles(self.metrics_addr).await {
+            let ready = match metrics::fetch_reconciles(self.metrics_addr).await {
+                Ok(_) if self.kind.is_host() && !metrics::is_ready(self.metrics_addr).await => {
+                    Err(anyhow::anyhow!("/readyz is not ready yet"))
+                }
+                other => other,
+            };
+            match ready {
                 Ok(_) => return Ok(()),
                 Err(err) if Instant::now() > deadline => {
                     bail!(

@@ -55,26 +55,36 @@ pub fn reconciles(samples: &[Sample]) -> Option<u64> {
 
 /// `GET http://<addr>/metrics` (HTTP/1.0, so the body ends at connection close).
 pub async fn fetch(addr: SocketAddr) -> Result<String> {
+    get(addr, "/metrics").await
+}
+
+/// True when the host's `/readyz` answers 200 (its plugin serves and its
+/// caches are synced).
+pub async fn is_ready(addr: SocketAddr) -> bool {
+    get(addr, "/readyz").await.is_ok()
+}
+
+/// The body of `GET path` on `addr`, when it answers 200.
+async fn get(addr: SocketAddr, path: &str) -> Result<String> {
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept: text/plain\r\n\r\n");
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await?;
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\nAccept: text/plain\r\n\r\n")
-            .await?;
+        stream.write_all(request.as_bytes()).await?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await?;
         Ok::<_, std::io::Error>(response)
     };
     let response = tokio::time::timeout(Duration::from_secs(10), exchange)
         .await
-        .with_context(|| format!("{addr}/metrics did not answer within 10 s"))?
-        .with_context(|| format!("fetching http://{addr}/metrics"))?;
+        .with_context(|| format!("{addr}{path} did not answer within 10 s"))?
+        .with_context(|| format!("fetching http://{addr}{path}"))?;
     let text = String::from_utf8_lossy(&response);
     let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        bail!("malformed HTTP response from {addr}/metrics");
+        bail!("malformed HTTP response from {addr}{path}");
     };
     if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
         bail!(
-            "http://{addr}/metrics answered {}",
+            "http://{addr}{path} answered {}",
             head.lines().next().unwrap_or_default()
         );
     }
