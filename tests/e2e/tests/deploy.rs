@@ -902,9 +902,54 @@ fn apply_chart(
     Ok(out)
 }
 
+/// The chart rendered as release `release` into `ns`, serving the
+/// replicaset plugin from the chart's ConfigMap through the JinghzhuPlugin
+/// named after `ns`, with `values` (`--set` pairs) on top.
+fn render_chart(
+    release: &str,
+    ns: &str,
+    values: &[&str],
+) -> anyhow::Result<Vec<serde_yaml::Value>> {
+    let plugin_wasm = format!("plugin.wasm={}", replicaset().display());
+    let resource_name = format!("plugin.resourceName={ns}");
+    let mut args = vec!["--set-file", &plugin_wasm, "--set", &resource_name];
+    for value in values {
+        args.extend(["--set", value]);
+    }
+    e2e_tests::deploy::helm_template(release, ns, &args)
+}
+
+/// The operator container of the chart's Deployment.
+fn operator_container(
+    objects: &[serde_yaml::Value],
+) -> anyhow::Result<k8s_openapi::api::core::v1::Container> {
+    let deployment: Deployment = object_of(objects, "Deployment")?;
+    deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .ok_or_else(|| anyhow::anyhow!("the chart's Deployment has no container"))
+}
+
+/// Deletes the cluster-scoped objects of release `release` (its
+/// JinghzhuPlugin `plugin`, ClusterRole and ClusterRoleBinding).
+async fn remove_cluster_objects(env: &TestEnv, release: &str, plugin: &str) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use wasm_operator::crd::plugin::JinghzhuPlugin;
+    let name = format!("{release}-wasm-operator");
+    let _ = Api::<JinghzhuPlugin>::all(env.client.clone())
+        .delete(plugin, &Default::default())
+        .await;
+    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
+        .delete(&name, &Default::default())
+        .await;
+    let _ = Api::<ClusterRole>::all(env.client.clone())
+        .delete(&name, &Default::default())
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     use wasm_operator::crd::plugin::JinghzhuPlugin;
 
     let env = TestEnv::new("helm").await?;
@@ -912,19 +957,10 @@ async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> an
     let ns = env.namespace.clone();
     let release = "e2e";
     let plugin_path = replicaset();
-    let objects = e2e_tests::deploy::helm_template(
+    let objects = render_chart(
         release,
         &ns,
-        &[
-            "--set-file",
-            &format!("plugin.wasm={}", plugin_path.display()),
-            "--set",
-            &format!("plugin.resourceName={ns}"),
-            "--set",
-            "podPolicy.policy=restricted",
-            "--set",
-            "plugin.podPolicy=baseline",
-        ],
+        &["podPolicy.policy=restricted", "plugin.podPolicy=baseline"],
     )?;
     let kinds: BTreeSet<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
     for kind in [
@@ -980,12 +1016,7 @@ async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> an
     assert_eq!(applied.spec.and_then(|s| s.replicas), Some(2));
 
     // The binary as the chart's Deployment runs it, with its ServiceAccount.
-    let deployment: Deployment = object_of(&objects, "Deployment")?;
-    let container = deployment
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|s| s.containers.into_iter().next())
-        .expect("a container");
+    let container = operator_container(&objects)?;
     let installed = Installed {
         namespace: ns.clone(),
         kubeconfig: cp
@@ -1045,14 +1076,7 @@ async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> an
 
     host.sigterm();
     let _ = host.wait_exit(Duration::from_secs(30)).await;
-    // Cluster-scoped leftovers of this release.
-    let _ = plugins.delete(&ns, &Default::default()).await;
-    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
-        .delete("e2e-wasm-operator", &Default::default())
-        .await;
-    let _ = Api::<ClusterRole>::all(env.client.clone())
-        .delete("e2e-wasm-operator", &Default::default())
-        .await;
+    remove_cluster_objects(&env, release, &ns).await;
     Ok(())
 }
 
@@ -1062,34 +1086,13 @@ async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> an
 /// shard Leases between them and converge every object.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    use wasm_operator::crd::plugin::JinghzhuPlugin;
-
     let env = TestEnv::new("helm-shards").await?;
     let cp = env.control_plane;
     let ns = env.namespace.clone();
     let release = "e2e-shards";
-    let plugin_path = replicaset();
-    let objects = e2e_tests::deploy::helm_template(
-        release,
-        &ns,
-        &[
-            "--set-file",
-            &format!("plugin.wasm={}", plugin_path.display()),
-            "--set",
-            &format!("plugin.resourceName={ns}"),
-            "--set",
-            "shards=4",
-            "--set",
-            &format!("leaderElection.leaseName={release}"),
-        ],
-    )?;
-    let deployment: Deployment = object_of(&objects, "Deployment")?;
-    let container = deployment
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|s| s.containers.into_iter().next())
-        .expect("a container");
+    let lease = format!("leaderElection.leaseName={release}");
+    let objects = render_chart(release, &ns, &["shards=4", &lease])?;
+    let container = operator_container(&objects)?;
     let env_vars = container.env.clone().unwrap_or_default();
     let value = |name: &str| {
         env_vars
@@ -1158,14 +1161,6 @@ async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyh
     }
     let _ = a.wait_exit(Duration::from_secs(30)).await;
     let _ = b.wait_exit(Duration::from_secs(30)).await;
-    let _ = Api::<JinghzhuPlugin>::all(env.client.clone())
-        .delete(&ns, &Default::default())
-        .await;
-    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
-        .delete("e2e-shards-wasm-operator", &Default::default())
-        .await;
-    let _ = Api::<ClusterRole>::all(env.client.clone())
-        .delete("e2e-shards-wasm-operator", &Default::default())
-        .await;
+    remove_cluster_objects(&env, release, &ns).await;
     Ok(())
 }
