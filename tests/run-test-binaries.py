@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Runs the workspace's test binaries a few at a time (what `cargo test`
-does one after the other), then its doc tests.
+"""Runs the workspace's test binaries (what `cargo test` does), one at a
+time by default or a few side by side, then its doc tests.
 
     tests/run-test-binaries.py [--jobs N] [CARGO TEST ARGS...] [-- TEST ARGS...]
 
-Most of an end-to-end binary's time is spent waiting on its control plane,
-so two of them side by side use a 2-core machine better than one; the
-`dist` build of the deploy tests (minutes on a cold cache) then overlaps
-with the other binaries instead of adding to them. Each binary runs as
+On a machine with cores to spare, `--jobs 2` runs two binaries side by
+side (each starts its own control plane). On this 2-core machine that was
+slower: the end-to-end binaries keep their control planes busy, and two of
+them at once took 1350 s of wall time where one at a time takes ~800 s, so
+the default is 1. Each binary runs as
 `cargo test` would run it (working directory: its package, `CARGO` and
 `CARGO_MANIFEST_DIR` set), its output is printed whole when it ends (never
 interleaved), and the slowest binaries of the last run start first
 (durations kept in ~/.cache/wasm-operator/test-durations.json; they only
-decide the order). Jobs: `--jobs`, else WASM_OPERATOR_TEST_JOBS, else 2.
+decide the order). Jobs: `--jobs`, else WASM_OPERATOR_TEST_JOBS, else 1.
 The exit status is non-zero when a build or any binary failed.
 """
 
@@ -37,7 +38,7 @@ FIRST_RUN_ESTIMATES = {"deploy": 900.0, "containment": 130.0, "languages": 120.0
 
 
 def split_args(argv):
-    jobs = int(os.environ.get("WASM_OPERATOR_TEST_JOBS") or 2)
+    jobs = int(os.environ.get("WASM_OPERATOR_TEST_JOBS") or 1)
     cargo_args, test_args = [], []
     rest = list(argv)
     if "--jobs" in rest:
@@ -52,9 +53,15 @@ def split_args(argv):
     return max(1, jobs), cargo_args, test_args
 
 
+def scope(cargo_args):
+    """`--workspace`, unless the arguments name packages (`-p`, `--package`)."""
+    named = any(a in ("-p", "--package") or a.startswith("--package=") for a in cargo_args)
+    return [] if named else ["--workspace"]
+
+
 def build(cargo, cargo_args):
     """`cargo test --no-run`: the test executables, with their packages."""
-    cmd = [cargo, "test", "--workspace", "--no-run", "--message-format=json-render-diagnostics"]
+    cmd = [cargo, "test", *scope(cargo_args), "--no-run", "--message-format=json-render-diagnostics"]
     proc = subprocess.Popen(cmd + cargo_args, stdout=subprocess.PIPE, text=True)
     binaries = []
     for line in proc.stdout:
@@ -148,9 +155,10 @@ def main():
         t.join()
     save_durations(durations)
 
-    # Doc tests, unless the arguments pick other targets (`--test x`, ...).
+    # Doc tests of the whole workspace, unless the arguments pick packages
+    # or targets (`-p x`, `--test x`, ...): a run of a part skips them.
     picks = {"--lib", "--bin", "--bins", "--test", "--tests", "--bench", "--benches", "--example", "--examples"}
-    if not picks.intersection(cargo_args):
+    if not picks.intersection(cargo_args) and scope(cargo_args):
         print("\n==> doc tests: cargo test --workspace --doc", flush=True)
         doc = subprocess.call([cargo, "test", "--workspace", "--doc"] + cargo_args + ["--"] + test_args)
         if doc != 0:

@@ -2,7 +2,7 @@
 # The test command: sets everything up (tests/setup.sh; a fresh checkout gets
 # a target directory cached outside the repository, tests/cached-target.sh),
 # then runs every test of the workspace against a real local control plane
-# (the test binaries two at a time: tests/run-test-binaries.py), then prints
+# (test binary by test binary, slowest first: tests/run-test-binaries.py), then prints
 # a summary. Arguments go to `cargo test` (and after `--` to the binaries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ tests/setup.sh
 
 log=$(mktemp -t wasm-operator-tests.XXXXXX)
 trap 'rm -f "$log"' EXIT
-printf '\n==> cargo test --workspace (binaries side by side)\n' >&2
+printf '\n==> cargo test --workspace (tests/run-test-binaries.py)\n' >&2
 set +e
 python3 tests/run-test-binaries.py "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
@@ -27,7 +27,7 @@ grep -E '^test result:' "$log" | awk '
     { passed += $4; failed += $6; ignored += $8; suites += 1 }
     END { printf "%d test suites: %d passed, %d failed, %d ignored\n", suites, passed, failed, ignored }'
 grep -E '^    [^ ].* (FAILED|failed)|^test .* FAILED$' "$log" || true
-echo "slowest test binaries (wall time each; they run side by side):"
+echo "slowest test binaries (wall time each):"
 grep -E '^==> .*: [0-9]+ s, exit [0-9]+$' "$log" | sed 's/^==> /  /' | sort -t: -k2 -rn | head -12 || true
 echo "total time: $(( $(date +%s) - start )) s"
 exit "$status"
