@@ -129,6 +129,22 @@ pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
     })
 }
 
+/// One replica of several that split the work into shards.
+#[derive(Debug, Clone, Copy)]
+pub struct Sharding {
+    /// Which replica, from 0.
+    pub replica: u32,
+    /// The host's `--shards`.
+    pub shards: u32,
+}
+
+impl Sharding {
+    /// The replica's identity in the shard Leases.
+    pub fn identity(self) -> String {
+        format!("replica-{}", self.replica)
+    }
+}
+
 /// A running controller process.
 pub struct Running {
     /// Which controller.
@@ -141,13 +157,16 @@ pub struct Running {
 }
 
 impl Running {
-    /// Starts `built` against the cluster of `kubeconfig`, watching `namespace`.
+    /// Starts `built` against the cluster of `kubeconfig`, watching
+    /// `namespace`; with `sharding`, as one replica of several sharing the
+    /// work (the host's `--shards`, its shard Leases in `namespace`).
     pub fn start(
         built: &Built,
         kubeconfig: &Path,
         namespace: &str,
         workers: u16,
         log_dir: &Path,
+        sharding: Option<Sharding>,
     ) -> Result<Self> {
         let metrics_addr = free_local_addr()?;
         let mut cmd = match wrapper()? {
@@ -158,13 +177,6 @@ impl Running {
             }
             None => Command::new(&built.program),
         };
-        if built.kind.is_host() {
-            // As a pod starts with an emptyDir for its precompiled plugins:
-            // the host compiles the plugin when it starts.
-            let precompiled = log_dir.join("precompiled");
-            let _ = std::fs::remove_dir_all(&precompiled);
-            cmd.env("WASM_OPERATOR_PRECOMPILED_DIR", &precompiled);
-        }
         cmd.args(&built.leading_args)
             .args(["--namespace", namespace])
             .args(["--workers", &workers.to_string()])
@@ -176,8 +188,34 @@ impl Running {
             .env_remove("RUST_LOG")
             .env_remove("RUST_BACKTRACE")
             .env_remove("RUST_LIB_BACKTRACE");
-        let log = log_dir.join(format!("{}.log", built.kind));
-        let process = Supervised::spawn(built.kind.name(), cmd, &log)
+        let name = match sharding {
+            Some(sharding) => {
+                if !built.kind.is_host() {
+                    bail!(
+                        "{} has no shards: only the host runs as several replicas",
+                        built.kind
+                    );
+                }
+                cmd.args(["--shards", &sharding.shards.to_string()])
+                    .args(["--leader-elect-namespace", namespace])
+                    .args(["--leader-elect-identity", &sharding.identity()]);
+                format!("{}-{}", built.kind, sharding.identity())
+            }
+            None => built.kind.name().to_owned(),
+        };
+        if built.kind.is_host() {
+            // As a pod starts with an emptyDir for its precompiled plugins:
+            // the host compiles the plugin when it starts.
+            // Each replica has its own, as each pod has its own emptyDir.
+            let precompiled = match sharding {
+                Some(sharding) => log_dir.join(format!("precompiled-{}", sharding.identity())),
+                None => log_dir.join("precompiled"),
+            };
+            let _ = std::fs::remove_dir_all(&precompiled);
+            cmd.env("WASM_OPERATOR_PRECOMPILED_DIR", &precompiled);
+        }
+        let log = log_dir.join(format!("{name}.log"));
+        let process = Supervised::spawn(&name, cmd, &log)
             .with_context(|| format!("starting {}", built.program.display()))?;
         Ok(Self {
             kind: built.kind,
@@ -190,6 +228,19 @@ impl Running {
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
+    }
+
+    /// SIGKILL: a replica that crashes, with no chance to hand anything over.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Shards whose Lease this host holds and reconciles
+    /// (`wasm_operator_shards_owned`), 0 when it does not report them.
+    pub async fn shards_owned(&mut self) -> Result<u64> {
+        self.check_alive()?;
+        let samples = metrics::parse(&metrics::fetch(self.metrics_addr).await?)?;
+        Ok(metrics::sum(&samples, metrics::HOST_SHARDS_OWNED).unwrap_or(0.0) as u64)
     }
 
     /// Fails with the end of its log if the process has exited.

@@ -43,6 +43,9 @@ pub struct Benchmark {
     pub largest_n_controllers: Vec<ControllerKind>,
     /// The Ns, smallest first.
     pub objects: Vec<usize>,
+    /// Replica counts the host runs with at each N (1: unsharded; more:
+    /// `--shards`); the peers always run as one.
+    pub replicas: Vec<u32>,
     /// Everything else about a run (its `objects` is replaced per N).
     pub run: RunOptions,
     /// The cargo profile of the host and the kube-rs peer.
@@ -86,20 +89,33 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
             {
                 continue;
             }
-            let options = RunOptions {
-                objects,
-                log_dir: bench
-                    .results_dir
-                    .join("logs")
-                    .join(format!("{}-{objects}", b.kind)),
-                ..bench.run.clone()
+            let replica_counts = if b.kind.is_host() && !bench.replicas.is_empty() {
+                bench.replicas.clone()
+            } else {
+                vec![1]
             };
-            let result = scenario::run(b, &options).await?;
-            eprintln!("{}", report::results_table(std::slice::from_ref(&result)));
-            report.runs.push(result);
-            // Written after every run, so a long sweep that fails late
-            // keeps what it measured.
-            report::write(&report, &bench.results_dir)?;
+            for replicas in replica_counts {
+                let suffix = if replicas > 1 {
+                    format!("-x{replicas}")
+                } else {
+                    String::new()
+                };
+                let options = RunOptions {
+                    objects,
+                    replicas,
+                    log_dir: bench
+                        .results_dir
+                        .join("logs")
+                        .join(format!("{}-{objects}{suffix}", b.kind)),
+                    ..bench.run.clone()
+                };
+                let result = scenario::run(b, &options).await?;
+                eprintln!("{}", report::results_table(std::slice::from_ref(&result)));
+                report.runs.push(result);
+                // Written after every run, so a long sweep that fails late
+                // keeps what it measured.
+                report::write(&report, &bench.results_dir)?;
+            }
         }
     }
     if bench.micro_bench {
@@ -115,7 +131,9 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
     Ok(report)
 }
 
-/// The defaults of a run (N = 1000 × 3 pods, 4 workers, 60 s quiet, 50 edits).
+/// The defaults of a run (N = 1000 × 3 pods, 4 workers, 60 s quiet, 50
+/// edits, one replica; replicas split 32 shards, 30 objects scaled after
+/// the kill).
 pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
     RunOptions {
         objects: 1000,
@@ -127,5 +145,9 @@ pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
         converge_timeout: Duration::from_secs(900),
         settle: Duration::from_secs(3),
         log_dir: results_dir.join("logs"),
+        replicas: 1,
+        shards: 32,
+        failover_edits: 30,
+        gc: true,
     }
 }

@@ -37,6 +37,22 @@ struct Args {
     /// run at N = 10 000 would take another half hour).
     #[arg(long, value_delimiter = ',')]
     largest_n_controllers: Vec<ControllerKind>,
+    /// Replica counts of the host at each N, e.g. `1,3`: more than one runs
+    /// that many replicas with `--shards` (CPU and RSS summed, each one's in
+    /// the replicas table) and ends with one replica killed (failover). The
+    /// peers run as one.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    replicas: Vec<u32>,
+    /// `--shards` of the host's replicas when there are several.
+    #[arg(long, default_value_t = 32)]
+    shards: u32,
+    /// Objects scaled right after a replica is killed (several replicas).
+    #[arg(long, default_value_t = 30)]
+    failover_edits: usize,
+    /// Skip timing the garbage collection at the end (the collector is
+    /// kube-controller-manager's; at N = 10 000 it takes minutes).
+    #[arg(long)]
+    no_gc: bool,
     /// `--workers` of every controller.
     #[arg(long, default_value_t = 4)]
     workers: u16,
@@ -100,10 +116,20 @@ async fn main() -> Result<()> {
     run.edits = args.edits;
     run.create_concurrency = args.create_concurrency;
     run.converge_timeout = Duration::from_secs(args.converge_timeout_secs);
+    run.shards = args.shards;
+    run.failover_edits = args.failover_edits;
+    run.gc = !args.no_gc;
+    if args.replicas.contains(&0) {
+        bail!("--replicas counts must be at least 1");
+    }
+    if args.replicas.iter().any(|&r| r > 1) && args.shards < 2 {
+        bail!("several replicas need --shards of at least 2");
+    }
     let bench = Benchmark {
         controllers: args.controllers.clone(),
         largest_n_controllers: args.largest_n_controllers.clone(),
         objects,
+        replicas: args.replicas.clone(),
         run,
         profile: args.build_profile.unwrap_or_else(Profile::of_this_build),
         micro_bench: args.micro_bench,
@@ -114,6 +140,9 @@ async fn main() -> Result<()> {
     println!("{}", report::results_table(&report.runs));
     if let Some(ratios) = report::ratios_table(&report.runs) {
         println!("{ratios}");
+    }
+    if let Some(replicas) = report::replicas_table(&report.runs) {
+        println!("{replicas}");
     }
     Ok(())
 }

@@ -16,6 +16,8 @@ use tokio::net::TcpStream;
 pub const CONTROLLER_RUNTIME_RECONCILES: &str = "controller_runtime_reconcile_total";
 /// The host's own reconcile counter.
 pub const HOST_RECONCILES: &str = "wasm_operator_reconciles_total";
+/// The host's count of shards it holds and reconciles (with `--shards`).
+pub const HOST_SHARDS_OWNED: &str = "wasm_operator_shards_owned";
 
 /// Parses Prometheus or OpenMetrics text.
 pub fn parse(text: &str) -> Result<Vec<Sample>> {

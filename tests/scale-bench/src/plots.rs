@@ -49,7 +49,9 @@ fn colour(kind: ControllerKind) -> RGBColor {
 /// The SVG text of `quantity` against N for `results`.
 pub fn svg(results: &[RunResult], quantity: &Quantity) -> Result<String> {
     let mut series: BTreeMap<ControllerKind, Vec<(f64, f64)>> = BTreeMap::new();
-    for r in results {
+    // One line per controller: runs of several replicas are in the tables only.
+    let results: Vec<&RunResult> = results.iter().filter(|r| r.replicas <= 1).collect();
+    for r in &results {
         series
             .entry(r.controller)
             .or_default()

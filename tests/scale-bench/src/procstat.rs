@@ -54,7 +54,7 @@ fn clock_ticks_per_second() -> f64 {
 }
 
 /// Resident memory now and its peak so far, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Memory {
     /// `VmRSS`.
     pub rss: u64,

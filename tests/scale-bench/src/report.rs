@@ -52,14 +52,21 @@ pub struct Written {
     pub plots: Vec<PathBuf>,
 }
 
-/// Writes `report.md`, `results.json`, `convergence.svg` and `rss.svg` into `dir`.
+/// Writes `report.md`, `results.json`, `convergence.svg` and `rss.svg` into
+/// `dir` (no plots when every run had several replicas).
 pub fn write(report: &Report, dir: &Path) -> Result<Written> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut plots_written = Vec::new();
-    for (file, quantity) in [
-        ("convergence.svg", &plots::CONVERGENCE),
-        ("rss.svg", &plots::RSS),
-    ] {
+    // The plots draw one line per controller of one replica each.
+    let plotted = report.runs.iter().any(|r| r.replicas <= 1);
+    for (file, quantity) in plotted
+        .then_some([
+            ("convergence.svg", &plots::CONVERGENCE),
+            ("rss.svg", &plots::RSS),
+        ])
+        .into_iter()
+        .flatten()
+    {
         let path = dir.join(file);
         fs::write(&path, plots::svg(&report.runs, quantity)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -86,7 +93,7 @@ pub fn results_table(runs: &[RunResult]) -> String {
         let _ = writeln!(
             t,
             "| {} | {} | {:.2} | {} | {} | {:.2} | {:.0} / {:.0} / {:.0} | {} / {} | {:.0} / {:.0} | {:.1} | {:.2} |",
-            r.controller,
+            r.label(),
             r.objects,
             r.converge_secs,
             r.writes,
@@ -134,7 +141,7 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
         let _ = writeln!(
             t,
             "| {} | {} | {} | {} | {} | {} | {} |",
-            r.controller,
+            r.label(),
             r.objects,
             ratio(r.converge_secs, base.converge_secs),
             ratio(r.writes as f64, base.writes as f64),
@@ -144,6 +151,67 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
                 r.rss_converged_mib - r.rss_idle_mib,
                 base.rss_converged_mib - base.rss_idle_mib
             ),
+        );
+    }
+    any.then_some(t)
+}
+
+/// Runs of several replicas against the one-replica run of the same
+/// controller at the same N: each replica's CPU and RSS as a share of the
+/// single replica's, and the failover figures; `None` without such runs.
+pub fn replicas_table(runs: &[RunResult]) -> Option<String> {
+    let mut t = String::from(
+        "| Controller | N | Converge (s, ×1 → ×R) | shards at start | CPU per replica (s) | max CPU / ×1 | RSS per replica (MiB) | max RSS / ×1 | Failover: last of scaled converged (s) | waited for Leases | all exact (s) |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    let mut any = false;
+    for r in runs.iter().filter(|r| r.replicas > 1) {
+        any = true;
+        let single = runs
+            .iter()
+            .find(|b| b.controller == r.controller && b.objects == r.objects && b.replicas == 1);
+        let list = |f: fn(&crate::scenario::ReplicaFigures) -> String| {
+            r.per_replica.iter().map(f).collect::<Vec<_>>().join(" / ")
+        };
+        let max = |f: fn(&crate::scenario::ReplicaFigures) -> f64| {
+            r.per_replica.iter().map(f).fold(0.0, f64::max)
+        };
+        let share = |mine: f64, theirs: Option<f64>| match theirs {
+            Some(theirs) if theirs > 0.0 => format!("{:.2}", mine / theirs),
+            _ => "–".into(),
+        };
+        let converge = match single {
+            Some(s) => format!("{:.1} → {:.1}", s.converge_secs, r.converge_secs),
+            None => format!("{:.1}", r.converge_secs),
+        };
+        let (last, waited, exact) = match &r.failover {
+            Some(f) => (
+                format!("{:.1}", f.last_secs),
+                format!("{} of {}", f.waited_for_leases, f.objects),
+                format!("{:.1}", f.all_exact_secs),
+            ),
+            None => ("–".into(), "–".into(), "–".into()),
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.label(),
+            r.objects,
+            converge,
+            list(|p| p.shards_at_start.to_string()),
+            list(|p| format!("{:.1}", p.cpu_converge_secs)),
+            share(
+                max(|p| p.cpu_converge_secs),
+                single.map(|s| s.cpu_converge_secs)
+            ),
+            list(|p| format!("{:.1}", p.rss_converged_mib)),
+            share(
+                max(|p| p.rss_converged_mib),
+                single.map(|s| s.rss_converged_mib)
+            ),
+            last,
+            waited,
+            exact,
         );
     }
     any.then_some(t)
@@ -170,7 +238,9 @@ pub fn cpu_table(runs: &[RunResult]) -> String {
         let _ = write!(
             t,
             "| {} | {} | {:.2} |",
-            r.controller, r.objects, r.cpu_converge_secs
+            r.label(),
+            r.objects,
+            r.cpu_converge_secs
         );
         let mut total = r.cpu_converge_secs;
         for name in &names {
@@ -206,7 +276,7 @@ pub fn memory_table(runs: &[RunResult]) -> String {
         let _ = writeln!(
             t,
             "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
-            r.controller,
+            r.label(),
             r.objects,
             r.rss_converged_mib,
             r.rss_converged_anon_mib,
@@ -230,7 +300,7 @@ pub fn requests_table(runs: &[RunResult]) -> String {
     }
     t.push('\n');
     for r in runs {
-        let _ = write!(t, "| {} | {} |", r.controller, r.objects);
+        let _ = write!(t, "| {} | {} |", r.label(), r.objects);
         for key in &keys {
             let _ = write!(t, " {} |", r.requests.get(*key).copied().unwrap_or(0));
         }
@@ -277,7 +347,8 @@ fn markdown_text(report: &Report) -> String {
          - **Edit p50 / p99**: {} single-object edits on the converged set (scale by one pod up, \
          then back down), from the patch until the status shows the new count at the new \
          generation.\n\
-         - **GC**: all Jinghzhus deleted at once until the garbage collector removed the last pod.\n\n",
+         - **GC**: all Jinghzhus deleted at once until the garbage collector removed the last pod \
+         (NaN: not timed, `--no-gc`).\n\n",
         report.idle_secs, report.edits,
     );
     md.push_str("## Results\n\n");
@@ -285,6 +356,18 @@ fn markdown_text(report: &Report) -> String {
     if let Some(ratios) = ratios_table(&report.runs) {
         md.push_str("\n## Ratios to the controller-runtime peer (same N)\n\n");
         md.push_str(&ratios);
+    }
+    if let Some(replicas) = replicas_table(&report.runs) {
+        md.push_str(
+            "\n## Several replicas (the host with `--shards`)\n\n\
+             A run of R replicas sums their CPU, RSS and reconciles in the tables above; \
+             here each replica's own, its share of the one-replica run at the same N \
+             (the largest of them), and the failover: replica 0 killed with SIGKILL after \
+             the edits, then objects spread over every shard scaled by two pods, timed \
+             from the kill (those of the dead replica's shards wait for its Leases to \
+             expire: 15 s lease + 2 s retry), and every object exact again.\n\n",
+        );
+        md.push_str(&replicas);
     }
     md.push_str("\n## API requests during convergence, by verb and resource\n\n");
     md.push_str(&requests_table(&report.runs));
@@ -369,6 +452,66 @@ mod tests {
         assert_eq!(
             criterion_times(out),
             "reconcile/fresh_instance time:   [39.1 µs 40.1 µs 41.0 µs]\nshort               time:   [1.0 ms 1.1 ms 1.2 ms]"
+        );
+    }
+
+    fn result(replicas: u32, cpu: f64, rss: f64) -> RunResult {
+        RunResult {
+            controller: ControllerKind::Host,
+            replicas,
+            per_replica: Vec::new(),
+            failover: None,
+            objects: 100,
+            pods_per_object: 3,
+            workers: 4,
+            load_at_start: (0.0, 2),
+            converge_secs: 10.0,
+            requests: Default::default(),
+            writes: 0,
+            reads: 0,
+            other_requests: 0,
+            cpu_converge_secs: cpu,
+            cpu_others_converge_secs: Default::default(),
+            cpu_idle_secs: 0.0,
+            rss_idle_mib: 0.0,
+            rss_converged_mib: rss,
+            rss_converged_anon_mib: 0.0,
+            rss_converged_file_mib: 0.0,
+            rss_peak_mib: 0.0,
+            reconciles_converge: 0,
+            reconciles_idle: 0,
+            idle_secs: 0.0,
+            edit_latencies_ms: Vec::new(),
+            edit_p50_ms: 0.0,
+            edit_p99_ms: 0.0,
+            gc_secs: 0.0,
+        }
+    }
+
+    #[test]
+    fn replicas_are_compared_with_one_replica_by_their_largest_share() {
+        assert_eq!(replicas_table(&[result(1, 10.0, 40.0)]), None);
+        let figures = |cpu, rss| crate::scenario::ReplicaFigures {
+            cpu_converge_secs: cpu,
+            rss_converged_mib: rss,
+            rss_peak_mib: rss,
+            reconciles_converge: 0,
+            shards_at_start: 11,
+        };
+        let mut three = result(3, 12.0, 45.0);
+        three.per_replica = vec![figures(3.0, 15.0), figures(4.0, 16.0), figures(5.0, 14.0)];
+        three.failover = Some(crate::scenario::Failover {
+            objects: 30,
+            last_secs: 18.5,
+            latencies_secs: Vec::new(),
+            waited_for_leases: 10,
+            all_exact_secs: 19.0,
+        });
+        let table = replicas_table(&[result(1, 10.0, 40.0), three]).expect("a table");
+        let row = table.lines().nth(2).expect("a row");
+        assert_eq!(
+            row,
+            "| host ×3 | 100 | 10.0 → 10.0 | 11 / 11 / 11 | 3.0 / 4.0 / 5.0 | 0.50 | 15.0 / 16.0 / 14.0 | 0.40 | 18.5 | 10 of 30 | 19.0 |"
         );
     }
 }

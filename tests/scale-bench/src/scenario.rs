@@ -9,8 +9,16 @@
 //! 4. edits: one object at a time scaled by one pod (up, then back down the
 //!    next time it is picked), timed from the patch until its status shows
 //!    the new count at the new generation;
-//! 5. garbage collection: every Jinghzhu deleted at once, timed until the
-//!    last pod is gone.
+//! 5. failover (several replicas only): one replica killed with SIGKILL,
+//!    then objects spread over every shard scaled, timed from the kill until
+//!    each shows its new count (those of the dead replica's shards wait for
+//!    its Leases to expire), then every object checked exact again;
+//! 6. garbage collection: every Jinghzhu deleted at once, timed until the
+//!    last pod is gone (skipped with `gc: false`).
+//!
+//! With several replicas the host runs as `--shards` replicas of one
+//! another: the controller figures (CPU, RSS, reconciles) are the sums over
+//! the replicas, and each replica's own are in `per_replica`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,7 +36,7 @@ use serde::Serialize;
 use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
 
 use crate::apiserver::{self, Requests};
-use crate::controllers::{Built, ControllerKind, Running};
+use crate::controllers::{Built, ControllerKind, Running, Sharding};
 use crate::observe::Observer;
 use crate::procstat;
 
@@ -63,13 +71,61 @@ pub struct RunOptions {
     pub settle: Duration,
     /// Where controller logs go.
     pub log_dir: PathBuf,
+    /// How many replicas of the controller (more than 1: the host with `--shards`).
+    pub replicas: u32,
+    /// The host's `--shards` when `replicas` > 1.
+    pub shards: u32,
+    /// Objects scaled after a replica is killed (several replicas only).
+    pub failover_edits: usize,
+    /// Time the garbage collection at the end.
+    pub gc: bool,
 }
+
+/// One replica's own figures in a run of several.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicaFigures {
+    /// Its CPU seconds during convergence.
+    pub cpu_converge_secs: f64,
+    /// Its RSS when converged, MiB.
+    pub rss_converged_mib: f64,
+    /// Its peak RSS when converged, MiB.
+    pub rss_peak_mib: f64,
+    /// Its reconciles during convergence.
+    pub reconciles_converge: u64,
+    /// Shards it held when the clock started.
+    pub shards_at_start: u64,
+}
+
+/// A replica killed and its shards taken over.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failover {
+    /// Objects scaled right after the kill, spread over every shard.
+    pub objects: usize,
+    /// Kill → the last of them converged at its new count, seconds.
+    pub last_secs: f64,
+    /// Kill → each converged, seconds, in object order.
+    pub latencies_secs: Vec<f64>,
+    /// Of them, how many took longer than the shard Lease's duration
+    /// (the dead replica's share, waiting for its Leases to expire).
+    pub waited_for_leases: usize,
+    /// Kill → every object of the run exact again, seconds.
+    pub all_exact_secs: f64,
+}
+
+/// The shard Lease duration the hosts run with (their default).
+pub const SHARD_LEASE_DURATION: Duration = Duration::from_secs(15);
 
 /// What one run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
     /// The controller.
     pub controller: ControllerKind,
+    /// How many replicas of it (1 unless the host ran with `--shards`).
+    pub replicas: u32,
+    /// Each replica's own figures (several replicas only).
+    pub per_replica: Vec<ReplicaFigures>,
+    /// The failover phase (several replicas only).
+    pub failover: Option<Failover>,
     /// N.
     pub objects: usize,
     /// P.
@@ -129,6 +185,17 @@ pub struct RunResult {
     pub gc_secs: f64,
 }
 
+impl RunResult {
+    /// The controller's name in tables: `host`, or `host ×3` for replicas.
+    pub fn label(&self) -> String {
+        if self.replicas > 1 {
+            format!("{} ×{}", self.controller, self.replicas)
+        } else {
+            self.controller.to_string()
+        }
+    }
+}
+
 /// Mebibytes.
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
@@ -163,19 +230,27 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
     let observer = Observer::start(&client, NAMESPACE).await?;
 
     std::fs::create_dir_all(&options.log_dir)?;
-    let mut controller = Running::start(
-        built,
-        cp.kubeconfig_path(),
-        NAMESPACE,
-        options.workers,
-        &options.log_dir,
-    )?;
+    let mut replicas = Vec::new();
+    for replica in 0..options.replicas.max(1) {
+        let sharding = (options.replicas > 1).then_some(Sharding {
+            replica,
+            shards: options.shards,
+        });
+        replicas.push(Running::start(
+            built,
+            cp.kubeconfig_path(),
+            NAMESPACE,
+            options.workers,
+            &options.log_dir,
+            sharding,
+        )?);
+    }
     let mut others = cp.pids();
     others.push(("scale-bench".to_owned(), std::process::id()));
     let result = measure(
         &client,
         &observer,
-        &mut controller,
+        &mut replicas,
         options,
         load_at_start,
         crd_established,
@@ -183,15 +258,19 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
     )
     .await;
     let result = result.with_context(|| {
-        format!(
-            "{} run with N={} failed; the end of its log ({}):\n{}",
-            controller.kind,
-            options.objects,
-            controller.log.display(),
-            controller.log_tail(20)
-        )
+        let mut text = format!("{} run with N={} failed", built.kind, options.objects);
+        for replica in &replicas {
+            text += &format!(
+                "; the end of {}:\n{}",
+                replica.log.display(),
+                replica.log_tail(20)
+            );
+        }
+        text
     });
-    controller.stop(Duration::from_secs(10));
+    for replica in replicas {
+        replica.stop(Duration::from_secs(10));
+    }
     drop(observer);
     tokio::task::spawn_blocking(move || drop(cp)).await?;
     result
@@ -200,21 +279,29 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
 async fn measure(
     client: &Client,
     observer: &Observer,
-    controller: &mut Running,
+    replicas: &mut [Running],
     options: &RunOptions,
     load_at_start: (f64, usize),
     crd_established: Instant,
     others: &[(String, u32)],
 ) -> Result<RunResult> {
-    let pid = controller.pid();
-    controller.wait_ready(Duration::from_secs(120)).await?;
+    let kind = replicas.first().context("no controller process")?.kind;
+    let pids: Vec<u32> = replicas.iter().map(Running::pid).collect();
+    for replica in replicas.iter_mut() {
+        replica.wait_ready(Duration::from_secs(120)).await?;
+    }
+    let shards_at_start = if replicas.len() > 1 {
+        wait_for_shards_spread(replicas, options.shards, Duration::from_secs(120)).await?
+    } else {
+        vec![0]
+    };
     tokio::time::sleep(options.settle).await;
-    let rss_idle = procstat::memory(pid)?.rss;
+    let rss_idle = sum_memory(&pids)?.rss;
 
     // 2. Convergence.
-    let reconciles_before = controller.reconciles().await?;
+    let reconciles_before = reconciles_each(replicas).await?;
     let requests_before = apiserver::snapshot(client).await?;
-    let cpu_before = procstat::cpu_seconds(pid)?;
+    let cpu_before = cpu_each(&pids)?;
     let others_before = procstat::cpu_seconds_by_name(others);
     let started = Instant::now();
     let own_requests = create_objects(client, options).await?;
@@ -227,12 +314,15 @@ async fn measure(
         )
         .await?;
     let converge_secs = converged_at.duration_since(started).as_secs_f64();
-    let cpu_converged = procstat::cpu_seconds(pid)?;
+    let cpu_converged = cpu_each(&pids)?;
     let cpu_others_converge_secs =
         procstat::cpu_difference(&others_before, &procstat::cpu_seconds_by_name(others));
-    let memory = procstat::memory(pid)?;
+    let memory_each = pids
+        .iter()
+        .map(|&pid| procstat::memory(pid))
+        .collect::<Result<Vec<_>>>()?;
     let requests_after = apiserver::snapshot(client).await?;
-    let reconciles_converged = controller.reconciles().await?;
+    let reconciles_converged = reconciles_each(replicas).await?;
     let all_requests = apiserver::without(
         &apiserver::diff(&requests_before, &requests_after),
         &own_requests,
@@ -240,28 +330,70 @@ async fn measure(
     let requests = apiserver::on_controller_resources(&all_requests);
     let other_requests = all_requests.values().sum::<u64>() - requests.values().sum::<u64>();
     eprintln!(
-        "scale-bench: {} converged N={} in {converge_secs:.2} s",
-        controller.kind, options.objects
+        "scale-bench: {kind} x{} converged N={} in {converge_secs:.2} s",
+        replicas.len(),
+        options.objects
     );
+    let per_replica: Vec<ReplicaFigures> = if replicas.len() > 1 {
+        (0..replicas.len())
+            .map(|i| ReplicaFigures {
+                cpu_converge_secs: cpu_converged[i] - cpu_before[i],
+                rss_converged_mib: mib(memory_each[i].rss),
+                rss_peak_mib: mib(memory_each[i].peak),
+                reconciles_converge: reconciles_converged[i] - reconciles_before[i],
+                shards_at_start: shards_at_start[i],
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
 
     // 3. Quiet.
     let quiet_started = Instant::now();
     tokio::time::sleep(options.idle).await;
     let idle_secs = quiet_started.elapsed().as_secs_f64();
-    let reconciles_idle = controller.reconciles().await? - reconciles_converged;
-    let cpu_idle_secs = procstat::cpu_seconds(pid)? - cpu_converged;
+    let reconciles_idle = reconciles_each(replicas).await?.iter().sum::<u64>()
+        - reconciles_converged.iter().sum::<u64>();
+    let cpu_idle_secs = cpu_each(&pids)?.iter().sum::<f64>() - cpu_converged.iter().sum::<f64>();
 
     // 4. Edits.
     let edit_latencies_ms = time_edits(client, observer, options).await?;
 
-    // 5. Garbage collection.
-    tokio::time::sleep_until((crd_established + GC_DISCOVERY_WAIT).into()).await;
-    let pods = options.objects as u64 * u64::from(options.pods_per_object);
-    let gc_secs = time_garbage_collection(client, observer, gc_timeout(pods)).await?;
-    controller.check_alive()?;
+    // 5. Failover.
+    let failover = if replicas.len() > 1 {
+        let failover = time_failover(client, observer, &mut replicas[0], options).await?;
+        eprintln!(
+            "scale-bench: {kind} x{}: killed replica 0; {} objects scaled, the last converged {:.2} s after the kill ({} waited for its Leases); every object exact after {:.2} s",
+            replicas.len(),
+            failover.objects,
+            failover.last_secs,
+            failover.waited_for_leases,
+            failover.all_exact_secs
+        );
+        Some(failover)
+    } else {
+        None
+    };
 
+    // 6. Garbage collection.
+    let gc_secs = if options.gc {
+        tokio::time::sleep_until((crd_established + GC_DISCOVERY_WAIT).into()).await;
+        let pods = options.objects as u64 * u64::from(options.pods_per_object);
+        time_garbage_collection(client, observer, gc_timeout(pods)).await?
+    } else {
+        f64::NAN
+    };
+    let survivors = if failover.is_some() { 1 } else { 0 };
+    for replica in &mut replicas[survivors..] {
+        replica.check_alive()?;
+    }
+
+    let sum = |f: fn(&procstat::Memory) -> u64| mib(memory_each.iter().map(f).sum());
     Ok(RunResult {
-        controller: controller.kind,
+        controller: kind,
+        replicas: replicas.len() as u32,
+        per_replica,
+        failover,
         objects: options.objects,
         pods_per_object: options.pods_per_object,
         workers: options.workers,
@@ -271,21 +403,140 @@ async fn measure(
         reads: apiserver::reads(&requests),
         requests,
         other_requests,
-        cpu_converge_secs: cpu_converged - cpu_before,
+        cpu_converge_secs: cpu_converged.iter().sum::<f64>() - cpu_before.iter().sum::<f64>(),
         cpu_others_converge_secs,
         cpu_idle_secs,
         rss_idle_mib: mib(rss_idle),
-        rss_converged_mib: mib(memory.rss),
-        rss_converged_anon_mib: mib(memory.anon),
-        rss_converged_file_mib: mib(memory.file),
-        rss_peak_mib: mib(memory.peak),
-        reconciles_converge: reconciles_converged - reconciles_before,
+        rss_converged_mib: sum(|m| m.rss),
+        rss_converged_anon_mib: sum(|m| m.anon),
+        rss_converged_file_mib: sum(|m| m.file),
+        rss_peak_mib: sum(|m| m.peak),
+        reconciles_converge: reconciles_converged.iter().sum::<u64>()
+            - reconciles_before.iter().sum::<u64>(),
         reconciles_idle,
         idle_secs,
         edit_p50_ms: percentile(&edit_latencies_ms, 50.0),
         edit_p99_ms: percentile(&edit_latencies_ms, 99.0),
         edit_latencies_ms,
         gc_secs,
+    })
+}
+
+/// Each replica's reconciles so far.
+async fn reconciles_each(replicas: &mut [Running]) -> Result<Vec<u64>> {
+    let mut counts = Vec::with_capacity(replicas.len());
+    for replica in replicas.iter_mut() {
+        counts.push(replica.reconciles().await?);
+    }
+    Ok(counts)
+}
+
+/// Each process's CPU seconds so far.
+fn cpu_each(pids: &[u32]) -> Result<Vec<f64>> {
+    pids.iter().map(|&pid| procstat::cpu_seconds(pid)).collect()
+}
+
+/// The memory of several processes added up.
+fn sum_memory(pids: &[u32]) -> Result<procstat::Memory> {
+    let mut total = procstat::Memory::default();
+    for &pid in pids {
+        let m = procstat::memory(pid)?;
+        total.rss += m.rss;
+        total.anon += m.anon;
+        total.file += m.file;
+        total.peak += m.peak;
+    }
+    Ok(total)
+}
+
+/// Waits until the replicas hold every one of `shards` between them, each
+/// at least one, and returns how many each holds: the work is split before
+/// the clock starts, as in a deployment that has run for a while.
+async fn wait_for_shards_spread(
+    replicas: &mut [Running],
+    shards: u32,
+    timeout: Duration,
+) -> Result<Vec<u64>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut owned = Vec::with_capacity(replicas.len());
+        for replica in replicas.iter_mut() {
+            owned.push(replica.shards_owned().await?);
+        }
+        if owned.iter().sum::<u64>() == u64::from(shards) && owned.iter().all(|&n| n > 0) {
+            return Ok(owned);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the replicas did not split the {shards} shards within {timeout:?} (each holds {owned:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Kills `victim` with SIGKILL, scales `failover_edits` objects spread
+/// over the whole set by two pods at once, and times each from the kill
+/// until it converged; then waits until every object is exact.
+async fn time_failover(
+    client: &Client,
+    observer: &Observer,
+    victim: &mut Running,
+    options: &RunOptions,
+) -> Result<Failover> {
+    let count = options.failover_edits.clamp(1, options.objects);
+    let stride = options.objects / count;
+    let api: Api<Jinghzhu> = Api::namespaced(client.clone(), NAMESPACE);
+    victim.kill();
+    let killed = Instant::now();
+    // The edits phase left objects at P or P + 1: P + 2 is new for every one.
+    let patch = serde_json::json!({ "spec": { "desired": options.pods_per_object + 2 } });
+    let mut pending: Vec<(usize, String, i64)> = Vec::with_capacity(count);
+    for j in 0..count {
+        let name = object_name(j * stride);
+        let patched = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("scaling {name} after the kill"))?;
+        pending.push((j, name, patched.metadata.generation.unwrap_or_default()));
+    }
+    let mut latencies = vec![f64::NAN; count];
+    let timeout = Duration::from_secs(180);
+    while !pending.is_empty() {
+        anyhow::ensure!(
+            killed.elapsed() < timeout,
+            "{} objects scaled after the kill had not converged {timeout:?} later: {:?}",
+            pending.len(),
+            pending.iter().map(|p| &p.1).take(10).collect::<Vec<_>>()
+        );
+        let now = killed.elapsed().as_secs_f64();
+        pending.retain(|(j, name, generation)| {
+            let done = observer.object_converged(name, *generation);
+            if done {
+                latencies[*j] = now;
+            }
+            !done
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let desired_total = options.objects;
+    observer
+        .poll_until(
+            "every object exact after the failover",
+            Duration::from_millis(200),
+            timeout,
+            |o| o.census().all_converged(desired_total),
+        )
+        .await?;
+    let all_exact_secs = killed.elapsed().as_secs_f64();
+    Ok(Failover {
+        objects: count,
+        last_secs: latencies.iter().copied().fold(0.0, f64::max),
+        waited_for_leases: latencies
+            .iter()
+            .filter(|&&l| l > SHARD_LEASE_DURATION.as_secs_f64())
+            .count(),
+        latencies_secs: latencies,
+        all_exact_secs,
     })
 }
 

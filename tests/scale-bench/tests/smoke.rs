@@ -19,6 +19,8 @@ use scale_bench::{Benchmark, scenario};
 const OBJECTS: usize = 20;
 const PODS: u32 = 3;
 const EDITS: usize = 4;
+const SHARDS: u32 = 8;
+const FAILOVER_EDITS: usize = 6;
 
 fn bench(controllers: &[ControllerKind], dir: &Path) -> Benchmark {
     Benchmark {
@@ -35,7 +37,12 @@ fn bench(controllers: &[ControllerKind], dir: &Path) -> Benchmark {
             converge_timeout: Duration::from_secs(120),
             settle: Duration::from_secs(1),
             log_dir: dir.join("logs"),
+            replicas: 1,
+            shards: SHARDS,
+            failover_edits: FAILOVER_EDITS,
+            gc: true,
         },
+        replicas: vec![1],
         profile: Profile::of_this_build(),
         micro_bench: false,
         results_dir: dir.to_path_buf(),
@@ -107,17 +114,57 @@ fn assert_collected(r: &RunResult) {
         r.edit_p50_ms > 0.0 && r.edit_p99_ms >= r.edit_p50_ms,
         "{what}"
     );
-    assert!(r.gc_secs > 0.0, "{what}");
     assert!(r.load_at_start.1 > 0, "{what}");
+}
+
+/// A run of three replicas: each held shards, did its part, and after one
+/// was killed every object scaled then converged and all were exact again.
+fn assert_replicas_measured(r: &RunResult) {
+    let what = format!("{} ×{} run: {r:#?}", r.controller, r.replicas);
+    assert_eq!(r.replicas, 3, "{what}");
+    assert_eq!(r.per_replica.len(), 3, "{what}");
+    assert_eq!(
+        r.per_replica.iter().map(|p| p.shards_at_start).sum::<u64>(),
+        u64::from(SHARDS),
+        "{what}"
+    );
+    for replica in &r.per_replica {
+        assert!(replica.shards_at_start > 0, "{what}");
+        assert!(replica.cpu_converge_secs > 0.0, "{what}");
+        assert!(replica.rss_converged_mib > 1.0, "{what}");
+    }
+    let summed: f64 = r.per_replica.iter().map(|p| p.rss_converged_mib).sum();
+    assert!((summed - r.rss_converged_mib).abs() < 0.01, "{what}");
+    let failover = r.failover.as_ref().expect("a failover phase");
+    assert_eq!(failover.objects, FAILOVER_EDITS, "{what}");
+    assert_eq!(failover.latencies_secs.len(), FAILOVER_EDITS, "{what}");
+    assert!(
+        failover
+            .latencies_secs
+            .iter()
+            .all(|s| s.is_finite() && *s > 0.0),
+        "{what}"
+    );
+    assert!(
+        failover.all_exact_secs >= failover.last_secs && failover.last_secs > 0.0,
+        "{what}"
+    );
 }
 
 fn assert_report_written(report: &Report, dir: &Path) {
     let markdown = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    if report.runs.iter().any(|r| r.replicas > 1) {
+        assert!(markdown.contains("## Several replicas"), "{markdown}");
+    }
     for run in &report.runs {
-        let row = format!("| {} | {} |", run.controller, run.objects);
+        let row = format!("| {} | {} |", run.label(), run.objects);
         assert!(markdown.contains(&row), "no row {row} in:\n{markdown}");
     }
-    for plot in ["convergence.svg", "rss.svg"] {
+    let plotted = report.runs.iter().any(|r| r.replicas == 1);
+    for plot in ["convergence.svg", "rss.svg"]
+        .into_iter()
+        .filter(|_| plotted)
+    {
         let svg = std::fs::read_to_string(dir.join(plot)).expect(plot);
         assert!(
             svg.starts_with("<svg") && svg.contains("N (Jinghzhus)"),
@@ -147,7 +194,10 @@ async fn host_smoke_run() {
     let run = &report.runs[0];
     assert_eq!(run.controller, ControllerKind::Host);
     assert_eq!(run.objects, OBJECTS);
+    assert_eq!(run.replicas, 1);
+    assert!(run.per_replica.is_empty() && run.failover.is_none());
     assert_collected(run);
+    assert!(run.gc_secs > 0.0, "{run:#?}");
     // The host remembers its creates (expectations): never a pod too many.
     assert_eq!(
         run.requests.get("DELETE pods").copied().unwrap_or(0),
@@ -172,6 +222,33 @@ async fn host_smoke_run() {
         .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
         .count();
     assert_eq!(stored, 1, "one precompiled plugin in the run's own cache");
+}
+
+/// Three replicas of the host splitting the shards, one of them killed
+/// (beside `host_smoke_run`: its own control plane; no garbage collection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_replicas_smoke_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bench = bench(&[ControllerKind::Host], dir.path());
+    bench.replicas = vec![3];
+    bench.run.gc = false;
+    let report = scale_bench::run(&bench)
+        .await
+        .expect("the replicas' smoke run");
+    assert_eq!(report.runs.len(), 1);
+    let run = &report.runs[0];
+    assert_collected(run);
+    assert!(run.gc_secs.is_nan(), "not timed: {run:#?}");
+    assert_replicas_measured(run);
+    assert_report_written(&report, dir.path());
+    for replica in 0..3 {
+        let log = dir
+            .path()
+            .join("logs")
+            .join(format!("host-{OBJECTS}-x3"))
+            .join(format!("host-replica-{replica}.log"));
+        assert!(log.is_file(), "{}", log.display());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
