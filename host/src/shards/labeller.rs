@@ -9,13 +9,20 @@
 //! watches the unlabelled objects' metadata only (`jinghzhu.io/shard notin
 //! (0-of-N,…)`, which also matches a missing label; in steady state the
 //! watch is empty) and patches the label computed from the UID (a pod's
-//! from its controlling owner's UID). Every replica writes the same value,
-//! so concurrent writes agree; a repeated patch changes nothing.
+//! from its controlling owner's UID).
+//!
+//! The replica holding the object's shard labels it at once. The others
+//! wait [`FALLBACK_DELAY`] and label it only if it is still unlabelled in
+//! their watch's cache (its holder is gone, or no replica holds the shard
+//! yet, as at start): one write per object in steady state, where every
+//! replica writing at once cost a patch per replica (at N = 3000 with three
+//! replicas, 9000 label patches instead of 3000). Every replica computes
+//! the same value, so writes that do race agree.
 //!
 //! [`Labeller::ready`] turns true once the initial list of both kinds has
-//! been labelled: a replica starts syncing shards only then, so after an
-//! upgrade no shard holder can see an object's pods missing because they
-//! had not been labelled yet.
+//! been labelled (the waiting fallbacks included): a replica starts syncing
+//! shards only then, so after an upgrade no shard holder can see an
+//! object's pods missing because they had not been labelled yet.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +30,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
@@ -34,6 +42,10 @@ use crate::ownership::MANAGED_BY_SELECTOR;
 
 /// How many label patches run at once.
 const CONCURRENT_PATCHES: usize = 16;
+
+/// How long a replica that does not hold an object's shard leaves it to the
+/// holder before labelling it itself: a few Lease retry periods.
+pub const FALLBACK_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The two labelling loops; stopped when dropped.
 pub struct Labeller {
@@ -56,24 +68,21 @@ impl Labeller {
         let namespace = namespace.map(str::to_string);
         let (jz_ready_tx, jz_ready) = watch::channel(false);
         let (pod_ready_tx, pod_ready) = watch::channel(false);
-        let metrics = shards.metrics().clone();
         let jz_task = tokio::spawn(label_loop::<Jinghzhu>(
             client.clone(),
             namespace.clone(),
             selector_unlabelled(count),
-            count,
+            shards.clone(),
             "jinghzhu",
             jz_ready_tx,
-            metrics.clone(),
         ));
         let pod_task = tokio::spawn(label_loop::<Pod>(
             client.clone(),
             namespace,
             format!("{MANAGED_BY_SELECTOR},{}", selector_unlabelled(count)),
-            count,
+            shards.clone(),
             "pod",
             pod_ready_tx,
-            metrics,
         ));
         let (ready_tx, ready) = watch::channel(false);
         let both = tokio::spawn(async move {
@@ -115,10 +124,9 @@ async fn label_loop<K>(
     client: Client,
     namespace: Option<String>,
     selector: String,
-    count: u32,
+    shards: Shards,
     kind: &'static str,
     ready: watch::Sender<bool>,
-    metrics: super::ShardMetrics,
 ) where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -133,61 +141,67 @@ async fn label_loop<K>(
         None => Api::all(client.clone()),
     };
     let config = watcher::Config::default().labels(&selector);
-    let events = watcher(meta, config).default_backoff();
+    // The unlabelled objects as this watch last saw them: a fallback labels
+    // only what is still here when its delay is up.
+    let (unlabelled, writer) = reflector::store();
+    let events = watcher(meta, config).default_backoff().reflect(writer);
+    let count = shards.count();
     let patched = events
-        .map_ok(move |event| {
+        .map_ok(|event| {
             let client = client.clone();
-            let metrics = metrics.clone();
+            let shards = shards.clone();
             async move {
                 let obj = match &event {
                     watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => obj,
-                    _ => return Ok(event_kind(&event)),
+                    _ => return Ok(Step::from_event(&event)),
                 };
                 let Some(uid) = shard_source(obj, kind) else {
-                    return Ok(event_kind(&event));
+                    return Ok(Step::from_event(&event));
                 };
-                let value = label_value(shard_of(&uid, count), count);
-                let patch = serde_json::json!({
-                    "metadata": {
-                        "labels": BTreeMap::from([(SHARD_LABEL, value.clone())]),
-                        // Only if it is still the object we saw.
-                        "uid": obj.uid(),
-                    }
-                });
-                let name = obj.name_any();
-                let target: Api<K> = match obj.namespace() {
-                    Some(ns) => Api::namespaced(client, &ns),
-                    None => Api::all(client),
-                };
-                match target
-                    .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => {
-                        metrics
-                            .labels_written
-                            .get_or_create(&super::metrics::KindLabels {
-                                kind: kind.to_string(),
-                            })
-                            .inc();
-                        tracing::debug!(kind, object = %name, shard = %value, "sharding: shard label written");
-                    }
-                    Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-                    Err(err) => {
-                        tracing::warn!(kind, object = %name, error = %err, "sharding: writing the shard label failed; the next relist retries")
-                    }
+                let shard = shard_of(&uid, count);
+                if !shards.holds(shard) {
+                    return Ok(Step::Fallback {
+                        obj: Box::new(obj.clone()),
+                        shard,
+                        initial: matches!(event, watcher::Event::InitApply(_)),
+                    });
                 }
-                Ok::<_, watcher::Error>(event_kind(&event))
+                write_label(client, obj, shard, &shards, kind).await;
+                Ok::<_, watcher::Error>(Step::from_event(&event))
             }
         })
         .try_buffered(CONCURRENT_PATCHES);
     let mut patched = std::pin::pin!(patched);
+    // Fallbacks waiting; those of the initial list hold back readiness.
+    let mut fallbacks = tokio::task::JoinSet::new();
+    let mut initial_fallbacks = tokio::task::JoinSet::new();
     while let Some(item) = patched.next().await {
+        while fallbacks.try_join_next().is_some() {}
         match item {
-            Ok(Done::InitDone) => {
+            Ok(Step::InitDone) => {
+                while initial_fallbacks.join_next().await.is_some() {}
                 ready.send_replace(true);
             }
-            Ok(Done::Other) => {}
+            Ok(Step::Fallback {
+                obj,
+                shard,
+                initial,
+            }) => {
+                let fallback = fallback(
+                    client.clone(),
+                    unlabelled.clone(),
+                    *obj,
+                    shard,
+                    shards.clone(),
+                    kind,
+                );
+                if initial {
+                    initial_fallbacks.spawn(fallback);
+                } else {
+                    fallbacks.spawn(fallback);
+                }
+            }
+            Ok(Step::Other) => {}
             Err(err) => {
                 tracing::debug!(kind, error = %err, "sharding: label watch error; retrying")
             }
@@ -195,14 +209,105 @@ async fn label_loop<K>(
     }
 }
 
-enum Done {
+/// After [`FALLBACK_DELAY`], labels `obj` unless it left the unlabelled
+/// watch meanwhile (its holder labelled it, or it is gone).
+async fn fallback<K>(
+    client: Client,
+    unlabelled: Store<PartialObjectMeta<K>>,
+    obj: PartialObjectMeta<K>,
+    shard: u32,
+    shards: Shards,
+    kind: &'static str,
+) where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    tokio::time::sleep(FALLBACK_DELAY).await;
+    let still_unlabelled = unlabelled
+        .get(&ObjectRef::from_obj(&obj))
+        .is_some_and(|now| now.uid() == obj.uid());
+    if still_unlabelled {
+        write_label(client, &obj, shard, &shards, kind).await;
+    }
+}
+
+/// Patches the label of `shard` on `obj` (only if it is still the object
+/// with that UID); failures are logged, and the next relist retries.
+async fn write_label<K>(
+    client: Client,
+    obj: &PartialObjectMeta<K>,
+    shard: u32,
+    shards: &Shards,
+    kind: &'static str,
+) where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let value = label_value(shard, shards.count());
+    let patch = serde_json::json!({
+        "metadata": {
+            "labels": BTreeMap::from([(SHARD_LABEL, value.clone())]),
+            // Only if it is still the object we saw.
+            "uid": obj.uid(),
+        }
+    });
+    let name = obj.name_any();
+    let target: Api<K> = match obj.namespace() {
+        Some(ns) => Api::namespaced(client, &ns),
+        None => Api::all(client),
+    };
+    match target
+        .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            shards
+                .metrics()
+                .labels_written
+                .get_or_create(&super::metrics::KindLabels {
+                    kind: kind.to_string(),
+                })
+                .inc();
+            tracing::debug!(kind, object = %name, shard = %value, "sharding: shard label written");
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+        Err(err) => {
+            tracing::warn!(kind, object = %name, error = %err, "sharding: writing the shard label failed; the next relist retries")
+        }
+    }
+}
+
+/// What the watch loop does with one event.
+enum Step<K: Resource> {
+    /// The initial list is through.
     InitDone,
+    /// An object of a shard held elsewhere (or nowhere): label it later if
+    /// nobody did.
+    Fallback {
+        obj: Box<PartialObjectMeta<K>>,
+        shard: u32,
+        /// Part of the initial list (readiness waits for it).
+        initial: bool,
+    },
+    /// Nothing more to do.
     Other,
 }
 
-fn event_kind<K>(event: &watcher::Event<K>) -> Done {
-    match event {
-        watcher::Event::InitDone => Done::InitDone,
-        _ => Done::Other,
+impl<K: Resource> Step<K> {
+    fn from_event(event: &watcher::Event<PartialObjectMeta<K>>) -> Self {
+        match event {
+            watcher::Event::InitDone => Step::InitDone,
+            _ => Step::Other,
+        }
     }
 }

@@ -219,6 +219,11 @@ impl Shards {
             .collect()
     }
 
+    /// Whether this replica holds `shard` (any phase).
+    pub fn holds(&self, shard: u32) -> bool {
+        self.lock().contains_key(&shard)
+    }
+
     /// Active shards.
     pub fn active(&self) -> Vec<u32> {
         self.lock()

@@ -174,7 +174,7 @@ fn build_as_the_dockerfile_does() -> Result<PathBuf> {
 const DIST_TARGET_KEEP_DAYS: u64 = 7;
 
 /// What decides whether the `dist` profile builds, apart from our sources:
-/// the Dockerfile, the `[profile.*]` tables of the workspace's `Cargo.toml`,
+/// the Dockerfile, the `[profile.*]` tables of the workspace's `Cargo.toml` it reads,
 /// `Cargo.lock` and `rustc -vV`.
 pub struct DistBuildKey {
     /// Hex digest of all four.
@@ -259,13 +259,30 @@ impl DistBuildKey {
 }
 
 /// The lines of `manifest` that belong to `[profile…]` tables.
+/// The `[profile.*]` tables the `dist` build reads: `dist`'s own and those
+/// of the profiles it inherits from (`release`), with their `.package` and
+/// `.build-override` tables; not `dev` or `test`, which the image's build
+/// never uses.
 fn profile_tables(manifest: &str) -> String {
+    let mut chain = vec!["dist".to_owned()];
+    while let Some(parent) = inherits(manifest, chain.last().map_or("", String::as_str)) {
+        if chain.contains(&parent) || chain.len() > 8 {
+            break;
+        }
+        chain.push(parent);
+    }
+    let read_by_dist = |header: &str| {
+        chain.iter().any(|profile| {
+            let name = format!("[profile.{profile}");
+            header.starts_with(&format!("{name}]")) || header.starts_with(&format!("{name}."))
+        })
+    };
     let mut inside = false;
     let mut out = String::new();
     for line in manifest.lines() {
         let trimmed = line.trim_start();
         if trimmed.starts_with('[') {
-            inside = trimmed.starts_with("[profile");
+            inside = read_by_dist(trimmed);
         }
         if inside {
             out.push_str(line);
@@ -273,6 +290,24 @@ fn profile_tables(manifest: &str) -> String {
         }
     }
     out
+}
+
+/// The `inherits` of `[profile.<profile>]`, if it has one.
+fn inherits(manifest: &str, profile: &str) -> Option<String> {
+    let header = format!("[profile.{profile}]");
+    let mut inside = false;
+    for line in manifest.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            inside = trimmed == header;
+        } else if inside
+            && let Some(value) = trimmed.strip_prefix("inherits")
+            && let Some(value) = value.trim_start().strip_prefix('=')
+        {
+            return Some(value.trim().trim_matches('"').to_owned());
+        }
+    }
+    None
 }
 
 /// `<cache root>/cargo-target/<dependencies>[-cheaper]`: the target
@@ -948,6 +983,16 @@ mod tests {
         // A change outside the profiles leaves the key alone; one inside moves it.
         assert_eq!(profile_tables(&manifest.replace("host", "other")), tables);
         assert_ne!(profile_tables(&manifest.replace("fat", "thin")), tables);
+        // Profiles the dist build does not read leave it alone too; the
+        // package overrides of one it inherits from do not.
+        let with_dev = format!(
+            "{manifest}[profile.dev]\ndebug = false\n[profile.dev.package.wasmparser]\nopt-level = 3\n"
+        );
+        assert_eq!(profile_tables(&with_dev), tables);
+        let with_release_package =
+            format!("{manifest}[profile.release.package.foo]\nopt-level = \"s\"\n");
+        assert_ne!(profile_tables(&with_release_package), tables);
+        assert!(profile_tables(&with_release_package).ends_with("opt-level = \"s\"\n"));
     }
 
     #[test]

@@ -381,6 +381,25 @@ async fn three_replicas_split_the_shards_and_converge_without_double_creates() -
             replica.name
         );
     }
+    // Each new Jinghzhu was labelled by its shard's holder alone: about one
+    // label write per object, where every replica writing made it three.
+    let label_writes: u64 = [&a, &b, &c]
+        .iter()
+        .map(|r| {
+            r.shards
+                .metrics()
+                .labels_written
+                .get_or_create(&wasm_operator::shards::metrics::KindLabels {
+                    kind: "jinghzhu".into(),
+                })
+                .get()
+        })
+        .sum();
+    println!("shard labels written on {OBJECTS} new Jinghzhus: {label_writes}");
+    assert!(
+        label_writes >= OBJECTS as u64 && label_writes < 2 * OBJECTS as u64,
+        "{label_writes} label writes for {OBJECTS} objects"
+    );
 
     // `/status` lists the replica's shards, `/metrics` the shard series.
     let addr = wasm_operator::serve::spawn(

@@ -235,6 +235,17 @@ impl Running {
         self.process.kill();
     }
 
+    /// The shards this host holds in any phase (`wasm_operator_shard_owned{shard}`).
+    pub async fn held_shards(&mut self) -> Result<std::collections::BTreeSet<u32>> {
+        self.check_alive()?;
+        let samples = metrics::parse(&metrics::fetch(self.metrics_addr).await?)?;
+        Ok(samples
+            .iter()
+            .filter(|s| s.metric == metrics::HOST_SHARD_OWNED && metrics::number(s) == Some(1.0))
+            .filter_map(|s| s.labels.get("shard")?.parse().ok())
+            .collect())
+    }
+
     /// Shards whose Lease this host holds and reconciles
     /// (`wasm_operator_shards_owned`), 0 when it does not report them.
     pub async fn shards_owned(&mut self) -> Result<u64> {

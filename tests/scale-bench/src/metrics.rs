@@ -18,6 +18,8 @@ pub const CONTROLLER_RUNTIME_RECONCILES: &str = "controller_runtime_reconcile_to
 pub const HOST_RECONCILES: &str = "wasm_operator_reconciles_total";
 /// The host's count of shards it holds and reconciles (with `--shards`).
 pub const HOST_SHARDS_OWNED: &str = "wasm_operator_shards_owned";
+/// 1 per shard the host holds, labelled `shard` and `phase`.
+pub const HOST_SHARD_OWNED: &str = "wasm_operator_shard_owned";
 
 /// Parses Prometheus or OpenMetrics text.
 pub fn parse(text: &str) -> Result<Vec<Sample>> {

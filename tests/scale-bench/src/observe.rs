@@ -168,6 +168,15 @@ impl Observer {
         census
     }
 
+    /// The UID of the Jinghzhu `name`, if it is in the cache.
+    pub fn uid_of(&self, name: &str) -> Option<String> {
+        self.jinghzhus
+            .state()
+            .into_iter()
+            .find(|jz| jz.metadata.name.as_deref() == Some(name))
+            .and_then(|jz| jz.metadata.uid.clone())
+    }
+
     /// True when the Jinghzhu `name` has converged at generation `generation` or later.
     pub fn object_converged(&self, name: &str, generation: i64) -> bool {
         let Some(jz) = self

@@ -161,8 +161,8 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
 /// single replica's, and the failover figures; `None` without such runs.
 pub fn replicas_table(runs: &[RunResult]) -> Option<String> {
     let mut t = String::from(
-        "| Controller | N | Converge (s, ×1 → ×R) | shards at start | CPU per replica (s) | max CPU / ×1 | RSS per replica (MiB) | max RSS / ×1 | Failover: last of scaled converged (s) | waited for Leases | all exact (s) |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| Controller | N | Converge (s, ×1 → ×R) | shards at start | CPU per replica (s) | max CPU / ×1 | RSS per replica (MiB) | max RSS / ×1 | Failover: scaled objects in the dead replica's shards | their last converged (s) | the others' last (s) | all exact (s) |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     let mut any = false;
     for r in runs.iter().filter(|r| r.replicas > 1) {
@@ -184,17 +184,18 @@ pub fn replicas_table(runs: &[RunResult]) -> Option<String> {
             Some(s) => format!("{:.1} → {:.1}", s.converge_secs, r.converge_secs),
             None => format!("{:.1}", r.converge_secs),
         };
-        let (last, waited, exact) = match &r.failover {
+        let (dead, last_dead, last_others, exact) = match &r.failover {
             Some(f) => (
-                format!("{:.1}", f.last_secs),
-                format!("{} of {}", f.waited_for_leases, f.objects),
+                format!("{} of {}", f.of_dead_replica, f.objects),
+                format!("{:.1}", f.last_of_dead_replica_secs),
+                format!("{:.1}", f.last_of_others_secs),
                 format!("{:.1}", f.all_exact_secs),
             ),
-            None => ("–".into(), "–".into(), "–".into()),
+            None => ("–".into(), "–".into(), "–".into(), "–".into()),
         };
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.label(),
             r.objects,
             converge,
@@ -209,8 +210,9 @@ pub fn replicas_table(runs: &[RunResult]) -> Option<String> {
                 max(|p| p.rss_converged_mib),
                 single.map(|s| s.rss_converged_mib)
             ),
-            last,
-            waited,
+            dead,
+            last_dead,
+            last_others,
             exact,
         );
     }
@@ -364,8 +366,9 @@ fn markdown_text(report: &Report) -> String {
              here each replica's own, its share of the one-replica run at the same N \
              (the largest of them), and the failover: replica 0 killed with SIGKILL after \
              the edits, then objects spread over every shard scaled by two pods, timed \
-             from the kill (those of the dead replica's shards wait for its Leases to \
-             expire: 15 s lease + 2 s retry), and every object exact again.\n\n",
+             from the kill (those of the dead replica's shards, told by their UIDs' shard \
+             and the shards it held, wait for its Leases to expire: 15 s lease + 2 s \
+             retry), and every object exact again.\n\n",
         );
         md.push_str(&replicas);
     }
@@ -504,14 +507,16 @@ mod tests {
             objects: 30,
             last_secs: 18.5,
             latencies_secs: Vec::new(),
-            waited_for_leases: 10,
+            of_dead_replica: 10,
+            last_of_dead_replica_secs: 18.5,
+            last_of_others_secs: 1.2,
             all_exact_secs: 19.0,
         });
         let table = replicas_table(&[result(1, 10.0, 40.0), three]).expect("a table");
         let row = table.lines().nth(2).expect("a row");
         assert_eq!(
             row,
-            "| host ×3 | 100 | 10.0 → 10.0 | 11 / 11 / 11 | 3.0 / 4.0 / 5.0 | 0.50 | 15.0 / 16.0 / 14.0 | 0.40 | 18.5 | 10 of 30 | 19.0 |"
+            "| host ×3 | 100 | 10.0 → 10.0 | 11 / 11 / 11 | 3.0 / 4.0 / 5.0 | 0.50 | 15.0 / 16.0 / 14.0 | 0.40 | 10 of 30 | 18.5 | 1.2 | 19.0 |"
         );
     }
 }

@@ -34,6 +34,7 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use local_control_plane::{ControlPlane, ControlPlaneOptions};
 use serde::Serialize;
 use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::shards::hash::shard_of;
 
 use crate::apiserver::{self, Requests};
 use crate::controllers::{Built, ControllerKind, Running, Sharding};
@@ -105,15 +106,16 @@ pub struct Failover {
     pub last_secs: f64,
     /// Kill → each converged, seconds, in object order.
     pub latencies_secs: Vec<f64>,
-    /// Of them, how many took longer than the shard Lease's duration
-    /// (the dead replica's share, waiting for its Leases to expire).
-    pub waited_for_leases: usize,
+    /// Of them, how many were in the killed replica's shards (waiting for
+    /// its Leases to expire and a survivor to take them).
+    pub of_dead_replica: usize,
+    /// Kill → the last of those converged, seconds (the failover time).
+    pub last_of_dead_replica_secs: f64,
+    /// Kill → the last of the others converged, seconds.
+    pub last_of_others_secs: f64,
     /// Kill → every object of the run exact again, seconds.
     pub all_exact_secs: f64,
 }
-
-/// The shard Lease duration the hosts run with (their default).
-pub const SHARD_LEASE_DURATION: Duration = Duration::from_secs(15);
 
 /// What one run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -363,11 +365,12 @@ async fn measure(
     let failover = if replicas.len() > 1 {
         let failover = time_failover(client, observer, &mut replicas[0], options).await?;
         eprintln!(
-            "scale-bench: {kind} x{}: killed replica 0; {} objects scaled, the last converged {:.2} s after the kill ({} waited for its Leases); every object exact after {:.2} s",
+            "scale-bench: {kind} x{}: killed replica 0; {} objects scaled, {} of them in its shards: converged {:.2} s after the kill (the others {:.2} s); every object exact after {:.2} s",
             replicas.len(),
             failover.objects,
-            failover.last_secs,
-            failover.waited_for_leases,
+            failover.of_dead_replica,
+            failover.last_of_dead_replica_secs,
+            failover.last_of_others_secs,
             failover.all_exact_secs
         );
         Some(failover)
@@ -486,13 +489,19 @@ async fn time_failover(
     let count = options.failover_edits.clamp(1, options.objects);
     let stride = options.objects / count;
     let api: Api<Jinghzhu> = Api::namespaced(client.clone(), NAMESPACE);
+    let dead_shards = victim.held_shards().await?;
     victim.kill();
     let killed = Instant::now();
     // The edits phase left objects at P or P + 1: P + 2 is new for every one.
     let patch = serde_json::json!({ "spec": { "desired": options.pods_per_object + 2 } });
     let mut pending: Vec<(usize, String, i64)> = Vec::with_capacity(count);
+    let mut dead = Vec::with_capacity(count);
     for j in 0..count {
         let name = object_name(j * stride);
+        let uid = observer
+            .uid_of(&name)
+            .with_context(|| format!("{name} is not in the harness's cache"))?;
+        dead.push(dead_shards.contains(&shard_of(&uid, options.shards)));
         let patched = api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -528,13 +537,20 @@ async fn time_failover(
         )
         .await?;
     let all_exact_secs = killed.elapsed().as_secs_f64();
+    let last_where = |of_dead: bool| {
+        latencies
+            .iter()
+            .zip(&dead)
+            .filter(|(_, d)| **d == of_dead)
+            .map(|(l, _)| *l)
+            .fold(0.0, f64::max)
+    };
     Ok(Failover {
         objects: count,
         last_secs: latencies.iter().copied().fold(0.0, f64::max),
-        waited_for_leases: latencies
-            .iter()
-            .filter(|&&l| l > SHARD_LEASE_DURATION.as_secs_f64())
-            .count(),
+        of_dead_replica: dead.iter().filter(|d| **d).count(),
+        last_of_dead_replica_secs: last_where(true),
+        last_of_others_secs: last_where(false),
         latencies_secs: latencies,
         all_exact_secs,
     })

@@ -149,6 +149,11 @@ fn assert_replicas_measured(r: &RunResult) {
         failover.all_exact_secs >= failover.last_secs && failover.last_secs > 0.0,
         "{what}"
     );
+    // The killed replica held shards; whether a scaled object fell in one
+    // depends on the UIDs, but then it waited for the Leases to expire.
+    if failover.of_dead_replica > 0 {
+        assert!(failover.last_of_dead_replica_secs > 5.0, "{what}");
+    }
 }
 
 fn assert_report_written(report: &Report, dir: &Path) {
