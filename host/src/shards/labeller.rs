@@ -128,13 +128,7 @@ async fn label_loop<K>(
     kind: &'static str,
     ready: watch::Sender<bool>,
 ) where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Labelled,
 {
     let meta: Api<PartialObjectMeta<K>> = match namespace.as_deref() {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -219,13 +213,7 @@ async fn fallback<K>(
     shards: Shards,
     kind: &'static str,
 ) where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Labelled,
 {
     tokio::time::sleep(FALLBACK_DELAY).await;
     let still_unlabelled = unlabelled
@@ -245,13 +233,7 @@ async fn write_label<K>(
     shards: &Shards,
     kind: &'static str,
 ) where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Labelled,
 {
     let value = label_value(shard, shards.count());
     let patch = serde_json::json!({
@@ -286,6 +268,22 @@ async fn write_label<K>(
         }
     }
 }
+
+/// The kinds the labeller labels (Jinghzhus and pods): namespaced, watched
+/// as metadata.
+trait Labelled:
+    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl Labelled for Jinghzhu {}
+impl Labelled for Pod {}
 
 /// What the watch loop does with one event.
 enum Step<K: Resource> {
