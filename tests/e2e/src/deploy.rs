@@ -258,7 +258,6 @@ impl DistBuildKey {
     }
 }
 
-/// The lines of `manifest` that belong to `[profile…]` tables.
 /// The `[profile.*]` tables the `dist` build reads: `dist`'s own and those
 /// of the profiles it inherits from (`release`), with their `.package` and
 /// `.build-override` tables; not `dev` or `test`, which the image's build

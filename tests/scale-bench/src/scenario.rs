@@ -298,7 +298,7 @@ async fn measure(
         vec![0]
     };
     tokio::time::sleep(options.settle).await;
-    let rss_idle = sum_memory(&pids)?.rss;
+    let rss_idle = total(&memory_each(&pids)?).rss;
 
     // 2. Convergence.
     let reconciles_before = reconciles_each(replicas).await?;
@@ -319,10 +319,8 @@ async fn measure(
     let cpu_converged = cpu_each(&pids)?;
     let cpu_others_converge_secs =
         procstat::cpu_difference(&others_before, &procstat::cpu_seconds_by_name(others));
-    let memory_each = pids
-        .iter()
-        .map(|&pid| procstat::memory(pid))
-        .collect::<Result<Vec<_>>>()?;
+    let memories = memory_each(&pids)?;
+    let memory = total(&memories);
     let requests_after = apiserver::snapshot(client).await?;
     let reconciles_converged = reconciles_each(replicas).await?;
     let all_requests = apiserver::without(
@@ -340,8 +338,8 @@ async fn measure(
         (0..replicas.len())
             .map(|i| ReplicaFigures {
                 cpu_converge_secs: cpu_converged[i] - cpu_before[i],
-                rss_converged_mib: mib(memory_each[i].rss),
-                rss_peak_mib: mib(memory_each[i].peak),
+                rss_converged_mib: mib(memories[i].rss),
+                rss_peak_mib: mib(memories[i].peak),
                 reconciles_converge: reconciles_converged[i] - reconciles_before[i],
                 shards_at_start: shards_at_start[i],
             })
@@ -386,12 +384,12 @@ async fn measure(
     } else {
         f64::NAN
     };
-    let survivors = if failover.is_some() { 1 } else { 0 };
-    for replica in &mut replicas[survivors..] {
+    // Replica 0 was killed in a failover; every other one must be alive.
+    let first_alive = usize::from(failover.is_some());
+    for replica in &mut replicas[first_alive..] {
         replica.check_alive()?;
     }
 
-    let sum = |f: fn(&procstat::Memory) -> u64| mib(memory_each.iter().map(f).sum());
     Ok(RunResult {
         controller: kind,
         replicas: replicas.len() as u32,
@@ -410,10 +408,10 @@ async fn measure(
         cpu_others_converge_secs,
         cpu_idle_secs,
         rss_idle_mib: mib(rss_idle),
-        rss_converged_mib: sum(|m| m.rss),
-        rss_converged_anon_mib: sum(|m| m.anon),
-        rss_converged_file_mib: sum(|m| m.file),
-        rss_peak_mib: sum(|m| m.peak),
+        rss_converged_mib: mib(memory.rss),
+        rss_converged_anon_mib: mib(memory.anon),
+        rss_converged_file_mib: mib(memory.file),
+        rss_peak_mib: mib(memory.peak),
         reconciles_converge: reconciles_converged.iter().sum::<u64>()
             - reconciles_before.iter().sum::<u64>(),
         reconciles_idle,
@@ -439,17 +437,21 @@ fn cpu_each(pids: &[u32]) -> Result<Vec<f64>> {
     pids.iter().map(|&pid| procstat::cpu_seconds(pid)).collect()
 }
 
-/// The memory of several processes added up.
-fn sum_memory(pids: &[u32]) -> Result<procstat::Memory> {
-    let mut total = procstat::Memory::default();
-    for &pid in pids {
-        let m = procstat::memory(pid)?;
-        total.rss += m.rss;
-        total.anon += m.anon;
-        total.file += m.file;
-        total.peak += m.peak;
-    }
-    Ok(total)
+/// Each process's memory now.
+fn memory_each(pids: &[u32]) -> Result<Vec<procstat::Memory>> {
+    pids.iter().map(|&pid| procstat::memory(pid)).collect()
+}
+
+/// Several processes' memory added up.
+fn total(memories: &[procstat::Memory]) -> procstat::Memory {
+    memories
+        .iter()
+        .fold(procstat::Memory::default(), |sum, m| procstat::Memory {
+            rss: sum.rss + m.rss,
+            peak: sum.peak + m.peak,
+            anon: sum.anon + m.anon,
+            file: sum.file + m.file,
+        })
 }
 
 /// Waits until the replicas hold every one of `shards` between them, each
@@ -510,23 +512,31 @@ async fn time_failover(
     }
     let mut latencies = vec![f64::NAN; count];
     let timeout = Duration::from_secs(180);
-    while !pending.is_empty() {
-        anyhow::ensure!(
-            killed.elapsed() < timeout,
+    let converged = observer
+        .poll_until(
+            "the objects scaled after the kill converging",
+            Duration::from_millis(50),
+            timeout.saturating_sub(killed.elapsed()),
+            |o| {
+                let now = killed.elapsed().as_secs_f64();
+                pending.retain(|(j, name, generation)| {
+                    let done = o.object_converged(name, *generation);
+                    if done {
+                        latencies[*j] = now;
+                    }
+                    !done
+                });
+                pending.is_empty()
+            },
+        )
+        .await;
+    converged.with_context(|| {
+        format!(
             "{} objects scaled after the kill had not converged {timeout:?} later: {:?}",
             pending.len(),
             pending.iter().map(|p| &p.1).take(10).collect::<Vec<_>>()
-        );
-        let now = killed.elapsed().as_secs_f64();
-        pending.retain(|(j, name, generation)| {
-            let done = observer.object_converged(name, *generation);
-            if done {
-                latencies[*j] = now;
-            }
-            !done
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        )
+    })?;
     let desired_total = options.objects;
     observer
         .poll_until(
