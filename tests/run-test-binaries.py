@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Runs the workspace's test binaries (what `cargo test` does), one at a
-time by default or a few side by side, then its doc tests.
+"""Runs the workspace's test binaries (what `cargo test` does), several side
+by side as the machine's cores allow, then its doc tests.
 
-    tests/run-test-binaries.py [--jobs N] [CARGO TEST ARGS...] [-- TEST ARGS...]
+    tests/run-test-binaries.py [--jobs N|auto] [CARGO TEST ARGS...] [-- TEST ARGS...]
 
-On a machine with cores to spare, `--jobs 2` runs two binaries side by
-side (each starts its own control plane). On this 2-core machine that was
-slower: the end-to-end binaries keep their control planes busy, and two of
-them at once took 1350 s of wall time where one at a time takes ~800 s, so
-the default is 1. Each binary runs as
-`cargo test` would run it (working directory: its package, `CARGO` and
-`CARGO_MANIFEST_DIR` set), its output is printed whole when it ends (never
-interleaved), and the slowest binaries of the last run start first
-(durations kept in ~/.cache/wasm-operator/test-durations.json; they only
-decide the order). Jobs: `--jobs`, else WASM_OPERATOR_TEST_JOBS, else 1.
+Each binary runs as `cargo test` would run it (working directory: its
+package, `CARGO` and `CARGO_MANIFEST_DIR` set); its output is printed whole
+when it ends (never interleaved), with its wall time and the CPU time it
+and the processes it reaped used (its control plane, builds, plugins).
+Both are kept in ~/.cache/wasm-operator/test-durations.json and decide only
+the order and the pairing of the next run (see `Scheduler`): by default
+(`auto`) a binary starts while the cores the running ones used on average
+last time, plus its own, fit in the machine's cores (`WASM_OPERATOR_TEST_CORES`,
+default: all). On this 2-core machine most end-to-end binaries use about one
+core (they wait on Leases, timeouts and their control plane), the deploy,
+languages, containment and shards binaries 1.5-1.9: running any two at once
+(`--jobs 2`) took 1350 s where one at a time took ~800 s, pairing by cores
+does not put two heavy ones together. Jobs: `--jobs`, else
+WASM_OPERATOR_TEST_JOBS, else `auto`; `--jobs 1` runs one at a time.
 The exit status is non-zero when a build or any binary failed.
 """
 
@@ -38,19 +42,19 @@ FIRST_RUN_ESTIMATES = {"deploy": 900.0, "containment": 130.0, "languages": 120.0
 
 
 def split_args(argv):
-    jobs = int(os.environ.get("WASM_OPERATOR_TEST_JOBS") or 1)
+    jobs = os.environ.get("WASM_OPERATOR_TEST_JOBS") or "auto"
     cargo_args, test_args = [], []
     rest = list(argv)
     if "--jobs" in rest:
         i = rest.index("--jobs")
-        jobs = int(rest[i + 1])
+        jobs = rest[i + 1]
         del rest[i : i + 2]
     if "--" in rest:
         i = rest.index("--")
         cargo_args, test_args = rest[:i], rest[i + 1 :]
     else:
         cargo_args = rest
-    return max(1, jobs), cargo_args, test_args
+    return jobs, cargo_args, test_args
 
 
 def scope(cargo_args):
@@ -82,10 +86,19 @@ def build(cargo, cargo_args):
 
 
 def load_durations():
+    """{name: {"secs": wall seconds, "cores": CPU seconds per wall second}}
+    of the last run (an older file holds seconds only)."""
     try:
-        return json.loads(DURATIONS.read_text())
+        raw = json.loads(DURATIONS.read_text())
     except (OSError, ValueError):
         return {}
+    known = {}
+    for name, value in raw.items():
+        if isinstance(value, dict):
+            known[name] = {"secs": float(value.get("secs", 0.0)), "cores": float(value.get("cores", 1.0))}
+        elif isinstance(value, (int, float)):
+            known[name] = {"secs": float(value), "cores": 1.0}
+    return known
 
 
 def save_durations(durations):
@@ -98,6 +111,52 @@ def save_durations(durations):
         pass
 
 
+class Scheduler:
+    """Which binary starts next. With a number of jobs: that many at once,
+    slowest first. With `auto`: binaries start while the cores they used on
+    average in the last run (CPU time over wall time, their control planes
+    and builds included) fit in the machine's cores, slowest first, so a
+    binary that mostly waits (timeouts, Lease expiries) runs beside one
+    that computes, and two that compute do not run at once; a binary never
+    measured counts as one core. One always runs, whatever it needs."""
+
+    def __init__(self, binaries, known, jobs):
+        self.queue = sorted(binaries, key=lambda b: -known.get(b["name"], {}).get("secs", 0.0))
+        self.known = known
+        self.auto = jobs == "auto"
+        self.limit = 4 if self.auto else max(1, int(jobs))
+        self.cores = float(os.environ.get("WASM_OPERATOR_TEST_CORES") or os.cpu_count() or 1)
+        self.running = {}
+
+    def cores_of(self, binary):
+        return self.known.get(binary["name"], {}).get("cores", 1.0)
+
+    def describe(self):
+        if self.auto:
+            return f"as many at once as fit in {self.cores:g} cores (by the cores each used last time), at most {self.limit}"
+        return f"{self.limit} at a time"
+
+    def next(self):
+        """The binary to start now, or None (wait for one to finish)."""
+        if not self.queue or len(self.running) >= self.limit:
+            return None
+        if not self.running:
+            return self.queue.pop(0)
+        if not self.auto:
+            return self.queue.pop(0)
+        load = sum(self.running.values())
+        for i, binary in enumerate(self.queue):
+            if load + self.cores_of(binary) <= self.cores:
+                return self.queue.pop(i)
+        return None
+
+    def started(self, binary):
+        self.running[binary["name"]] = self.cores_of(binary)
+
+    def finished(self, binary):
+        self.running.pop(binary["name"], None)
+
+
 def main():
     jobs, cargo_args, test_args = split_args(sys.argv[1:])
     cargo = os.environ.get("CARGO") or shutil.which("cargo") or "cargo"
@@ -105,54 +164,61 @@ def main():
     if status != 0:
         print(f"==> cargo test --no-run failed ({status})", flush=True)
         return status
-    known = dict(FIRST_RUN_ESTIMATES, **load_durations())
-    # Slowest first (unknown ones last, in build order), so the long ones
-    # do not end up alone at the end.
-    binaries.sort(key=lambda b: -known.get(b["name"], 0.0))
-    print(
-        f"==> running {len(binaries)} test binaries, {jobs} at a time",
-        flush=True,
-    )
-    lock = threading.Lock()
-    queue = list(binaries)
+    known = {name: {"secs": secs, "cores": 1.0} for name, secs in FIRST_RUN_ESTIMATES.items()}
+    known.update(load_durations())
+    scheduler = Scheduler(binaries, known, jobs)
+    print(f"==> running {len(binaries)} test binaries, {scheduler.describe()}", flush=True)
+    changed = threading.Condition()
     failed = []
     durations = dict(known)
 
-    def worker():
-        while True:
-            with lock:
-                if not queue:
-                    return
-                binary = queue.pop(0)
-            env = dict(os.environ, CARGO=cargo, CARGO_MANIFEST_DIR=binary["package"])
-            started = time.monotonic()
-            with tempfile.TemporaryFile(mode="w+") as out:
-                code = subprocess.call(
-                    [binary["exe"]] + test_args,
-                    cwd=binary["package"],
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
-                took = time.monotonic() - started
-                out.seek(0)
-                text = out.read()
-            with lock:
-                durations[binary["name"]] = round(took, 1)
-                if code != 0:
-                    failed.append(binary["name"])
-                print(
-                    f"\n==> {binary['name']} ({Path(binary['exe']).name}): {took:.0f} s, exit {code}",
-                    flush=True,
-                )
-                sys.stdout.write(text)
-                sys.stdout.flush()
+    def run(binary):
+        env = dict(os.environ, CARGO=cargo, CARGO_MANIFEST_DIR=binary["package"])
+        started = time.monotonic()
+        with tempfile.TemporaryFile(mode="w+") as out:
+            child = subprocess.Popen(
+                [binary["exe"]] + test_args,
+                cwd=binary["package"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            # wait4: the binary's CPU time with that of the children it
+            # reaped (its control plane, builds, plugins).
+            _, raw, usage = os.wait4(child.pid, 0)
+            child.returncode = os.waitstatus_to_exitcode(raw)
+            code = child.returncode
+            took = time.monotonic() - started
+            cpu = usage.ru_utime + usage.ru_stime
+            out.seek(0)
+            text = out.read()
+        with changed:
+            durations[binary["name"]] = {"secs": round(took, 1), "cores": round(cpu / max(took, 0.1), 2)}
+            if code != 0:
+                failed.append(binary["name"])
+            print(
+                f"\n==> {binary['name']} ({Path(binary['exe']).name}): {took:.0f} s, exit {code}",
+                flush=True,
+            )
+            print(f"    (cpu {cpu:.0f} s: {cpu / max(took, 0.1):.2f} cores on average)", flush=True)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            scheduler.finished(binary)
+            changed.notify_all()
 
-    threads = [threading.Thread(target=worker) for _ in range(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    threads = []
+    with changed:
+        while scheduler.queue:
+            binary = scheduler.next()
+            if binary is None:
+                changed.wait()
+                continue
+            scheduler.started(binary)
+            thread = threading.Thread(target=run, args=(binary,))
+            thread.start()
+            threads.append(thread)
+    for thread in threads:
+        thread.join()
     save_durations(durations)
 
     # Doc tests of the whole workspace, unless the arguments pick packages
