@@ -660,7 +660,6 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
         "oci://{reference}"
     ))?)
     .await?;
-    registry.cosign_sign(&key, REPO, &m2)?;
     let qa_dir = keys.path().join("qa");
     std::fs::create_dir_all(&qa_dir)?;
     let (qa_key, qa_public) = registry.cosign_key_pair(&qa_dir)?;
@@ -683,10 +682,28 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
             "policy": {"allOf": ["release"], "anyOf": [qa], "minimumMatches": 1},
         }}})
     };
+    // The stricter policy is in force before the release key signs v2: a
+    // poll of the tag between that signature and the policy change would
+    // find v2 good enough for the release-key-only policy.
+    let generation = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&verification("qa")),
+        )
+        .await?
+        .metadata
+        .generation;
+    wait_for("the host acts on the stricter policy", CONVERGE, || async {
+        Ok(status_of(&env, &name).await?.observed_generation >= generation)
+    })
+    .await?;
+    registry.cosign_sign(&key, REPO, &m2)?;
+    // A new generation re-verifies v2, now signed by the release key only.
     api.patch(
         &name,
         &PatchParams::default(),
-        &Patch::Merge(&verification("qa")),
+        &Patch::Merge(&verification("qa-lead")),
     )
     .await?;
     wait_for(
@@ -696,7 +713,7 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
             Ok(refusals_on(&env, &name)
                 .await?
                 .iter()
-                .any(|m| m.contains("rule oci/signature") && m.contains("not satisfied: qa")))
+                .any(|m| m.contains("rule oci/signature") && m.contains("not satisfied: qa-lead")))
         },
     )
     .await?;

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
@@ -210,8 +211,9 @@ impl Language {
 /// Builds the replicaset plugin of `language` into
 /// `target/plugins/<plugin-name>.wasm` and returns the path; panics with the
 /// fix when the toolchain is missing. The build is skipped when the artifact
-/// is newer than every file of the SDK, the plugin, `wit/0.2` and the build
-/// script (a Python or JavaScript build takes several seconds).
+/// was built from the same SDK, plugin, `wit/0.2` and build script, by
+/// content (`<artifact>.inputs` holds their digest): a build takes several
+/// seconds, and the host's compile of a rebuilt component many more.
 pub fn build_language(language: Language) -> PathBuf {
     match try_build_language(language) {
         Ok(path) => path,
@@ -232,28 +234,38 @@ pub fn try_build_language(language: Language) -> Result<PathBuf, BuildError> {
         .clone()
 }
 
-/// The newest modification time of the files under `dir` (skipping
-/// `node_modules`, `build` and `__pycache__`).
-fn newest(dir: &Path) -> Option<std::time::SystemTime> {
-    let mut latest = None;
-    let entries = std::fs::read_dir(dir).ok()?;
-    for entry in entries.flatten() {
+/// Feeds every file under `dir` (skipping `node_modules`, `build`,
+/// `__pycache__` and `types`), its path relative to `root` and its bytes,
+/// in name order, to `hasher`.
+fn hash_tree(root: &Path, dir: &Path, hasher: &mut impl Hasher) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
+    entries.sort_by_key(|entry| entry.file_name());
+    for entry in entries {
         let path = entry.path();
-        let name = entry.file_name();
         if matches!(
-            name.to_str(),
+            entry.file_name().to_str(),
             Some("node_modules" | "build" | "__pycache__" | "types")
         ) {
             continue;
         }
-        let time = if path.is_dir() {
-            newest(&path)
+        if path.is_dir() {
+            hash_tree(root, &path, hasher)?;
         } else {
-            entry.metadata().and_then(|m| m.modified()).ok()
-        };
-        latest = latest.max(time);
+            path.strip_prefix(root).unwrap_or(&path).hash(hasher);
+            std::fs::read(&path)?.hash(hasher);
+        }
     }
-    latest
+    Ok(())
+}
+
+/// A digest of what a language build reads from the repository: the
+/// plugin's directory (its sources, the SDK, `build.sh`, which names the
+/// toolchain's version, and for JavaScript the npm lock file) and `wit/0.2`.
+fn language_inputs(root: &Path, plugin_dir: &Path) -> Option<String> {
+    let mut hasher = std::hash::DefaultHasher::new();
+    hash_tree(root, plugin_dir, &mut hasher).ok()?;
+    hash_tree(root, &root.join("wit").join("0.2"), &mut hasher).ok()?;
+    Some(format!("{:016x}", hasher.finish()))
 }
 
 fn run_language_build(language: Language) -> Result<PathBuf, BuildError> {
@@ -264,9 +276,12 @@ fn run_language_build(language: Language) -> Result<PathBuf, BuildError> {
         .join("plugins")
         .join(format!("{}.wasm", language.plugin_name()));
     let what = format!("{} ({})", language.plugin_name(), plugin_dir.display());
-    let artifact_time = std::fs::metadata(&artifact).and_then(|m| m.modified()).ok();
-    let sources = newest(&plugin_dir).max(newest(&root.join("wit").join("0.2")));
-    if artifact_time.is_some() && sources.is_some() && artifact_time >= sources {
+    // Keyed by content, not file times: a fresh clone's files are all new,
+    // and componentize builds are not reproducible (a rebuild gets another
+    // digest, so the host compiles the 18 MB Python plugin again).
+    let inputs = language_inputs(&root, &plugin_dir);
+    let stamp = artifact.with_extension("wasm.inputs");
+    if artifact.is_file() && inputs.is_some() && std::fs::read_to_string(&stamp).ok() == inputs {
         return Ok(artifact);
     }
     let output = Command::new("bash")
@@ -291,6 +306,10 @@ fn run_language_build(language: Language) -> Result<PathBuf, BuildError> {
             hint: hint.into(),
             output: stderr,
         });
+    }
+    if let Some(inputs) = inputs {
+        // Best effort: without the stamp the next run builds again.
+        let _ = std::fs::write(&stamp, inputs);
     }
     Ok(artifact)
 }
