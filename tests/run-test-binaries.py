@@ -140,9 +140,7 @@ class Scheduler:
         """The binary to start now, or None (wait for one to finish)."""
         if not self.queue or len(self.running) >= self.limit:
             return None
-        if not self.running:
-            return self.queue.pop(0)
-        if not self.auto:
+        if not self.running or not self.auto:
             return self.queue.pop(0)
         load = sum(self.running.values())
         for i, binary in enumerate(self.queue):
@@ -185,22 +183,23 @@ def main():
             )
             # wait4: the binary's CPU time with that of the children it
             # reaped (its control plane, builds, plugins).
+            # (Its returncode set, Popen does not try to reap it again.)
             _, raw, usage = os.wait4(child.pid, 0)
-            child.returncode = os.waitstatus_to_exitcode(raw)
-            code = child.returncode
+            code = child.returncode = os.waitstatus_to_exitcode(raw)
             took = time.monotonic() - started
             cpu = usage.ru_utime + usage.ru_stime
+            cores = cpu / max(took, 0.1)
             out.seek(0)
             text = out.read()
         with changed:
-            durations[binary["name"]] = {"secs": round(took, 1), "cores": round(cpu / max(took, 0.1), 2)}
+            durations[binary["name"]] = {"secs": round(took, 1), "cores": round(cores, 2)}
             if code != 0:
                 failed.append(binary["name"])
             print(
                 f"\n==> {binary['name']} ({Path(binary['exe']).name}): {took:.0f} s, exit {code}",
                 flush=True,
             )
-            print(f"    (cpu {cpu:.0f} s: {cpu / max(took, 0.1):.2f} cores on average)", flush=True)
+            print(f"    (cpu {cpu:.0f} s: {cores:.2f} cores on average)", flush=True)
             sys.stdout.write(text)
             sys.stdout.flush()
             scheduler.finished(binary)
