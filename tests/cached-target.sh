@@ -17,7 +17,13 @@
 # file times, which say nothing about another checkout's sources.
 #
 # A checkout that already has target/ keeps it. WASM_OPERATOR_NO_TARGET_CACHE=1
-# turns this off. Cached directories unused for a week are removed.
+# turns this off. Cached directories unused for a week are removed, and so
+# are rustc's incremental caches in them unused for two days (rustc keeps
+# one per crate and checkout directory, and never removes another's).
+#
+# .ci/run names its checkout's directory ci-<key> (WASM_OPERATOR_TARGET_CACHE_NAME=ci):
+# the CI checkout trusts what it compiled there last, so no other checkout
+# may build into it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,15 +38,17 @@ key=$( { awk '
             /^source = "registry/ { registry = 1 }
             /^checksum = /       { if (registry) print name, version, $0 }' Cargo.lock;
          rustc -vV; } | sha256sum | cut -c1-16)
-dir=$cache_root/cargo-target/test-$key
+name=${WASM_OPERATOR_TARGET_CACHE_NAME:-test}
+dir=$cache_root/cargo-target/$name-$key
 mkdir -p "$dir"
 date +%s >"$dir/last-used"
 
 # Directories of other keys unused for a week go.
-for old in "$cache_root"/cargo-target/test-*; do
+for old in "$cache_root"/cargo-target/"$name"-*; do
     [[ "$old" == "$dir" ]] && continue
     [[ -n "$(find "$old/last-used" -mtime +7 2>/dev/null)" ]] && rm -rf "$old"
 done
+find "$dir"/*/incremental -mindepth 1 -maxdepth 1 -mtime +2 -exec rm -rf '{}' + 2>/dev/null || true
 
 here=$(pwd -P)
 if [[ "$(cat "$dir/built-from" 2>/dev/null || true)" != "$here" ]]; then
