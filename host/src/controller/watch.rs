@@ -16,9 +16,10 @@
 //! and each is decoded straight into what reconciles and plugins read
 //! ([`CachedPod`]): its metadata without `managedFields`, its phase and its
 //! `Ready` condition. The spec and the rest of the status are most of a
-//! pod's size and nothing here reads them. A pod seen for the first time is
-//! reported to the expectations of its controlling Jinghzhu; every pod event
-//! also updates the [`OwnerIndex`] next to the pod cache; a deleted
+//! pod's size and nothing here reads them. Every pod event updates the pod
+//! cache, then the [`OwnerIndex`] next to it, then the expectations of its
+//! controlling Jinghzhu (a pod seen for the first time, one gone), in that
+//! order (see [`PodEvents`]); a deleted
 //! Jinghzhu's bookkeeping is dropped. The echo of the host's own status
 //! write updates the Jinghzhu cache but queues nothing (see
 //! [`crate::apply::own_writes`]).
@@ -230,20 +231,21 @@ impl Watches {
         });
 
         let (pod_cache, pod_writer) = reflector::store();
-        let known = pod_cache.clone();
         let pod_owners = OwnerIndex::default();
-        let owners = pod_owners.clone();
+        let mut pod_events = PodEvents {
+            writer: pod_writer,
+            cache: pod_cache.clone(),
+            owners: pod_owners.clone(),
+            objects,
+            listed: Vec::new(),
+        };
         let pods = selected(
             pod_api,
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
             selection,
             pod_started.clone(),
         )
-        .inspect_ok(move |event| {
-            owners.apply_watcher_event(event);
-            observe(&objects, &known, event);
-        })
-        .reflect(pod_writer)
+        .inspect_ok(move |event| pod_events.apply(event))
         .inspect_ok(publish_synced(pod_started, pod_synced_tx))
         .touched_objects()
         .inspect_ok(|pod: &CachedPod| {
@@ -272,26 +274,64 @@ impl Watches {
     }
 }
 
-/// Tells the expectations about a pod event: a pod seen for the first time
-/// (not in the cache yet, or there under another UID) was added for its
-/// controller; a deleted pod is gone.
-fn observe(objects: &PerObject, known: &Store<CachedPod>, event: &watcher::Event<CachedPod>) {
-    match event {
-        watcher::Event::Delete(pod) => {
-            if let Some(uid) = pod.uid() {
-                objects.expectations.observe_gone(&uid);
+/// Applies each pod watch event to the pod cache, then the owner index,
+/// then the expectations, in that order. A reconcile reads the index, then
+/// the cache, then checks its expectations; so an expectation may be
+/// released only once the index and the cache show the pod that releases
+/// it. (Released first, as when this ran before the cache's update, a
+/// reconcile in between found its expectations met but not the new pod,
+/// and created it again: a double create the sharded kill test caught.)
+/// A pod that a (re)list shows is in the cache only from the list's
+/// `InitDone`, so its arrival is told then.
+struct PodEvents {
+    writer: reflector::store::Writer<CachedPod>,
+    cache: Store<CachedPod>,
+    owners: OwnerIndex,
+    objects: Arc<PerObject>,
+    /// (owner UID, pod UID) of the pods first seen in the list under way.
+    listed: Vec<(String, String)>,
+}
+
+impl PodEvents {
+    fn apply(&mut self, event: &watcher::Event<CachedPod>) {
+        use watcher::Event as E;
+        let arrived = match event {
+            E::Apply(pod) | E::InitApply(pod) => self.first_seen(pod),
+            _ => None,
+        };
+        self.writer.apply_watcher_event(event);
+        self.owners.apply_watcher_event(event);
+        let expectations = &self.objects.expectations;
+        match event {
+            E::Apply(_) => {
+                if let Some((owner, uid)) = arrived {
+                    expectations.observe_added(&owner, &uid);
+                }
+            }
+            E::InitApply(_) => self.listed.extend(arrived),
+            E::Init => self.listed.clear(),
+            E::InitDone => {
+                for (owner, uid) in self.listed.drain(..) {
+                    expectations.observe_added(&owner, &uid);
+                }
+            }
+            E::Delete(pod) => {
+                if let Some(uid) = pod.uid() {
+                    expectations.observe_gone(&uid);
+                }
             }
         }
-        watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
-            if let (Some(uid), Some(owner)) = (pod.uid(), controller_uid(pod))
-                && known
-                    .get(&ObjectRef::from_obj(pod))
-                    .is_none_or(|cached| cached.uid().as_deref() != Some(uid.as_str()))
-            {
-                objects.expectations.observe_added(owner, &uid);
-            }
-        }
-        _ => {}
+    }
+
+    /// (owner UID, pod UID) of a controlled pod the cache does not hold
+    /// yet (or holds under another UID); asked before the event is applied.
+    fn first_seen(&self, pod: &CachedPod) -> Option<(String, String)> {
+        let uid = pod.uid()?;
+        let owner = controller_uid(pod)?;
+        self.cache
+            .get(&ObjectRef::from_obj(pod))
+            .is_none_or(|cached| cached.uid().as_deref() != Some(uid.as_str()))
+            .then(|| (owner.to_string(), uid))
     }
 }
 
@@ -418,6 +458,97 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     use super::*;
+
+    fn owned_pod(name: &str, owner: &str) -> CachedPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                "ownerReferences": [{"apiVersion": "jinghzhu.io/v1", "kind": "Jinghzhu",
+                                     "name": "web", "uid": owner, "controller": true}]
+            }
+        }))
+        .expect("pod")
+    }
+
+    fn pod_events() -> PodEvents {
+        let (cache, writer) = reflector::store();
+        PodEvents {
+            writer,
+            cache,
+            owners: OwnerIndex::default(),
+            objects: Arc::new(PerObject {
+                expectations: crate::apply::expectations::Expectations::new(
+                    std::time::Duration::from_secs(300),
+                ),
+                backoff: Default::default(),
+                budget: crate::controller::budget::WriteBudget::new(
+                    crate::controller::budget::BudgetConfig {
+                        burst: 10,
+                        per_minute: 60,
+                    },
+                ),
+                own_writes: Default::default(),
+            }),
+            listed: Vec::new(),
+        }
+    }
+
+    /// What a reconcile of `owner` would find: its expectations checked
+    /// against the pods the index and the cache show it.
+    fn reconcile_would_act(events: &PodEvents, owner: &str) -> bool {
+        let jz: Jinghzhu = serde_json::from_value(serde_json::json!({
+            "apiVersion": "jinghzhu.io/v1", "kind": "Jinghzhu",
+            "metadata": {"name": "web", "namespace": "ns", "uid": owner},
+            "spec": {"desired": 1}
+        }))
+        .expect("jinghzhu");
+        let pods = events.owners.owned_pods(&events.cache, &jz);
+        let seen: HashSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
+        events
+            .objects
+            .expectations
+            .satisfied(owner, |uid| seen.contains(uid).then_some(false))
+    }
+
+    #[test]
+    fn an_expectation_is_released_only_once_the_cache_shows_its_pod() {
+        // A pod we created shows up in a watch event.
+        let mut events = pod_events();
+        events.apply(&watcher::Event::InitDone);
+        events.objects.expectations.expect_creations("j1", 1);
+        events.objects.expectations.created("j1", "uid-web-a");
+        assert!(!reconcile_would_act(&events, "j1"));
+        events.apply(&watcher::Event::Apply(owned_pod("web-a", "j1")));
+        assert!(reconcile_would_act(&events, "j1"));
+
+        // One whose create answer was lost, shown by a relist (a watch
+        // restarted for new shards): the cache takes the list in at its
+        // end, and until then a reconcile must still wait, or it would
+        // create the pod again.
+        let mut events = pod_events();
+        events.apply(&watcher::Event::InitDone);
+        events.objects.expectations.expect_creations("j1", 1);
+        events.apply(&watcher::Event::Init);
+        events.apply(&watcher::Event::InitApply(owned_pod("web-b", "j1")));
+        assert!(
+            !reconcile_would_act(&events, "j1"),
+            "released before the cache shows the pod"
+        );
+        events.apply(&watcher::Event::InitDone);
+        assert!(reconcile_would_act(&events, "j1"));
+        assert_eq!(events.cache.state().len(), 1);
+
+        // A deleted pod: released once the cache no longer shows it live.
+        let pod = owned_pod("web-b", "j1");
+        events
+            .objects
+            .expectations
+            .expect_deleted("j1", "uid-web-b");
+        assert!(!reconcile_would_act(&events, "j1"));
+        events.apply(&watcher::Event::Delete(pod));
+        assert!(events.cache.state().is_empty());
+        assert!(reconcile_would_act(&events, "j1"));
+    }
 
     #[test]
     fn a_cached_pod_gives_plugins_and_counts_what_the_full_pod_does() {
