@@ -117,7 +117,8 @@ fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     std::fs::write(&stamp, root.as_os_str().as_encoded_bytes())?;
     let started = Instant::now();
     let mut command = Command::new(&argv[0]);
-    command
+    // As the Dockerfile's shell runs it: no variables of the tests' cargo.
+    wasm_artifacts::as_from_a_shell(&mut command)
         .args(&argv[1..])
         .current_dir(&root)
         .env("CARGO_TARGET_DIR", &target_dir);

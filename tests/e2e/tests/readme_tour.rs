@@ -87,8 +87,9 @@ impl Tour {
             self.kube_bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        // As from a reader's shell: no variables of the test's own cargo.
         let mut command = Command::new("bash");
-        command
+        wasm_artifacts::as_from_a_shell(&mut command)
             .arg("-c")
             .arg(&script)
             .current_dir(&self.repo)

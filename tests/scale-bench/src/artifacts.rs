@@ -80,43 +80,13 @@ pub fn cargo_binary(package: &str, bin: &str, profile: Profile) -> Result<PathBu
 }
 
 /// A `cargo` command in the workspace root that builds as a plain `cargo`
-/// from a shell would: without the flags meant for the benchmark's own
-/// build, and without the variables cargo sets for the program it runs
-/// (`cargo run`/`cargo test` set `CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...):
-/// some build scripts watch them (ring's watches `CARGO_MANIFEST_DIR`), so
-/// leaving them in would rebuild half the dependency graph on every run.
+/// from a shell would (see [`wasm_artifacts::as_from_a_shell`]).
 pub fn nested_cargo() -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root());
-    for (name, _) in std::env::vars_os() {
-        let Some(name) = name.to_str() else { continue };
-        if is_set_by_cargo_for_the_program(name) {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET");
+    wasm_artifacts::as_from_a_shell(&mut cmd);
     cmd
-}
-
-/// Variables cargo sets when it runs a binary, test or build script (as
-/// opposed to those that configure cargo, like `CARGO_HOME` or `CARGO_TARGET_DIR`).
-fn is_set_by_cargo_for_the_program(name: &str) -> bool {
-    name.starts_with("CARGO_PKG_")
-        || name.starts_with("CARGO_BIN_EXE_")
-        || name.starts_with("CARGO_MANIFEST_")
-        || name.starts_with("CARGO_CFG_")
-        || matches!(
-            name,
-            "CARGO_CRATE_NAME"
-                | "CARGO_BIN_NAME"
-                | "CARGO_PRIMARY_PACKAGE"
-                | "CARGO_TARGET_TMPDIR"
-                | "CARGO_RUSTC_CURRENT_DIR"
-                | "OUT_DIR"
-        )
 }
 
 /// The replicaset plugin, built for `wasm32-wasip2`.
@@ -217,16 +187,6 @@ pub fn tail(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nested_cargo_drops_what_cargo_sets_for_programs_only() {
-        assert!(is_set_by_cargo_for_the_program("CARGO_MANIFEST_DIR"));
-        assert!(is_set_by_cargo_for_the_program("CARGO_PKG_VERSION"));
-        assert!(is_set_by_cargo_for_the_program("CARGO_BIN_EXE_scale-bench"));
-        assert!(!is_set_by_cargo_for_the_program("CARGO_HOME"));
-        assert!(!is_set_by_cargo_for_the_program("CARGO_TARGET_DIR"));
-        assert!(!is_set_by_cargo_for_the_program("CARGO_INCREMENTAL"));
-    }
 
     #[test]
     fn the_go_peers_hash_follows_its_sources() {

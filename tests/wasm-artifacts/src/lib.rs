@@ -64,6 +64,45 @@ impl fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
+/// Makes `cmd` (a `cargo`, or a shell that runs one) see the environment a
+/// shell would give it: without the variables cargo sets for the program it
+/// runs (`cargo test` and the test runner set `CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, ... for each test binary), without the flags meant for the
+/// tests' own build, and with everything that configures cargo
+/// (`CARGO_HOME`, `CARGO_TARGET_DIR`, ...) kept. Build scripts watch some
+/// of those variables: ring's watches `CARGO_MANIFEST_DIR`, so the README
+/// tour's `cargo run` with it set rebuilt ring, rustls, kube and the host,
+/// and the doc tests' build rebuilt them back, in every CI run.
+pub fn as_from_a_shell(cmd: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if is_set_by_cargo_for_the_program(name) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+}
+
+/// Variables cargo sets when it runs a binary, test or build script (as
+/// opposed to those that configure cargo, like `CARGO_HOME` or `CARGO_TARGET_DIR`).
+fn is_set_by_cargo_for_the_program(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_EXE_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || name.starts_with("CARGO_CFG_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        )
+}
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -132,6 +171,7 @@ fn run_build(
     let target_dir = target_dir(package, features);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
+    as_from_a_shell(&mut cmd);
     match toolchain {
         Toolchain::Wasip2 => cmd.args(["build", "--release", "--target", "wasm32-wasip2"]),
         Toolchain::CargoComponent => cmd.args(["component", "build", "--release"]),
@@ -139,12 +179,7 @@ fn run_build(
     cmd.current_dir(workspace_root())
         .args(["-p", package])
         .arg("--target-dir")
-        .arg(&target_dir)
-        // Flags meant for the host build of the tests must not leak into
-        // the plugin build (they would also invalidate its cache).
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET");
+        .arg(&target_dir);
     if !features.is_empty() {
         cmd.args(["--features", &features.join(",")]);
     }
@@ -284,7 +319,7 @@ fn run_language_build(language: Language) -> Result<PathBuf, BuildError> {
     if artifact.is_file() && inputs.is_some() && std::fs::read_to_string(&stamp).ok() == inputs {
         return Ok(artifact);
     }
-    let output = Command::new("bash")
+    let output = as_from_a_shell(&mut Command::new("bash"))
         .arg(plugin_dir.join("build.sh"))
         .arg(&artifact)
         .current_dir(&root)
@@ -332,6 +367,18 @@ fn hint(stderr: &str) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_nested_cargo_drops_what_cargo_sets_for_programs_only() {
+        assert!(super::is_set_by_cargo_for_the_program("CARGO_MANIFEST_DIR"));
+        assert!(super::is_set_by_cargo_for_the_program("CARGO_PKG_VERSION"));
+        assert!(super::is_set_by_cargo_for_the_program(
+            "CARGO_BIN_EXE_scale-bench"
+        ));
+        assert!(!super::is_set_by_cargo_for_the_program("CARGO_HOME"));
+        assert!(!super::is_set_by_cargo_for_the_program("CARGO_TARGET_DIR"));
+        assert!(!super::is_set_by_cargo_for_the_program("CARGO_INCREMENTAL"));
+    }
+
     use super::*;
 
     #[test]
