@@ -3,11 +3,19 @@
 //!
 //! The shard of a Jinghzhu is **FNV-1a 64 of the bytes of its
 //! `metadata.uid`, modulo the shard count** (offset basis
-//! `0xcbf29ce484222325`, prime `0x100000001b3`, the same hash KEP-5866's
-//! server-side `shardSelector` uses). A pod's shard is its controlling
-//! Jinghzhu's (the hash of the owner reference's UID). This mapping is part
-//! of the on-cluster format: it must never change between versions, or two
-//! versions side by side would both own an object. The unit tests pin it.
+//! `0xcbf29ce484222325`, prime `0x100000001b3`). A pod's shard is its
+//! controlling Jinghzhu's (the hash of the owner reference's UID). This
+//! mapping is part of the on-cluster format: it must never change between
+//! versions, or two versions side by side would both own an object. The
+//! unit tests pin it.
+//!
+//! Kubernetes 1.36's server-side sharded list and watch (KEP-5866, alpha,
+//! feature gate `ShardedListAndWatch`) hashes the UID with the same FNV-1a
+//! 64 but selects *ranges* of the hash (`shardRange(object.metadata.uid,
+//! '0x…', '0x…')`), so a shard of this modulo mapping is not one range;
+//! and it can only hash a pod's own UID, never its owner's. Using it for
+//! Jinghzhus would need a range mapping (a change of this format, with an
+//! upgrade path); pods would keep the label either way.
 //!
 //! The label value is `<shard>-of-<count>` (`jinghzhu.io/shard: 7-of-32`):
 //! a value written under another shard count never matches a selector of
