@@ -196,6 +196,7 @@ pub async fn run(
         objects.clone(),
         events.clone(),
         selection.as_ref().map(|s| s.subscribe()),
+        metrics.watch_lists.clone(),
     );
     // Sharded: label what lacks the label, and sync taken shards (both stop with this function).
     let _shard_tasks = match (&config.shards, selection, &watches.synced) {

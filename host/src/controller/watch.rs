@@ -50,6 +50,9 @@ use crate::crd::incoming::{Incoming, Unreadable};
 use crate::ownership::MANAGED_BY_SELECTOR;
 use crate::shards::hash::selector_in;
 use crate::telemetry::events::{EventSink, QueuedEvent};
+use crate::telemetry::metrics::WatchLabels;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
 
@@ -152,6 +155,28 @@ where
     ))
 }
 
+/// Counts each list a watch of `kind` starts (`Init`: the first, or a
+/// relist) in `wasm_operator_watch_lists_total`, and logs it: a relist
+/// after a watch outage is otherwise silent.
+fn count_lists<K>(
+    lists: &Family<WatchLabels, Counter>,
+    kind: &'static str,
+) -> impl FnMut(&watcher::Event<K>) + use<K> {
+    let counter = lists
+        .get_or_create(&WatchLabels { kind: kind.into() })
+        .clone();
+    move |event| {
+        if matches!(event, watcher::Event::Init) {
+            counter.inc();
+            tracing::info!(
+                kind,
+                lists = counter.get(),
+                "watch: listing (its first list, or a relist)"
+            );
+        }
+    }
+}
+
 /// Publishes `started` into `synced` at each `InitDone` (after the cache
 /// swapped the list in).
 fn publish_synced<K>(
@@ -173,6 +198,7 @@ impl Watches {
         objects: Arc<PerObject>,
         events: EventSink,
         selection: Option<tokio::sync::watch::Receiver<Selection>>,
+        lists: Family<WatchLabels, Counter>,
     ) -> Self {
         let jz_started = Arc::new(AtomicU64::new(0));
         let pod_started = Arc::new(AtomicU64::new(0));
@@ -203,6 +229,7 @@ impl Watches {
             jz_started.clone(),
         )
         .filter_map(move |event| futures::future::ready(decoder.decode(event)))
+        .inspect_ok(count_lists(&lists, "jinghzhu"))
         .reflect(jinghzhu_writer)
         .inspect_ok(publish_synced(jz_started, jz_synced_tx))
         .applied_objects()
@@ -245,6 +272,7 @@ impl Watches {
             selection,
             pod_started.clone(),
         )
+        .inspect_ok(count_lists(&lists, "pod"))
         .inspect_ok(move |event| pod_events.apply(event))
         .inspect_ok(publish_synced(pod_started, pod_synced_tx))
         .touched_objects()

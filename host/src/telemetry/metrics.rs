@@ -64,6 +64,13 @@ pub struct WriteFailureLabels {
     pub outcome: String,
 }
 
+/// `{kind}` of `wasm_operator_watch_lists_total`: `jinghzhu` or `pod`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    /// The watched kind, lower case.
+    pub kind: String,
+}
+
 /// `{controller}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -142,6 +149,9 @@ pub struct Metrics {
     pub reconciles: Counter,
     /// Reconciles skipped because the cache had not caught up with our writes.
     pub waited_for_cache: Counter,
+    /// Lists each watch made: its first, and each relist (410 Gone after a
+    /// compaction, or a restart for new shards); a resumed watch lists not.
+    pub watch_lists: Family<WatchLabels, Counter>,
     /// Plugin calls by plugin digest.
     pub plugin_calls: Family<PluginLabels, Counter>,
     /// Plugin calls that failed (trap, deadline, memory cap, returned error).
@@ -210,6 +220,7 @@ impl Default for Metrics {
         Self {
             reconciles: Counter::default(),
             waited_for_cache: Counter::default(),
+            watch_lists: Family::default(),
             plugin_calls: Family::default(),
             plugin_errors: Family::default(),
             rejected_outputs: Counter::default(),
@@ -274,6 +285,11 @@ impl Metrics {
             "waited_for_cache",
             "Reconciles deferred until the cache showed our own writes",
             self.waited_for_cache.clone(),
+        );
+        r.register(
+            "watch_lists",
+            "Lists each watch made: the first and every relist (410 Gone, new shards)",
+            self.watch_lists.clone(),
         );
         r.register(
             "plugin_calls",

@@ -254,6 +254,7 @@ async fn an_etcd_compaction_forces_a_relist_and_the_host_keeps_converging() -> R
         .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     // …and etcd forgets the history the host would resume from.
+    let lists_before = watch_lists(&host);
     let revision = tokio::task::spawn_blocking(move || plane.compact_etcd()).await??;
     let resumed = Instant::now();
     proxy.allow_watches();
@@ -275,8 +276,25 @@ async fn an_etcd_compaction_forces_a_relist_and_the_host_keeps_converging() -> R
         "the host resumed its watches without listing again (pods {pod_lists}, jinghzhus {jinghzhu_lists}): \
          it cannot have seen 410 Gone"
     );
+    // The relists are counted where an operator sees them.
+    let lists_after = watch_lists(&host);
+    ensure!(
+        lists_after.0 > lists_before.0 && lists_after.1 > lists_before.1,
+        "wasm_operator_watch_lists_total (jinghzhu, pod) went from {lists_before:?} to {lists_after:?}"
+    );
     host.stop().await;
     Ok(())
+}
+
+/// `wasm_operator_watch_lists_total` of the Jinghzhu and the pod watch.
+fn watch_lists(host: &RunningHost) -> (u64, u64) {
+    let of = |kind: &str| {
+        host.metrics
+            .watch_lists
+            .get_or_create(&wasm_operator::telemetry::metrics::WatchLabels { kind: kind.into() })
+            .get()
+    };
+    (of("jinghzhu"), of("pod"))
 }
 
 /// The host's watches go silent (the connection stays open, nothing
