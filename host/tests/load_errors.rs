@@ -29,7 +29,7 @@ fn load_error(path: &Path) -> LoadError {
 fn core_module(package: &str) -> PathBuf {
     let target_dir = workspace_root().join("target/wasm-artifacts/core-wasip1");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
+    let out = wasm_artifacts::as_from_a_shell(&mut Command::new(cargo))
         .current_dir(workspace_root())
         .args([
             "build",
@@ -42,9 +42,6 @@ fn core_module(package: &str) -> PathBuf {
         ])
         .arg("--target-dir")
         .arg(&target_dir)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
         .output()
         .expect("run cargo");
     assert!(

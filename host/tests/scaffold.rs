@@ -49,14 +49,11 @@ fn target_dir() -> PathBuf {
 fn cargo(dir: &Path, args: &[&str]) -> Output {
     let started = Instant::now();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
+    // The outer `cargo test`'s settings are not the plugin author's.
+    let out = wasm_artifacts::as_from_a_shell(&mut Command::new(cargo))
         .current_dir(dir)
         .args(args)
         .env("CARGO_TARGET_DIR", target_dir())
-        // The outer `cargo test`'s settings are not the plugin author's.
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
         .output()
         .expect("run cargo");
     println!(

@@ -94,6 +94,17 @@ pub struct PerObject {
 }
 
 impl PerObject {
+    /// Empty bookkeeping: expectations given up on after
+    /// `expectations_timeout`, writes limited by `budget`.
+    pub fn new(expectations_timeout: std::time::Duration, budget: budget::BudgetConfig) -> Self {
+        Self {
+            expectations: expectations::Expectations::new(expectations_timeout),
+            backoff: backoff::PerObjectBackoff::default(),
+            budget: budget::WriteBudget::new(budget),
+            own_writes: own_writes::OwnWrites::default(),
+        }
+    }
+
     /// Drops everything kept for the Jinghzhu `uid`.
     pub fn forget(&self, uid: &str) {
         self.expectations.forget(uid);
@@ -177,12 +188,7 @@ pub async fn run(
             leadership.stop_new_work();
         }
     };
-    let objects = Arc::new(PerObject {
-        expectations: expectations::Expectations::new(config.expectations_timeout),
-        backoff: backoff::PerObjectBackoff::default(),
-        budget: budget::WriteBudget::new(config.budget),
-        own_writes: own_writes::OwnWrites::default(),
-    });
+    let objects = Arc::new(PerObject::new(config.expectations_timeout, config.budget));
     let selection = config.shards.as_ref().map(|shards| {
         tokio::sync::watch::Sender::new(watch::Selection {
             generation: 0,

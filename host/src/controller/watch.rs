@@ -504,19 +504,13 @@ mod tests {
             writer,
             cache,
             owners: OwnerIndex::default(),
-            objects: Arc::new(PerObject {
-                expectations: crate::apply::expectations::Expectations::new(
-                    std::time::Duration::from_secs(300),
-                ),
-                backoff: Default::default(),
-                budget: crate::controller::budget::WriteBudget::new(
-                    crate::controller::budget::BudgetConfig {
-                        burst: 10,
-                        per_minute: 60,
-                    },
-                ),
-                own_writes: Default::default(),
-            }),
+            objects: Arc::new(PerObject::new(
+                std::time::Duration::from_secs(300),
+                crate::controller::budget::BudgetConfig {
+                    burst: 10,
+                    per_minute: 60,
+                },
+            )),
             listed: Vec::new(),
         }
     }

@@ -277,13 +277,10 @@ const EVEN_LINE: &str = "    let desired = jz.spec.desired.next_multiple_of(2);\
 fn build_scaffolded(dir: &Path, name: &str) -> Result<PathBuf> {
     let target = wasm_artifacts::workspace_root().join("target");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
+    let out = wasm_artifacts::as_from_a_shell(&mut Command::new(cargo))
         .current_dir(dir)
         .args(["build", "--release", "--target", "wasm32-wasip2"])
         .env("CARGO_TARGET_DIR", &target)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
         .output()?;
     if !out.status.success() {
         bail!(
