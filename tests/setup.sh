@@ -18,26 +18,49 @@
 #     with componentize-py; npm ci from plugins/js/package-lock.json), cached
 #     in ~/.cache/wasm-operator
 #
-#   tests/setup.sh          # everything the tests need
-#   tests/setup.sh --demo   # only what examples/demo.sh needs
+#   tests/setup.sh                  # everything the tests need
+#   tests/setup.sh --compile-tests  # and compile them (tests/run.sh without arguments)
+#   tests/setup.sh --demo           # only what examples/demo.sh needs
 #
-# Each step ends with a line saying how long it took.
+# After the Rust targets and the control-plane command, the Go builds run in
+# one lane and the Rust and plugin tools in another, side by side (their
+# lines prefixed [go] and [rust]). Each step ends with a line saying how long
+# it took and the CPU time it used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CARGO_COMPONENT_VERSION=0.21.1
 
 demo=false
-[[ "${1:-}" == "--demo" ]] && demo=true
+compile_tests=false
+case "${1:-}" in
+    --demo) demo=true ;;
+    --compile-tests) compile_tests=true ;;
+    "") ;;
+    *) echo "usage: tests/setup.sh [--demo | --compile-tests]" >&2; exit 2 ;;
+esac
 
-current=""; step_start=0
+# Sets cpu_now: CPU seconds (user + system) of the commands this shell (or
+# lane) ran and waited for, from /proc (`times` would have to write a file:
+# in a pipe or `$(...)` it reports a fresh subshell's zeros).
+ticks=$(getconf CLK_TCK)
+cpu_now=0
+read_cpu() {
+    local stat
+    read -r -a stat <"/proc/$BASHPID/stat"
+    cpu_now=$(( (stat[15] + stat[16]) / ticks ))
+}
+current=""; step_start=0; step_cpu=0
 finish_step() {
-    [[ -n "$current" ]] && printf '    (%s: %d s)\n' "$current" "$(( $(date +%s) - step_start ))" >&2
+    [[ -z "$current" ]] && return 0
+    read_cpu
+    printf '    (%s: %d s, %d s of CPU)\n' "$current" "$(( $(date +%s) - step_start ))" "$(( cpu_now - step_cpu ))" >&2
     current=""
 }
 step() {
     finish_step
-    current=$1; step_start=$(date +%s)
+    read_cpu
+    current=$1; step_start=$(date +%s); step_cpu=$cpu_now
     printf '\n==> %s\n' "$*" >&2
 }
 trap finish_step EXIT
@@ -49,41 +72,72 @@ else
     rustup target add wasm32-wasip2 wasm32-wasip1
 fi
 
-if ! $demo && ! cargo component --version 2>/dev/null | grep -q "$CARGO_COMPONENT_VERSION"; then
-    # --debug: an optimised build of cargo-component takes about three times
-    # as long to compile, and its speed does not matter for a small plugin.
-    step "installing cargo-component $CARGO_COMPONENT_VERSION (once; a few minutes)"
-    cargo install cargo-component --locked --debug --version "$CARGO_COMPONENT_VERSION"
-fi
-
-step "Kubernetes binaries and kwok (built with Go once, then cached)"
 command -v go >/dev/null || { echo "Go is required to build kube-apiserver and kwok: install Go 1.26+ and retry" >&2; exit 1; }
-cargo run --quiet -p local-control-plane -- build
 
-if ! $demo; then
-    step "OCI registry, oras and cosign for the OCI tests (go install once, then cached)"
-    cargo run --quiet -p local-control-plane -- oci-tools
-fi
+# Two lanes side by side, each step with its time: the Go builds, and the
+# Rust and plugin tools. Each spends part of a cold run downloading (Go
+# modules, crates, wheels, npm packages) while the other compiles.
+go_lane() {
+    step "the control-plane command: cargo build -p local-control-plane"
+    cargo build --quiet -p local-control-plane
+    # Run directly, not with `cargo run`: the Rust lane's cargo holds the
+    # build directory's lock for minutes at a time.
+    local control_plane=${CARGO_TARGET_DIR:-target}/debug/local-control-plane
+    step "Kubernetes binaries and kwok (built with Go once, then cached)"
+    "$control_plane" build
+    if ! $demo; then
+        step "OCI registry, oras and cosign for the OCI tests (go install once, then cached)"
+        "$control_plane" oci-tools
+        step "Helm (renders the chart in examples/deploy/helm; go install once, then cached)"
+        "$control_plane" helm
+    fi
+    finish_step
+}
 
-if ! $demo; then
-    step "Helm (renders the chart in examples/deploy/helm; go install once, then cached)"
-    cargo run --quiet -p local-control-plane -- helm
-fi
+rust_lane() {
+    if ! $demo && ! cargo component --version 2>/dev/null | grep -q "$CARGO_COMPONENT_VERSION"; then
+        # --debug: an optimised build of cargo-component takes about three times
+        # as long to compile, and its speed does not matter for a small plugin.
+        step "installing cargo-component $CARGO_COMPONENT_VERSION (once; a few minutes)"
+        cargo install --quiet cargo-component --locked --debug --version "$CARGO_COMPONENT_VERSION"
+    fi
+    step "example plugin: cargo build --target wasm32-wasip2"
+    cargo build --quiet --release --target wasm32-wasip2 -p replicaset-plugin
+    ls -l target/wasm32-wasip2/release/replicaset_plugin.wasm
+    if ! $demo; then
+        step "example plugin: cargo component build"
+        cargo component build --quiet --release -p replicaset-plugin
+        ls -l target/wasm32-wasip1/release/replicaset_plugin.wasm
+        # Plugins in Python and JavaScript (plugins/python, plugins/js): the
+        # toolchains only; tests build the components (plugins/build-components.sh).
+        step "Python plugin toolchain: venv with componentize-py 0.25.1 (pip; cached in ~/.cache/wasm-operator)"
+        plugins/python/toolchain.sh
+        step "JavaScript plugin toolchain: npm ci of plugins/js (componentize-js 0.23.0, jco 1.35.0; cached by lockfile digest)"
+        plugins/js/toolchain.sh
+    fi
+    if $compile_tests; then
+        step "the workspace's tests: cargo test --workspace --no-run"
+        cargo test --quiet --workspace --no-run
+    fi
+    finish_step
+}
 
-step "example plugin: cargo build --target wasm32-wasip2"
-cargo build --release --target wasm32-wasip2 -p replicaset-plugin
-ls -l target/wasm32-wasip2/release/replicaset_plugin.wasm >&2
-if ! $demo; then
-    step "example plugin: cargo component build"
-    cargo component build --release -p replicaset-plugin
-    ls -l target/wasm32-wasip1/release/replicaset_plugin.wasm >&2
-fi
-
-if ! $demo; then
-    # Plugins in Python and JavaScript (plugins/python, plugins/js): the
-    # toolchains only; tests build the components (plugins/build-components.sh).
-    step "Python plugin toolchain: venv with componentize-py 0.25.1 (pip; cached in ~/.cache/wasm-operator)"
-    plugins/python/toolchain.sh >&2
-    step "JavaScript plugin toolchain: npm ci of plugins/js (componentize-js 0.23.0, jco 1.35.0; cached by lockfile digest)"
-    plugins/js/toolchain.sh >&2
+# Each lane in a subshell of its own (its own step times and CPU), its lines
+# prefixed with its name; the set-up fails if either lane does.
+finish_step
+read_cpu
+lanes_started=$(date +%s); lanes_cpu=$cpu_now
+{ go_lane 2>&1 | sed -u 's/^/[go]   /' >&2; } &
+go_pid=$!
+{ rust_lane 2>&1 | sed -u 's/^/[rust] /' >&2; } &
+rust_pid=$!
+failed=()
+wait "$go_pid" || failed+=("Go builds")
+wait "$rust_pid" || failed+=("Rust and plugin tools")
+read_cpu
+printf '\n==> set-up lanes done in %d s (%d s of CPU in both)\n' \
+    "$(( $(date +%s) - lanes_started ))" "$(( cpu_now - lanes_cpu ))" >&2
+if (( ${#failed[@]} )); then
+    echo "set-up failed in: ${failed[*]} (its lines above, prefixed [go] or [rust], say why)" >&2
+    exit 1
 fi

@@ -89,7 +89,8 @@ impl GoTool {
         );
         let output = Command::new(&go)
             .current_dir(&dir)
-            .args(["install", "-trimpath", "-ldflags=-s"])
+            .args(["install", "-trimpath"])
+            .arg(format!("-ldflags={}", crate::binaries::STRIPPED))
             .arg(format!("{}@{}", self.package, self.version))
             .env("GOBIN", &staging)
             .env("CGO_ENABLED", "0")
