@@ -19,7 +19,8 @@
 # A checkout that already has target/ keeps it. WASM_OPERATOR_NO_TARGET_CACHE=1
 # turns this off. Cached directories unused for a week are removed, and so
 # are rustc's incremental caches in them unused for two days (rustc keeps
-# one per crate and checkout directory, and never removes another's).
+# one per crate and checkout directory, and never removes another's) and
+# test executables not rebuilt for two days.
 #
 # .ci/run names its checkout's directory ci-<key> (WASM_OPERATOR_TARGET_CACHE_NAME=ci):
 # the CI checkout trusts what it compiled there last, so no other checkout
@@ -49,6 +50,11 @@ for old in "$cache_root"/cargo-target/"$name"-*; do
     [[ -n "$(find "$old/last-used" -mtime +7 2>/dev/null)" ]] && rm -rf "$old"
 done
 find "$dir"/*/incremental -mindepth 1 -maxdepth 1 -mtime +2 -exec rm -rf '{}' + 2>/dev/null || true
+# So are test executables not rebuilt for two days: each commit that changes
+# a crate links its test binaries anew under the same names' new hashes, and
+# cargo never removes the old ones (100-300 MB each; 7 GB here after a day).
+# Cargo relinks one it still needs.
+find "$dir"/debug/deps -maxdepth 1 -type f -perm -u+x ! -name '*.so' -mtime +2 -delete 2>/dev/null || true
 
 here=$(pwd -P)
 if [[ "$(cat "$dir/built-from" 2>/dev/null || true)" != "$here" ]]; then
