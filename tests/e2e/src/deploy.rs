@@ -97,7 +97,9 @@ pub fn host_binary() -> PathBuf {
     }
 }
 
-fn build_as_the_dockerfile_does() -> Result<PathBuf> {
+/// Runs the Dockerfile's build command (see [`host_binary`]) and copies the
+/// binary to where the Dockerfile takes it from.
+pub fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     let argv = dockerfile_build_command()?;
     let key = DistBuildKey::of_this_checkout()?;
     // A full build another test binary of this run made is the real thing:
