@@ -22,9 +22,9 @@
 #   tests/setup.sh --compile-tests  # and compile them (tests/run.sh without arguments)
 #   tests/setup.sh --demo           # only what examples/demo.sh needs
 #
-# After the Rust targets and the control-plane command, the Go builds run in
-# one lane and the Rust and plugin tools in another, side by side (their
-# lines prefixed [go] and [rust]). Each step ends with a line saying how long
+# After the Rust targets, the Go builds (with the control-plane command that
+# runs them) go in one lane and the Rust and plugin tools in another, side
+# by side (their lines prefixed [go] and [rust]). Each step ends with a line saying how long
 # it took and the CPU time it used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -138,6 +138,6 @@ read_cpu
 printf '\n==> set-up lanes done in %d s (%d s of CPU in both)\n' \
     "$(( $(date +%s) - lanes_started ))" "$(( cpu_now - lanes_cpu ))" >&2
 if (( ${#failed[@]} )); then
-    echo "set-up failed in: ${failed[*]} (its lines above, prefixed [go] or [rust], say why)" >&2
+    echo "set-up failed in: $(IFS=,; echo "${failed[*]}") (its lines above, prefixed [go] or [rust], say why)" >&2
     exit 1
 fi
