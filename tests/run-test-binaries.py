@@ -40,7 +40,7 @@ DURATIONS = CACHE / "test-durations.json"
 # `deploy` builds the `dist` binary, minutes on a cold cache.
 FIRST_RUN_ESTIMATES = {"deploy": 900.0, "containment": 130.0, "languages": 120.0, "faults": 110.0}
 # The binaries that run the Dockerfile's `dist` build (e2e_tests::deploy::host_binary).
-# While tests/run.sh builds it in full beside the tests (WASM_OPERATOR_DIST_PREBUILD
+# While tests/run.sh builds it beside the tests (WASM_OPERATOR_DIST_PREBUILD
 # names that build's process) they start last (started first, each would wait for
 # the build in a test slot), and the build counts as one core while it runs.
 NEEDS_DIST = ("deploy", "containment")

@@ -173,6 +173,29 @@ pub fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     Ok(binary)
 }
 
+/// The repository's record of the digests ([`DistBuildKey`]) whose full
+/// `dist` build passed on a developer's or CI machine (written with
+/// `cargo run -p e2e-tests --bin dist-build -- --record`, committed with the
+/// change that moved the digest). A machine that never built that digest in
+/// full trusts it as it trusts its own stamp: the build it skips proves only
+/// that the fat-LTO link of the same Dockerfile, profiles, `Cargo.lock` and
+/// toolchain passes, and the cheaper build of the same command line still
+/// runs. Any change to those four moves the digest, and the next run builds
+/// in full again until the new digest is recorded.
+pub const DIST_BUILD_RECORD: &str = "examples/deploy/dist-build.passed";
+
+fn record_path() -> PathBuf {
+    wasm_artifacts::workspace_root().join(DIST_BUILD_RECORD)
+}
+
+/// The digests a record lists: one per line, `#` comments and blank lines
+/// aside.
+fn recorded_digests(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
 /// Days a cached target directory may stay unused before it is removed.
 const DIST_TARGET_KEEP_DAYS: u64 = 7;
 
@@ -239,10 +262,50 @@ impl DistBuildKey {
     }
 
     /// Whether this build must be the full one: its key never built in full
-    /// here, or `WASM_OPERATOR_FULL_DIST_BUILD=1`.
+    /// here nor is recorded in the repository ([`DIST_BUILD_RECORD`]), or
+    /// `WASM_OPERATOR_FULL_DIST_BUILD=1`.
     pub fn needs_full_build(&self) -> bool {
         std::env::var_os("WASM_OPERATOR_FULL_DIST_BUILD").is_some_and(|v| v == "1")
-            || !self.stamp().is_file()
+            || !(self.stamp().is_file() || self.is_recorded())
+    }
+
+    /// Whether the full build passed on this machine for this key (its
+    /// stamp), not merely in the repository's record.
+    pub fn passed_here(&self) -> bool {
+        self.stamp().is_file()
+    }
+
+    /// Whether [`DIST_BUILD_RECORD`] names this key's digest.
+    pub fn is_recorded(&self) -> bool {
+        std::fs::read_to_string(record_path())
+            .is_ok_and(|text| recorded_digests(&text).any(|d| d == self.digest))
+    }
+
+    /// Writes this key's digest to [`DIST_BUILD_RECORD`] (replacing what it
+    /// held: an older digest is one of an older `Cargo.lock`, profile,
+    /// Dockerfile or toolchain), once the full build passed here. Returns
+    /// whether the file changed.
+    pub fn record_in_repository(&self) -> Result<bool> {
+        if !self.passed_here() {
+            bail!(
+                "the full dist build has not passed on this machine for digest {}: run \
+                 `WASM_OPERATOR_FULL_DIST_BUILD=1 cargo run -p e2e-tests --bin dist-build` first",
+                self.digest
+            );
+        }
+        if self.is_recorded() {
+            return Ok(false);
+        }
+        let path = record_path();
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        let header: String = old
+            .lines()
+            .take_while(|l| l.starts_with('#') || l.trim().is_empty())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&path, format!("{header}{}\n", self.digest))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(true)
     }
 
     fn record_full_build(&self) -> Result<()> {
@@ -980,7 +1043,17 @@ fn sample_value(value: &OpenMetricsValue) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_fingerprint_of, profile_tables};
+    use super::{is_fingerprint_of, profile_tables, recorded_digests};
+
+    #[test]
+    fn a_record_lists_digests_beside_comments_and_blank_lines() {
+        let text = "# header\n\n  a1b2c3d4e5f60718  \n# old\n0011223344556677\n";
+        assert_eq!(
+            recorded_digests(text).collect::<Vec<_>>(),
+            ["a1b2c3d4e5f60718", "0011223344556677"]
+        );
+        assert_eq!(recorded_digests("# nothing yet\n").count(), 0);
+    }
 
     #[test]
     fn the_build_key_reads_only_the_profile_tables() {

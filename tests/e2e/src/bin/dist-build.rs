@@ -1,20 +1,22 @@
-//! Builds the host as the Dockerfile does, in full, ahead of the tests that
-//! run it (the deploy and containment binaries), when that full build never
-//! passed on this machine for this checkout's key ([`DistBuildKey`]).
+//! Builds the host as the Dockerfile does ([`build_as_the_dockerfile_does`]:
+//! in full where that never passed for this checkout's key
+//! ([`DistBuildKey`]), else with the cheaper profile overrides), ahead of
+//! the tests that run it (the deploy and containment binaries).
 //!
-//!     dist-build --needed   # exit 0: the full build is needed; 1: it is not
-//!     dist-build            # build (a no-op when not needed)
+//!     dist-build            # build
+//!     dist-build --record   # write this key's digest to the repository's
+//!                           # record, once the full build passed here
 //!
-//! `tests/run.sh` starts it in the background for a whole run on such a
-//! machine: the whole-program LTO link runs on one core for minutes, and
-//! the tests that need the binary, scheduled last, find it built instead
-//! of waiting for it in a test slot while the other core idles. They run
-//! the same build command in the same target directory, which cargo finds
-//! fresh.
+//! `tests/run.sh` starts it in the background for a whole run: a full
+//! build's whole-program LTO link runs on one core for minutes, and even
+//! the cheaper build compiles every dependency on a fresh machine (434 s
+//! here). The tests that need the binary, scheduled last, find it built
+//! instead of building it in a test slot. They run the same build command
+//! in the same target directory, which cargo finds fresh.
 
 use std::process::ExitCode;
 
-use e2e_tests::deploy::{DistBuildKey, build_as_the_dockerfile_does};
+use e2e_tests::deploy::{DIST_BUILD_RECORD, DistBuildKey, build_as_the_dockerfile_does};
 
 fn main() -> ExitCode {
     let key = match DistBuildKey::of_this_checkout() {
@@ -24,29 +26,47 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let needed = key.needs_full_build() && !key.built_in_full_this_run();
-    if std::env::args().nth(1).as_deref() == Some("--needed") {
-        return if needed {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        };
-    }
-    if !needed {
-        println!(
-            "dist-build: the full build passed here before for digest {}",
-            key.digest
-        );
-        return ExitCode::SUCCESS;
-    }
-    match build_as_the_dockerfile_does() {
-        Ok(binary) => {
-            println!("dist-build: built {}", binary.display());
-            ExitCode::SUCCESS
-        }
+    let result = match std::env::args().nth(1).as_deref() {
+        Some("--record") => record(&key),
+        None => build(&key),
+        Some(other) => Err(anyhow::anyhow!(
+            "unknown argument {other:?}: run `dist-build` to build or `dist-build --record`"
+        )),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("dist-build: {err:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn record(key: &DistBuildKey) -> anyhow::Result<()> {
+    if key.record_in_repository()? {
+        println!(
+            "dist-build: recorded digest {} in {DIST_BUILD_RECORD}: commit it",
+            key.digest
+        );
+    } else {
+        println!(
+            "dist-build: {DIST_BUILD_RECORD} already records digest {}",
+            key.digest
+        );
+    }
+    Ok(())
+}
+
+fn build(key: &DistBuildKey) -> anyhow::Result<()> {
+    let binary = build_as_the_dockerfile_does()?;
+    println!("dist-build: built {}", binary.display());
+    if key.passed_here() && !key.is_recorded() {
+        println!(
+            "dist-build: the full build passed here for digest {}, which {DIST_BUILD_RECORD} \
+             does not list: a fresh machine builds it in full until it does. Record it with \
+             `cargo run -p e2e-tests --bin dist-build -- --record` and commit the file",
+            key.digest
+        );
+    }
+    Ok(())
 }
