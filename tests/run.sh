@@ -31,6 +31,8 @@ if (( $# == 0 )) && [[ -x "$dist_build" ]]; then
     dist_pid=$!
     export WASM_OPERATOR_DIST_PREBUILD=$dist_pid
 fi
+printf '\n==> the scheduling of the test binaries (tests/run_test_binaries_test.py)\n' >&2
+python3 tests/run_test_binaries_test.py
 printf '\n==> cargo test --workspace (tests/run-test-binaries.py)\n' >&2
 set +e
 python3 tests/run-test-binaries.py "$@" 2>&1 | tee "$log"
