@@ -2,14 +2,14 @@
 //!
 //! `etcd` comes from the `etcd-bin-vendored-linux-amd64` crate. The Kubernetes
 //! binaries (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
-//! are built with `go build` from the small Go module in
-//! `tests/control-plane/kubernetes/` (it only requires `k8s.io/kubernetes` and
-//! pins each staging module). `kwok`, which simulates the nodes, is installed
-//! with `go install sigs.k8s.io/kwok/cmd/kwok@`[`KWOK_VERSION`]. Builds land
-//! in cache directories outside the repository, keyed by version (and, for
-//! Kubernetes, a hash of `go.mod`/`go.sum` and of the list of commands), so a
-//! second run takes no time. A file lock keeps concurrent test binaries from
-//! building twice.
+//! and `kwok`, which simulates the nodes, are built with one `go build` from
+//! the small Go module in `tests/control-plane/kubernetes/` (it requires
+//! `k8s.io/kubernetes` and `sigs.k8s.io/kwok` as tools and pins each staging
+//! module to the release kwok is built against, so their client libraries
+//! compile once). Builds land in a cache directory outside the repository,
+//! keyed by version and a hash of `go.mod`/`go.sum`, the list of commands
+//! and the linker flags, so a second run takes no time. A file lock keeps
+//! concurrent test binaries from building twice.
 
 use std::ffi::OsString;
 use std::fs;
@@ -20,14 +20,14 @@ use std::process::Command;
 use sha2::{Digest, Sha256};
 
 /// The Kubernetes release the local control plane runs.
-pub const KUBERNETES_VERSION: &str = "v1.34.4";
+pub const KUBERNETES_VERSION: &str = "v1.36.3";
 
-/// The kwok release that simulates the nodes (`go install`ed from the Go
-/// module proxy; needs Go 1.26 or newer).
+/// The kwok release that simulates the nodes (required in the same Go
+/// module; it and Kubernetes v1.36 need Go 1.26 or newer).
 pub const KWOK_VERSION: &str = "v0.8.0";
 
-/// The Go package of the kwok command.
-const KWOK_PACKAGE: &str = "sigs.k8s.io/kwok/cmd/kwok";
+/// The oldest Go that builds the module (its `go` line).
+const MIN_GO: &str = "1.26";
 
 /// The Helm release the chart tests render `examples/deploy/helm` with
 /// (`go install helm.sh/helm/v3/cmd/helm@`[`HELM_VERSION`], cached in
@@ -50,7 +50,7 @@ pub fn ensure_helm() -> anyhow::Result<PathBuf> {
 const GO_MODULE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kubernetes");
 
 /// The Go packages we build, and the file name of each binary.
-const KUBE_COMMANDS: [(&str, &str); 4] = [
+const GO_COMMANDS: [(&str, &str); 5] = [
     ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
     (
         "kube-controller-manager",
@@ -58,6 +58,7 @@ const KUBE_COMMANDS: [(&str, &str); 4] = [
     ),
     ("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
     ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
+    ("kwok", "sigs.k8s.io/kwok/cmd/kwok"),
 ];
 
 /// Paths of every binary the control plane needs.
@@ -78,7 +79,7 @@ pub enum BinaryBuildError {
     #[error(
         "the Go toolchain was not found (tried `{go}`): the local control plane builds \
          kube-apiserver, kube-controller-manager, kube-scheduler and kubectl {version} from the \
-         k8s.io/kubernetes Go module, and installs kwok {KWOK_VERSION}. Install Go 1.26 or newer \
+         k8s.io/kubernetes Go module, and kwok {KWOK_VERSION}. Install Go {MIN_GO} or newer \
          and put `go` on PATH (or set GO=/path/to/go), or set WASM_OPERATOR_KUBE_BIN_DIR to a \
          directory that already holds those five binaries"
     )]
@@ -193,7 +194,7 @@ pub fn ensure_binaries() -> Result<Binaries, BinaryBuildError> {
 }
 
 fn prebuilt(dir: &Path) -> Result<Binaries, BinaryBuildError> {
-    for name in KUBE_COMMANDS.iter().map(|(name, _)| *name).chain(["kwok"]) {
+    for (name, _) in GO_COMMANDS {
         if !dir.join(name).is_file() {
             return Err(BinaryBuildError::PrebuiltMissing {
                 dir: dir.display().to_string(),
@@ -201,17 +202,17 @@ fn prebuilt(dir: &Path) -> Result<Binaries, BinaryBuildError> {
             });
         }
     }
-    Ok(binaries_in(dir, &dir.join("kwok")))
+    Ok(binaries_in(dir))
 }
 
-fn binaries_in(dir: &Path, kwok: &Path) -> Binaries {
+fn binaries_in(dir: &Path) -> Binaries {
     Binaries {
         etcd: etcd_path(),
         kube_apiserver: dir.join("kube-apiserver"),
         kube_controller_manager: dir.join("kube-controller-manager"),
         kube_scheduler: dir.join("kube-scheduler"),
         kubectl: dir.join("kubectl"),
-        kwok: kwok.to_path_buf(),
+        kwok: dir.join("kwok"),
     }
 }
 
@@ -225,7 +226,7 @@ impl BinaryBuilder {
         }
         // A cache from before a command was added is another key, not an
         // incomplete copy of this one.
-        for (name, package) in KUBE_COMMANDS {
+        for (name, package) in GO_COMMANDS {
             hasher.update(format!("{name}={package}\n"));
         }
         hasher.update(format!("ldflags={}\n", version_ldflags()));
@@ -234,20 +235,13 @@ impl BinaryBuilder {
             .join(format!("kubernetes-{KUBERNETES_VERSION}-{}", &hash[..12]))
     }
 
-    /// The directory kwok [`KWOK_VERSION`] is installed in.
-    pub fn kwok_dir(&self) -> PathBuf {
-        self.cache_root.join(format!("kwok-{KWOK_VERSION}"))
-    }
-
     /// Returns the cached binaries, building whatever is missing.
     pub fn ensure(&self) -> Result<Binaries, BinaryBuildError> {
-        let dir = self.ensure_kubernetes()?;
-        let kwok = self.ensure_kwok()?;
-        Ok(binaries_in(&dir, &kwok))
+        Ok(binaries_in(&self.ensure_built()?))
     }
 
-    /// Builds the missing Kubernetes binaries; returns their directory.
-    fn ensure_kubernetes(&self) -> Result<PathBuf, BinaryBuildError> {
+    /// Builds the missing binaries; returns their directory.
+    fn ensure_built(&self) -> Result<PathBuf, BinaryBuildError> {
         let dir = self.cache_dir();
         let cache_err = |source| BinaryBuildError::Cache {
             dir: dir.display().to_string(),
@@ -256,7 +250,7 @@ impl BinaryBuilder {
         fs::create_dir_all(&dir).map_err(cache_err)?;
         let _lock = FileLock::acquire(&dir.join(".lock")).map_err(cache_err)?;
 
-        let missing: Vec<_> = KUBE_COMMANDS
+        let missing: Vec<_> = GO_COMMANDS
             .iter()
             .filter(|(name, _)| !dir.join(name).is_file())
             .collect();
@@ -267,8 +261,8 @@ impl BinaryBuilder {
             fs::create_dir_all(&staging).map_err(cache_err)?;
             let names: Vec<_> = missing.iter().map(|(name, _)| *name).collect();
             eprintln!(
-                "local-control-plane: building {} {KUBERNETES_VERSION} with Go into {} \
-                 (once; takes several minutes on a cold cache)",
+                "local-control-plane: building {} (Kubernetes {KUBERNETES_VERSION}, kwok \
+                 {KWOK_VERSION}) with Go into {} (once; takes several minutes on a cold cache)",
                 names.join(", "),
                 dir.display()
             );
@@ -297,7 +291,7 @@ impl BinaryBuilder {
                     what: names.join(", "),
                     version: KUBERNETES_VERSION,
                     command: "go build",
-                    min_go: "1.24",
+                    min_go: MIN_GO,
                     status: output.status.to_string(),
                     output_tail: tail_lines(&text, 20),
                 });
@@ -308,61 +302,6 @@ impl BinaryBuilder {
             let _ = fs::remove_dir_all(&staging);
         }
         Ok(dir)
-    }
-
-    /// Installs kwok with `go install` unless it is cached; returns its path.
-    fn ensure_kwok(&self) -> Result<PathBuf, BinaryBuildError> {
-        let dir = self.kwok_dir();
-        let binary = dir.join("kwok");
-        let cache_err = |source| BinaryBuildError::Cache {
-            dir: dir.display().to_string(),
-            source,
-        };
-        fs::create_dir_all(&dir).map_err(cache_err)?;
-        let _lock = FileLock::acquire(&dir.join(".lock")).map_err(cache_err)?;
-        if binary.is_file() {
-            return Ok(binary);
-        }
-        self.check_go()?;
-        let staging = dir.join(".building");
-        let _ = fs::remove_dir_all(&staging);
-        fs::create_dir_all(&staging).map_err(cache_err)?;
-        eprintln!(
-            "local-control-plane: installing kwok {KWOK_VERSION} with `go install` into {} (once)",
-            dir.display()
-        );
-        let mut cmd = Command::new(&self.go);
-        // Outside any Go module: `go install pkg@version` uses only kwok's own go.mod.
-        cmd.current_dir(&dir)
-            .arg("install")
-            .arg("-trimpath")
-            .arg(format!("-ldflags={STRIPPED}"))
-            .arg(format!("{KWOK_PACKAGE}@{KWOK_VERSION}"))
-            .env("GOBIN", &staging)
-            .env("CGO_ENABLED", "0")
-            .env("GOTOOLCHAIN", "local")
-            .env_remove("GOFLAGS");
-        let output = output_with_progress(&mut cmd, "go install kwok").map_err(|_| {
-            BinaryBuildError::GoMissing {
-                go: self.go.to_string_lossy().into_owned(),
-                version: KUBERNETES_VERSION,
-            }
-        })?;
-        if !output.status.success() {
-            let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
-            text.push_str(&String::from_utf8_lossy(&output.stdout));
-            return Err(BinaryBuildError::BuildFailed {
-                what: "kwok".into(),
-                version: KWOK_VERSION,
-                command: "go install",
-                min_go: "1.26",
-                status: output.status.to_string(),
-                output_tail: tail_lines(&text, 20),
-            });
-        }
-        fs::rename(staging.join("kwok"), &binary).map_err(cache_err)?;
-        let _ = fs::remove_dir_all(&staging);
-        Ok(binary)
     }
 
     fn check_go(&self) -> Result<(), BinaryBuildError> {
@@ -583,7 +522,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let err = prebuilt(dir.path()).expect_err("empty dir");
         assert!(err.to_string().contains("kube-apiserver"), "{err}");
-        for (name, _) in KUBE_COMMANDS {
+        for (name, _) in GO_COMMANDS.iter().filter(|(name, _)| *name != "kwok") {
             fs::write(dir.path().join(name), "").expect("write");
         }
         let err = prebuilt(dir.path()).expect_err("no kwok");
@@ -595,14 +534,14 @@ mod tests {
     }
 
     #[test]
-    fn failed_kwok_install_names_the_go_version_it_needs() {
+    fn a_too_old_go_is_named_with_the_version_needed() {
         let root = tempfile::tempdir().expect("tempdir");
-        // A stand-in `go` too old for kwok: `go install` fails as Go 1.24 would.
+        // A stand-in `go` too old for the module: `go build` fails as Go 1.24 would.
         let fake_go = root.path().join("go");
         fs::write(
             &fake_go,
             "#!/bin/sh\nif [ \"$1\" = version ]; then echo go version go1.24.0; exit 0; fi\n\
-             echo \"go: sigs.k8s.io/kwok@v0.8.0 requires go >= 1.26 (running go 1.24.0; GOTOOLCHAIN=local)\" >&2\nexit 1\n",
+             echo \"go: go.mod requires go >= 1.26.0 (running go 1.24.0; GOTOOLCHAIN=local)\" >&2\nexit 1\n",
         )
         .expect("write fake go");
         use std::os::unix::fs::PermissionsExt;
@@ -612,20 +551,45 @@ mod tests {
             cache_root: root.path().join("cache"),
             module_dir: PathBuf::from(GO_MODULE_DIR),
         };
-        let err = builder.ensure_kwok().expect_err("must fail");
+        let err = builder.ensure().expect_err("must fail");
         let msg = err.to_string();
         assert!(matches!(err, BinaryBuildError::BuildFailed { .. }), "{msg}");
-        assert!(msg.contains("go install"), "{msg}");
+        assert!(msg.contains("go build"), "{msg}");
         assert!(msg.contains("1.26 or newer"), "{msg}");
         assert!(msg.contains("requires go >= 1.26"), "{msg}");
-        assert!(!builder.kwok_dir().join("kwok").exists());
+        assert!(!builder.cache_dir().join("kwok").exists());
     }
 
     #[test]
     fn ldflags_stamp_the_version() {
         let flags = version_ldflags();
-        assert!(flags.contains("gitVersion=v1.34.4"), "{flags}");
-        assert!(flags.contains("gitMinor=34"), "{flags}");
+        assert!(flags.contains("gitVersion=v1.36.3"), "{flags}");
+        assert!(flags.contains("gitMinor=36"), "{flags}");
         assert!(flags.starts_with("-s -w "), "{flags}");
+    }
+
+    #[test]
+    fn the_go_module_requires_the_versions_named_here() {
+        let go_mod = fs::read_to_string(Path::new(GO_MODULE_DIR).join("go.mod")).expect("go.mod");
+        let requires = |module: &str, version: &str| {
+            go_mod
+                .lines()
+                .any(|l| l.split_whitespace().take(2).eq([module, version]))
+        };
+        assert!(
+            requires("k8s.io/kubernetes", KUBERNETES_VERSION),
+            "{go_mod}"
+        );
+        assert!(requires("sigs.k8s.io/kwok", KWOK_VERSION), "{go_mod}");
+        // Each staging module at the matching v0 release, the one kwok is built against.
+        let staging = KUBERNETES_VERSION.replacen("v1.", "v0.", 1);
+        assert!(go_mod.contains(&format!("k8s.io/client-go => k8s.io/client-go {staging}")));
+        assert!(go_mod.contains(&format!("go {MIN_GO}")), "{go_mod}");
+        for (_, package) in GO_COMMANDS {
+            assert!(
+                go_mod.contains(&format!("\t{package}\n")),
+                "no tool line for {package}"
+            );
+        }
     }
 }
