@@ -35,6 +35,15 @@ enum Cmd {
         /// Keep the directory with certificates, data and logs after stopping.
         #[arg(long)]
         keep_dir: bool,
+        /// One more kube-apiserver flag, e.g.
+        /// `--apiserver-arg=--feature-gates=ShardedListAndWatch=true`
+        /// (repeatable; appended after the harness's own flags).
+        #[arg(
+            long = "apiserver-arg",
+            value_name = "FLAG",
+            allow_hyphen_values = true
+        )]
+        apiserver_args: Vec<String>,
     },
     /// Build (or find in the cache) the binaries and print their versions.
     Build,
@@ -53,6 +62,7 @@ fn main() -> Result<()> {
         nodes: local_control_plane::DEFAULT_NODES,
         no_nodes: false,
         keep_dir: false,
+        apiserver_args: Vec::new(),
     }) {
         Cmd::Helm => {
             println!("{}", binaries::ensure_helm()?.display());
@@ -75,12 +85,14 @@ fn main() -> Result<()> {
             nodes,
             no_nodes,
             keep_dir,
+            apiserver_args,
         } => up(
             kubeconfig_out,
             ControlPlaneOptions {
                 controller_manager: !no_controller_manager,
                 nodes: if no_nodes { 0 } else { nodes },
                 keep_dir,
+                apiserver_args,
                 ..Default::default()
             },
         ),
