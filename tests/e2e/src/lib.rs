@@ -595,3 +595,45 @@ impl RunningHost {
 pub fn plugin(package: &str, features: &[&str]) -> std::path::PathBuf {
     wasm_artifacts::build(package, features, wasm_artifacts::Toolchain::Wasip2)
 }
+
+/// Where a test binary keeps a control plane of its own
+/// ([`own_control_plane`]).
+pub type ControlPlaneSlot = std::sync::OnceLock<std::result::Result<ControlPlane, String>>;
+
+/// A control plane of a test binary's own, started with options the shared
+/// one does not have (API server flags, no nodes): once per `slot`, off the
+/// async threads (starting it blocks), and stopped when the process exits.
+pub async fn own_control_plane(
+    slot: &'static ControlPlaneSlot,
+    options: fn() -> local_control_plane::ControlPlaneOptions,
+) -> Result<&'static ControlPlane> {
+    static AT_EXIT: std::sync::Mutex<Vec<&'static ControlPlane>> =
+        std::sync::Mutex::new(Vec::new());
+    extern "C" fn stop_all() {
+        if let Ok(planes) = AT_EXIT.lock() {
+            for plane in planes.iter() {
+                plane.shutdown();
+            }
+        }
+    }
+    tokio::task::spawn_blocking(move || {
+        slot.get_or_init(|| ControlPlane::start_with(options()).map_err(|err| format!("{err:#}")));
+    })
+    .await?;
+    let plane = match slot.get() {
+        Some(Ok(plane)) => plane,
+        Some(Err(err)) => bail!("the test's own control plane did not start: {err}"),
+        None => bail!("the test's own control plane was not started"),
+    };
+    let mut planes = AT_EXIT
+        .lock()
+        .map_err(|_| anyhow::anyhow!("a test panicked holding the exit list"))?;
+    if planes.is_empty() {
+        // SAFETY: registering a plain function to run at exit.
+        unsafe { libc::atexit(stop_all) };
+    }
+    if !planes.iter().any(|p| std::ptr::eq(*p, plane)) {
+        planes.push(plane);
+    }
+    Ok(plane)
+}

@@ -8,17 +8,18 @@
 //!
 //! The tests take turns (one fault at a time on the control plane).
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use e2e_tests::faults::{ApiProxy, Failure};
-use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
+use e2e_tests::{
+    ControlPlaneSlot, HostOptions, RunningHost, TestEnv, own_control_plane, plugin, wait_for,
+};
 use futures::future::try_join_all;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
+use local_control_plane::ControlPlaneOptions;
 use local_control_plane::cluster::Stop;
-use local_control_plane::{ControlPlane, ControlPlaneOptions};
 use wasm_operator::controller::ControllerConfig;
 
 /// One fault at a time.
@@ -201,31 +202,16 @@ async fn an_api_server_restarted_in_place_mid_scale_leaves_no_object_behind() ->
     Ok(())
 }
 
-/// A control plane of this file's own whose API server serves watches from
+/// A control plane whose API server serves every watch and list from
 /// etcd (no watch cache), so a watch resumed from a compacted revision gets
-/// 410 Gone; stopped when the process exits.
-fn etcd_served_plane() -> Result<&'static ControlPlane> {
-    static PLANE: OnceLock<std::result::Result<ControlPlane, String>> = OnceLock::new();
-    extern "C" fn stop() {
-        if let Some(Ok(cp)) = PLANE.get() {
-            cp.shutdown();
-        }
+/// 410 Gone.
+static ETCD_SERVED: ControlPlaneSlot = ControlPlaneSlot::new();
+
+fn etcd_served_options() -> ControlPlaneOptions {
+    ControlPlaneOptions {
+        apiserver_args: vec!["--watch-cache=false".into()],
+        ..ControlPlaneOptions::default()
     }
-    let plane = PLANE.get_or_init(|| {
-        let started = ControlPlane::start_with(ControlPlaneOptions {
-            apiserver_args: vec!["--watch-cache=false".into()],
-            ..ControlPlaneOptions::default()
-        })
-        .map_err(|err| format!("{err:#}"));
-        if started.is_ok() {
-            // SAFETY: registering a plain function to run at exit.
-            unsafe { libc::atexit(stop) };
-        }
-        started
-    });
-    plane.as_ref().map_err(|err| {
-        anyhow::anyhow!("the control plane without a watch cache did not start: {err}")
-    })
 }
 
 /// The host's watches are cut while objects change and etcd is compacted:
@@ -234,9 +220,7 @@ fn etcd_served_plane() -> Result<&'static ControlPlane> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_compaction_forces_a_relist_and_the_host_keeps_converging() -> Result<()> {
     let _turn = SERIAL.lock().await;
-    let plane = tokio::task::spawn_blocking(|| etcd_served_plane().map(|_| ()))
-        .await?
-        .and_then(|()| etcd_served_plane())?;
+    let plane = own_control_plane(&ETCD_SERVED, etcd_served_options).await?;
     let env = TestEnv::new_on(plane, "compact").await?;
     let proxy = ApiProxy::start(ApiProxy::upstream_client(plane).await?).await?;
     let host = host_through(&env, &proxy, None).await?;

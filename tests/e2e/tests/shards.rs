@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use e2e_tests::{HostOptions, RunningHost, TestEnv, is_running_and_ready, plugin, wait_for};
+use e2e_tests::{
+    ControlPlaneSlot, HostOptions, RunningHost, TestEnv, is_running_and_ready, own_control_plane,
+    plugin, wait_for,
+};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -588,33 +591,16 @@ async fn a_rolling_update_of_two_replicas_loses_and_doubles_nothing() -> Result<
     Ok(())
 }
 
-/// A control plane of its own with Kubernetes 1.36's server-side sharded
-/// list and watch (KEP-5866, alpha) on; stopped when the process exits.
-fn sharded_list_plane() -> Result<&'static local_control_plane::ControlPlane> {
-    use local_control_plane::{ControlPlane, ControlPlaneOptions};
-    use std::sync::OnceLock;
-    static PLANE: OnceLock<std::result::Result<ControlPlane, String>> = OnceLock::new();
-    extern "C" fn stop() {
-        if let Some(Ok(cp)) = PLANE.get() {
-            cp.shutdown();
-        }
+/// A control plane with Kubernetes 1.36's server-side sharded list and
+/// watch (KEP-5866, alpha) on.
+static SHARDED_LIST: ControlPlaneSlot = ControlPlaneSlot::new();
+
+fn sharded_list_options() -> local_control_plane::ControlPlaneOptions {
+    local_control_plane::ControlPlaneOptions {
+        apiserver_args: vec!["--feature-gates=ShardedListAndWatch=true".into()],
+        nodes: 0,
+        ..Default::default()
     }
-    let plane = PLANE.get_or_init(|| {
-        let started = ControlPlane::start_with(ControlPlaneOptions {
-            apiserver_args: vec!["--feature-gates=ShardedListAndWatch=true".into()],
-            nodes: 0,
-            ..ControlPlaneOptions::default()
-        })
-        .map_err(|err| format!("{err:#}"));
-        if started.is_ok() {
-            // SAFETY: registering a plain function to run at exit.
-            unsafe { libc::atexit(stop) };
-        }
-        started
-    });
-    plane.as_ref().map_err(|err| {
-        anyhow::anyhow!("the control plane with ShardedListAndWatch did not start: {err}")
-    })
 }
 
 /// What docs/operating.md says about KEP-5866 ("Not yet"), checked on the
@@ -627,7 +613,8 @@ fn sharded_list_plane() -> Result<&'static local_control_plane::ControlPlane> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_s_shard_range_selects_jinghzhus_by_our_hash() -> Result<()> {
     use wasm_operator::shards::hash::fnv1a64;
-    let env = TestEnv::new_on(sharded_list_plane()?, "kep5866").await?;
+    let plane = own_control_plane(&SHARDED_LIST, sharded_list_options).await?;
+    let env = TestEnv::new_on(plane, "kep5866").await?;
     for i in 0..60 {
         env.create(&format!("o-{i:02}"), 0, &[]).await?;
     }
