@@ -266,7 +266,7 @@ impl DistBuildKey {
     /// `WASM_OPERATOR_FULL_DIST_BUILD=1`.
     pub fn needs_full_build(&self) -> bool {
         std::env::var_os("WASM_OPERATOR_FULL_DIST_BUILD").is_some_and(|v| v == "1")
-            || !(self.stamp().is_file() || self.is_recorded())
+            || !(self.passed_here() || self.is_recorded())
     }
 
     /// Whether the full build passed on this machine for this key (its
