@@ -46,6 +46,9 @@ pub struct Benchmark {
     /// Replica counts the host runs with at each N (1: unsharded; more:
     /// `--shards`); the peers always run as one.
     pub replicas: Vec<u32>,
+    /// Simulated node counts each run is repeated with (e.g. `3,30`, to
+    /// tell what the cluster's shape costs from what the controller does).
+    pub nodes: Vec<usize>,
     /// Everything else about a run (its `objects` is replaced per N).
     pub run: RunOptions,
     /// The cargo profile of the host and the kube-rs peer.
@@ -94,15 +97,27 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
             } else {
                 vec![1]
             };
-            for replicas in replica_counts {
-                let suffix = if replicas > 1 {
+            let node_counts = if bench.nodes.is_empty() {
+                vec![local_control_plane::DEFAULT_NODES]
+            } else {
+                bench.nodes.clone()
+            };
+            for (replicas, nodes) in replica_counts
+                .iter()
+                .flat_map(|&r| node_counts.iter().map(move |&n| (r, n)))
+            {
+                let mut suffix = if replicas > 1 {
                     format!("-x{replicas}")
                 } else {
                     String::new()
                 };
+                if nodes != local_control_plane::DEFAULT_NODES {
+                    suffix.push_str(&format!("-{nodes}nodes"));
+                }
                 let options = RunOptions {
                     objects,
                     replicas,
+                    nodes,
                     log_dir: bench
                         .results_dir
                         .join("logs")
@@ -139,6 +154,8 @@ pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
         objects: 1000,
         pods_per_object: 3,
         workers: 4,
+        replica_workers: None,
+        nodes: local_control_plane::DEFAULT_NODES,
         create_concurrency: 16,
         idle: Duration::from_secs(60),
         edits: 50,
@@ -149,5 +166,23 @@ pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
         shards: 32,
         failover_edits: 30,
         gc: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_run_options;
+
+    #[test]
+    fn replicas_share_the_workers_unless_told() {
+        let mut run = default_run_options(std::path::Path::new("/tmp"));
+        run.workers = 4;
+        assert_eq!(run.workers_per_replica(), 4, "one replica: all of them");
+        run.replicas = 3;
+        assert_eq!(run.workers_per_replica(), 2, "4 / 3, rounded up");
+        run.replicas = 8;
+        assert_eq!(run.workers_per_replica(), 1);
+        run.replica_workers = Some(4);
+        assert_eq!(run.workers_per_replica(), 4, "as told");
     }
 }

@@ -43,6 +43,10 @@ struct Args {
     /// peers run as one.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     replicas: Vec<u32>,
+    /// Simulated node counts, e.g. `3,30`: every run is repeated on a
+    /// cluster of each size (the pods of a run spread over its nodes).
+    #[arg(long, value_delimiter = ',', default_value = "3")]
+    nodes: Vec<usize>,
     /// `--shards` of the host's replicas when there are several.
     #[arg(long, default_value_t = 32)]
     shards: u32,
@@ -56,6 +60,11 @@ struct Args {
     /// `--workers` of every controller.
     #[arg(long, default_value_t = 4)]
     workers: u16,
+    /// `--workers` of each replica when the host runs several (default:
+    /// `--workers` divided by the replica count, rounded up, as the
+    /// operating guide advises).
+    #[arg(long)]
+    replica_workers: Option<u16>,
     /// Seconds to watch a converged set for reconciles.
     #[arg(long, default_value_t = 60)]
     idle_secs: u64,
@@ -112,6 +121,7 @@ async fn main() -> Result<()> {
     let mut run = default_run_options(&results);
     run.pods_per_object = args.pods_per_object;
     run.workers = args.workers;
+    run.replica_workers = args.replica_workers;
     run.idle = Duration::from_secs(args.idle_secs);
     run.edits = args.edits;
     run.create_concurrency = args.create_concurrency;
@@ -119,6 +129,9 @@ async fn main() -> Result<()> {
     run.shards = args.shards;
     run.failover_edits = args.failover_edits;
     run.gc = !args.no_gc;
+    if args.nodes.iter().any(|&n| n == 0 || n > 250) {
+        bail!("--nodes counts must be 1 to 250 (pods need a node to run on)");
+    }
     if args.replicas.contains(&0) {
         bail!("--replicas counts must be at least 1");
     }
@@ -130,6 +143,7 @@ async fn main() -> Result<()> {
         largest_n_controllers: args.largest_n_controllers.clone(),
         objects,
         replicas: args.replicas.clone(),
+        nodes: args.nodes.clone(),
         run,
         profile: args.build_profile.unwrap_or_else(Profile::of_this_build),
         micro_bench: args.micro_bench,

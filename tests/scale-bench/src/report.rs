@@ -113,6 +113,22 @@ pub fn results_table(runs: &[RunResult]) -> String {
     t
 }
 
+/// The simulated node counts of `runs`, e.g. `3` or `3 or 30` (as the
+/// table's labels say).
+fn node_counts(runs: &[RunResult]) -> String {
+    let mut counts: Vec<usize> = runs.iter().map(|r| r.nodes).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    if counts.is_empty() {
+        return local_control_plane::DEFAULT_NODES.to_string();
+    }
+    counts
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
 /// Each controller's figures divided by the controller-runtime peer's at the same N.
 pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
     let mut t = String::from(
@@ -124,10 +140,11 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
         .iter()
         .filter(|r| r.controller != ControllerKind::ControllerRuntime)
     {
-        let Some(base) = runs
-            .iter()
-            .find(|b| b.controller == ControllerKind::ControllerRuntime && b.objects == r.objects)
-        else {
+        let Some(base) = runs.iter().find(|b| {
+            b.controller == ControllerKind::ControllerRuntime
+                && b.objects == r.objects
+                && b.nodes == r.nodes
+        }) else {
             continue;
         };
         any = true;
@@ -167,9 +184,12 @@ pub fn replicas_table(runs: &[RunResult]) -> Option<String> {
     let mut any = false;
     for r in runs.iter().filter(|r| r.replicas > 1) {
         any = true;
-        let single = runs
-            .iter()
-            .find(|b| b.controller == r.controller && b.objects == r.objects && b.replicas == 1);
+        let single = runs.iter().find(|b| {
+            b.controller == r.controller
+                && b.objects == r.objects
+                && b.nodes == r.nodes
+                && b.replicas == 1
+        });
         let list = |f: fn(&crate::scenario::ReplicaFigures) -> String| {
             r.per_replica.iter().map(f).collect::<Vec<_>>().join(" / ")
         };
@@ -318,7 +338,7 @@ fn markdown_text(report: &Report) -> String {
         md,
         "Produced by `{}` (started {}; Rust controllers built with the {:?} profile).\n\n\
          Each run: a fresh local control plane (etcd, kube-apiserver, kube-controller-manager, \
-         kube-scheduler and kwok with 3 simulated nodes; \
+         kube-scheduler and kwok with {} simulated nodes; \
          default options), the Jinghzhu CRD, one controller as its own process with \
          `--workers {}`, then N Jinghzhus × {} pods created ({} in flight) and watched \
          from the harness. Machine: {cpus} CPUs, shared; the load average at each run's \
@@ -326,6 +346,7 @@ fn markdown_text(report: &Report) -> String {
         report.command,
         report.started,
         report.profile,
+        node_counts(&report.runs),
         report.workers,
         report.pods_per_object,
         report.create_concurrency,
@@ -467,6 +488,7 @@ mod tests {
             objects: 100,
             pods_per_object: 3,
             workers: 4,
+            nodes: 3,
             load_at_start: (0.0, 2),
             converge_secs: 10.0,
             requests: Default::default(),
@@ -516,7 +538,7 @@ mod tests {
         let row = table.lines().nth(2).expect("a row");
         assert_eq!(
             row,
-            "| host ×3 | 100 | 10.0 → 10.0 | 11 / 11 / 11 | 3.0 / 4.0 / 5.0 | 0.50 | 15.0 / 16.0 / 14.0 | 0.40 | 10 of 30 | 18.5 | 1.2 | 19.0 |"
+            "| host ×3 (--workers 4) | 100 | 10.0 → 10.0 | 11 / 11 / 11 | 3.0 / 4.0 / 5.0 | 0.50 | 15.0 / 16.0 / 14.0 | 0.40 | 10 of 30 | 18.5 | 1.2 | 19.0 |"
         );
     }
 }

@@ -60,6 +60,11 @@ pub struct RunOptions {
     pub pods_per_object: u32,
     /// The controller's `--workers`.
     pub workers: u16,
+    /// Each replica's `--workers` when there are several; `None`:
+    /// [`RunOptions::workers_per_replica`]'s default.
+    pub replica_workers: Option<u16>,
+    /// Simulated nodes the pods are spread over.
+    pub nodes: usize,
     /// Creates in flight at once while creating the N objects.
     pub create_concurrency: usize,
     /// How long to watch a converged set for reconciles.
@@ -80,6 +85,23 @@ pub struct RunOptions {
     pub failover_edits: usize,
     /// Time the garbage collection at the end.
     pub gc: bool,
+}
+
+impl RunOptions {
+    /// Each replica's `--workers`: all of `workers` for one replica; with
+    /// several, `replica_workers`, or else `workers` divided by the replica
+    /// count, rounded up, as docs/operating.md advises (replicas' workers
+    /// add up, and more of them reconcile each object more often while its
+    /// pods come up).
+    pub fn workers_per_replica(&self) -> u16 {
+        if self.replicas <= 1 {
+            return self.workers;
+        }
+        self.replica_workers.unwrap_or_else(|| {
+            let replicas = u16::try_from(self.replicas).unwrap_or(u16::MAX);
+            self.workers.div_ceil(replicas).max(1)
+        })
+    }
 }
 
 /// One replica's own figures in a run of several.
@@ -132,8 +154,10 @@ pub struct RunResult {
     pub objects: usize,
     /// P.
     pub pods_per_object: u32,
-    /// `--workers`.
+    /// `--workers` (of each replica).
     pub workers: u16,
+    /// Simulated nodes.
+    pub nodes: usize,
     /// 1-minute load average when the run started, and the CPU count.
     pub load_at_start: (f64, usize),
     /// First create → every object converged, seconds.
@@ -188,12 +212,21 @@ pub struct RunResult {
 }
 
 impl RunResult {
-    /// The controller's name in tables: `host`, or `host ×3` for replicas.
+    /// The controller's name in tables: `host`, or `host ×3` for replicas,
+    /// with `(30 nodes)` when the cluster had other than the default 3.
     pub fn label(&self) -> String {
-        if self.replicas > 1 {
-            format!("{} ×{}", self.controller, self.replicas)
+        let nodes = if self.nodes == local_control_plane::DEFAULT_NODES {
+            String::new()
         } else {
-            self.controller.to_string()
+            format!(" ({} nodes)", self.nodes)
+        };
+        if self.replicas > 1 {
+            format!(
+                "{} ×{} (--workers {}){nodes}",
+                self.controller, self.replicas, self.workers
+            )
+        } else {
+            format!("{}{nodes}", self.controller)
         }
     }
 }
@@ -221,10 +254,13 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
         "scale-bench: {} with N={} x {} pods: starting a fresh control plane (load {:.2} on {} CPUs)",
         built.kind, options.objects, options.pods_per_object, load_at_start.0, load_at_start.1
     );
-    let cp =
-        tokio::task::spawn_blocking(|| ControlPlane::start_with(ControlPlaneOptions::default()))
-            .await
-            .context("control plane start task")??;
+    let control_plane = ControlPlaneOptions {
+        nodes: options.nodes,
+        ..ControlPlaneOptions::default()
+    };
+    let cp = tokio::task::spawn_blocking(move || ControlPlane::start_with(control_plane))
+        .await
+        .context("control plane start task")??;
     let client = cp.client().await?;
     install_crd(&client).await?;
     let crd_established = Instant::now();
@@ -242,7 +278,7 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
             built,
             cp.kubeconfig_path(),
             NAMESPACE,
-            options.workers,
+            options.workers_per_replica(),
             &options.log_dir,
             sharding,
         )?);
@@ -396,8 +432,9 @@ async fn measure(
         per_replica,
         failover,
         objects: options.objects,
+        nodes: options.nodes,
         pods_per_object: options.pods_per_object,
-        workers: options.workers,
+        workers: options.workers_per_replica(),
         load_at_start,
         converge_secs,
         writes: apiserver::writes(&requests),
