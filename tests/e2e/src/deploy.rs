@@ -32,14 +32,22 @@ pub fn deploy_dir() -> PathBuf {
 }
 
 fn dockerfile() -> Result<String> {
-    std::fs::read_to_string(deploy_dir().join("Dockerfile"))
-        .context("reading examples/deploy/Dockerfile")
+    dockerfile_of(&wasm_artifacts::workspace_root())
+}
+
+/// The Dockerfile of the checkout at `root`.
+fn dockerfile_of(root: &Path) -> Result<String> {
+    let path = root.join("examples/deploy/Dockerfile");
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// The builder stage's `RUN cargo build …` line of the Dockerfile, as argv.
 pub fn dockerfile_build_command() -> Result<Vec<String>> {
-    let text = dockerfile()?;
-    let line = text
+    build_command_in(&dockerfile()?)
+}
+
+fn build_command_in(dockerfile: &str) -> Result<Vec<String>> {
+    let line = dockerfile
         .lines()
         .filter_map(|l| l.trim().strip_prefix("RUN "))
         .find(|l| l.trim_start().starts_with("cargo build"))
@@ -50,14 +58,18 @@ pub fn dockerfile_build_command() -> Result<Vec<String>> {
 /// Where the Dockerfile's runtime stage copies the binary from, as a path in
 /// this workspace (`COPY --from=build <WORKDIR>/target/… …`).
 pub fn dockerfile_binary() -> Result<PathBuf> {
-    let text = dockerfile()?;
-    let workdir = text
+    Ok(wasm_artifacts::workspace_root().join(binary_in_target(&dockerfile()?)?))
+}
+
+/// The Dockerfile's binary relative to the workspace root (`target/…`).
+fn binary_in_target(dockerfile: &str) -> Result<PathBuf> {
+    let workdir = dockerfile
         .lines()
         .find_map(|l| l.trim().strip_prefix("WORKDIR "))
         .ok_or_else(|| anyhow!("no WORKDIR in the Dockerfile"))?
         .trim()
         .to_string();
-    let source = text
+    let source = dockerfile
         .lines()
         .filter_map(|l| l.trim().strip_prefix("COPY --from=build "))
         .next()
@@ -66,7 +78,7 @@ pub fn dockerfile_binary() -> Result<PathBuf> {
     let relative = source
         .strip_prefix(&format!("{}/", workdir.trim_end_matches('/')))
         .ok_or_else(|| anyhow!("{source} is not under WORKDIR {workdir}"))?;
-    Ok(wasm_artifacts::workspace_root().join(relative))
+    Ok(PathBuf::from(relative))
 }
 
 /// Builds the host exactly as the Dockerfile does (its `cargo build` line,
@@ -100,42 +112,14 @@ pub fn host_binary() -> PathBuf {
 /// Runs the Dockerfile's build command (see [`host_binary`]) and copies the
 /// binary to where the Dockerfile takes it from.
 pub fn build_as_the_dockerfile_does() -> Result<PathBuf> {
-    let argv = dockerfile_build_command()?;
-    let key = DistBuildKey::of_this_checkout()?;
+    let root = wasm_artifacts::workspace_root();
+    let key = DistBuildKey::of_checkout(&root)?;
     // A full build another test binary of this run made is the real thing:
     // use it (a no-op build) rather than compile everything again cheaper.
     let full = key.needs_full_build() || key.built_in_full_this_run();
     let target_dir = dist_target_dir(&key, full)?;
-    // Cargo's file-time checks hold within one checkout: only a build from
-    // another one makes the workspace's fingerprints untrustworthy.
-    let root = wasm_artifacts::workspace_root();
-    let stamp = target_dir.join("built-from");
-    let built_here =
-        std::fs::read(&stamp).is_ok_and(|from| from == root.as_os_str().as_encoded_bytes());
-    if !built_here {
-        forget_workspace_crates(&target_dir)?;
-    }
-    // Before building: a build from here that fails halfway still counts.
-    std::fs::write(&stamp, root.as_os_str().as_encoded_bytes())?;
     let started = Instant::now();
-    let mut command = Command::new(&argv[0]);
-    // As the Dockerfile's shell runs it: no variables of the tests' cargo.
-    wasm_artifacts::as_from_a_shell(&mut command)
-        .args(&argv[1..])
-        .current_dir(&root)
-        .env("CARGO_TARGET_DIR", &target_dir);
-    if !full {
-        command.envs(DistBuildKey::CHEAPER_PROFILE);
-    }
-    let out = command
-        .output()
-        .with_context(|| format!("running {argv:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "the Dockerfile's build command {argv:?} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let built = build_checkout_as_its_dockerfile_does(&root, &target_dir, full)?;
     if full {
         key.record_full_build()?;
     }
@@ -149,28 +133,85 @@ pub fn build_as_the_dockerfile_does() -> Result<PathBuf> {
         )
     };
     eprintln!(
-        "built the host as the Dockerfile does ({argv:?}, {how}; target directory {}) in {:?}",
+        "built the host as the Dockerfile does ({how}; target directory {}) in {:?}",
         target_dir.display(),
         started.elapsed()
     );
     let binary = dockerfile_binary()?;
-    let workspace_target = root.join("target");
-    let relative = binary
-        .strip_prefix(&workspace_target)
-        .with_context(|| format!("{} is not under target/", binary.display()))?;
+    if let Some(parent) = binary.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    copy_whole(&built, &binary)?;
+    Ok(binary)
+}
+
+/// Copies `from` to a temporary name beside `to` and renames it, so a test
+/// never runs a half-written file.
+fn copy_whole(from: &Path, to: &Path) -> Result<()> {
+    let partial = to.with_extension("partial");
+    std::fs::copy(from, &partial)
+        .with_context(|| format!("copying {} to {}", from.display(), partial.display()))?;
+    std::fs::rename(&partial, to)?;
+    Ok(())
+}
+
+/// Runs the `cargo build` line of the Dockerfile of the checkout at `root`
+/// in `root`, into `target_dir` (`full`: as written; else with
+/// [`DistBuildKey::CHEAPER_PROFILE`]), and returns the binary it built
+/// there. Holds `target_dir`'s `build.lock` from before the `built-from`
+/// check to after the build, so builds of two checkouts sharing the
+/// directory (this one's and [`crate::previous_host`]'s) take turns.
+pub fn build_checkout_as_its_dockerfile_does(
+    root: &Path,
+    target_dir: &Path,
+    full: bool,
+) -> Result<PathBuf> {
+    let dockerfile = dockerfile_of(root)?;
+    let argv = build_command_in(&dockerfile)?;
+    let lock_path = target_dir.join("build.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
+    // Cargo's file-time checks hold within one checkout: only a build from
+    // another one makes the workspace's fingerprints untrustworthy.
+    let stamp = target_dir.join("built-from");
+    let built_here =
+        std::fs::read(&stamp).is_ok_and(|from| from == root.as_os_str().as_encoded_bytes());
+    if !built_here {
+        forget_workspace_crates(root, target_dir)?;
+    }
+    // Before building: a build from here that fails halfway still counts.
+    std::fs::write(&stamp, root.as_os_str().as_encoded_bytes())?;
+    let mut command = Command::new(&argv[0]);
+    // As the Dockerfile's shell runs it: no variables of the tests' cargo.
+    wasm_artifacts::as_from_a_shell(&mut command)
+        .args(&argv[1..])
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", target_dir);
+    if !full {
+        command.envs(DistBuildKey::CHEAPER_PROFILE);
+    }
+    let out = command
+        .output()
+        .with_context(|| format!("running {argv:?} in {}", root.display()))?;
+    if !out.status.success() {
+        bail!(
+            "the Dockerfile's build command {argv:?} failed in {}:\n{}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let relative = binary_in_target(&dockerfile)?;
+    let relative = relative
+        .strip_prefix("target")
+        .with_context(|| format!("{} is not under target/", relative.display()))?;
     let built = target_dir.join(relative);
     if !built.is_file() {
         bail!("{} was not produced by {argv:?}", built.display());
     }
-    if let Some(parent) = binary.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    // Copy to a temporary name and rename, so a test never runs a half-written file.
-    let partial = binary.with_extension("partial");
-    std::fs::copy(&built, &partial)
-        .with_context(|| format!("copying {} to {}", built.display(), partial.display()))?;
-    std::fs::rename(&partial, &binary)?;
-    Ok(binary)
+    drop(lock);
+    Ok(built)
 }
 
 /// The repository's record of the digests ([`DistBuildKey`]) whose full
@@ -227,14 +268,18 @@ impl DistBuildKey {
 
     /// The key of the checkout these tests run in.
     pub fn of_this_checkout() -> Result<Self> {
+        Self::of_checkout(&wasm_artifacts::workspace_root())
+    }
+
+    /// The key of the checkout at `root`.
+    pub fn of_checkout(root: &Path) -> Result<Self> {
         use sha2::{Digest as _, Sha256};
-        let root = wasm_artifacts::workspace_root();
         let lock = std::fs::read(root.join("Cargo.lock")).context("reading Cargo.lock")?;
         let manifest =
             std::fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?;
         let rustc = Command::new("rustc")
             .arg("-vV")
-            .current_dir(&root)
+            .current_dir(root)
             .output()
             .context("running rustc -vV")?;
         let hex = |hasher: Sha256| -> String {
@@ -247,7 +292,7 @@ impl DistBuildKey {
         dependencies.update(&lock);
         dependencies.update(&rustc.stdout);
         let mut all = dependencies.clone();
-        all.update(dockerfile()?.as_bytes());
+        all.update(dockerfile_of(root)?.as_bytes());
         all.update(profile_tables(&manifest).as_bytes());
         Ok(Self {
             digest: hex(all),
@@ -433,17 +478,17 @@ fn remove_unused_siblings(parent: &Path, keep: &Path) {
     }
 }
 
-/// Removes the fingerprints of this workspace's crates from `target_dir`, so
-/// cargo rebuilds them from this checkout's sources (done when another
+/// Removes the fingerprints of the crates of the workspace at `root` from
+/// `target_dir`, so cargo rebuilds them from that checkout's sources (done when another
 /// checkout built there last, as its `built-from` file says). Cargo decides whether a
 /// local crate is fresh by comparing file times, and a target directory
 /// shared between checkouts could hold a build of another checkout's newer
 /// sources. Registry crates (immutable, named by version and checksum) are
 /// reused.
-pub fn forget_workspace_crates(target_dir: &Path) -> Result<()> {
+pub fn forget_workspace_crates(root: &Path, target_dir: &Path) -> Result<()> {
     let out = Command::new("cargo")
         .args(["metadata", "--no-deps", "--format-version", "1", "--locked"])
-        .current_dir(wasm_artifacts::workspace_root())
+        .current_dir(root)
         .output()
         .context("running cargo metadata")?;
     if !out.status.success() {

@@ -7,6 +7,7 @@
 pub mod deploy;
 pub mod faults;
 pub mod memory;
+pub mod previous_host;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

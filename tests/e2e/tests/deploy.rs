@@ -1084,14 +1084,19 @@ async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> an
 /// leader election, and two replicas started as it runs them, each with
 /// the chart's ServiceAccount (so its RBAC is what is tested), split the
 /// shard Leases between them and converge every object.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyhow::Result<()> {
-    let env = TestEnv::new("helm-shards").await?;
+/// The chart rendered with `shards=<shards>` as release `release` and
+/// applied in a fresh namespace: the Deployment's environment (shards on,
+/// no election), its ServiceAccount's kubeconfig and the plugin ConfigMap.
+async fn installed_with_shards(
+    prefix: &str,
+    release: &str,
+    shards: u32,
+) -> anyhow::Result<(TestEnv, Installed)> {
+    let env = TestEnv::new(prefix).await?;
     let cp = env.control_plane;
     let ns = env.namespace.clone();
-    let release = "e2e-shards";
     let lease = format!("leaderElection.leaseName={release}");
-    let objects = render_chart(release, &ns, &["shards=4", &lease])?;
+    let objects = render_chart(release, &ns, &[&format!("shards={shards}"), &lease])?;
     let container = operator_container(&objects)?;
     let env_vars = container.env.clone().unwrap_or_default();
     let value = |name: &str| {
@@ -1100,7 +1105,7 @@ async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyh
             .find(|v| v.name == name)
             .and_then(|v| v.value.clone())
     };
-    assert_eq!(value("WASM_OPERATOR_SHARDS").as_deref(), Some("4"));
+    assert_eq!(value("WASM_OPERATOR_SHARDS"), Some(shards.to_string()));
     assert_eq!(
         value("WASM_OPERATOR_LEADER_ELECT"),
         None,
@@ -1110,12 +1115,38 @@ async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyh
     let installed = Installed {
         namespace: ns.clone(),
         kubeconfig: cp
-            .kubeconfig_for_service_account(&ns, "e2e-shards-wasm-operator")
+            .kubeconfig_for_service_account(&ns, &format!("{release}-wasm-operator"))
             .await?,
         env: env_vars,
         args: container.args.unwrap_or_default(),
         plugin_configmap: object_of::<ConfigMap>(&objects, "ConfigMap")?.name_any(),
     };
+    Ok((env, installed))
+}
+
+/// The holder of each of the `shards` Leases of `release`.
+async fn shard_holders(env: &TestEnv, release: &str, shards: u32) -> anyhow::Result<Vec<String>> {
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let mut holders = Vec::new();
+    for shard in 0..shards {
+        let lease = leases
+            .get_opt(&format!("{release}-shard-{shard:02}"))
+            .await?;
+        holders.push(
+            lease
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity)
+                .unwrap_or_default(),
+        );
+    }
+    Ok(holders)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyhow::Result<()> {
+    let release = "e2e-shards";
+    let (env, installed) = installed_with_shards("helm-shards", release, 4).await?;
+    let ns = env.namespace.clone();
     let binary = std::env::var_os("WASM_OPERATOR_BIN")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(host_binary);
@@ -1130,23 +1161,11 @@ async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyh
         env.wait_converged(&format!("web-{i}"), 2, CONVERGE).await?;
     }
     // Both replicas hold shard Leases, and together all four.
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &ns);
     wait_for(
         "the four shards split between the two replicas",
         CONVERGE,
         || async {
-            let mut holders = Vec::new();
-            for shard in 0..4 {
-                let lease = leases
-                    .get_opt(&format!("{release}-shard-{shard:02}"))
-                    .await?;
-                holders.push(
-                    lease
-                        .and_then(|l| l.spec)
-                        .and_then(|s| s.holder_identity)
-                        .unwrap_or_default(),
-                );
-            }
+            let holders = shard_holders(&env, release, 4).await?;
             Ok(holders.iter().any(|h| h == "shards-a")
                 && holders.iter().any(|h| h == "shards-b")
                 && holders.iter().all(|h| h == "shards-a" || h == "shards-b"))
@@ -1162,5 +1181,113 @@ async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyh
     let _ = a.wait_exit(Duration::from_secs(30)).await;
     let _ = b.wait_exit(Duration::from_secs(30)).await;
     remove_cluster_objects(&env, release, &ns).await;
+    Ok(())
+}
+
+/// A rolling update as the chart's Deployment does it (`maxSurge: 1`,
+/// `maxUnavailable: 0`), from the host of an earlier commit
+/// (`tests/e2e/previous-host`, built from this clone's history) to this
+/// checkout's, with shards: two old replicas split the work; a new one
+/// joins, then an old one gets SIGTERM while every object scales up; twice.
+/// The objects end exact, no pod was ever created twice, and the new
+/// replicas hold every shard. What old and new share here is the protocol
+/// between replicas (shard Leases, the shard label, the hash) and the
+/// objects' status; both run the new chart's environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_from_the_previous_host_to_this_one_loses_and_doubles_nothing()
+-> anyhow::Result<()> {
+    const SHARDS: u32 = 4;
+    let release = "e2e-rolling";
+    let old = e2e_tests::previous_host::previous_host_binary();
+    let new = host_binary();
+    let (env, installed) = installed_with_shards("helm-rolling", release, SHARDS).await?;
+    let names: Vec<String> = (0..8).map(|i| format!("web-{i}")).collect();
+    let scale_all = |desired: u32| {
+        let env = &env;
+        let names = &names;
+        async move {
+            for name in names {
+                env.scale(name, desired).await?;
+            }
+            anyhow::Ok(())
+        }
+    };
+    let converge_all = |desired: u32| {
+        let env = &env;
+        let names = &names;
+        async move {
+            for name in names {
+                env.wait_converged(name, desired, CONVERGE).await?;
+            }
+            anyhow::Ok(())
+        }
+    };
+    let held_by_only = |replicas: &'static [&'static str]| {
+        let env = &env;
+        async move {
+            wait_for(
+                &format!("the {SHARDS} shards held by {replicas:?}, each by some"),
+                CONVERGE,
+                || async {
+                    let holders = shard_holders(env, release, SHARDS).await?;
+                    Ok(replicas.iter().all(|r| holders.iter().any(|h| h == r))
+                        && holders.iter().all(|h| replicas.contains(&h.as_str())))
+                },
+            )
+            .await
+        }
+    };
+
+    let created = CreatedPods::watch(&env);
+    let mut old_a = ProcessHost::start(&old, &installed, "old-a", &[])?;
+    let mut old_b = ProcessHost::start(&old, &installed, "old-b", &[])?;
+    wait_ready(&mut old_a).await?;
+    wait_ready(&mut old_b).await?;
+    held_by_only(&["old-a", "old-b"]).await?;
+    for name in &names {
+        env.create(name, 1, &[]).await?;
+    }
+    converge_all(1).await?;
+    assert!(
+        reconciles(&mut old_a).await? + reconciles(&mut old_b).await? >= names.len() as f64,
+        "the old replicas did the work before the update"
+    );
+
+    // Surge: new-c starts; once it is ready, old-a is stopped while the
+    // objects scale up.
+    let mut new_c = ProcessHost::start(&new, &installed, "new-c", &[])?;
+    wait_ready(&mut new_c).await?;
+    scale_all(2).await?;
+    old_a.sigterm();
+    assert!(old_a.wait_exit(Duration::from_secs(30)).await?.success());
+    converge_all(2).await?;
+
+    // Again: new-d, then old-b.
+    let mut new_d = ProcessHost::start(&new, &installed, "new-d", &[])?;
+    wait_ready(&mut new_d).await?;
+    scale_all(3).await?;
+    old_b.sigterm();
+    assert!(old_b.wait_exit(Duration::from_secs(30)).await?.success());
+    converge_all(3).await?;
+    held_by_only(&["new-c", "new-d"]).await?;
+
+    let pods = env.pods().list(&Default::default()).await?.items;
+    assert_eq!(pods.len(), 3 * names.len(), "exact pod count");
+    for name in &names {
+        assert_eq!(
+            created.of(name),
+            3,
+            "{name}: 1 -> 2 -> 3 pods, none ever created twice; timelines:\n{}{}",
+            new_c.timeline(),
+            new_d.timeline()
+        );
+    }
+    assert!(reconciles(&mut new_c).await? + reconciles(&mut new_d).await? >= 1.0);
+    for host in [&mut new_c, &mut new_d] {
+        host.sigterm();
+    }
+    assert!(new_c.wait_exit(Duration::from_secs(30)).await?.success());
+    assert!(new_d.wait_exit(Duration::from_secs(30)).await?.success());
+    remove_cluster_objects(&env, release, &env.namespace).await;
     Ok(())
 }

@@ -1,7 +1,10 @@
 //! Builds the host as the Dockerfile does ([`build_as_the_dockerfile_does`]:
 //! in full where that never passed for this checkout's key
 //! ([`DistBuildKey`]), else with the cheaper profile overrides), ahead of
-//! the tests that run it (the deploy and containment binaries).
+//! the tests that run it (the deploy and containment binaries); first the
+//! host of the commit the rolling-update test upgrades from
+//! ([`build_previous_host`], once per machine and commit), which shares the
+//! cheaper build's target directory.
 //!
 //!     dist-build            # build
 //!     dist-build --record   # write this key's digest to the repository's
@@ -17,6 +20,7 @@
 use std::process::ExitCode;
 
 use e2e_tests::deploy::{DIST_BUILD_RECORD, DistBuildKey, build_as_the_dockerfile_does};
+use e2e_tests::previous_host::build_previous_host;
 
 fn main() -> ExitCode {
     let key = match DistBuildKey::of_this_checkout() {
@@ -58,6 +62,11 @@ fn record(key: &DistBuildKey) -> anyhow::Result<()> {
 }
 
 fn build(key: &DistBuildKey) -> anyhow::Result<()> {
+    // Before this checkout's build: building another tree in the shared
+    // target directory makes the next build of this one recompile the
+    // workspace's crates, which a build after it would then redo.
+    let previous = build_previous_host()?;
+    println!("dist-build: the previous host is {}", previous.display());
     let binary = build_as_the_dockerfile_does()?;
     println!("dist-build: built {}", binary.display());
     if key.passed_here() && !key.is_recorded() {
