@@ -119,7 +119,8 @@ pub fn build_as_the_dockerfile_does() -> Result<PathBuf> {
     let full = key.needs_full_build() || key.built_in_full_this_run();
     let target_dir = dist_target_dir(&key, full)?;
     let started = Instant::now();
-    let built = build_checkout_as_its_dockerfile_does(&root, &target_dir, full)?;
+    let binary = dockerfile_binary()?;
+    build_checkout_as_its_dockerfile_does(&root, &target_dir, full, &binary)?;
     if full {
         key.record_full_build()?;
     }
@@ -137,18 +138,16 @@ pub fn build_as_the_dockerfile_does() -> Result<PathBuf> {
         target_dir.display(),
         started.elapsed()
     );
-    let binary = dockerfile_binary()?;
-    if let Some(parent) = binary.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    copy_whole(&built, &binary)?;
     Ok(binary)
 }
 
-/// Copies `from` to a temporary name beside `to` and renames it, so a test
-/// never runs a half-written file.
+/// Copies `from` to a temporary name beside `to` (this process's own) and
+/// renames it, so a test never runs a half-written file.
 fn copy_whole(from: &Path, to: &Path) -> Result<()> {
-    let partial = to.with_extension("partial");
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let partial = to.with_extension(format!("partial-{}", std::process::id()));
     std::fs::copy(from, &partial)
         .with_context(|| format!("copying {} to {}", from.display(), partial.display()))?;
     std::fs::rename(&partial, to)?;
@@ -157,15 +156,17 @@ fn copy_whole(from: &Path, to: &Path) -> Result<()> {
 
 /// Runs the `cargo build` line of the Dockerfile of the checkout at `root`
 /// in `root`, into `target_dir` (`full`: as written; else with
-/// [`DistBuildKey::CHEAPER_PROFILE`]), and returns the binary it built
-/// there. Holds `target_dir`'s `build.lock` from before the `built-from`
-/// check to after the build, so builds of two checkouts sharing the
-/// directory (this one's and [`crate::previous_host`]'s) take turns.
+/// [`DistBuildKey::CHEAPER_PROFILE`]), and copies the binary it built to
+/// `copy_to`. Holds `target_dir`'s `build.lock` from before the
+/// `built-from` check until the copy is made, so builds of two checkouts
+/// sharing the directory (this one's and [`crate::previous_host`]'s) take
+/// turns and neither copies the binary the other one built.
 pub fn build_checkout_as_its_dockerfile_does(
     root: &Path,
     target_dir: &Path,
     full: bool,
-) -> Result<PathBuf> {
+    copy_to: &Path,
+) -> Result<()> {
     let dockerfile = dockerfile_of(root)?;
     let argv = build_command_in(&dockerfile)?;
     let lock_path = target_dir.join("build.lock");
@@ -210,8 +211,9 @@ pub fn build_checkout_as_its_dockerfile_does(
     if !built.is_file() {
         bail!("{} was not produced by {argv:?}", built.display());
     }
+    copy_whole(&built, copy_to)?;
     drop(lock);
-    Ok(built)
+    Ok(())
 }
 
 /// The repository's record of the digests ([`DistBuildKey`]) whose full

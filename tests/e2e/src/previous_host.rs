@@ -73,17 +73,24 @@ pub fn build_previous_host() -> Result<PathBuf> {
     if binary.is_file() {
         return Ok(binary);
     }
+    // One build per commit at a time (`dist-build` and a test binary may
+    // both get here); whoever waited finds the binary built.
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let lock_path = dir.join("build.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
+    if binary.is_file() {
+        return Ok(binary);
+    }
     let started = Instant::now();
     let source = dir.join("src");
     export_tree(&commit, &source)?;
     let key = DistBuildKey::of_checkout(&source)?;
     let target_dir = dist_target_dir(&key, false)?;
-    let built = build_checkout_as_its_dockerfile_does(&source, &target_dir, false)
+    build_checkout_as_its_dockerfile_does(&source, &target_dir, false, &binary)
         .with_context(|| format!("building the host of commit {commit}"))?;
-    let partial = dir.join("wasm-operator.partial");
-    std::fs::copy(&built, &partial)
-        .with_context(|| format!("copying {} to {}", built.display(), partial.display()))?;
-    std::fs::rename(&partial, &binary)?;
     // The binary is what is kept; the tree is only its recipe.
     let _ = std::fs::remove_dir_all(&source);
     eprintln!(
