@@ -446,15 +446,26 @@ pub fn dist_target_dir(key: &DistBuildKey, full: bool) -> Result<PathBuf> {
         format!("{}-cheaper-o1", key.dependencies)
     };
     let dir = parent.join(name);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    keep_in_use(&dir)?;
+    Ok(dir)
+}
+
+/// Creates `dir` if need be, marks it used now (its `last-used` file) and
+/// removes its siblings unused for a week: the cache directories keyed by
+/// what they were built from (a lock file, a commit), whose older keys no
+/// run asks for again.
+pub fn keep_in_use(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     // The time as content, so the file's modification time moves on.
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
     std::fs::write(dir.join("last-used"), now.to_string())?;
-    remove_unused_siblings(&parent, &dir);
-    Ok(dir)
+    if let Some(parent) = dir.parent() {
+        remove_unused_siblings(parent, dir);
+    }
+    Ok(())
 }
 
 fn remove_unused_siblings(parent: &Path, keep: &Path) {

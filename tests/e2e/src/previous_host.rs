@@ -4,7 +4,8 @@
 //! (`git archive`), built with that tree's own Dockerfile line and the
 //! cheaper `dist` overrides, and the binary is kept in
 //! `~/.cache/wasm-operator/previous-host/<commit>/wasm-operator` (a commit's
-//! sources never change, so the commit is the whole key).
+//! sources never change, so the commit is the whole key; those of other
+//! commits unused for a week are removed).
 //!
 //! The build runs in the cheaper `dist` target directory of that tree's
 //! `Cargo.lock` and toolchain ([`crate::deploy::dist_target_dir`]): with the
@@ -19,7 +20,9 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::deploy::{DistBuildKey, build_checkout_as_its_dockerfile_does, dist_target_dir};
+use crate::deploy::{
+    DistBuildKey, build_checkout_as_its_dockerfile_does, dist_target_dir, keep_in_use,
+};
 
 /// The file naming the earlier commit: one 40-digit commit hash, `#`
 /// comments and blank lines aside. Move it on deliberately (the commit an
@@ -70,12 +73,13 @@ pub fn build_previous_host() -> Result<PathBuf> {
         .join("previous-host")
         .join(&commit);
     let binary = dir.join("wasm-operator");
+    // Binaries of earlier records unused for a week are removed.
+    keep_in_use(&dir)?;
     if binary.is_file() {
         return Ok(binary);
     }
     // One build per commit at a time (`dist-build` and a test binary may
     // both get here); whoever waited finds the binary built.
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let lock_path = dir.join("build.lock");
     let lock = std::fs::File::create(&lock_path)
         .with_context(|| format!("creating {}", lock_path.display()))?;
