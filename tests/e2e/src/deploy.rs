@@ -101,23 +101,33 @@ fn binary_in_target(dockerfile: &str) -> Result<PathBuf> {
 /// `CARGO_PROFILE_DIST_*` overrides, in a target directory of their own).
 /// `WASM_OPERATOR_FULL_DIST_BUILD=1` always builds in full.
 pub fn host_binary() -> PathBuf {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| build_as_the_dockerfile_does().map_err(|e| format!("{e:#}")));
-    match built {
+    static BUILT: BuiltOnce = OnceLock::new();
+    built_once(&BUILT, || {
+        build_as_the_dockerfile_does(&DistBuildKey::of_this_checkout()?)
+    })
+}
+
+/// Where a test process keeps a binary it builds once ([`built_once`]).
+pub type BuiltOnce = OnceLock<Result<PathBuf, String>>;
+
+/// The binary `build` returns, built once per process for `slot`; panics
+/// with the reason if it failed (the tests that need it cannot go on).
+pub fn built_once(slot: &'static BuiltOnce, build: fn() -> Result<PathBuf>) -> PathBuf {
+    match slot.get_or_init(|| build().map_err(|e| format!("{e:#}"))) {
         Ok(path) => path.clone(),
         Err(err) => panic!("{err}"),
     }
 }
 
-/// Runs the Dockerfile's build command (see [`host_binary`]) and copies the
-/// binary to where the Dockerfile takes it from.
-pub fn build_as_the_dockerfile_does() -> Result<PathBuf> {
+/// Runs the Dockerfile's build command (see [`host_binary`]) for this
+/// checkout, whose key is `key`, and copies the binary to where the
+/// Dockerfile takes it from.
+pub fn build_as_the_dockerfile_does(key: &DistBuildKey) -> Result<PathBuf> {
     let root = wasm_artifacts::workspace_root();
-    let key = DistBuildKey::of_checkout(&root)?;
     // A full build another test binary of this run made is the real thing:
     // use it (a no-op build) rather than compile everything again cheaper.
     let full = key.needs_full_build() || key.built_in_full_this_run();
-    let target_dir = dist_target_dir(&key, full)?;
+    let target_dir = dist_target_dir(key, full)?;
     let started = Instant::now();
     let binary = dockerfile_binary()?;
     build_checkout_as_its_dockerfile_does(&root, &target_dir, full, &binary)?;

@@ -15,13 +15,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
 
 use crate::deploy::{
-    DistBuildKey, build_checkout_as_its_dockerfile_does, dist_target_dir, keep_in_use,
+    BuiltOnce, DistBuildKey, build_checkout_as_its_dockerfile_does, built_once, dist_target_dir,
+    keep_in_use,
 };
 
 /// The file naming the earlier commit: one 40-digit commit hash, `#`
@@ -57,12 +57,8 @@ fn commit_in(text: &str) -> Result<String> {
 /// The previous commit's host binary, built once per machine (see the
 /// module's doc). Panics with the reason if it cannot be built.
 pub fn previous_host_binary() -> PathBuf {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| build_previous_host().map_err(|e| format!("{e:#}")));
-    match built {
-        Ok(path) => path.clone(),
-        Err(err) => panic!("{err}"),
-    }
+    static BUILT: BuiltOnce = BuiltOnce::new();
+    built_once(&BUILT, build_previous_host)
 }
 
 /// Builds the previous commit's host unless its binary is cached; returns

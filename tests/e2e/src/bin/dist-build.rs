@@ -67,7 +67,7 @@ fn build(key: &DistBuildKey) -> anyhow::Result<()> {
     // workspace's crates, which a build after it would then redo.
     let previous = build_previous_host()?;
     println!("dist-build: the previous host is {}", previous.display());
-    let binary = build_as_the_dockerfile_does()?;
+    let binary = build_as_the_dockerfile_does(key)?;
     println!("dist-build: built {}", binary.display());
     if key.passed_here() && !key.is_recorded() {
         println!(
