@@ -47,7 +47,11 @@ pub fn node_name(index: usize) -> String {
     format!("kwok-node-{index}")
 }
 
-/// The fake Node number `index` (below 250): its own podCIDR
+/// The most simulated Nodes a control plane can have: each gets its own
+/// `10.244.<index>.0/24` and InternalIP `10.89.0.<index + 1>`.
+pub const MAX_NODES: usize = 250;
+
+/// The fake Node number `index` (below [`MAX_NODES`]): its own podCIDR
 /// `10.244.<index>.0/24` and InternalIP `10.89.0.<index + 1>`.
 pub fn fake_node(index: usize) -> Node {
     let name = node_name(index);
@@ -85,8 +89,8 @@ pub fn fake_node(index: usize) -> Node {
 /// Creates fake Nodes `0..count` (those that exist already are kept).
 pub async fn create_nodes(client: &kube::Client, count: usize) -> Result<()> {
     anyhow::ensure!(
-        count <= 250,
-        "at most 250 simulated nodes (asked for {count})"
+        count <= MAX_NODES,
+        "at most {MAX_NODES} simulated nodes (asked for {count})"
     );
     let nodes: Api<Node> = Api::all(client.clone());
     for index in 0..count {

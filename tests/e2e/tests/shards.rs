@@ -130,6 +130,18 @@ async fn wait_balanced(replicas: &[&Replica], timeout: Duration) -> Result<Durat
     bail!("the shards were not balanced within {timeout:?}: {last}")
 }
 
+/// The UIDs of the test namespace's Jinghzhus.
+async fn jinghzhu_uids(env: &TestEnv) -> Result<Vec<String>> {
+    Ok(env
+        .jinghzhus()
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|jz| jz.metadata.uid)
+        .collect())
+}
+
 /// Every pod UID the test has seen, per controlling owner UID.
 struct CreatedPods {
     seen: Arc<Mutex<HashMap<String, HashSet<String>>>>,
@@ -342,14 +354,7 @@ async fn three_replicas_split_the_shards_and_converge_without_double_creates() -
     wait_all_converged(&env, 2, &created).await?;
 
     // Each replica cached only the objects of its shards, and reconciled some.
-    let uids: Vec<String> = env
-        .jinghzhus()
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .map(|jz| jz.uid().unwrap_or_default())
-        .collect();
+    let uids = jinghzhu_uids(&env).await?;
     wait_for(
         "each replica's per-shard object gauge to match its shards",
         Duration::from_secs(15),
@@ -619,13 +624,9 @@ async fn the_api_server_s_shard_range_selects_jinghzhus_by_our_hash() -> Result<
         env.create(&format!("o-{i:02}"), 0, &[]).await?;
     }
     let (low, high) = (0u64, u64::MAX / 3);
-    let expected: BTreeSet<String> = env
-        .jinghzhus()
-        .list(&ListParams::default())
+    let expected: BTreeSet<String> = jinghzhu_uids(&env)
         .await?
-        .items
-        .iter()
-        .filter_map(|jz| jz.metadata.uid.clone())
+        .into_iter()
         .filter(|uid| (low..high).contains(&fnv1a64(uid.as_bytes())))
         .collect();
     let selector = format!("shardRange(object.metadata.uid, '0x{low:016x}', '0x{high:016x}')");

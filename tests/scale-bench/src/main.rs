@@ -129,8 +129,9 @@ async fn main() -> Result<()> {
     run.shards = args.shards;
     run.failover_edits = args.failover_edits;
     run.gc = !args.no_gc;
-    if args.nodes.iter().any(|&n| n == 0 || n > 250) {
-        bail!("--nodes counts must be 1 to 250 (pods need a node to run on)");
+    let max_nodes = local_control_plane::nodes::MAX_NODES;
+    if args.nodes.iter().any(|&n| n == 0 || n > max_nodes) {
+        bail!("--nodes counts must be 1 to {max_nodes} (pods need a node to run on)");
     }
     if args.replicas.contains(&0) {
         bail!("--replicas counts must be at least 1");
