@@ -6,12 +6,13 @@
 #     build` path need it, and on a cold machine it is a long source build)
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and kubectl, built
 #     with Go from the k8s.io/kubernetes module, and kwok (the simulated nodes),
-#     installed with `go install`; cached in ~/.cache/wasm-operator (etcd comes
-#     from the etcd-bin-vendored-linux-amd64 crate)
-#   - Helm (not with --demo), for the chart tests, installed with `go install`
-#     and cached the same way
+#     with one `go build` of tests/control-plane/kubernetes; cached in
+#     ~/.cache/wasm-operator (etcd comes from the etcd-bin-vendored-linux-amd64
+#     crate)
 #   - not with --demo: the OCI registry (distribution), oras and cosign for the
-#     OCI tests, installed with `go install` and cached the same way
+#     OCI tests and Helm for the chart tests, built by one more `go build` of
+#     the same Go module (so the libraries they share compile once) and
+#     cached the same way
 #   - the example plugin: cargo build --target wasm32-wasip2 (and, not with
 #     --demo, cargo component build)
 #   - not with --demo: the Python and JavaScript plugin toolchains (a venv
@@ -72,7 +73,7 @@ else
     rustup target add wasm32-wasip2 wasm32-wasip1
 fi
 
-command -v go >/dev/null || { echo "Go is required to build kube-apiserver and kwok: install Go 1.26+ and retry" >&2; exit 1; }
+command -v go >/dev/null || { echo "Go is required to build kube-apiserver and kwok: install Go 1.26.7+ and retry" >&2; exit 1; }
 
 # Two lanes side by side, each step with its time: the Go builds, and the
 # Rust and plugin tools. Each spends part of a cold run downloading (Go
@@ -86,10 +87,8 @@ go_lane() {
     step "Kubernetes binaries and kwok (built with Go once, then cached)"
     "$control_plane" build
     if ! $demo; then
-        step "OCI registry, oras and cosign for the OCI tests (go install once, then cached)"
-        "$control_plane" oci-tools
-        step "Helm (renders the chart in examples/deploy/helm; go install once, then cached)"
-        "$control_plane" helm
+        step "OCI registry, oras, cosign and Helm for the tests (built with Go once, in the same module, then cached)"
+        "$control_plane" tools
     fi
     finish_step
 }

@@ -1,15 +1,18 @@
-//! Finding or building the control plane's binaries.
+//! Finding or building the control plane's binaries and the tests' Go tools.
 //!
-//! `etcd` comes from the `etcd-bin-vendored-linux-amd64` crate. The Kubernetes
-//! binaries (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
-//! and `kwok`, which simulates the nodes, are built with one `go build` from
-//! the small Go module in `tests/control-plane/kubernetes/` (it requires
-//! `k8s.io/kubernetes` and `sigs.k8s.io/kwok` as tools and pins each staging
-//! module to the release kwok is built against, so their client libraries
-//! compile once). Builds land in a cache directory outside the repository,
-//! keyed by version and a hash of `go.mod`/`go.sum`, the list of commands
-//! and the linker flags, so a second run takes no time. A file lock keeps
-//! concurrent test binaries from building twice.
+//! `etcd` comes from the `etcd-bin-vendored-linux-amd64` crate. Everything
+//! else written in Go is built from the one small Go module in
+//! `tests/control-plane/kubernetes/`, which requires each command as a tool:
+//! the Kubernetes binaries (kube-apiserver, kube-controller-manager,
+//! kube-scheduler, kubectl) and `kwok`, which simulates the nodes
+//! ([`CONTROL_PLANE`]); and the OCI registry, oras, cosign and Helm that only
+//! the tests use ([`TOOLS`]). One module means one version of every library
+//! they share (the Kubernetes client libraries, gRPC, protobuf, OpenTelemetry,
+//! golang.org/x), so Go's build cache compiles each once for all nine. Each
+//! set is built by one `go build` into a cache directory outside the
+//! repository, keyed by a hash of `go.mod`/`go.sum`, the set's commands and
+//! the linker flags, so a second run takes no time; the demo builds only the
+//! first set. A file lock keeps concurrent test binaries from building twice.
 
 use std::ffi::OsString;
 use std::fs;
@@ -26,28 +29,56 @@ pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// module; it and Kubernetes v1.36 need Go 1.26 or newer).
 pub const KWOK_VERSION: &str = "v0.8.0";
 
-/// The oldest Go that builds the module (its `go` line).
-const MIN_GO: &str = "1.26";
+/// The oldest Go that builds the module (its `go` line; oras v1.3.6 asks
+/// for 1.26.7).
+const MIN_GO: &str = "1.26.7";
 
 /// The Helm release the chart tests render `examples/deploy/helm` with
-/// (`go install helm.sh/helm/v3/cmd/helm@`[`HELM_VERSION`], cached in
-/// `<cache root>/helm-<version>/` like kwok).
-pub const HELM_VERSION: &str = "v3.22.0";
+/// (required in the Go module: the v3.21 line is the one built against the
+/// same Kubernetes client libraries as [`KUBERNETES_VERSION`]).
+pub const HELM_VERSION: &str = "v3.21.4";
 
-/// Helm, as a Go tool installed once ([`crate::registry::GoTool`]).
-pub const HELM: crate::registry::GoTool = crate::registry::GoTool {
-    name: "helm",
-    package: "helm.sh/helm/v3/cmd/helm",
-    version: HELM_VERSION,
-};
-
-/// Installs Helm unless it is cached; returns its path.
+/// Builds the tools (once) and returns Helm's path.
 pub fn ensure_helm() -> anyhow::Result<PathBuf> {
-    HELM.ensure()
+    crate::registry::HELM.ensure()
 }
 
-/// Directory of the Go module that builds the Kubernetes binaries.
+/// Directory of the Go module that builds the Kubernetes binaries and tools.
 const GO_MODULE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kubernetes");
+
+/// Go commands built together by one `go build` of the module and cached in
+/// one directory.
+#[derive(Debug, Clone, Copy)]
+pub struct GoCommands {
+    /// What the set is, for messages.
+    pub what: &'static str,
+    /// The cache directory's name before its hash.
+    pub dir_prefix: &'static str,
+    /// The file name of each binary and its Go package.
+    pub commands: &'static [(&'static str, &'static str)],
+}
+
+/// The local control plane: the Kubernetes binaries and kwok.
+pub const CONTROL_PLANE: GoCommands = GoCommands {
+    what: "the Kubernetes binaries (v1.36.3) and kwok (v0.8.0)",
+    dir_prefix: "kubernetes-v1.36.3",
+    commands: &GO_COMMANDS,
+};
+
+/// The tools only the tests use: the OCI registry, oras, cosign and Helm.
+pub const TOOLS: GoCommands = GoCommands {
+    what: "the OCI registry, oras, cosign and Helm",
+    dir_prefix: "go-tools",
+    commands: &[
+        (
+            "registry",
+            "github.com/distribution/distribution/v3/cmd/registry",
+        ),
+        ("oras", "oras.land/oras/cmd/oras"),
+        ("cosign", "github.com/sigstore/cosign/v2/cmd/cosign"),
+        ("helm", "helm.sh/helm/v3/cmd/helm"),
+    ],
+};
 
 /// The Go packages we build, and the file name of each binary.
 const GO_COMMANDS: [(&str, &str); 5] = [
@@ -79,20 +110,20 @@ pub enum BinaryBuildError {
     #[error(
         "the Go toolchain was not found (tried `{go}`): the local control plane builds \
          kube-apiserver, kube-controller-manager, kube-scheduler and kubectl {version} from the \
-         k8s.io/kubernetes Go module, and kwok {KWOK_VERSION}. Install Go {MIN_GO} or newer \
+         k8s.io/kubernetes Go module, and kwok {KWOK_VERSION} (the tests also build the OCI \
+         registry, oras, cosign and Helm there). Install Go {MIN_GO} or newer \
          and put `go` on PATH (or set GO=/path/to/go), or set WASM_OPERATOR_KUBE_BIN_DIR to a \
          directory that already holds those five binaries"
     )]
     GoMissing { go: String, version: &'static str },
     #[error(
-        "building {what} {version} with `{command}` failed (exit status {status}). Check that the \
+        "building {what} with `{command}` failed (exit status {status}). Check that the \
          Go module proxy is reachable (GOPROXY), that `go version` is {min_go} or newer, and \
          that there is disk space, then run `cargo run -p local-control-plane -- build` to retry. \
          Last lines of the build output:\n{output_tail}"
     )]
     BuildFailed {
         what: String,
-        version: &'static str,
         command: &'static str,
         min_go: &'static str,
         status: String,
@@ -117,7 +148,7 @@ pub enum BinaryBuildError {
 pub struct BinaryBuilder {
     /// The `go` command to run.
     pub go: OsString,
-    /// Root of the cache; binaries go in `<root>/kubernetes-<version>-<hash>/`.
+    /// Root of the cache; each [`GoCommands`] set goes in `<root>/<prefix>-<hash>/`.
     pub cache_root: PathBuf,
     /// The Go module to build from.
     pub module_dir: PathBuf,
@@ -217,8 +248,13 @@ fn binaries_in(dir: &Path) -> Binaries {
 }
 
 impl BinaryBuilder {
-    /// The directory the binaries of this module's pins are cached in.
+    /// The directory the control plane's binaries are cached in.
     pub fn cache_dir(&self) -> PathBuf {
+        self.cache_dir_of(&CONTROL_PLANE)
+    }
+
+    /// The directory `set` is cached in for this module's pins.
+    pub fn cache_dir_of(&self, set: &GoCommands) -> PathBuf {
         let mut hasher = Sha256::new();
         for file in ["go.mod", "go.sum"] {
             // A missing file just changes the key; `go build` reports it.
@@ -226,23 +262,23 @@ impl BinaryBuilder {
         }
         // A cache from before a command was added is another key, not an
         // incomplete copy of this one.
-        for (name, package) in GO_COMMANDS {
+        for (name, package) in set.commands {
             hasher.update(format!("{name}={package}\n"));
         }
         hasher.update(format!("ldflags={}\n", version_ldflags()));
         let hash = hex::encode(hasher.finalize());
         self.cache_root
-            .join(format!("kubernetes-{KUBERNETES_VERSION}-{}", &hash[..12]))
+            .join(format!("{}-{}", set.dir_prefix, &hash[..12]))
     }
 
     /// Returns the cached binaries, building whatever is missing.
     pub fn ensure(&self) -> Result<Binaries, BinaryBuildError> {
-        Ok(binaries_in(&self.ensure_built()?))
+        Ok(binaries_in(&self.ensure_built(&CONTROL_PLANE)?))
     }
 
-    /// Builds the missing binaries; returns their directory.
-    fn ensure_built(&self) -> Result<PathBuf, BinaryBuildError> {
-        let dir = self.cache_dir();
+    /// Builds whatever is missing of `set`; returns its directory.
+    pub fn ensure_built(&self, set: &GoCommands) -> Result<PathBuf, BinaryBuildError> {
+        let dir = self.cache_dir_of(set);
         let cache_err = |source| BinaryBuildError::Cache {
             dir: dir.display().to_string(),
             source,
@@ -250,7 +286,8 @@ impl BinaryBuilder {
         fs::create_dir_all(&dir).map_err(cache_err)?;
         let _lock = FileLock::acquire(&dir.join(".lock")).map_err(cache_err)?;
 
-        let missing: Vec<_> = GO_COMMANDS
+        let missing: Vec<_> = set
+            .commands
             .iter()
             .filter(|(name, _)| !dir.join(name).is_file())
             .collect();
@@ -261,9 +298,10 @@ impl BinaryBuilder {
             fs::create_dir_all(&staging).map_err(cache_err)?;
             let names: Vec<_> = missing.iter().map(|(name, _)| *name).collect();
             eprintln!(
-                "local-control-plane: building {} (Kubernetes {KUBERNETES_VERSION}, kwok \
-                 {KWOK_VERSION}) with Go into {} (once; takes several minutes on a cold cache)",
+                "local-control-plane: building {} ({}) with Go into {} (once; takes several \
+                 minutes on a cold cache)",
                 names.join(", "),
+                set.what,
                 dir.display()
             );
             let mut cmd = Command::new(&self.go);
@@ -288,8 +326,7 @@ impl BinaryBuilder {
                 let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
                 text.push_str(&String::from_utf8_lossy(&output.stdout));
                 return Err(BinaryBuildError::BuildFailed {
-                    what: names.join(", "),
-                    version: KUBERNETES_VERSION,
+                    what: format!("{} ({})", names.join(", "), set.what),
                     command: "go build",
                     min_go: MIN_GO,
                     status: output.status.to_string(),
@@ -326,7 +363,8 @@ impl BinaryBuilder {
 /// with them and 4.3 s without on this 2-core machine (Go's build cache warm).
 pub(crate) const STRIPPED: &str = "-s -w";
 
-/// Stamps the version into the binaries as Kubernetes' own release build does,
+/// Stamps the version into the binaries as Kubernetes' own release build does
+/// (the tools do not read these variables),
 /// so `--version` and the API's `/version` report it instead of `v0.0.0`;
 /// stripped ([`STRIPPED`]).
 fn version_ldflags() -> String {
@@ -555,7 +593,7 @@ mod tests {
         let msg = err.to_string();
         assert!(matches!(err, BinaryBuildError::BuildFailed { .. }), "{msg}");
         assert!(msg.contains("go build"), "{msg}");
-        assert!(msg.contains("1.26 or newer"), "{msg}");
+        assert!(msg.contains("1.26.7 or newer"), "{msg}");
         assert!(msg.contains("requires go >= 1.26"), "{msg}");
         assert!(!builder.cache_dir().join("kwok").exists());
     }
@@ -585,11 +623,47 @@ mod tests {
         let staging = KUBERNETES_VERSION.replacen("v1.", "v0.", 1);
         assert!(go_mod.contains(&format!("k8s.io/client-go => k8s.io/client-go {staging}")));
         assert!(go_mod.contains(&format!("go {MIN_GO}")), "{go_mod}");
-        for (_, package) in GO_COMMANDS {
+        for (_, package) in CONTROL_PLANE.commands.iter().chain(TOOLS.commands) {
             assert!(
                 go_mod.contains(&format!("\t{package}\n")),
                 "no tool line for {package}"
             );
         }
+        use crate::registry::{COSIGN_VERSION, ORAS_VERSION, REGISTRY_VERSION};
+        assert!(requires("helm.sh/helm/v3", HELM_VERSION), "{go_mod}");
+        assert!(requires("oras.land/oras", ORAS_VERSION), "{go_mod}");
+        assert!(
+            requires("github.com/sigstore/cosign/v2", COSIGN_VERSION),
+            "{go_mod}"
+        );
+        assert!(
+            requires("github.com/distribution/distribution/v3", REGISTRY_VERSION),
+            "{go_mod}"
+        );
+        assert_eq!(
+            CONTROL_PLANE.dir_prefix,
+            format!("kubernetes-{KUBERNETES_VERSION}")
+        );
+        assert!(CONTROL_PLANE.what.contains(KUBERNETES_VERSION));
+        assert!(CONTROL_PLANE.what.contains(KWOK_VERSION));
+    }
+
+    #[test]
+    fn the_tools_have_a_cache_directory_of_their_own() {
+        let builder = BinaryBuilder {
+            go: "go".into(),
+            cache_root: PathBuf::from("/cache"),
+            module_dir: PathBuf::from(GO_MODULE_DIR),
+        };
+        let tools = builder.cache_dir_of(&TOOLS);
+        assert_ne!(tools, builder.cache_dir());
+        let control_plane = builder.cache_dir();
+        let tools = tools.to_string_lossy();
+        let control_plane = control_plane.to_string_lossy();
+        assert!(tools.starts_with("/cache/go-tools-"), "{tools}");
+        assert!(
+            control_plane.starts_with("/cache/kubernetes-v1.36.3-"),
+            "{control_plane}"
+        );
     }
 }

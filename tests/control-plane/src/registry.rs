@@ -9,8 +9,9 @@
 //! - `cosign` (`github.com/sigstore/cosign/v2/cmd/cosign`) to make key pairs
 //!   and sign (`--tlog-upload=false`: no transparency log offline).
 //!
-//! Each is `go install`ed once into `<cache root>/<name>-<version>/`, like
-//! kwok ([`crate::binaries`]), under a file lock.
+//! They are built once with Helm by one `go build` of the control plane's Go
+//! module ([`crate::binaries::TOOLS`]), where they share the libraries they
+//! have in common with each other and with the Kubernetes binaries.
 
 use std::fs;
 use std::io::Write as _;
@@ -21,110 +22,56 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::binaries::{BinaryBuilder, default_cache_root};
+use crate::binaries::{BinaryBuilder, TOOLS};
 
-/// The registry release (`go install`ed).
+/// The registry release (required in the Go module).
 pub const REGISTRY_VERSION: &str = "v3.1.2";
 /// The oras release.
 pub const ORAS_VERSION: &str = "v1.3.6";
 /// The cosign release.
 pub const COSIGN_VERSION: &str = "v2.6.5";
 
-/// A Go command installed with `go install PACKAGE@VERSION`.
+/// One of the Go tools of [`TOOLS`], by its binary's name.
 #[derive(Debug, Clone, Copy)]
 pub struct GoTool {
     /// The binary's name.
     pub name: &'static str,
-    /// The Go package.
-    pub package: &'static str,
-    /// The version.
-    pub version: &'static str,
 }
 
 /// The registry.
-pub const REGISTRY: GoTool = GoTool {
-    name: "registry",
-    package: "github.com/distribution/distribution/v3/cmd/registry",
-    version: REGISTRY_VERSION,
-};
+pub const REGISTRY: GoTool = GoTool { name: "registry" };
 /// oras.
-pub const ORAS: GoTool = GoTool {
-    name: "oras",
-    package: "oras.land/oras/cmd/oras",
-    version: ORAS_VERSION,
-};
+pub const ORAS: GoTool = GoTool { name: "oras" };
 /// cosign.
-pub const COSIGN: GoTool = GoTool {
-    name: "cosign",
-    package: "github.com/sigstore/cosign/v2/cmd/cosign",
-    version: COSIGN_VERSION,
-};
+pub const COSIGN: GoTool = GoTool { name: "cosign" };
+/// Helm.
+pub const HELM: GoTool = GoTool { name: "helm" };
 
 impl GoTool {
-    /// Where it is installed.
+    /// Where it is built to.
     pub fn path(&self) -> PathBuf {
-        default_cache_root()
-            .join(format!("{}-{}", self.name, self.version))
+        BinaryBuilder::default()
+            .cache_dir_of(&TOOLS)
             .join(self.name)
     }
 
-    /// Installs it unless cached; returns its path.
+    /// Builds the tools unless cached; returns this one's path.
     pub fn ensure(&self) -> Result<PathBuf> {
-        let binary = self.path();
-        let dir = binary.parent().map(Path::to_path_buf).unwrap_or_default();
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let _lock = crate::binaries::FileLock::acquire(&dir.join(".lock"))?;
-        if binary.is_file() {
-            return Ok(binary);
-        }
-        let go = BinaryBuilder::default().go;
-        let staging = dir.join(".building");
-        let _ = fs::remove_dir_all(&staging);
-        fs::create_dir_all(&staging)?;
-        eprintln!(
-            "local-control-plane: installing {} {} with `go install` into {} (once)",
-            self.name,
-            self.version,
-            dir.display()
-        );
-        let output = Command::new(&go)
-            .current_dir(&dir)
-            .args(["install", "-trimpath"])
-            .arg(format!("-ldflags={}", crate::binaries::STRIPPED))
-            .arg(format!("{}@{}", self.package, self.version))
-            .env("GOBIN", &staging)
-            .env("CGO_ENABLED", "0")
-            .env("GOTOOLCHAIN", "local")
-            .env_remove("GOFLAGS")
-            .output()
-            .with_context(|| {
-                format!(
-                    "running `{}` (Go 1.26+ is needed to install {})",
-                    go.to_string_lossy(),
-                    self.name
-                )
-            })?;
-        if !output.status.success() {
-            bail!(
-                "`go install {}@{}` failed ({}); check GOPROXY and disk space:\n{}",
-                self.package,
-                self.version,
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        fs::rename(staging.join(self.name), &binary)?;
-        let _ = fs::remove_dir_all(&staging);
-        Ok(binary)
+        Ok(BinaryBuilder::default()
+            .ensure_built(&TOOLS)?
+            .join(self.name))
     }
 }
 
-/// Installs the registry, oras and cosign (for `tests/setup.sh`).
+/// Builds the registry, oras, cosign and Helm (for `tests/setup.sh`);
+/// returns their paths.
 pub fn ensure_tools() -> Result<Vec<PathBuf>> {
-    [REGISTRY, ORAS, COSIGN]
+    let dir = BinaryBuilder::default().ensure_built(&TOOLS)?;
+    Ok(TOOLS
+        .commands
         .iter()
-        .map(GoTool::ensure)
-        .collect()
+        .map(|(name, _)| dir.join(name))
+        .collect())
 }
 
 /// How to start a [`LocalRegistry`].

@@ -47,10 +47,12 @@ enum Cmd {
     },
     /// Build (or find in the cache) the binaries and print their versions.
     Build,
-    /// Install (or find in the cache) the OCI registry, oras and cosign the
-    /// OCI tests use.
-    OciTools,
-    /// Install (or find in the cache) Helm, which the chart tests render with.
+    /// Build (or find in the cache) the Go tools only the tests use: the OCI
+    /// registry, oras and cosign (OCI tests) and Helm (chart tests); prints
+    /// their paths.
+    #[command(alias = "oci-tools")]
+    Tools,
+    /// Build (or find in the cache) the tools; print Helm's path.
     Helm,
 }
 
@@ -68,7 +70,7 @@ fn main() -> Result<()> {
             println!("{}", binaries::ensure_helm()?.display());
             Ok(())
         }
-        Cmd::OciTools => {
+        Cmd::Tools => {
             for path in local_control_plane::registry::ensure_tools()? {
                 println!("{}", path.display());
             }
