@@ -79,6 +79,11 @@ pub struct ControlPlaneOptions {
     /// are served by etcd and an etcd compaction answers an old
     /// resourceVersion with 410 Gone).
     pub apiserver_args: Vec<String>,
+    /// kwok processes sharing the simulated Nodes (each manages every
+    /// n-th Node; [`nodes::kwok_node_selector`]). Default 1. kwok plays
+    /// each pod event's Stages on one goroutine; a second process on a
+    /// second core keeps its pod watch from falling behind at scale.
+    pub kwok_processes: usize,
 }
 
 impl Default for ControlPlaneOptions {
@@ -90,6 +95,7 @@ impl Default for ControlPlaneOptions {
             startup_timeout: Duration::from_secs(90),
             keep_dir: false,
             apiserver_args: Vec::new(),
+            kwok_processes: 1,
         }
     }
 }
@@ -306,7 +312,7 @@ impl ControlPlane {
             cp.spawn("kube-controller-manager", kcm)?;
         }
         let scheduler_probe = if options.nodes > 0 {
-            Some(cp.start_scheduler_and_nodes(options.nodes)?)
+            Some(cp.start_scheduler_and_nodes(options.nodes, options.kwok_processes.max(1))?)
         } else {
             None
         };
@@ -439,7 +445,7 @@ impl ControlPlane {
 
     /// Starts kube-scheduler and kwok and creates `count` fake Nodes; returns
     /// the kubeconfig that probes the scheduler's `/readyz`.
-    fn start_scheduler_and_nodes(&mut self, count: usize) -> Result<PathBuf> {
+    fn start_scheduler_and_nodes(&mut self, count: usize, kwoks: usize) -> Result<PathBuf> {
         let scheduler_port = free_port()?;
         let mut scheduler = Command::new(&self.binaries.kube_scheduler);
         scheduler
@@ -475,23 +481,34 @@ impl ControlPlane {
         let stages = self.dir.join("kwok-stages.yaml");
         fs::write(&stages, nodes::KWOK_STAGES)
             .with_context(|| format!("writing {}", stages.display()))?;
-        let mut kwok = Command::new(&self.binaries.kwok);
-        kwok.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
-            .arg(format!("--config={}", stages.display()))
-            .arg(format!(
-                "--manage-nodes-with-annotation-selector={}=fake",
-                nodes::NODE_ANNOTATION
-            ))
-            .arg(format!("--cidr={}", nodes::KWOK_FALLBACK_CIDR))
-            .arg(format!("--node-ip={}", nodes::KWOK_FALLBACK_NODE_IP))
-            // Renew each Node's Lease (every 10 s), as a kubelet does: the
-            // node lifecycle controller marks a Node without fresh
-            // heartbeats NotReady after 50 s, and its pods not ready.
-            .arg("--node-lease-duration-seconds=40")
-            // kwok also reads ~/.kwok/kwok.yaml; a private HOME keeps a
-            // user's kwok configuration out of our cluster.
-            .env("HOME", &self.dir);
-        self.spawn("kwok", kwok)?;
+        for process in 0..kwoks {
+            let mut kwok = Command::new(&self.binaries.kwok);
+            kwok.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+                .arg(format!("--config={}", stages.display()))
+                .arg(format!(
+                    "--manage-nodes-with-annotation-selector={}=fake",
+                    nodes::NODE_ANNOTATION
+                ))
+                .arg(format!("--cidr={}", nodes::KWOK_FALLBACK_CIDR))
+                .arg(format!("--node-ip={}", nodes::KWOK_FALLBACK_NODE_IP))
+                // Renew each Node's Lease (every 10 s), as a kubelet does: the
+                // node lifecycle controller marks a Node without fresh
+                // heartbeats NotReady after 50 s, and its pods not ready.
+                .arg("--node-lease-duration-seconds=40")
+                // kwok also reads ~/.kwok/kwok.yaml; a private HOME keeps a
+                // user's kwok configuration out of our cluster.
+                .env("HOME", &self.dir);
+            if let Some(selector) = nodes::kwok_node_selector(process, kwoks, count) {
+                kwok.arg(format!("--manage-nodes-with-label-selector={selector}"));
+            }
+            // One name for all (the benchmark adds up CPU by name), a log each.
+            let log = if kwoks == 1 {
+                "kwok".to_string()
+            } else {
+                format!("kwok-{process}")
+            };
+            self.spawn_logged("kwok", &log, kwok)?;
+        }
 
         let kubeconfig = self.kubeconfig.clone();
         block_on_private(|| async move {
@@ -504,7 +521,13 @@ impl ControlPlane {
     }
 
     fn spawn(&self, name: &str, command: Command) -> Result<()> {
-        let log = self.dir.join(format!("{name}.log"));
+        self.spawn_logged(name, name, command)
+    }
+
+    /// [`Self::spawn`] with the log in `<log_name>.log`: several processes
+    /// of one name each have their own log.
+    fn spawn_logged(&self, name: &str, log_name: &str, command: Command) -> Result<()> {
+        let log = self.dir.join(format!("{log_name}.log"));
         let child =
             Supervised::spawn(name, command, &log).with_context(|| format!("starting {name}"))?;
         self.processes

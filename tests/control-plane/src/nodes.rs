@@ -35,6 +35,24 @@ pub const NODE_IP_ANNOTATION: &str = "stage.jinghzhu.io/node-ip";
 /// Label on every fake Node (`type=kwok`), for selecting them.
 pub const NODE_LABEL_SELECTOR: &str = "type=kwok";
 
+/// Label with the fake Node's index: with more than one kwok process, each
+/// manages the Nodes [`kwok_node_selector`] gives it.
+pub const NODE_INDEX_LABEL: &str = "stage.jinghzhu.io/node-index";
+
+/// The label selector of kwok process `process` of `processes` over Nodes
+/// `0..count`: every `processes`-th index, starting at `process`. `None`
+/// with a single process (it manages every fake Node).
+pub fn kwok_node_selector(process: usize, processes: usize, count: usize) -> Option<String> {
+    if processes <= 1 {
+        return None;
+    }
+    let indices: Vec<String> = (process..count)
+        .step_by(processes)
+        .map(|index| index.to_string())
+        .collect();
+    Some(format!("{NODE_INDEX_LABEL} in ({})", indices.join(",")))
+}
+
 /// Pod IPs of Nodes without a podCIDR (ours all have one); kept apart from
 /// the per-node ranges and the service range.
 pub const KWOK_FALLBACK_CIDR: &str = "10.245.0.0/16";
@@ -61,6 +79,7 @@ pub fn fake_node(index: usize) -> Node {
         ("kubernetes.io/os".to_string(), "linux".to_string()),
         ("kubernetes.io/arch".to_string(), "amd64".to_string()),
         ("kubernetes.io/role".to_string(), "agent".to_string()),
+        (NODE_INDEX_LABEL.to_string(), index.to_string()),
     ]);
     let annotations = BTreeMap::from([
         (NODE_ANNOTATION.to_string(), "fake".to_string()),
@@ -150,6 +169,22 @@ mod tests {
     use serde::Deserialize;
 
     use super::*;
+
+    #[test]
+    fn each_kwok_process_manages_its_own_nodes() {
+        assert_eq!(kwok_node_selector(0, 1, 30), None);
+        assert_eq!(
+            kwok_node_selector(0, 2, 5).as_deref(),
+            Some("stage.jinghzhu.io/node-index in (0,2,4)")
+        );
+        assert_eq!(
+            kwok_node_selector(1, 2, 5).as_deref(),
+            Some("stage.jinghzhu.io/node-index in (1,3)")
+        );
+        let node = fake_node(3);
+        let labels = node.metadata.labels.unwrap_or_default();
+        assert_eq!(labels.get(NODE_INDEX_LABEL).map(String::as_str), Some("3"));
+    }
 
     #[test]
     fn nodes_are_distinct_and_managed_by_kwok() {

@@ -156,6 +156,7 @@ pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
         workers: 4,
         replica_workers: None,
         nodes: local_control_plane::DEFAULT_NODES,
+        kwok_processes: 1,
         create_concurrency: 16,
         idle: Duration::from_secs(60),
         edits: 50,

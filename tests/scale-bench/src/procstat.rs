@@ -16,13 +16,16 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
         .ok_or_else(|| anyhow!("unexpected /proc/{pid}/stat format: {stat}"))
 }
 
-/// CPU seconds so far of each named process (those that have exited are
-/// left out).
+/// CPU seconds so far of each named process, processes of one name added up
+/// (those that have exited are left out).
 pub fn cpu_seconds_by_name(processes: &[(String, u32)]) -> BTreeMap<String, f64> {
-    processes
-        .iter()
-        .filter_map(|(name, pid)| Some((name.clone(), cpu_seconds(*pid).ok()?)))
-        .collect()
+    let mut by_name = BTreeMap::new();
+    for (name, pid) in processes {
+        if let Ok(seconds) = cpu_seconds(*pid) {
+            *by_name.entry(name.clone()).or_insert(0.0) += seconds;
+        }
+    }
+    by_name
 }
 
 /// `after - before` for each process in both.

@@ -65,6 +65,8 @@ pub struct RunOptions {
     pub replica_workers: Option<u16>,
     /// Simulated nodes the pods are spread over.
     pub nodes: usize,
+    /// kwok processes sharing the nodes.
+    pub kwok_processes: usize,
     /// Creates in flight at once while creating the N objects.
     pub create_concurrency: usize,
     /// How long to watch a converged set for reconciles.
@@ -256,6 +258,7 @@ pub async fn run(built: &Built, options: &RunOptions) -> Result<RunResult> {
     );
     let control_plane = ControlPlaneOptions {
         nodes: options.nodes,
+        kwok_processes: options.kwok_processes,
         ..ControlPlaneOptions::default()
     };
     let cp = tokio::task::spawn_blocking(move || ControlPlane::start_with(control_plane))

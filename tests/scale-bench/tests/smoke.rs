@@ -33,6 +33,9 @@ fn bench(controllers: &[ControllerKind], dir: &Path) -> Benchmark {
             workers: 4,
             replica_workers: None,
             nodes: local_control_plane::DEFAULT_NODES,
+            // Two kwok processes share the nodes: the smoke run checks the
+            // split (`--kwok-processes`) converges like one.
+            kwok_processes: 2,
             create_concurrency: 8,
             idle: Duration::from_secs(2),
             edits: EDITS,
