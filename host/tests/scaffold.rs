@@ -136,9 +136,13 @@ fn fixtures_pass(name: &str, plugin: &Path, fixtures: &Path, cache: &Path) {
 fn a_scaffolded_plugin_builds_both_ways_and_passes_its_tests_and_fixture() {
     let started = Instant::now();
     let parent = TempDir::new().expect("temp dir");
+    // A name of its own: the tests share one target directory, and
+    // tests/e2e/tests/plugin_workflow.rs builds an `even-replicas` with the
+    // README's even rule into it at the same time (a race that once made
+    // this untouched scaffold's fixture run that plugin).
     let (dir, report) = scaffold_reporting(
         &parent,
-        "even-replicas",
+        "untouched-scaffold",
         &["--sdk-path", path_str(&workspace_root())],
     );
     // The test's binary is not the `wasm-operator` on PATH: the next steps
@@ -148,7 +152,7 @@ fn a_scaffolded_plugin_builds_both_ways_and_passes_its_tests_and_fixture() {
         .expect("the binary");
     assert!(
         report.contains(&format!(
-            "  {} reconcile --plugin target/wasm32-wasip2/release/even_replicas.wasm --fixtures fixtures",
+            "  {} reconcile --plugin target/wasm32-wasip2/release/untouched_scaffold.wasm --fixtures fixtures",
             binary.display()
         )),
         "{report}"
@@ -210,10 +214,14 @@ fn a_scaffolded_plugin_builds_both_ways_and_passes_its_tests_and_fixture() {
         ],
     );
 
-    let release = |triple: &str| target_dir().join(triple).join("release/even_replicas.wasm");
+    let release = |triple: &str| {
+        target_dir()
+            .join(triple)
+            .join("release/untouched_scaffold.wasm")
+    };
     for plugin in [release("wasm32-wasip2"), release("wasm32-wasip1")] {
         fixtures_pass(
-            "even-replicas",
+            "untouched-scaffold",
             &plugin,
             &dir.join("fixtures"),
             parent.path(),
