@@ -80,9 +80,9 @@ pub struct ControlPlaneOptions {
     /// resourceVersion with 410 Gone).
     pub apiserver_args: Vec<String>,
     /// kwok processes sharing the simulated Nodes (each manages every
-    /// n-th Node; [`nodes::kwok_node_selector`]). Default 1. kwok plays
-    /// each pod event's Stages on one goroutine; a second process on a
-    /// second core keeps its pod watch from falling behind at scale.
+    /// n-th Node; [`nodes::kwok_node_selector`]); at least 1, at most one
+    /// per Node. Default 1. Each process still reads every pod event, so
+    /// a second one did not lower kwok's CPU at scale (docs/performance.md).
     pub kwok_processes: usize,
 }
 
@@ -312,7 +312,7 @@ impl ControlPlane {
             cp.spawn("kube-controller-manager", kcm)?;
         }
         let scheduler_probe = if options.nodes > 0 {
-            Some(cp.start_scheduler_and_nodes(options.nodes, options.kwok_processes.max(1))?)
+            Some(cp.start_scheduler_and_nodes(options.nodes, options.kwok_processes)?)
         } else {
             None
         };
@@ -446,6 +446,8 @@ impl ControlPlane {
     /// Starts kube-scheduler and kwok and creates `count` fake Nodes; returns
     /// the kubeconfig that probes the scheduler's `/readyz`.
     fn start_scheduler_and_nodes(&mut self, count: usize, kwoks: usize) -> Result<PathBuf> {
+        // A process without a Node to manage would get an empty selector.
+        let kwoks = kwoks.clamp(1, count.max(1));
         let scheduler_port = free_port()?;
         let mut scheduler = Command::new(&self.binaries.kube_scheduler);
         scheduler

@@ -48,8 +48,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "3")]
     nodes: Vec<usize>,
     /// kwok processes sharing the simulated nodes (each manages every n-th
-    /// node). kwok plays each pod's Stages on one goroutine; with one
-    /// process its pod watch falls behind at N = 10 000 on 2 cores.
+    /// node; at most one per node). Each still reads every pod event: two
+    /// did not lower kwok's CPU at N = 10 000 (docs/performance.md).
     #[arg(long, default_value_t = 1)]
     kwok_processes: usize,
     /// `--shards` of the host's replicas when there are several.
