@@ -795,7 +795,12 @@ where
 /// Removes directories of control planes whose process is gone (killed
 /// without a chance to clean up). Every start calls it.
 pub fn remove_stale_dirs() {
-    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+    remove_stale_dirs_in(&std::env::temp_dir());
+}
+
+/// [`remove_stale_dirs`] for control planes started with `TMPDIR=parent`.
+pub fn remove_stale_dirs_in(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -576,8 +577,17 @@ fn without_nodes_there_is_no_scheduler_kwok_or_node_and_teardown_is_complete() {
 
 /// Starts the `local-control-plane` command with `args` after `up` and reads
 /// its output up to "ready": the pids it prints and the KUBECONFIG it exports.
-fn start_cli(args: &[&str]) -> (std::process::Child, Vec<(String, u32)>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_local-control-plane"))
+/// With `tmpdir`, the command keeps its directory there (`TMPDIR`), out of
+/// reach of the stale-directory sweep of control planes other tests start.
+fn start_cli(
+    args: &[&str],
+    tmpdir: Option<&Path>,
+) -> (std::process::Child, Vec<(String, u32)>, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_local-control-plane"));
+    if let Some(tmpdir) = tmpdir {
+        command.env("TMPDIR", tmpdir);
+    }
+    let mut child = command
         .arg("up")
         .args(args)
         .stdout(Stdio::piped())
@@ -607,7 +617,7 @@ fn start_cli(args: &[&str]) -> (std::process::Child, Vec<(String, u32)>, String)
 
 #[test]
 fn the_command_serves_kubectl_and_stops_cleanly_on_ctrl_c() {
-    let (mut child, pids, kubeconfig) = start_cli(&["--nodes", "1"]);
+    let (mut child, pids, kubeconfig) = start_cli(&["--nodes", "1"], None);
     assert_eq!(pids.len(), 5, "pids printed: {pids:?}");
     let dir = std::path::Path::new(&kubeconfig)
         .parent()
@@ -649,7 +659,10 @@ fn the_command_serves_kubectl_and_stops_cleanly_on_ctrl_c() {
 
 #[test]
 fn killing_the_command_outright_still_stops_its_processes() {
-    let (mut child, pids, kubeconfig) = start_cli(&[]);
+    // A private TMPDIR: a control plane another test starts meanwhile sweeps
+    // stale directories of the shared one, this one's included once killed.
+    let tmpdir = tempfile::tempdir().expect("tempdir");
+    let (mut child, pids, kubeconfig) = start_cli(&[], Some(tmpdir.path()));
     assert_eq!(pids.len(), 5, "pids printed: {pids:?}");
     let dir = std::path::Path::new(&kubeconfig)
         .parent()
@@ -666,7 +679,7 @@ fn killing_the_command_outright_still_stops_its_processes() {
         "{} was expected to survive SIGKILL",
         dir.display()
     );
-    local_control_plane::cluster::remove_stale_dirs();
+    local_control_plane::cluster::remove_stale_dirs_in(tmpdir.path());
     assert!(
         !dir.exists(),
         "stale directory not swept: {}",
