@@ -97,8 +97,12 @@ rust_lane() {
     if ! $demo && ! cargo component --version 2>/dev/null | grep -q "$CARGO_COMPONENT_VERSION"; then
         # --debug: an optimised build of cargo-component takes about three times
         # as long to compile, and its speed does not matter for a small plugin.
+        # Without debug info: measured cold here one after the other, 155 s
+        # wall / 285 s CPU with it (a 339 MB executable) against 128 s / 238 s
+        # without (75 MB).
         step "installing cargo-component $CARGO_COMPONENT_VERSION (once; a few minutes)"
-        cargo install --quiet cargo-component --locked --debug --version "$CARGO_COMPONENT_VERSION"
+        CARGO_PROFILE_DEV_DEBUG=false \
+            cargo install --quiet cargo-component --locked --debug --version "$CARGO_COMPONENT_VERSION"
     fi
     step "example plugin: cargo build --target wasm32-wasip2"
     cargo build --quiet --release --target wasm32-wasip2 -p replicaset-plugin
