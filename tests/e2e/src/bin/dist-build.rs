@@ -12,7 +12,7 @@
 //!
 //! `tests/run.sh` starts it in the background for a whole run: a full
 //! build's whole-program LTO link runs on one core for minutes, and even
-//! the cheaper build compiles every dependency on a fresh machine (434 s
+//! the cheaper build compiles every dependency on a fresh machine (202 s
 //! here). The tests that need the binary, scheduled last, find it built
 //! instead of building it in a test slot. They run the same build command
 //! in the same target directory, which cargo finds fresh.
