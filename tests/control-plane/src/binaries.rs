@@ -56,13 +56,27 @@ pub struct GoCommands {
     pub dir_prefix: &'static str,
     /// The file name of each binary and its Go package.
     pub commands: &'static [(&'static str, &'static str)],
+    /// Names of cache directories this set's directory replaces: its own
+    /// under other versions or module contents, and older layouts. Those
+    /// unused for [`CACHE_KEEP_DAYS`] are removed when the set is ensured.
+    pub replaces: &'static [&'static str],
 }
+
+/// Days a replaced cache directory ([`GoCommands::replaces`]) may stay
+/// unused before it is removed: an older checkout still using it keeps it.
+pub const CACHE_KEEP_DAYS: u64 = 7;
+
+/// The file whose modification time says when a cache directory was last
+/// used.
+const LAST_USED: &str = "last-used";
 
 /// The local control plane: the Kubernetes binaries and kwok.
 pub const CONTROL_PLANE: GoCommands = GoCommands {
     what: "the Kubernetes binaries (v1.36.3) and kwok (v0.8.0)",
     dir_prefix: "kubernetes-v1.36.3",
     commands: &GO_COMMANDS,
+    // Other Kubernetes versions and go.mod contents; kwok once had its own.
+    replaces: &["kubernetes-v", "kwok-v"],
 };
 
 /// The tools only the tests use: the OCI registry, oras, cosign and Helm.
@@ -78,6 +92,8 @@ pub const TOOLS: GoCommands = GoCommands {
         ("cosign", "github.com/sigstore/cosign/v2/cmd/cosign"),
         ("helm", "helm.sh/helm/v3/cmd/helm"),
     ],
+    // Other go.mod contents; each tool once had its own `go install`.
+    replaces: &["go-tools-", "registry-v", "oras-v", "cosign-v", "helm-v"],
 };
 
 /// The Go packages we build, and the file name of each binary.
@@ -338,6 +354,9 @@ impl BinaryBuilder {
             }
             let _ = fs::remove_dir_all(&staging);
         }
+        // Best effort: a cache that cannot be stamped or swept still works.
+        let _ = fs::write(dir.join(LAST_USED), "");
+        remove_replaced_caches(&self.cache_root, set.replaces, &dir, CACHE_KEEP_DAYS);
         Ok(dir)
     }
 
@@ -362,6 +381,40 @@ impl BinaryBuilder {
 /// (panics still name their functions). Linking kube-apiserver took 13.8 s
 /// with them and 4.3 s without on this 2-core machine (Go's build cache warm).
 pub(crate) const STRIPPED: &str = "-s -w";
+
+/// Removes the directories of `cache_root` whose names start with one of
+/// `replaced` (other than `keep`) and that were not used for `keep_days`
+/// days: by their [`LAST_USED`] stamp, or their own modification time when
+/// they have none (older layouts). Each cache directory is built whole or
+/// not at all, so one in use by another checkout is recent and stays.
+fn remove_replaced_caches(cache_root: &Path, replaced: &[&str], keep: &Path, keep_days: u64) {
+    let max_age = std::time::Duration::from_secs(keep_days * 24 * 3600);
+    let Ok(entries) = fs::read_dir(cache_root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let replaced_here = name
+            .to_str()
+            .is_some_and(|n| replaced.iter().any(|prefix| n.starts_with(prefix)));
+        if path == keep || !replaced_here || !path.is_dir() {
+            continue;
+        }
+        let unused_for = fs::metadata(path.join(LAST_USED))
+            .or_else(|_| fs::metadata(&path))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok());
+        if unused_for.is_some_and(|age| age > max_age) {
+            eprintln!(
+                "local-control-plane: removing {} (replaced, unused for more than {keep_days} days)",
+                path.display()
+            );
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
+}
 
 /// Stamps the version into the binaries as Kubernetes' own release build does
 /// (the tools do not read these variables),
@@ -646,6 +699,55 @@ mod tests {
         );
         assert!(CONTROL_PLANE.what.contains(KUBERNETES_VERSION));
         assert!(CONTROL_PLANE.what.contains(KWOK_VERSION));
+    }
+
+    #[test]
+    fn replaced_caches_unused_for_a_week_are_removed_and_the_rest_stay() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let eight_days_ago =
+            std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+        let make = |name: &str, stamp: Option<bool>| {
+            let dir = root.path().join(name);
+            fs::create_dir_all(&dir).expect("mkdir");
+            match stamp {
+                // A stamp, old or fresh.
+                Some(old) => {
+                    let file = fs::File::create(dir.join(LAST_USED)).expect("stamp");
+                    if old {
+                        file.set_modified(eight_days_ago).expect("age the stamp");
+                    }
+                }
+                // No stamp (an older layout): the directory's own time counts.
+                None => fs::File::open(&dir)
+                    .and_then(|d| d.set_modified(eight_days_ago))
+                    .expect("age the directory"),
+            }
+            dir
+        };
+        let keep = make("kubernetes-v1.36.3-000000000000", Some(true));
+        let old_version = make("kubernetes-v1.35.0-aaaaaaaaaaaa", Some(true));
+        let recent = make("kubernetes-v1.36.3-bbbbbbbbbbbb", Some(false));
+        let old_layout = make("kwok-v0.8.0", None);
+        let unrelated = make("cargo-target", None);
+        let tools_layout = make("cosign-v2.6.5", None);
+
+        remove_replaced_caches(root.path(), CONTROL_PLANE.replaces, &keep, CACHE_KEEP_DAYS);
+        assert!(keep.exists(), "the directory in use stays");
+        assert!(
+            !old_version.exists(),
+            "another version unused for 8 days goes"
+        );
+        assert!(recent.exists(), "one used within the week stays");
+        assert!(
+            !old_layout.exists(),
+            "an older layout unused for 8 days goes"
+        );
+        assert!(unrelated.exists(), "what the set does not replace stays");
+        assert!(tools_layout.exists(), "another set's directories stay");
+
+        remove_replaced_caches(root.path(), TOOLS.replaces, &keep, CACHE_KEEP_DAYS);
+        assert!(!tools_layout.exists(), "the tools' older layout goes");
+        assert!(unrelated.exists() && recent.exists());
     }
 
     #[test]
