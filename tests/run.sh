@@ -42,7 +42,7 @@ if [[ -n "$dist_pid" ]]; then
     dist_status=0
     wait "$dist_pid" || dist_status=$?
     dist_pid=""
-    printf '\n==> the `dist` build: exit %d after %d s\n' "$dist_status" "$(( $(date +%s) - dist_started ))"
+    printf '\n==> the `dist` build: exit %d, waited for until %d s after its start (its own time: below)\n' "$dist_status" "$(( $(date +%s) - dist_started ))"
     cat "$dist_log"
     (( dist_status == 0 )) || status=1
 fi

@@ -62,13 +62,19 @@ fn record(key: &DistBuildKey) -> anyhow::Result<()> {
 }
 
 fn build(key: &DistBuildKey) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     // Before this checkout's build: building another tree in the shared
     // target directory makes the next build of this one recompile the
     // workspace's crates, which a build after it would then redo.
     let previous = build_previous_host()?;
     println!("dist-build: the previous host is {}", previous.display());
     let binary = build_as_the_dockerfile_does(key)?;
-    println!("dist-build: built {}", binary.display());
+    // Its own time: tests/run.sh waits for it only once the tests ended.
+    println!(
+        "dist-build: built {} ({:.0} s in all)",
+        binary.display(),
+        started.elapsed().as_secs_f64()
+    );
     if key.passed_here() && !key.is_recorded() {
         println!(
             "dist-build: the full build passed here for digest {}, which {DIST_BUILD_RECORD} \
