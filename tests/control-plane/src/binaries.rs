@@ -67,8 +67,8 @@ pub struct GoCommands {
 pub const CACHE_KEEP_DAYS: u64 = 7;
 
 /// The file whose modification time says when a cache directory was last
-/// used.
-const LAST_USED: &str = "last-used";
+/// used ([`stamp_used`]).
+pub const LAST_USED: &str = "last-used";
 
 /// The local control plane: the Kubernetes binaries and kwok.
 pub const CONTROL_PLANE: GoCommands = GoCommands {
@@ -355,8 +355,10 @@ impl BinaryBuilder {
             let _ = fs::remove_dir_all(&staging);
         }
         // Best effort: a cache that cannot be stamped or swept still works.
-        let _ = fs::write(dir.join(LAST_USED), "");
-        remove_replaced_caches(&self.cache_root, set.replaces, &dir, CACHE_KEEP_DAYS);
+        let _ = stamp_used(&dir);
+        remove_unused_dirs(&self.cache_root, &dir, CACHE_KEEP_DAYS, |name| {
+            set.replaces.iter().any(|prefix| name.starts_with(prefix))
+        });
         Ok(dir)
     }
 
@@ -382,23 +384,35 @@ impl BinaryBuilder {
 /// with them and 4.3 s without on this 2-core machine (Go's build cache warm).
 pub(crate) const STRIPPED: &str = "-s -w";
 
-/// Removes the directories of `cache_root` whose names start with one of
-/// `replaced` (other than `keep`) and that were not used for `keep_days`
-/// days: by their [`LAST_USED`] stamp, or their own modification time when
-/// they have none (older layouts). Each cache directory is built whole or
-/// not at all, so one in use by another checkout is recent and stays.
-fn remove_replaced_caches(cache_root: &Path, replaced: &[&str], keep: &Path, keep_days: u64) {
+/// Marks the cache directory `dir` used now (its [`LAST_USED`] file).
+pub fn stamp_used(dir: &Path) -> std::io::Result<()> {
+    // The time as content; writing moves the file's modification time on.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    fs::write(dir.join(LAST_USED), now.to_string())
+}
+
+/// Removes the cache directories in `parent` other than `keep` whose names
+/// `chosen` accepts and that were not used for `keep_days` days: by their
+/// [`LAST_USED`] stamp, or their own modification time when they have none
+/// (older layouts, or one another run has just made). Best effort: another
+/// run may be removing one too.
+pub fn remove_unused_dirs(
+    parent: &Path,
+    keep: &Path,
+    keep_days: u64,
+    chosen: impl Fn(&str) -> bool,
+) {
     let max_age = std::time::Duration::from_secs(keep_days * 24 * 3600);
-    let Ok(entries) = fs::read_dir(cache_root) else {
+    let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
-        let replaced_here = name
-            .to_str()
-            .is_some_and(|n| replaced.iter().any(|prefix| n.starts_with(prefix)));
-        if path == keep || !replaced_here || !path.is_dir() {
+        if path == keep || !name.to_str().is_some_and(&chosen) || !path.is_dir() {
             continue;
         }
         let unused_for = fs::metadata(path.join(LAST_USED))
@@ -408,7 +422,7 @@ fn remove_replaced_caches(cache_root: &Path, replaced: &[&str], keep: &Path, kee
             .and_then(|t| t.elapsed().ok());
         if unused_for.is_some_and(|age| age > max_age) {
             eprintln!(
-                "local-control-plane: removing {} (replaced, unused for more than {keep_days} days)",
+                "removing {} (unused for more than {keep_days} days)",
                 path.display()
             );
             let _ = fs::remove_dir_all(&path);
@@ -731,7 +745,15 @@ mod tests {
         let unrelated = make("cargo-target", None);
         let tools_layout = make("cosign-v2.6.5", None);
 
-        remove_replaced_caches(root.path(), CONTROL_PLANE.replaces, &keep, CACHE_KEEP_DAYS);
+        let replaced_by = |set: GoCommands| {
+            move |name: &str| set.replaces.iter().any(|prefix| name.starts_with(prefix))
+        };
+        remove_unused_dirs(
+            root.path(),
+            &keep,
+            CACHE_KEEP_DAYS,
+            replaced_by(CONTROL_PLANE),
+        );
         assert!(keep.exists(), "the directory in use stays");
         assert!(
             !old_version.exists(),
@@ -745,7 +767,7 @@ mod tests {
         assert!(unrelated.exists(), "what the set does not replace stays");
         assert!(tools_layout.exists(), "another set's directories stay");
 
-        remove_replaced_caches(root.path(), TOOLS.replaces, &keep, CACHE_KEEP_DAYS);
+        remove_unused_dirs(root.path(), &keep, CACHE_KEEP_DAYS, replaced_by(TOOLS));
         assert!(!tools_layout.exists(), "the tools' older layout goes");
         assert!(unrelated.exists() && recent.exists());
     }

@@ -471,39 +471,16 @@ pub fn dist_target_dir(key: &DistBuildKey, full: bool) -> Result<PathBuf> {
 /// run asks for again.
 pub fn keep_in_use(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    // The time as content, so the file's modification time moves on.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    std::fs::write(dir.join("last-used"), now.to_string())?;
+    local_control_plane::binaries::stamp_used(dir)?;
     if let Some(parent) = dir.parent() {
-        remove_unused_siblings(parent, dir);
+        local_control_plane::binaries::remove_unused_dirs(
+            parent,
+            dir,
+            DIST_TARGET_KEEP_DAYS,
+            |_| true,
+        );
     }
     Ok(())
-}
-
-fn remove_unused_siblings(parent: &Path, keep: &Path) {
-    let max_age = Duration::from_secs(DIST_TARGET_KEEP_DAYS * 24 * 3600);
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path == keep {
-            continue;
-        }
-        // A directory another run has just made may not have its stamp yet.
-        let unused_for = std::fs::metadata(path.join("last-used"))
-            .or_else(|_| std::fs::metadata(&path))
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok());
-        if unused_for.is_some_and(|age| age > max_age) {
-            // Best effort: another run may be removing it too.
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
 }
 
 /// Removes the fingerprints of the crates of the workspace at `root` from
