@@ -63,6 +63,19 @@ fn is_live(pod: &Pod) -> bool {
         )
 }
 
+/// True when a pod is Running and its Ready condition is True.
+fn is_running_and_ready(pod: &Pod) -> bool {
+    let Some(status) = &pod.status else {
+        return false;
+    };
+    status.phase.as_deref() == Some("Running")
+        && status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
 /// The uid of the pod's controller, if any.
 fn controller_uid(pod: &Pod) -> Option<&str> {
     pod.metadata
@@ -175,6 +188,17 @@ impl Observer {
             .into_iter()
             .find(|jz| jz.metadata.name.as_deref() == Some(name))
             .and_then(|jz| jz.metadata.uid.clone())
+    }
+
+    /// The live pods controlled by the Jinghzhu with `uid`: name, and
+    /// whether it is Running and Ready.
+    pub fn live_pods_of(&self, uid: &str) -> Vec<(String, bool)> {
+        self.pods
+            .state()
+            .iter()
+            .filter(|p| is_live(p) && controller_uid(p) == Some(uid))
+            .map(|p| (p.name_any(), is_running_and_ready(p)))
+            .collect()
     }
 
     /// True when the Jinghzhu `name` has converged at generation `generation` or later.
