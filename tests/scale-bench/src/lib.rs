@@ -80,6 +80,7 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
         idle_secs: bench.run.idle.as_secs(),
         edits: bench.run.edits,
         create_concurrency: bench.run.create_concurrency,
+        create_rate: bench.run.create_rate,
         runs: Vec::new(),
         micro_bench: None,
     };
@@ -158,6 +159,7 @@ pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
         nodes: local_control_plane::DEFAULT_NODES,
         kwok_processes: 1,
         create_concurrency: 16,
+        create_rate: None,
         idle: Duration::from_secs(60),
         edits: 50,
         converge_timeout: Duration::from_secs(900),

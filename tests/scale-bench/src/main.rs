@@ -79,6 +79,12 @@ struct Args {
     /// Creates in flight at once while creating the N objects.
     #[arg(long, default_value_t = 16)]
     create_concurrency: usize,
+    /// Start at most this many creates a second (default: as fast as
+    /// `--create-concurrency` allows, which saturates a small machine). A
+    /// paced run compares the controllers at a load the cluster keeps up
+    /// with.
+    #[arg(long)]
+    create_rate: Option<f64>,
     /// Give up on a run's convergence after this many seconds.
     #[arg(long, default_value_t = 900)]
     converge_timeout_secs: u64,
@@ -130,6 +136,13 @@ async fn main() -> Result<()> {
     run.idle = Duration::from_secs(args.idle_secs);
     run.edits = args.edits;
     run.create_concurrency = args.create_concurrency;
+    if args
+        .create_rate
+        .is_some_and(|r| !(r > 0.0 && r.is_finite()))
+    {
+        bail!("--create-rate must be a positive number of creates a second");
+    }
+    run.create_rate = args.create_rate;
     run.converge_timeout = Duration::from_secs(args.converge_timeout_secs);
     run.shards = args.shards;
     run.failover_edits = args.failover_edits;

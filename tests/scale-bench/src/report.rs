@@ -35,6 +35,9 @@ pub struct Report {
     pub edits: usize,
     /// Creates in flight at once.
     pub create_concurrency: usize,
+    /// Creates started a second at most (`None`: unpaced).
+    #[serde(default)]
+    pub create_rate: Option<f64>,
     /// Every run, in the order run.
     pub runs: Vec<RunResult>,
     /// The reconcile micro-benchmark's figures (criterion's lines), if run.
@@ -342,7 +345,7 @@ fn markdown_text(report: &Report) -> String {
          Each run: a fresh local control plane (etcd, kube-apiserver, kube-controller-manager, \
          kube-scheduler and kwok with {} simulated nodes; \
          default options), the Jinghzhu CRD, one controller as its own process with \
-         `--workers {}`, then N Jinghzhus × {} pods created ({} in flight) and watched \
+         `--workers {}`, then N Jinghzhus × {} pods created ({} in flight{}) and watched \
          from the harness. Machine: {cpus} CPUs, shared; the load average at each run's \
          start is in the table.\n\n",
         report.command,
@@ -352,6 +355,10 @@ fn markdown_text(report: &Report) -> String {
         report.workers,
         report.pods_per_object,
         report.create_concurrency,
+        report
+            .create_rate
+            .map(|r| format!(", at most {r} a second"))
+            .unwrap_or_default(),
     );
     md.push_str(
         "- **Converge**: first create until every object's status reports exactly its live pods \

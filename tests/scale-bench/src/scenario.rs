@@ -69,6 +69,11 @@ pub struct RunOptions {
     pub kwok_processes: usize,
     /// Creates in flight at once while creating the N objects.
     pub create_concurrency: usize,
+    /// At most this many creates started a second (`None`: as fast as
+    /// `create_concurrency` allows, which saturates this machine). A paced
+    /// run measures the controllers at a load the cluster keeps up with,
+    /// where each event is handled as it comes instead of in backlogs.
+    pub create_rate: Option<f64>,
     /// How long to watch a converged set for reconciles.
     pub idle: Duration,
     /// How many single-object scale edits to time.
@@ -625,16 +630,22 @@ pub fn object_name(i: usize) -> String {
     format!("bench-{i:05}")
 }
 
-/// Creates the N Jinghzhus, `create_concurrency` at a time; returns the
-/// requests it made (to take out of the API server's counts).
+/// Creates the N Jinghzhus, `create_concurrency` at a time and no faster
+/// than `create_rate`; returns the requests it made (to take out of the API
+/// server's counts).
 async fn create_objects(client: &Client, options: &RunOptions) -> Result<Requests> {
     let api: Api<Jinghzhu> = Api::namespaced(client.clone(), NAMESPACE);
     let attempts = std::sync::atomic::AtomicU64::new(0);
+    let started = tokio::time::Instant::now();
     futures::stream::iter(0..options.objects)
         .map(|i| {
             let api = api.clone();
             let attempts = &attempts;
             async move {
+                if let Some(rate) = options.create_rate.filter(|r| *r > 0.0) {
+                    tokio::time::sleep_until(started + Duration::from_secs_f64(i as f64 / rate))
+                        .await;
+                }
                 let jz = Jinghzhu::new(
                     &object_name(i),
                     JinghzhuSpec {
