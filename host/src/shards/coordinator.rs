@@ -7,7 +7,10 @@
 //! duration, judged on this replica's clock as [`crate::leader::lease`]
 //! does), computes the assignment ([`super::assign`]) and, shard by shard:
 //! - renews the shard Leases it holds (`<prefix>-shard-07`, holder =
-//!   identity, so `kubectl get leases` shows who owns what);
+//!   identity, so `kubectl get leases` shows who owns what), each once
+//!   [`shard_renew_interval`] has passed since its last renewal (every
+//!   other round by default: a third of the renew deadline), so a replica
+//!   holding a dozen shards does not write a dozen Leases every round;
 //! - drains the held shards the assignment gives to someone else, and
 //!   releases each Lease (`holderIdentity: ""`) once no reconcile of the
 //!   shard runs any more (cutting the stragglers after [`DRAIN_TIMEOUT`]);
@@ -49,6 +52,16 @@ pub const SHARD_ANNOTATION: &str = "jinghzhu.io/shard";
 /// How long a draining shard waits for its running reconciles before they
 /// are cancelled and the Lease released anyway.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long after a successful renewal a held shard's Lease is renewed
+/// again: a third of the renew deadline, and never less than the retry
+/// period (with the defaults, 10 s / 3: every other 2 s round). A failed
+/// renewal is retried every round, so two or three tries fit before the
+/// deadline; the takeover bound after a crash does not depend on it (the
+/// others count the lease duration from the last change they saw).
+pub fn shard_renew_interval(lease: &LeaderElectionConfig) -> Duration {
+    (lease.renew_deadline / 3).max(lease.retry_period)
+}
+
 /// The most shards `--shards` accepts.
 pub const MAX_SHARDS: u32 = 1024;
 
@@ -361,7 +374,11 @@ impl Loop {
                             self.shards.cut(shard);
                         }
                     }
-                    if renew {
+                    let due = self
+                        .renewed_at
+                        .get(&shard)
+                        .is_none_or(|at| started >= *at + shard_renew_interval(&cfg));
+                    if renew && due {
                         let mut renewed = lease.clone();
                         renewed.spec =
                             Some(self.lease_spec(lease.spec.as_ref(), &identity, seconds));
@@ -560,5 +577,39 @@ async fn watch_holders(api: Api<Lease>, wake: Arc<Notify>) {
                 tracing::debug!(error = %err, "sharding: Lease watch error; polling meanwhile")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leader::lease::{
+        DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD,
+    };
+
+    fn lease(renew_deadline: Duration, retry_period: Duration) -> LeaderElectionConfig {
+        LeaderElectionConfig {
+            lease_name: "wasm-operator".into(),
+            namespace: "default".into(),
+            identity: "me".into(),
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline,
+            retry_period,
+        }
+    }
+
+    #[test]
+    fn shard_leases_are_renewed_every_other_round_and_retried_before_the_deadline() {
+        let defaults = lease(DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD);
+        let interval = shard_renew_interval(&defaults);
+        assert!(interval > DEFAULT_RETRY_PERIOD && interval < DEFAULT_RETRY_PERIOD * 2);
+        // The renewal goes out in the first round after the interval (at
+        // most a jittered retry period later); if it fails, another round
+        // still comes before the deadline.
+        let latest_try = interval + DEFAULT_RETRY_PERIOD.mul_f64(1.2);
+        assert!(latest_try + DEFAULT_RETRY_PERIOD.mul_f64(1.2) < DEFAULT_RENEW_DEADLINE);
+        // A tight configuration renews every round, as before.
+        let tight = lease(Duration::from_secs(3), Duration::from_secs(2));
+        assert_eq!(shard_renew_interval(&tight), Duration::from_secs(2));
     }
 }
