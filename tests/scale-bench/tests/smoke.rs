@@ -37,6 +37,8 @@ fn bench(controllers: &[ControllerKind], dir: &Path) -> Benchmark {
             // split (`--kwok-processes`) converges like one.
             kwok_processes: 2,
             create_concurrency: 8,
+            // Paced (N = 20 in about 0.4 s): the `--create-rate` path runs too.
+            create_rate: Some(50.0),
             idle: Duration::from_secs(2),
             edits: EDITS,
             converge_timeout: Duration::from_secs(120),
@@ -119,6 +121,17 @@ fn assert_collected(r: &RunResult) {
     assert!(
         r.edit_p50_ms > 0.0 && r.edit_p99_ms >= r.edit_p50_ms,
         "{what}"
+    );
+    // The controller's part of each edit is part of it, and never nothing.
+    assert_eq!(r.edit_controller_ms.len(), EDITS, "{what}");
+    assert!(
+        r.edit_controller_ms
+            .iter()
+            .zip(&r.edit_latencies_ms)
+            .all(|(&part, &total)| part > 0.0 && part <= total),
+        "{what}: {:?} of {:?}",
+        r.edit_controller_ms,
+        r.edit_latencies_ms
     );
     assert!(r.load_at_start.1 > 0, "{what}");
 }
