@@ -3,7 +3,11 @@
 //! - a file: watched through its directory (with `notify`), so an editor's
 //!   write-then-rename and a ConfigMap volume's `..data` symlink swap are
 //!   both seen; a slow poll backs the watch up. A change is the *content*
-//!   changing (by digest), not an event firing.
+//!   changing (by digest), not an event firing. Opening or reading a file
+//!   is not an event here: the watch's own read would otherwise wake it
+//!   again (inotify reports opens), a loop that read and hashed the plugin
+//!   about every 15 ms for as long as the host ran. The poll reads the file
+//!   only when its size, modification time or inode changed.
 //! - a ConfigMap in the cluster (`namespace/name`, a key of `binaryData`),
 //!   watched through the API.
 //!
@@ -23,7 +27,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use notify::{RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::runtime::digest_of;
@@ -63,6 +68,53 @@ pub struct SourceRefusal {
     pub reason: String,
 }
 
+/// Whether a file event in the watched directory may have changed what is
+/// there: anything but an open, a read or a close after reading (which
+/// every reader of the directory causes, this watch's own reads included).
+fn may_change_content(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// Watches `dir` (not recursively) and sends `()` on `tx` for each event
+/// that [`may_change_content`].
+fn watch_directory(
+    dir: &Path,
+    tx: mpsc::UnboundedSender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|e| may_change_content(&e.kind)) {
+            let _ = tx.send(());
+        }
+    })?;
+    watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    Ok(watcher)
+}
+
+/// What the poll compares before reading a file: size, modification time
+/// and inode (a symlink swap or a rename changes the inode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    inode: (u64, u64),
+}
+
+impl FileStamp {
+    async fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = tokio::fs::metadata(path).await.ok()?;
+        Some(Self {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode: (meta.dev(), meta.ino()),
+        })
+    }
+}
+
 /// Watches `path` and sends its content whenever it changes. `initial` is
 /// the digest already loaded (so the first read is not a "change").
 pub fn watch_file(
@@ -75,27 +127,30 @@ pub fn watch_file(
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
     let (notify_tx, mut notify_rx) = mpsc::unbounded_channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
-            let _ = notify_tx.send(());
-        }
-    })?;
     // The directory, not the file: renames and symlink swaps replace the file.
-    watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+    let watcher = watch_directory(&dir, notify_tx)?;
     tokio::spawn(async move {
         let _watcher = watcher; // dropped (and stopped) with this task
         let mut last = initial;
+        // Unknown at first: the first poll reads the file.
+        let mut stamp: Option<FileStamp> = None;
         let mut poll = tokio::time::interval(Duration::from_secs(2));
         loop {
-            tokio::select! {
+            let polled = tokio::select! {
                 got = notify_rx.recv() => {
                     if got.is_none() { break; }
                     // Let a burst of events (write, chmod, rename) settle.
                     tokio::time::sleep(SETTLE).await;
                     while notify_rx.try_recv().is_ok() {}
+                    false
                 }
-                _ = poll.tick() => {}
+                _ = poll.tick() => true,
+            };
+            let now = FileStamp::of(&path).await;
+            if polled && now.is_some() && now == stamp {
+                continue; // the poll found nothing new: no read
             }
+            stamp = now;
             let seen_at = std::time::Instant::now();
             let Ok(bytes) = tokio::fs::read(&path).await else {
                 continue; // mid-rename or deleted: wait for the next event
@@ -451,5 +506,83 @@ fn refusal_candidate(
             reason,
         }),
         seen_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{CreateKind, ModifyKind, RemoveKind};
+
+    use super::*;
+
+    #[test]
+    fn opening_and_reading_are_not_changes_but_writes_are() {
+        assert!(!may_change_content(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!may_change_content(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(may_change_content(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(may_change_content(&EventKind::Create(CreateKind::File)));
+        assert!(may_change_content(&EventKind::Modify(ModifyKind::Any)));
+        assert!(may_change_content(&EventKind::Remove(RemoveKind::File)));
+    }
+
+    /// Events that reach the watch within `wait`.
+    async fn events_within(rx: &mut mpsc::UnboundedReceiver<()>, wait: Duration) -> usize {
+        let mut seen = 0;
+        let deadline = tokio::time::Instant::now() + wait;
+        while let Ok(Some(())) = tokio::time::timeout_at(deadline, rx.recv()).await {
+            seen += 1;
+        }
+        seen
+    }
+
+    /// With the real inotify: reading the plugin (as the watch itself and
+    /// every other reader does) does not wake the watch; writing it does.
+    #[tokio::test]
+    async fn reads_of_the_directory_do_not_wake_the_watch_and_writes_do() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = dir.path().join("plugin.wasm");
+        std::fs::write(&file, b"v1").expect("write");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let _watcher = watch_directory(dir.path(), tx).expect("watch");
+        for _ in 0..5 {
+            std::fs::read(&file).expect("read");
+        }
+        assert_eq!(
+            events_within(&mut rx, Duration::from_millis(300)).await,
+            0,
+            "reads woke the watch"
+        );
+        std::fs::write(&file, b"v2").expect("write");
+        assert!(events_within(&mut rx, Duration::from_secs(2)).await > 0);
+    }
+
+    /// A file rewritten in place is sent once (by digest), and the reads
+    /// that follow (the watch's own) send nothing more.
+    #[tokio::test]
+    async fn a_rewritten_file_is_sent_once() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = dir.path().join("plugin.wasm");
+        std::fs::write(&file, b"v1").expect("write");
+        let (tx, mut rx) = mpsc::channel(4);
+        watch_file(file.clone(), digest_of(b"v1"), tx).expect("watch");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::fs::write(&file, b"v2").expect("write");
+        let got = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("the change within 5 s")
+            .expect("a candidate");
+        assert_eq!(got.bytes, b"v2");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), rx.recv())
+                .await
+                .is_err(),
+            "sent again without a change"
+        );
     }
 }
