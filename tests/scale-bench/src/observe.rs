@@ -18,6 +18,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::Notify;
 use wasm_operator::crd::Jinghzhu;
+// A pod counts when it is neither terminating nor finished, as for the host.
+use wasm_operator::observed::{is_live, is_ready};
 
 /// How many times its own cost a poll of [`Observer::poll_until`] waits
 /// at least before the next.
@@ -54,26 +56,9 @@ impl Census {
     }
 }
 
-/// True when a pod counts: neither terminating nor finished.
-fn is_live(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && !matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded") | Some("Failed")
-        )
-}
-
 /// True when a pod is Running and its Ready condition is True.
 fn is_running_and_ready(pod: &Pod) -> bool {
-    let Some(status) = &pod.status else {
-        return false;
-    };
-    status.phase.as_deref() == Some("Running")
-        && status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") && is_ready(pod)
 }
 
 /// The uid of the pod's controller, if any.
@@ -217,12 +202,8 @@ impl Observer {
         let Some(uid) = jz.metadata.uid.as_deref() else {
             return false;
         };
-        let pods = self.pods.state();
-        let mut names: Vec<&str> = pods
-            .iter()
-            .filter(|p| is_live(p) && controller_uid(p) == Some(uid))
-            .map(|p| p.metadata.name.as_deref().unwrap_or_default())
-            .collect();
+        let pods = self.live_pods_of(uid);
+        let mut names: Vec<&str> = pods.iter().map(|(name, _)| name.as_str()).collect();
         names.sort_unstable();
         converged(&jz, &names)
     }
