@@ -1,6 +1,8 @@
 //! The wasm-operator host: a Kubernetes operator whose reconcile logic is a
 //! sandboxed WebAssembly component.
 //!
+//! - [`api_client`]: the Kubernetes client: read timeout, which failed
+//!   answers it repeats (never a create that may have been made).
 //! - [`crd`]: the `Jinghzhu` custom resource.
 //! - [`actions`]: what a plugin proposes, in the host's types.
 //! - [`ownership`]: what makes a Pod ours (labels, controller ownerReference).
@@ -26,6 +28,7 @@
 //! - [`cli`]: the command line.
 
 pub mod actions;
+pub mod api_client;
 pub mod apply;
 pub mod cached_pod;
 pub mod cli;

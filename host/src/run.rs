@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use kube::Client;
 use kube::api::{Api, ListParams};
 
@@ -473,25 +473,6 @@ pub async fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// How long the host's client waits for the next bytes of an answer
-/// before it gives the connection up. A watch that has gone silent (a
-/// half-dead connection behind a NAT or load balancer) is noticed after
-/// this and resumed on a new connection; kube's watcher alone notices only
-/// after its 295 s idle timeout. A healthy watch hears at least a bookmark
-/// about every minute, and the API server ends any request after 60 s.
-pub const API_READ_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// `config` with [`API_READ_TIMEOUT`] unless it sets a read timeout itself,
-/// counted from when a request was written (not from when its pooled
-/// connection went idle).
-pub fn with_read_timeout(mut config: kube::Config) -> kube::Config {
-    if config.read_timeout.is_none() {
-        config.read_timeout = Some(API_READ_TIMEOUT);
-        config.reset_reader_on_write = true;
-    }
-    config
-}
-
 /// A client for the cluster the kubeconfig names (`KUBECONFIG`,
 /// `~/.kube/config`, in-cluster), checked to reach the API server; the
 /// errors say what to do.
@@ -503,9 +484,8 @@ pub async fn connect() -> Result<Client> {
              and export the KUBECONFIG it prints"
         )
     })?;
-    let config = with_read_timeout(config);
     let server = config.cluster_url.to_string();
-    let client = Client::try_from(config).context("building the Kubernetes client")?;
+    let client = crate::api_client::build(config)?;
     client
         .apiserver_version()
         .await

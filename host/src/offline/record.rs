@@ -195,7 +195,7 @@ async fn connect(kubeconfig: Option<&Path>) -> Result<Client> {
         .await
         .with_context(|| format!("the kubeconfig {} is not usable", path.display()))?;
     let server = config.cluster_url.to_string();
-    let client = Client::try_from(config).context("building the Kubernetes client")?;
+    let client = crate::api_client::build(config)?;
     client
         .apiserver_version()
         .await

@@ -42,6 +42,9 @@ pub struct Seen {
     pub status: u16,
     /// Whether the proxy answered it itself (an injected failure).
     pub injected: bool,
+    /// What the API server answered, when the request reached it (an
+    /// injected failure after forwarding: [`Failure::after_forwarding`]).
+    pub upstream_status: Option<u16>,
 }
 
 impl Seen {
@@ -77,6 +80,10 @@ pub struct Failure {
     pub path_suffix: String,
     /// Until when.
     pub until: Instant,
+    /// Forward the request first and answer `status` instead of the API
+    /// server's answer: the write is made, the client is told it may not
+    /// be (kube-apiserver's 504 when a request outlives its timeout).
+    pub after_forwarding: bool,
 }
 
 #[derive(Debug, Default)]
@@ -246,6 +253,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         query,
         status: 0,
         injected: true,
+        upstream_status: None,
     };
     let (latency, injected) = {
         let faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
@@ -253,7 +261,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
             faults
                 .refuse_watches_until
                 .filter(|until| at < *until)
-                .map(|_| 503)
+                .map(|_| (503, false))
         } else {
             faults
                 .failure
@@ -263,7 +271,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
                         && f.method.as_ref().is_none_or(|m| *m == method)
                         && path.ends_with(&f.path_suffix)
                 })
-                .map(|f| f.status)
+                .map(|f| (f.status, f.after_forwarding))
         };
         (faults.latency, injected)
     };
@@ -271,7 +279,12 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         tokio::time::sleep(latency).await;
     }
     let answer = match injected {
-        Some(code) => status_answer(code, "injected by the test proxy"),
+        Some((code, true)) => {
+            let made = pass_on(&shared, request, false).await;
+            seen.upstream_status = Some(made.status().as_u16());
+            status_answer(code, "injected by the test proxy after forwarding")
+        }
+        Some((code, false)) => status_answer(code, "injected by the test proxy"),
         None => {
             seen.injected = false;
             let watch = seen.is_watch();

@@ -16,8 +16,8 @@ use e2e_tests::{
     ControlPlaneSlot, HostOptions, RunningHost, TestEnv, own_control_plane, plugin, wait_for,
 };
 use futures::future::try_join_all;
+use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Client, ResourceExt};
 use local_control_plane::ControlPlaneOptions;
 use local_control_plane::cluster::Stop;
 use wasm_operator::controller::ControllerConfig;
@@ -99,12 +99,13 @@ async fn host_through(
     proxy: &ApiProxy,
     read_timeout: Option<Duration>,
 ) -> Result<RunningHost> {
-    let mut config = wasm_operator::run::with_read_timeout(proxy.host_config(&env.namespace)?);
+    let mut config = proxy.host_config(&env.namespace)?;
     if read_timeout.is_some() {
         config.read_timeout = read_timeout;
+        config.reset_reader_on_write = true;
     }
     let options = HostOptions {
-        client: Some(Client::try_from(config)?),
+        client: Some(wasm_operator::api_client::build(config)?),
         ..HostOptions::file(&replicaset())
     };
     RunningHost::start_with(env, options).await
@@ -128,11 +129,11 @@ fn exported(host: &RunningHost) -> String {
 async fn an_api_server_restarted_in_place_mid_scale_leaves_no_object_behind() -> Result<()> {
     let _turn = SERIAL.lock().await;
     let env = TestEnv::new("restart").await?;
-    let config = wasm_operator::run::with_read_timeout(env.control_plane.config().await?);
+    let config = env.control_plane.config().await?;
     let host = RunningHost::start_with(
         &env,
         HostOptions {
-            client: Some(Client::try_from(config)?),
+            client: Some(wasm_operator::api_client::build(config)?),
             // One worker: the creates of the 20 objects take turns, so the
             // restart meets most of them.
             // A create in flight when the server went down may have been
@@ -289,7 +290,7 @@ async fn a_silent_watch_is_noticed_and_resumed() -> Result<()> {
     let _turn = SERIAL.lock().await;
     let env = TestEnv::new("silent").await?;
     let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
-    // The host's default is 120 s (run::API_READ_TIMEOUT); short here.
+    // The host's default is 120 s (api_client::API_READ_TIMEOUT); short here.
     let read_timeout = Duration::from_secs(10);
     let host = host_through(&env, &proxy, Some(read_timeout)).await?;
     let names = create_many(&env, "api", 3, 2).await?;
@@ -396,6 +397,7 @@ async fn bursts_of_5xx_and_429_are_retried_with_backoff_and_reported() -> Result
         method: Some(axum::http::Method::POST),
         path_suffix: "/pods".into(),
         until: first + burst,
+        after_forwarding: false,
     });
     scale_all(&env, &names, 4).await?;
     converge_all(&env, &names, 4, Duration::from_secs(90)).await?;
@@ -448,6 +450,7 @@ async fn bursts_of_5xx_and_429_are_retried_with_backoff_and_reported() -> Result
         method: Some(axum::http::Method::POST),
         path_suffix: "/pods".into(),
         until: second + burst,
+        after_forwarding: false,
     });
     scale_all(&env, &names, 6).await?;
     converge_all(&env, &names, 6, Duration::from_secs(90)).await?;
@@ -467,6 +470,55 @@ async fn bursts_of_5xx_and_429_are_retried_with_backoff_and_reported() -> Result
         !s.injected && s.is_create_of("pods") && s.status == 201
     });
     ensure!(made == 6 * 4, "{made} pods made for 24 missing");
+    host.stop().await;
+    Ok(())
+}
+
+/// kube-apiserver answers 504 when a request outlives its timeout, and the
+/// write may be made all the same. The host must not send such a create
+/// again (kube's client would, up to 15 times: with `generateName`, a pod
+/// each time): it waits for the watch to show the pod, and every object
+/// ends exact without a pod made twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_timed_out_but_was_made_is_not_made_again() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("late").await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
+    let host = host_through(&env, &proxy, None).await?;
+    let names = create_many(&env, "late", 6, 2).await?;
+    converge_all(&env, &names, 2, Duration::from_secs(120)).await?;
+
+    let start = Instant::now();
+    proxy.fail(Failure {
+        status: 504,
+        method: Some(axum::http::Method::POST),
+        path_suffix: "/pods".into(),
+        until: start + Duration::from_secs(4),
+        after_forwarding: true,
+    });
+    scale_all(&env, &names, 4).await?;
+    converge_all(&env, &names, 4, Duration::from_secs(90)).await?;
+    let timed_out = proxy.count_since(start, |s| {
+        s.injected && s.is_create_of("pods") && s.upstream_status == Some(201)
+    });
+    let made = proxy.count_since(start, |s| {
+        s.is_create_of("pods") && (s.status == 201 || s.upstream_status == Some(201))
+    });
+    let maybe_sent = host.metrics.write_failures_of("create", "maybe_sent");
+    eprintln!(
+        "504 after forwarding: {timed_out} creates made but answered 504, {maybe_sent} counted as maybe sent, {made} pods made in all, converged after {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    ensure!(timed_out >= 1, "no create met the 504s");
+    ensure!(
+        maybe_sent >= timed_out as u64,
+        "{timed_out} creates answered 504 but only {maybe_sent} counted as maybe sent"
+    );
+    ensure!(
+        made == 6 * 2,
+        "{made} pods made for 12 missing: a create was repeated"
+    );
+    check_exact(&env, &host, &names, 4).await?;
     host.stop().await;
     Ok(())
 }
