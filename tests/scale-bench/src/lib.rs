@@ -49,6 +49,9 @@ pub struct Benchmark {
     /// Simulated node counts each run is repeated with (e.g. `3,30`, to
     /// tell what the cluster's shape costs from what the controller does).
     pub nodes: Vec<usize>,
+    /// How many times the whole sweep runs, one round after the other
+    /// (`--repeat`): runs of different N close in time, and a spread.
+    pub repeat: usize,
     /// Everything else about a run (its `objects` is replaced per N).
     pub run: RunOptions,
     /// The cargo profile of the host and the kube-rs peer.
@@ -85,7 +88,7 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
         micro_bench: None,
     };
     let largest = bench.objects.iter().copied().max();
-    for &objects in &bench.objects {
+    for (round, objects) in schedule(&bench.objects, bench.repeat) {
         for b in &built {
             if Some(objects) == largest
                 && !bench.largest_n_controllers.is_empty()
@@ -115,6 +118,9 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
                 if nodes != local_control_plane::DEFAULT_NODES {
                     suffix.push_str(&format!("-{nodes}nodes"));
                 }
+                if bench.repeat > 1 {
+                    suffix.push_str(&format!("-round{}", round + 1));
+                }
                 let options = RunOptions {
                     objects,
                     replicas,
@@ -125,7 +131,8 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
                         .join(format!("{}-{objects}{suffix}", b.kind)),
                     ..bench.run.clone()
                 };
-                let result = scenario::run(b, &options).await?;
+                let mut result = scenario::run(b, &options).await?;
+                result.round = round;
                 eprintln!("{}", report::results_table(std::slice::from_ref(&result)));
                 report.runs.push(result);
                 // Written after every run, so a long sweep that fails late
@@ -145,6 +152,14 @@ pub async fn run(bench: &Benchmark) -> Result<Report> {
         written.plots.len()
     );
     Ok(report)
+}
+
+/// The order of the runs: every N of the sweep, smallest first, then all
+/// of them again for each further round (`(round, N)` pairs).
+pub fn schedule(objects: &[usize], repeat: usize) -> Vec<(usize, usize)> {
+    (0..repeat.max(1))
+        .flat_map(|round| objects.iter().map(move |&n| (round, n)))
+        .collect()
 }
 
 /// The defaults of a run (N = 1000 × 3 pods, 4 workers, 60 s quiet, 50
@@ -175,6 +190,15 @@ pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
 #[cfg(test)]
 mod tests {
     use super::default_run_options;
+
+    #[test]
+    fn rounds_interleave_the_ns() {
+        assert_eq!(
+            super::schedule(&[3000, 10000], 2),
+            [(0, 3000), (0, 10000), (1, 3000), (1, 10000)]
+        );
+        assert_eq!(super::schedule(&[5], 1), [(0, 5)]);
+    }
 
     #[test]
     fn replicas_share_the_workers_unless_told() {

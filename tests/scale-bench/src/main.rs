@@ -52,6 +52,12 @@ struct Args {
     /// did not lower kwok's CPU at N = 10 000 (docs/performance.md).
     #[arg(long, default_value_t = 1)]
     kwok_processes: usize,
+    /// Run the whole sweep this many times, round after round (N = 3000,
+    /// 10 000, 3000, 10 000, …): each round's ratio between its Ns compares
+    /// runs minutes apart, and the rounds show how much that ratio moves on
+    /// a shared machine (the linearity table).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// `--shards` of the host's replicas when there are several.
     #[arg(long, default_value_t = 32)]
     shards: u32,
@@ -161,12 +167,16 @@ async fn main() -> Result<()> {
     if args.replicas.iter().any(|&r| r > 1) && args.shards < 2 {
         bail!("several replicas need --shards of at least 2");
     }
+    if args.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
     let bench = Benchmark {
         controllers: args.controllers.clone(),
         largest_n_controllers: args.largest_n_controllers.clone(),
         objects,
         replicas: args.replicas.clone(),
         nodes: args.nodes.clone(),
+        repeat: args.repeat,
         run,
         profile: args.build_profile.unwrap_or_else(Profile::of_this_build),
         micro_bench: args.micro_bench,
@@ -180,6 +190,9 @@ async fn main() -> Result<()> {
     }
     if let Some(replicas) = report::replicas_table(&report.runs) {
         println!("{replicas}");
+    }
+    if let Some(linearity) = report::linearity_table(&report.runs) {
+        println!("{linearity}");
     }
     Ok(())
 }

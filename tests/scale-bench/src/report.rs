@@ -149,6 +149,7 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
             b.controller == ControllerKind::ControllerRuntime
                 && b.objects == r.objects
                 && b.nodes == r.nodes
+                && b.round == r.round
         }) else {
             continue;
         };
@@ -194,6 +195,7 @@ pub fn replicas_table(runs: &[RunResult]) -> Option<String> {
                 && b.objects == r.objects
                 && b.nodes == r.nodes
                 && b.replicas == 1
+                && b.round == r.round
         });
         let list = |f: fn(&crate::scenario::ReplicaFigures) -> String| {
             r.per_replica.iter().map(f).collect::<Vec<_>>().join(" / ")
@@ -240,6 +242,108 @@ pub fn replicas_table(runs: &[RunResult]) -> Option<String> {
             last_others,
             exact,
         );
+    }
+    any.then_some(t)
+}
+
+/// The CPU of every process during a run's convergence: the controller's,
+/// the control plane's and the harness's.
+fn cpu_all(r: &RunResult) -> f64 {
+    r.cpu_converge_secs + r.cpu_others_converge_secs.values().sum::<f64>()
+}
+
+/// The median of `values` (the mean of the middle two for an even count).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// How each controller's run at the largest N compares with its run at the
+/// smallest N of the same round (convergence time, its own CPU, every
+/// process's CPU), a row per round, and with several rounds the median and
+/// range of each ratio; `None` without two Ns.
+pub fn linearity_table(runs: &[RunResult]) -> Option<String> {
+    let mut t = String::from(
+        "| Controller | Round | N | Converge (s) | Converge ratio | Controller CPU ratio | Every process's CPU ratio |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    let mut any = false;
+    let mut groups: Vec<(ControllerKind, u32, usize)> = Vec::new();
+    for r in runs {
+        let key = (r.controller, r.replicas, r.nodes);
+        if !groups.contains(&key) {
+            groups.push(key);
+        }
+    }
+    for (controller, replicas, nodes) in groups {
+        let mine: Vec<&RunResult> = runs
+            .iter()
+            .filter(|r| r.controller == controller && r.replicas == replicas && r.nodes == nodes)
+            .collect();
+        let (Some(small), Some(large)) = (
+            mine.iter().map(|r| r.objects).min(),
+            mine.iter().map(|r| r.objects).max(),
+        ) else {
+            continue;
+        };
+        if small == large {
+            continue;
+        }
+        let mut rounds: Vec<usize> = mine.iter().map(|r| r.round).collect();
+        rounds.sort_unstable();
+        rounds.dedup();
+        let (mut converge, mut own, mut all) = (Vec::new(), Vec::new(), Vec::new());
+        let mut label = String::new();
+        for round in rounds {
+            let at = |n: usize| {
+                mine.iter()
+                    .find(|r| r.round == round && r.objects == n)
+                    .copied()
+            };
+            let (Some(a), Some(b)) = (at(small), at(large)) else {
+                continue;
+            };
+            any = true;
+            label = RunResult {
+                round: 0,
+                ..a.clone()
+            }
+            .label();
+            converge.push(b.converge_secs / a.converge_secs);
+            own.push(b.cpu_converge_secs / a.cpu_converge_secs);
+            all.push(cpu_all(b) / cpu_all(a));
+            let _ = writeln!(
+                t,
+                "| {label} | {} | {small} → {large} (×{:.2}) | {:.2} → {:.2} | {:.2}× | {:.2}× | {:.2}× |",
+                round + 1,
+                large as f64 / small as f64,
+                a.converge_secs,
+                b.converge_secs,
+                converge[converge.len() - 1],
+                own[own.len() - 1],
+                all[all.len() - 1],
+            );
+        }
+        if converge.len() > 1 {
+            let summary = |values: &mut Vec<f64>| {
+                let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+                let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                format!("{:.2}× ({low:.2}–{high:.2})", median(values))
+            };
+            let _ = writeln!(
+                t,
+                "| {label} | median (range) of {} | {small} → {large} | | {} | {} | {} |",
+                converge.len(),
+                summary(&mut converge),
+                summary(&mut own),
+                summary(&mut all),
+            );
+        }
     }
     any.then_some(t)
 }
@@ -393,6 +497,16 @@ fn markdown_text(report: &Report) -> String {
         md.push_str("\n## Ratios to the controller-runtime peer (same N)\n\n");
         md.push_str(&ratios);
     }
+    if let Some(linearity) = linearity_table(&report.runs) {
+        md.push_str(
+            "\n## Linearity (the largest N against the smallest, round by round)\n\n\
+             Each ratio divides a figure of the run at the largest N by the same figure at the \
+             smallest N of the same round; linear growth is the objects' ratio in brackets. \
+             On a shared machine a ratio of runs far apart in time also measures how the \
+             machine changed (`--repeat` runs the sweep again and shows the spread).\n\n",
+        );
+        md.push_str(&linearity);
+    }
     if let Some(replicas) = replicas_table(&report.runs) {
         md.push_str(
             "\n## Several replicas (the host with `--shards`)\n\n\
@@ -526,7 +640,39 @@ mod tests {
             edit_controller_p50_ms: 0.0,
             edit_controller_p99_ms: 0.0,
             gc_secs: 0.0,
+            round: 0,
         }
+    }
+
+    #[test]
+    fn linearity_compares_the_largest_n_with_the_smallest_of_the_same_round() {
+        let run = |objects, round, converge, cpu| RunResult {
+            objects,
+            round,
+            converge_secs: converge,
+            cpu_others_converge_secs: [("etcd".to_string(), cpu)].into(),
+            ..result(1, cpu, 10.0)
+        };
+        assert_eq!(linearity_table(&[run(100, 0, 10.0, 1.0)]), None, "one N");
+        let table = linearity_table(&[
+            run(100, 0, 10.0, 1.0),
+            run(1000, 0, 40.0, 3.0),
+            run(100, 1, 20.0, 2.0),
+            run(1000, 1, 40.0, 8.0),
+            run(100, 2, 10.0, 1.0),
+            run(1000, 2, 30.0, 5.0),
+        ])
+        .expect("a table");
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(
+            rows,
+            [
+                "| host | 1 | 100 → 1000 (×10.00) | 10.00 → 40.00 | 4.00× | 3.00× | 3.00× |",
+                "| host | 2 | 100 → 1000 (×10.00) | 20.00 → 40.00 | 2.00× | 4.00× | 4.00× |",
+                "| host | 3 | 100 → 1000 (×10.00) | 10.00 → 30.00 | 3.00× | 5.00× | 5.00× |",
+                "| host | median (range) of 3 | 100 → 1000 | | 3.00× (2.00–4.00) | 4.00× (3.00–5.00) | 4.00× (3.00–5.00) |",
+            ]
+        );
     }
 
     #[test]

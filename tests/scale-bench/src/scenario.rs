@@ -225,17 +225,24 @@ pub struct RunResult {
     pub edit_controller_p99_ms: f64,
     /// Delete all Jinghzhus → no pod left, seconds.
     pub gc_secs: f64,
+    /// Which round of a repeated sweep (`--repeat`), from 0.
+    #[serde(default)]
+    pub round: usize,
 }
 
 impl RunResult {
     /// The controller's name in tables: `host`, or `host ×3` for replicas,
-    /// with `(30 nodes)` when the cluster had other than the default 3.
+    /// with `(30 nodes)` when the cluster had other than the default 3 and
+    /// `[round 2]` for the later rounds of a repeated sweep.
     pub fn label(&self) -> String {
-        let nodes = if self.nodes == local_control_plane::DEFAULT_NODES {
+        let mut nodes = if self.nodes == local_control_plane::DEFAULT_NODES {
             String::new()
         } else {
             format!(" ({} nodes)", self.nodes)
         };
+        if self.round > 0 {
+            nodes.push_str(&format!(" [round {}]", self.round + 1));
+        }
         if self.replicas > 1 {
             format!(
                 "{} ×{} (--workers {}){nodes}",
@@ -479,6 +486,7 @@ async fn measure(
         edit_controller_p99_ms: percentile(&edit_controller_ms, 99.0),
         edit_controller_ms,
         gc_secs,
+        round: 0,
     })
 }
 

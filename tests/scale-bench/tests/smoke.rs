@@ -51,6 +51,7 @@ fn bench(controllers: &[ControllerKind], dir: &Path) -> Benchmark {
         },
         replicas: vec![1],
         nodes: vec![local_control_plane::DEFAULT_NODES],
+        repeat: 1,
         profile: Profile::of_this_build(),
         micro_bench: false,
         results_dir: dir.to_path_buf(),
