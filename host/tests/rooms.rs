@@ -32,7 +32,7 @@ const LAYERS: &[&[&str]] = &[
     &["event_reasons", "observed", "ownership"],
     &["actions", "cached_pod"],
     &["crd"],
-    &["plugin_text"],
+    &["api_client", "plugin_text"],
 ];
 
 /// The module path of the source file `file` under `src` (`mod.rs` is its
