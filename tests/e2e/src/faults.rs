@@ -280,8 +280,8 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     }
     let answer = match injected {
         Some((code, true)) => {
-            let made = pass_on(&shared, request, false).await;
-            seen.upstream_status = Some(made.status().as_u16());
+            let upstream = pass_on(&shared, request, false).await;
+            seen.upstream_status = Some(upstream.status().as_u16());
             status_answer(code, "injected by the test proxy after forwarding")
         }
         Some((code, false)) => status_answer(code, "injected by the test proxy"),

@@ -309,11 +309,7 @@ pub fn linearity_table(runs: &[RunResult]) -> Option<String> {
                 continue;
             };
             any = true;
-            label = RunResult {
-                round: 0,
-                ..a.clone()
-            }
-            .label();
+            label = a.setup();
             converge.push(b.converge_secs / a.converge_secs);
             own.push(b.cpu_converge_secs / a.cpu_converge_secs);
             all.push(cpu_all(b) / cpu_all(a));
@@ -373,16 +369,15 @@ pub fn cpu_table(runs: &[RunResult]) -> String {
             r.objects,
             r.cpu_converge_secs
         );
-        let mut total = r.cpu_converge_secs;
         for name in &names {
             match r.cpu_others_converge_secs.get(*name) {
                 Some(secs) => {
-                    total += secs;
                     let _ = write!(t, " {secs:.2} |");
                 }
                 None => t.push_str(" – |"),
             }
         }
+        let total = cpu_all(r);
         let capacity = r.converge_secs * r.load_at_start.1 as f64;
         let busy = if capacity > 0.0 {
             format!("{:.0}%", 100.0 * total / capacity)

@@ -231,18 +231,24 @@ pub struct RunResult {
 }
 
 impl RunResult {
-    /// The controller's name in tables: `host`, or `host ×3` for replicas,
-    /// with `(30 nodes)` when the cluster had other than the default 3 and
+    /// The controller's name in tables: [`RunResult::setup`], with
     /// `[round 2]` for the later rounds of a repeated sweep.
     pub fn label(&self) -> String {
-        let mut nodes = if self.nodes == local_control_plane::DEFAULT_NODES {
+        if self.round > 0 {
+            format!("{} [round {}]", self.setup(), self.round + 1)
+        } else {
+            self.setup()
+        }
+    }
+
+    /// What ran, whatever the round: `host`, or `host ×3` for replicas,
+    /// with `(30 nodes)` when the cluster had other than the default 3.
+    pub fn setup(&self) -> String {
+        let nodes = if self.nodes == local_control_plane::DEFAULT_NODES {
             String::new()
         } else {
             format!(" ({} nodes)", self.nodes)
         };
-        if self.round > 0 {
-            nodes.push_str(&format!(" [round {}]", self.round + 1));
-        }
         if self.replicas > 1 {
             format!(
                 "{} ×{} (--workers {}){nodes}",
