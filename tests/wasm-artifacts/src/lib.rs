@@ -211,26 +211,30 @@ fn run_build(
 }
 
 /// A plugin language other than Rust: the replicaset plugin of
-/// `plugins/python` or `plugins/js`, built by that directory's `build.sh`
-/// with the toolchain `tests/setup.sh` installs (componentize-py;
-/// componentize-js from `npm ci`).
+/// `plugins/python`, `plugins/js` or `plugins/go`, built by that
+/// directory's `build.sh` with the toolchain `tests/setup.sh` installs
+/// (componentize-py; componentize-js from `npm ci`; Go with wit-bindgen and
+/// wasm-tools from crates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Language {
     /// `plugins/python` (componentize-py 0.25.1).
     Python,
     /// `plugins/js` (componentize-js 0.23.0).
     JavaScript,
+    /// `plugins/go` (Go 1.26, wasip1 reactor, wasm-tools 1.263.0).
+    Go,
 }
 
 impl Language {
-    /// Both, in the order tests use them.
-    pub const ALL: [Language; 2] = [Language::Python, Language::JavaScript];
+    /// Every one, in the order tests use them.
+    pub const ALL: [Language; 3] = [Language::Python, Language::JavaScript, Language::Go];
 
     /// The plugin's directory under `plugins/`.
     pub fn dir(self) -> &'static str {
         match self {
             Language::Python => "python",
             Language::JavaScript => "js",
+            Language::Go => "go",
         }
     }
 
@@ -239,6 +243,7 @@ impl Language {
         match self {
             Language::Python => "replicaset-py",
             Language::JavaScript => "replicaset-js",
+            Language::Go => "replicaset-go",
         }
     }
 }
@@ -270,7 +275,8 @@ pub fn try_build_language(language: Language) -> Result<PathBuf, BuildError> {
 }
 
 /// Feeds every file under `dir` (skipping `node_modules`, `build`,
-/// `__pycache__` and `types`), its path relative to `root` and its bytes,
+/// `__pycache__`, `types` and `.wit-go-runtime`, a link into the cache that
+/// `toolchain.sh`'s digest names), its path relative to `root` and its bytes,
 /// in name order, to `hasher`.
 fn hash_tree(root: &Path, dir: &Path, hasher: &mut impl Hasher) -> std::io::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
@@ -279,7 +285,7 @@ fn hash_tree(root: &Path, dir: &Path, hasher: &mut impl Hasher) -> std::io::Resu
         let path = entry.path();
         if matches!(
             entry.file_name().to_str(),
-            Some("node_modules" | "build" | "__pycache__" | "types")
+            Some("node_modules" | "build" | "__pycache__" | "types" | ".wit-go-runtime")
         ) {
             continue;
         }
@@ -294,38 +300,62 @@ fn hash_tree(root: &Path, dir: &Path, hasher: &mut impl Hasher) -> std::io::Resu
 }
 
 /// A digest of what a language build reads from the repository: the
-/// plugin's directory (its sources, the SDK, `build.sh`, which names the
-/// toolchain's version, and for JavaScript the npm lock file) and `wit/0.2`.
-fn language_inputs(root: &Path, plugin_dir: &Path) -> Option<String> {
+/// plugin's directories (its sources, the SDK, `build.sh`, which names the
+/// toolchain's version, and for JavaScript the npm lock file), `wit/0.2`
+/// and the build's extra flags.
+fn language_inputs(root: &Path, dirs: &[&Path], flags: &[String]) -> Option<String> {
     let mut hasher = std::hash::DefaultHasher::new();
-    hash_tree(root, plugin_dir, &mut hasher).ok()?;
+    for dir in dirs {
+        hash_tree(root, dir, &mut hasher).ok()?;
+    }
     hash_tree(root, &root.join("wit").join("0.2"), &mut hasher).ok()?;
+    flags.hash(&mut hasher);
     Some(format!("{:016x}", hasher.finish()))
 }
 
 fn run_language_build(language: Language) -> Result<PathBuf, BuildError> {
     let root = workspace_root();
     let plugin_dir = root.join("plugins").join(language.dir());
-    let artifact = root
-        .join("target")
-        .join("plugins")
-        .join(format!("{}.wasm", language.plugin_name()));
+    let artifact = language_artifact(language.plugin_name());
     let what = format!("{} ({})", language.plugin_name(), plugin_dir.display());
     // Keyed by content, not file times: a fresh clone's files are all new,
     // and componentize builds are not reproducible (a rebuild gets another
     // digest, so the host compiles the 18 MB Python plugin again).
-    let inputs = language_inputs(&root, &plugin_dir);
+    let inputs = language_inputs(&root, &[&plugin_dir], &[]);
+    let build = plugin_dir.join("build.sh");
+    run_script_build(&what, &build, &[], &artifact, inputs)
+}
+
+/// `target/plugins/<name>.wasm`.
+fn language_artifact(name: &str) -> PathBuf {
+    workspace_root()
+        .join("target")
+        .join("plugins")
+        .join(format!("{name}.wasm"))
+}
+
+/// Runs `bash SCRIPT ARTIFACT ARGS...` in the workspace root unless
+/// `artifact` was built from the same `inputs` (its `.inputs` stamp).
+fn run_script_build(
+    what: &str,
+    script: &Path,
+    args: &[&str],
+    artifact: &Path,
+    inputs: Option<String>,
+) -> Result<PathBuf, BuildError> {
+    let root = workspace_root();
     let stamp = artifact.with_extension("wasm.inputs");
     if artifact.is_file() && inputs.is_some() && std::fs::read_to_string(&stamp).ok() == inputs {
-        return Ok(artifact);
+        return Ok(artifact.to_path_buf());
     }
     let output = as_from_a_shell(&mut Command::new("bash"))
-        .arg(plugin_dir.join("build.sh"))
-        .arg(&artifact)
+        .arg(script)
+        .arg(artifact)
+        .args(args)
         .current_dir(&root)
         .output()
         .map_err(|err| BuildError {
-            what: what.clone(),
+            what: what.to_string(),
             hint: "could not run bash".into(),
             output: err.to_string(),
         })?;
@@ -337,7 +367,7 @@ fn run_language_build(language: Language) -> Result<PathBuf, BuildError> {
             "see the build's output below"
         };
         return Err(BuildError {
-            what,
+            what: what.to_string(),
             hint: hint.into(),
             output: stderr,
         });
@@ -346,7 +376,48 @@ fn run_language_build(language: Language) -> Result<PathBuf, BuildError> {
         // Best effort: without the stamp the next run builds again.
         let _ = std::fs::write(&stamp, inputs);
     }
-    Ok(artifact)
+    Ok(artifact.to_path_buf())
+}
+
+/// Builds a Go plugin whose main package is `main_dir` (relative to the
+/// workspace root, in `plugins/go`'s module or one that replaces it, like
+/// `tests/plugins/misbehaving-go`) into `target/plugins/<name>.wasm` with
+/// `plugins/go/build.sh`, passing `go_flags` to `go build` (e.g. `-tags`);
+/// once per process, and not at all when the artifact was built from the
+/// same sources, SDK, WIT and flags. Panics with the fix when the toolchain
+/// is missing.
+pub fn build_go_plugin(main_dir: &str, name: &str, go_flags: &[&str]) -> PathBuf {
+    type Key = (String, String, Vec<String>);
+    static BUILT: OnceLock<Mutex<HashMap<Key, Result<PathBuf, BuildError>>>> = OnceLock::new();
+    let flags: Vec<String> = go_flags.iter().map(|f| f.to_string()).collect();
+    let key = (main_dir.to_string(), name.to_string(), flags.clone());
+    let mut built = BUILT
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let result = built
+        .entry(key)
+        .or_insert_with(|| {
+            let root = workspace_root();
+            let sdk_dir = root.join("plugins").join("go");
+            let main = root.join(main_dir);
+            let inputs = language_inputs(&root, &[&sdk_dir, &main], &flags);
+            let mut args = vec![main.to_str().unwrap_or(main_dir)];
+            args.extend(go_flags);
+            let what = format!("{name} ({main_dir})");
+            run_script_build(
+                &what,
+                &sdk_dir.join("build.sh"),
+                &args,
+                &language_artifact(name),
+                inputs,
+            )
+        })
+        .clone();
+    match result {
+        Ok(path) => path,
+        Err(err) => panic!("{err}"),
+    }
 }
 
 /// What to do about a failed build, from cargo's stderr.
