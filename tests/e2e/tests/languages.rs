@@ -590,7 +590,8 @@ fn go_plugin_survives_a_collection_while_its_input_is_copied_in() -> Result<()> 
         .reconcile_blocking(&jz, &pods, now)
         .expect_err("with the collector on, a collection during the copy traps");
     ensure!(
-        matches!(err, PluginError::Trap { .. }) && err.to_string().contains("cannot leave component instance"),
+        matches!(err, PluginError::Trap { .. })
+            && err.to_string().contains("cannot leave component instance"),
         "the collector-on build failed otherwise than expected: {err}"
     );
 

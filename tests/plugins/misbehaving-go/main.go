@@ -8,9 +8,10 @@
 //	       host's memory cap must stop it)
 //	panic  panics (the SDK recovers it, as controller-runtime does, and
 //	       fails the call with a retryable error naming the panic)
-//	exit   exits the process (`os.Exit`: the component traps)
-//	many   proposes 100 000 pod creates (the host's output limit must
-//	       refuse them before they are expanded)
+//	exit   exits (`os.Exit`: the host reports a trap, the plugin's
+//	       failure, not its own)
+//	many   proposes 200 000 pod creates, 7 MB on the wire (the host's
+//	       output limit must refuse them before they are lifted)
 //
 // Build: plugins/go/build.sh OUT tests/plugins/misbehaving-go
 package main
@@ -30,7 +31,7 @@ const PluginName = "misbehaving-go"
 const Annotation = "test.jinghzhu.io/misbehave"
 
 // ManyPods is how many creates `many` proposes.
-const ManyPods = 100_000
+const ManyPods = 200_000
 
 // sink keeps the spinning and hogging loops' work observable, so the
 // compiler cannot drop them.
