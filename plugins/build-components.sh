@@ -16,6 +16,7 @@
 #   T/wasm32-wasip2/release/other_world_plugin.wasm
 #   T/plugins/replicaset-py.wasm     plugins/python/build.sh (componentize-py; if the venv is installed)
 #   T/plugins/replicaset-js.wasm     plugins/js/build.sh (componentize-js; if node_modules is installed)
+#   T/plugins/replicaset-go.wasm     plugins/go/build.sh (Go, wasm-tools; if plugins/go/toolchain.sh ran)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
@@ -38,6 +39,11 @@ if [[ "${1:-}" != "--check" ]]; then
         plugins/js/build.sh "$T/plugins/replicaset-js.wasm" >/dev/null
     else
         echo "componentize-js not installed (plugins/js/toolchain.sh): skipping the JavaScript plugin" >&2
+    fi
+    if [[ -e plugins/go/.wit-go-runtime/go.mod ]]; then
+        plugins/go/build.sh "$T/plugins/replicaset-go.wasm" >/dev/null
+    else
+        echo "the Go plugin toolchain is not installed (plugins/go/toolchain.sh): skipping the Go plugin" >&2
     fi
     if cargo component --version >/dev/null 2>&1; then
         cargo component build --release -p replicaset-plugin
@@ -76,7 +82,7 @@ check "$T/contract-0-1/wasm32-wasip2/release/replicaset_plugin.wasm" jinghzhu:op
 check "$T/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler"
 check "$T/always-trap/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler" "+always-trap"
 check "$T/wasm32-wasip2/release/other_world_plugin.wasm" jinghzhu:operator/reconciler@0.9.0
-for lang in py js; do
+for lang in py js go; do
     if [[ -f "$T/plugins/replicaset-$lang.wasm" ]]; then
         check "$T/plugins/replicaset-$lang.wasm" jinghzhu:operator/reconciler@0.2.0 "replicaset-$lang"
     fi

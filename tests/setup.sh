@@ -15,9 +15,11 @@
 #     cached the same way
 #   - the example plugin: cargo build --target wasm32-wasip2 (and, not with
 #     --demo, cargo component build)
-#   - not with --demo: the Python and JavaScript plugin toolchains (a venv
-#     with componentize-py; npm ci from plugins/js/package-lock.json), cached
-#     in ~/.cache/wasm-operator
+#   - not with --demo: the Python, JavaScript and Go plugin toolchains (a
+#     venv with componentize-py; npm ci from plugins/js/package-lock.json;
+#     wit-bindgen-cli and wasm-tools from crates, the Go runtime package and
+#     the WASI adapter from their crates: plugins/go/toolchain.sh), cached in
+#     ~/.cache/wasm-operator
 #
 #   tests/setup.sh                  # everything the tests need
 #   tests/setup.sh --compile-tests  # and compile them (tests/run.sh without arguments)
@@ -117,6 +119,8 @@ rust_lane() {
         plugins/python/toolchain.sh
         step "JavaScript plugin toolchain: npm ci of plugins/js (componentize-js 0.23.0, jco 1.35.0; cached by lockfile digest)"
         plugins/js/toolchain.sh
+        step "Go plugin toolchain: wit-bindgen-cli 0.63.0 and wasm-tools 1.263.0 (cargo install, once), the Go runtime package and the WASI adapter from their crates (cached)"
+        plugins/go/toolchain.sh
     fi
     if $compile_tests; then
         step "the workspace's tests: cargo test --workspace --no-run"

@@ -1,6 +1,6 @@
 //! `wasm-operator new`: scaffolds a standalone plugin crate anywhere; with
-//! `--lang python` or `--lang js` a Python or JavaScript project instead
-//! ([`languages`]).
+//! `--lang python`, `--lang js` or `--lang go` a Python, JavaScript or Go
+//! project instead ([`languages`]).
 //!
 //! What it may import: `runtime/` (the WIT it embeds) and the shared
 //! types; only `cli.rs` sits above it.
@@ -61,8 +61,9 @@ pub struct NewArgs {
     /// The plugin's crate name (lowercase letters, digits, `-` and `_`,
     /// starting with a letter). The `.wasm` file is named after it.
     pub name: String,
-    /// The language: a Rust crate, or a Python (componentize-py) or
-    /// JavaScript (componentize-js) project carrying its SDK.
+    /// The language: a Rust crate, or a Python (componentize-py),
+    /// JavaScript (componentize-js) or Go (stock Go and wasm-tools) project
+    /// carrying its SDK.
     #[arg(long, value_enum, default_value_t = Lang::Rust)]
     pub lang: Lang,
     /// The directory to create (default: ./NAME). It must not exist or be empty.
@@ -192,8 +193,8 @@ impl Scaffold {
             && (args.sdk_path.is_some() || args.sdk_git.is_some() || args.sdk_rev.is_some())
         {
             bail!(
-                "--sdk-path, --sdk-git and --sdk-rev choose the Rust SDK crate: a --lang python or \
-                 --lang js project carries its SDK in sdk/"
+                "--sdk-path, --sdk-git and --sdk-rev choose the Rust SDK crate: a --lang python, js or \
+                 go project carries its SDK in sdk/"
             );
         }
         let dir = args
@@ -227,6 +228,7 @@ impl Scaffold {
         match self.lang {
             Lang::Python => return Ok(languages::python_files(&self.name, &host_version)),
             Lang::Js => return Ok(languages::js_files(&self.name, &host_version)),
+            Lang::Go => return Ok(languages::go_files(&self.name, &host_version)),
             Lang::Rust => {}
         }
         let crate_name = self.name.replace('-', "_");

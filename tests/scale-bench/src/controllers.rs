@@ -31,6 +31,8 @@ pub enum ControllerKind {
     HostPython,
     /// `wasm-operator run` with the replicaset plugin in JavaScript (`plugins/js`).
     HostJs,
+    /// `wasm-operator run` with the replicaset plugin in Go (`plugins/go`).
+    HostGo,
     /// `tests/peers/controller-runtime`: Go, controller-runtime.
     ControllerRuntime,
     /// Another build of the host with the Rust replicaset plugin: the
@@ -50,6 +52,7 @@ impl ControllerKind {
             ControllerKind::KubeRs => "kube-rs",
             ControllerKind::HostPython => "host-python",
             ControllerKind::HostJs => "host-js",
+            ControllerKind::HostGo => "host-go",
             ControllerKind::ControllerRuntime => "controller-runtime",
             ControllerKind::HostBaseline => "host-baseline",
         }
@@ -64,6 +67,7 @@ impl ControllerKind {
             ControllerKind::Host
                 | ControllerKind::HostPython
                 | ControllerKind::HostJs
+                | ControllerKind::HostGo
                 | ControllerKind::HostBaseline
         )
     }
@@ -92,6 +96,7 @@ pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
         ControllerKind::Host
         | ControllerKind::HostPython
         | ControllerKind::HostJs
+        | ControllerKind::HostGo
         | ControllerKind::HostBaseline => {
             let program = match kind {
                 ControllerKind::HostBaseline => {
@@ -107,6 +112,7 @@ pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
             let plugin = match kind {
                 ControllerKind::HostPython => artifacts::language_plugin(Language::Python)?,
                 ControllerKind::HostJs => artifacts::language_plugin(Language::JavaScript)?,
+                ControllerKind::HostGo => artifacts::language_plugin(Language::Go)?,
                 _ => artifacts::replicaset_plugin()?,
             };
             let args = vec![

@@ -41,6 +41,7 @@ fn colour(kind: ControllerKind) -> RGBColor {
         ControllerKind::KubeRs => RGBColor(0x2c, 0xa0, 0x2c),
         ControllerKind::HostPython => RGBColor(0x94, 0x67, 0xbd),
         ControllerKind::HostJs => RGBColor(0xff, 0x7f, 0x0e),
+        ControllerKind::HostGo => RGBColor(0x17, 0xbe, 0xcf),
         ControllerKind::HostBaseline => RGBColor(0x7f, 0x7f, 0x7f),
         ControllerKind::ControllerRuntime => RGBColor(0xd6, 0x27, 0x28),
     }
