@@ -2,24 +2,44 @@
 //! failed answers it sends again by itself.
 //!
 //! kube's client, left to its defaults, repeats any request answered 429,
-//! 503 or 504, up to 15 times. A 504 from kube-apiserver means "the request
-//! did not complete within the timeout": the write may still be made. For a
-//! create that is the one answer that must not be repeated: the pods a
-//! plugin proposes usually carry `generateName`, so each repeat of a create
-//! that was in fact made is another pod (the object then has a surplus to
-//! delete, and a pod that never should have run). [`build`] keeps kube's
-//! retries (same backoff, same honouring of `Retry-After`) except that a
-//! `POST` answered 504 is handed back as it is; the apply layer counts it
-//! as *maybe sent* and waits for the watch to show the pod (see
-//! `docs/operating.md`, "When the control plane misbehaves"). client-go
-//! does not repeat such a create either (it repeats only answers that carry
-//! `Retry-After`). 429 and 503 answers say the request was not handled, so
-//! they are repeated for every method.
+//! 503 or 504, up to 15 times, and waits as long as `Retry-After` says.
+//! Both are wrong for a controller's writes:
+//!
+//! - **A repeated create may be a second pod.** A 504 ("did not complete
+//!   within the timeout"), a 503 from a proxy or load balancer whose
+//!   upstream went away mid-request, a 5xx after the handler ran: the
+//!   write may have been made. The pods a plugin proposes usually carry
+//!   `generateName`, so each repeat of a create that was in fact made is
+//!   another pod (measured through a proxy answering 503 after forwarding
+//!   for 3 s: 52 creates made for 20 needed).
+//! - **A write parked on `Retry-After` parks a worker.** A 429 with
+//!   `Retry-After: 86400` held a reconcile (and shutdown) for a day.
+//!
+//! So [`build`] repeats only reads ([`repeated_by_the_client`]: `GET`,
+//! `HEAD`; lists and watches are `GET`s): answers 429, 503 and 504, kube's
+//! backoff (5 ms doubling, at most 15 repeats) and its honouring of
+//! `Retry-After`, but no wait longer than [`MAX_RETRY_WAIT`]. Every write
+//! (`POST`, `PUT`, `PATCH`, `DELETE`) goes out once and its answer, whatever
+//! it is, goes back to the caller: the apply layer classifies it
+//! ([`crate::apply::classify`]: a 503 or a timeout is *maybe sent*, the
+//! object waits for the watch to show the pod; a 429 or another error
+//! answer is *answered*, the object is requeued with its per-object
+//! backoff), and the Lease loops try again on their own schedule.
+//!
+//! Some writes would be safe to repeat: a `DELETE` with a UID precondition
+//! (a repeat gets 404 or 409, never another pod's deletion) and a status
+//! `PATCH` (the same status again, guarded by a resourceVersion) are
+//! idempotent. They are not repeated here either, so that no write ever
+//! waits inside the client: the reconcile fails at once and comes back
+//! through the controller's backoff, reading the cache afresh. Errors with
+//! no answer (a connect failure, a reset, a read timeout) are never
+//! repeated by the client, for any method (kube's policy looks at answers
+//! only). See `docs/operating.md`, "When the control plane misbehaves".
 
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use kube::Client;
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ClientBuilder};
@@ -50,10 +70,19 @@ pub fn with_read_timeout(mut config: kube::Config) -> kube::Config {
     config
 }
 
+/// The longest the client waits before repeating a read, whatever
+/// `Retry-After` says (kube's backoff alone grows to 1000 s). A write is
+/// never repeated, so never waits ([`repeated_by_the_client`]).
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+
 /// The client the host talks to the API server with: `config` (with
-/// [`with_read_timeout`]) and kube's retries, except that a create answered
-/// 504 is not sent again ([`NoRepeatedCreates`]).
+/// [`with_read_timeout`]) and [`ReadRetries`] with [`MAX_RETRY_WAIT`].
 pub fn build(config: kube::Config) -> Result<Client> {
+    build_with_max_wait(config, MAX_RETRY_WAIT)
+}
+
+/// [`build`] with another cap on the wait before a repeated read.
+pub fn build_with_max_wait(config: kube::Config, max_wait: Duration) -> Result<Client> {
     let mut config = with_read_timeout(config);
     config.default_retry = false;
     let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
@@ -62,33 +91,44 @@ pub fn build(config: kube::Config) -> Result<Client> {
     // has in front of the whole). Must run inside the tokio runtime.
     Ok(builder
         .with_layer(&BufferLayer::new(BUFFERED_REQUESTS))
-        .with_layer(&RetryLayer::new(NoRepeatedCreates::default()))
+        .with_layer(&RetryLayer::new(ReadRetries::new(max_wait)))
         .build())
 }
 
 /// kube's [`RetryPolicy::server_retry`] (429, 503 and 504 answers, 5 ms
-/// doubling to 1000 s, at most 15 repeats, `Retry-After` honoured) that
-/// leaves a `POST` answered 504 to the caller.
+/// doubling, at most 15 repeats, `Retry-After` honoured) for reads only,
+/// each wait cut to `max_wait`. Writes are handed back as answered.
 #[derive(Clone)]
-pub struct NoRepeatedCreates {
+pub struct ReadRetries {
     inner: RetryPolicy,
+    max_wait: Duration,
 }
 
-impl Default for NoRepeatedCreates {
-    fn default() -> Self {
+impl ReadRetries {
+    /// Repeats reads, waiting at most `max_wait` before each repeat.
+    pub fn new(max_wait: Duration) -> Self {
         Self {
             inner: RetryPolicy::server_retry(),
+            max_wait,
         }
     }
 }
 
-/// Whether a request answered `status` may have been carried out and must
-/// not be sent again: a create (`POST`) that timed out on the server.
-pub fn may_be_made_already(method: &Method, status: StatusCode) -> bool {
-    method == Method::POST && status == StatusCode::GATEWAY_TIMEOUT
+impl Default for ReadRetries {
+    /// Waits at most [`MAX_RETRY_WAIT`].
+    fn default() -> Self {
+        Self::new(MAX_RETRY_WAIT)
+    }
 }
 
-impl<Res> Policy<Request<Body>, Response<Res>, BoxError> for NoRepeatedCreates {
+/// Whether the client itself may send a request with `method` again: only
+/// reads (`GET`, which lists and watches are too, and `HEAD`). Every write
+/// goes out once; see the module documentation for why.
+pub fn repeated_by_the_client(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD)
+}
+
+impl<Res> Policy<Request<Body>, Response<Res>, BoxError> for ReadRetries {
     type Future = tokio::time::Sleep;
 
     fn retry(
@@ -96,15 +136,19 @@ impl<Res> Policy<Request<Body>, Response<Res>, BoxError> for NoRepeatedCreates {
         request: &mut Request<Body>,
         result: &mut Result<Response<Res>, BoxError>,
     ) -> Option<Self::Future> {
-        if let Ok(answer) = result
-            && may_be_made_already(request.method(), answer.status())
-        {
+        if !repeated_by_the_client(request.method()) {
             return None;
         }
-        self.inner.retry(request, result)
+        let wait = self.inner.retry(request, result)?;
+        let latest = tokio::time::Instant::now() + self.max_wait;
+        Some(tokio::time::sleep_until(wait.deadline().min(latest)))
     }
 
     fn clone_request(&mut self, request: &Request<Body>) -> Option<Request<Body>> {
+        if !repeated_by_the_client(request.method()) {
+            // Never sent again: no need to keep a copy of its body.
+            return None;
+        }
         <RetryPolicy as Policy<Request<Body>, Response<Res>, BoxError>>::clone_request(
             &mut self.inner,
             request,
@@ -117,15 +161,16 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
     use kube::Api;
-    use kube::api::PostParams;
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Instant;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A server on a loopback port that answers every request 504 (as
-    /// kube-apiserver does when a request outlives its timeout) and counts
-    /// the requests.
-    async fn always_timing_out() -> (String, Arc<AtomicUsize>) {
+    /// A server on a loopback port that answers every request with the
+    /// status `code` (a Kubernetes `Status` body) and `headers` (each
+    /// `name: value`), and counts the requests.
+    async fn always_answering(code: u16, headers: &'static str) -> (String, Arc<AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -137,9 +182,11 @@ mod tests {
                 let mut buf = vec![0u8; 64 * 1024];
                 let _ = socket.read(&mut buf).await;
                 counted.fetch_add(1, Ordering::SeqCst);
-                let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Timeout: request did not complete within requested timeout","reason":"Timeout","code":504}"#;
+                let body = format!(
+                    r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"","code":{code}}}"#
+                );
                 let answer = format!(
-                    "HTTP/1.1 504 Gateway Timeout\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                    "HTTP/1.1 {code} Injected\r\ncontent-type: application/json\r\n{headers}connection: close\r\ncontent-length: {}\r\n\r\n{body}",
                     body.len()
                 );
                 let _ = socket.write_all(answer.as_bytes()).await;
@@ -149,32 +196,102 @@ mod tests {
         (url, requests)
     }
 
-    fn pods(url: &str) -> Api<Pod> {
+    /// A server that answers every request 504 (as kube-apiserver does when
+    /// a request outlives its timeout) and counts the requests.
+    async fn always_timing_out() -> (String, Arc<AtomicUsize>) {
+        always_answering(504, "").await
+    }
+
+    /// A server that answers every request 429 and says to come back in a day.
+    async fn come_back_tomorrow() -> (String, Arc<AtomicUsize>) {
+        always_answering(429, "retry-after: 86400\r\n").await
+    }
+
+    fn pods_with_max_wait(url: &str, max_wait: Duration) -> Api<Pod> {
         let config = kube::Config::new(url.parse().expect("url"));
-        Api::namespaced(build(config).expect("client"), "ns")
+        Api::namespaced(build_with_max_wait(config, max_wait).expect("client"), "ns")
+    }
+
+    fn pods(url: &str) -> Api<Pod> {
+        pods_with_max_wait(url, MAX_RETRY_WAIT)
+    }
+
+    /// Sends one create to `url` and returns the error and how long it took.
+    async fn create_at(url: &str) -> (kube::Error, Duration) {
+        let started = Instant::now();
+        // Repeats would come within 1 s (5 ms doubling) or after Retry-After.
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(2),
+            pods(url).create(&PostParams::default(), &Pod::default()),
+        )
+        .await;
+        let err = outcome
+            .expect("answered at once")
+            .expect_err("the server only fails");
+        (err, started.elapsed())
+    }
+
+    fn code_of(err: &kube::Error) -> Option<u16> {
+        match err {
+            kube::Error::Api(status) => Some(status.code),
+            _ => None,
+        }
     }
 
     #[tokio::test]
     async fn a_create_answered_504_is_sent_once() {
         let (url, requests) = always_timing_out().await;
-        // Repeats would come within 1 s (5 ms doubling).
-        let outcome = tokio::time::timeout(
-            Duration::from_secs(2),
-            pods(&url).create(&PostParams::default(), &Pod::default()),
-        )
-        .await;
+        let (err, _) = create_at(&url).await;
         assert_eq!(
             requests.load(Ordering::SeqCst),
             1,
             "the create was repeated"
         );
-        let err = outcome
-            .expect("answered at once")
-            .expect_err("the server only times out");
-        assert!(
-            matches!(&err, kube::Error::Api(status) if status.code == 504),
-            "{err}"
+        assert_eq!(code_of(&err), Some(504), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_create_answered_503_is_sent_once() {
+        let (url, requests) = always_answering(503, "retry-after: 1\r\n").await;
+        let (err, _) = create_at(&url).await;
+        assert_eq!(
+            requests.load(Ordering::SeqCst),
+            1,
+            "the create was repeated"
         );
+        assert_eq!(code_of(&err), Some(503), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_create_told_to_come_back_tomorrow_returns_at_once() {
+        let (url, requests) = come_back_tomorrow().await;
+        let (err, took) = create_at(&url).await;
+        assert_eq!(
+            requests.load(Ordering::SeqCst),
+            1,
+            "the create was repeated"
+        );
+        assert_eq!(code_of(&err), Some(429), "{err}");
+        assert!(took < Duration::from_millis(500), "took {took:?}");
+    }
+
+    #[tokio::test]
+    async fn no_write_is_repeated() {
+        let (url, requests) = always_answering(503, "").await;
+        let api = pods(&url);
+        let patch = serde_json::json!({ "status": {} });
+        // Repeats would come within 1 s (5 ms doubling).
+        let writes = async {
+            let _ = api
+                .patch_status("p", &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+            let _ = api.delete("p", &DeleteParams::default()).await;
+            let _ = api
+                .replace("p", &PostParams::default(), &Pod::default())
+                .await;
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), writes).await;
+        assert_eq!(requests.load(Ordering::SeqCst), 3, "a write was repeated");
     }
 
     #[tokio::test]
@@ -189,23 +306,42 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_read_answered_503_is_repeated() {
+        let (url, requests) = always_answering(503, "").await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), pods(&url).get("p")).await;
+        assert!(
+            requests.load(Ordering::SeqCst) >= 3,
+            "only {} tries",
+            requests.load(Ordering::SeqCst)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_read_told_to_come_back_tomorrow_waits_only_the_cap() {
+        let (url, requests) = come_back_tomorrow().await;
+        let max_wait = Duration::from_millis(200);
+        let _ = tokio::time::timeout(
+            Duration::from_millis(1500),
+            pods_with_max_wait(&url, max_wait).get("p"),
+        )
+        .await;
+        // Honoured uncapped, Retry-After would allow one try in 1.5 s; at
+        // most 200 ms apart, about seven.
+        let tries = requests.load(Ordering::SeqCst);
+        assert!(
+            tries >= 4,
+            "only {tries} tries in 1.5 s: Retry-After not capped"
+        );
+    }
+
     #[test]
-    fn only_a_create_that_timed_out_is_left_alone() {
-        assert!(may_be_made_already(
-            &Method::POST,
-            StatusCode::GATEWAY_TIMEOUT
-        ));
-        for status in [
-            StatusCode::TOO_MANY_REQUESTS,
-            StatusCode::SERVICE_UNAVAILABLE,
-        ] {
-            assert!(!may_be_made_already(&Method::POST, status), "{status}");
+    fn only_reads_are_repeated_by_the_client() {
+        for method in [Method::GET, Method::HEAD] {
+            assert!(repeated_by_the_client(&method), "{method}");
         }
-        for method in [Method::GET, Method::PUT, Method::PATCH, Method::DELETE] {
-            assert!(
-                !may_be_made_already(&method, StatusCode::GATEWAY_TIMEOUT),
-                "{method}"
-            );
+        for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+            assert!(!repeated_by_the_client(&method), "{method}");
         }
     }
 }

@@ -105,6 +105,10 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// How long `run` waits, after the host stopped, for blocking work (a
+/// plugin call) before the process exits anyway.
+const RUNTIME_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Parses `args` (the program name first) and runs them with [`execute`].
 pub fn execute_args<I, T>(args: I) -> anyhow::Result<ExitCode>
 where
@@ -134,7 +138,13 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             .enable_all()
             .build()
             .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(crate::run::run(*args)))
+            .and_then(|rt| {
+                let stopped = rt.block_on(crate::run::run(*args));
+                // A plugin call still running on a blocking thread does not
+                // hold the exit (the shutdown is bounded; see `run`).
+                rt.shutdown_timeout(RUNTIME_STOP_TIMEOUT);
+                stopped
+            })
             .map(|()| ExitCode::SUCCESS),
     }
 }

@@ -157,6 +157,11 @@ pub struct RunArgs {
     /// (`limits/pod-metadata-budget`).
     #[arg(long, env = "WASM_OPERATOR_POD_METADATA_BUDGET_KIB", default_value_t = (crate::apply::validate::DEFAULT_POD_METADATA_BUDGET / 1024) as u64, value_parser = clap::value_parser!(u64).range(0..=1024 * 1024))]
     pub pod_metadata_budget_kib: u64,
+    /// Most seconds the host takes to stop after SIGTERM or Ctrl-C: running
+    /// reconciles may finish until shortly before (then they are cancelled),
+    /// the queued Events are recorded and the Leases released in the rest.
+    #[arg(long, env = "WASM_OPERATOR_SHUTDOWN_TIMEOUT_SECS", default_value_t = controller::DEFAULT_SHUTDOWN_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub shutdown_timeout_secs: u64,
     /// The pod policy: which pod specs, labels and annotations a plugin may propose.
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -287,7 +292,8 @@ fn check_instance_pool(args: &RunArgs) -> Result<()> {
 }
 
 /// Runs the host until Ctrl-C or SIGTERM. On a signal, reconciles that are
-/// running finish, the Lease (if held) is released, and the host exits.
+/// running finish, the Lease (if held) is released, and the host exits,
+/// all within `--shutdown-timeout-secs` (what still runs then is cancelled).
 pub async fn run(args: RunArgs) -> Result<()> {
     let policy = args.policy.config()?;
     let max_creates = usize::try_from(args.max_creates).unwrap_or(usize::MAX);
@@ -450,6 +456,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
         leadership,
         health,
         shards,
+        shutdown_timeout: controller_share(
+            Duration::from_secs(args.shutdown_timeout_secs),
+            elector.is_some() || coordinator.is_some(),
+        ),
         ..ControllerConfig::default()
     };
     tracing::info!(
@@ -460,17 +470,48 @@ pub async fn run(args: RunArgs) -> Result<()> {
         shards = args.leader_election.shards,
         "controller starting"
     );
-    controller::run(client, active.clone(), config, metrics, shutdown_signal()).await;
+    let (stopped_at, stopping) = tokio::sync::oneshot::channel();
+    let signal = async move {
+        shutdown_signal().await;
+        let _ = stopped_at.send(tokio::time::Instant::now());
+    };
+    controller::run(client, active.clone(), config, metrics, signal).await;
     // The shadow's queue is work nobody waits for: drop it with the controller.
     active.set_shadow(None, 0);
-    if let Some(coordinator) = coordinator {
-        coordinator.release().await;
-    }
-    if let Some(elector) = elector {
-        elector.release().await;
+    let deadline = stopping
+        .await
+        .map(|at| at + Duration::from_secs(args.shutdown_timeout_secs))
+        .unwrap_or_else(|_| tokio::time::Instant::now() + LEASE_RELEASE_SHARE);
+    let release = async {
+        if let Some(coordinator) = coordinator {
+            coordinator.release().await;
+        }
+        if let Some(elector) = elector {
+            elector.release().await;
+        }
+    };
+    if tokio::time::timeout_at(deadline, release).await.is_err() {
+        tracing::warn!(
+            "shutting down: releasing the Leases took too long; they expire on their own"
+        );
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Of `--shutdown-timeout-secs`, what is kept for releasing the Leases.
+const LEASE_RELEASE_SHARE: Duration = Duration::from_secs(2);
+
+/// The controller's part of the shutdown `timeout`: all of it, or (holding
+/// Leases) all but [`LEASE_RELEASE_SHARE`].
+fn controller_share(timeout: Duration, leases: bool) -> Duration {
+    if leases {
+        timeout
+            .saturating_sub(LEASE_RELEASE_SHARE)
+            .max(Duration::from_secs(1))
+    } else {
+        timeout
+    }
 }
 
 /// A client for the cluster the kubeconfig names (`KUBECONFIG`,
@@ -539,6 +580,18 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+    use std::time::Duration;
+
+    #[test]
+    fn leases_keep_a_share_of_the_shutdown_timeout() {
+        let eight = Duration::from_secs(8);
+        assert_eq!(super::controller_share(eight, false), eight);
+        assert_eq!(super::controller_share(eight, true), Duration::from_secs(6));
+        assert_eq!(
+            super::controller_share(Duration::from_secs(2), true),
+            Duration::from_secs(1)
+        );
+    }
 
     #[test]
     fn every_run_flag_can_come_from_the_environment() {

@@ -14,7 +14,7 @@
 //! API server answered with an error, or the request certainly never left
 //! (the connection could not be opened; see
 //! [`crate::apply::WriteOutcome`]). Only a create that may have been sent
-//! (a timeout or a reset after the request went out) keeps its count.
+//! (a timeout, a 503 or a reset after the request went out) keeps its count.
 //!
 //! A reconcile held back by pending expectations is *waiting*: how many
 //! objects wait is a gauge (`wasm_operator_expectations_waiting`), how many

@@ -38,8 +38,13 @@
 //! A failed write is classified ([`WriteOutcome`]): *not sent* (the
 //! connection could not be opened, so no byte of the request left),
 //! *answered* (the API server replied with an error) or *maybe sent* (a
-//! timeout or a reset after the request went out, or the server's own
-//! "may still be processing" timeout). A create that was not sent or was
+//! timeout or a reset after the request went out, the server's own
+//! "may still be processing" timeout, or a 503, which a proxy or load
+//! balancer also answers when its upstream went away mid-request). A 429 is
+//! *answered*: kube-apiserver's rate limits (max-in-flight, priority and
+//! fairness) refuse before the handler runs. The client sends no write
+//! twice ([`crate::api_client`]), so these answers reach this layer as they
+//! came. A create that was not sent or was
 //! answered releases its expectation at once, so the object's next
 //! reconcile (after its backoff) creates again; only a maybe-sent create
 //! keeps it, until the watch shows the pod or the expectations time out.
@@ -74,7 +79,8 @@ pub enum WriteOutcome {
     Answered,
     /// The request may have been carried out: it went out and the answer
     /// was lost (a read timeout, a reset connection, an answer we could not
-    /// read), or the server said it timed out and may still be processing.
+    /// read), the server said it timed out and may still be processing, or
+    /// something between us answered 503 (it may have forwarded it).
     MaybeSent,
 }
 
@@ -108,8 +114,10 @@ pub fn classify(err: &kube::Error) -> WriteOutcome {
     match err {
         kube::Error::Api(status) => {
             // 504 (reason Timeout) and 500 (reason ServerTimeout) are the
-            // API server saying it gave up waiting, not that it did nothing.
-            let timeout = matches!(status.code, 408 | 504)
+            // API server saying it gave up waiting, not that it did nothing;
+            // a 503 may come from a proxy whose upstream took the request
+            // and went away. A 429 is a refusal before any handling.
+            let timeout = matches!(status.code, 408 | 503 | 504)
                 || matches!(status.reason.as_str(), "Timeout" | "ServerTimeout");
             if timeout {
                 WriteOutcome::MaybeSent
@@ -858,10 +866,15 @@ mod tests {
 
     #[test]
     fn an_answer_is_answered_unless_the_server_says_it_may_still_be_working() {
-        for code in [400, 403, 409, 422, 429, 500, 503] {
+        for code in [400, 403, 409, 422, 429, 500, 502] {
             assert_eq!(classify(&api(code, "")), WriteOutcome::Answered, "{code}");
         }
         assert_eq!(classify(&api(504, "Timeout")), WriteOutcome::MaybeSent);
+        assert_eq!(
+            classify(&api(503, "ServiceUnavailable")),
+            WriteOutcome::MaybeSent,
+            "a proxy may have forwarded it"
+        );
         assert_eq!(classify(&api(408, "")), WriteOutcome::MaybeSent);
         assert_eq!(
             classify(&api(500, "ServerTimeout")),

@@ -4,7 +4,13 @@
 //! keeps no per-object failure history, so this module fills that gap with
 //! the policy of client-go's `ItemExponentialFailureRateLimiter`: the n-th
 //! consecutive failure of an object waits `base * 2^(n-1)` (5 ms doubling up
-//! to 1000 s by default), and a success forgets the object.
+//! to [`MAX_BACKOFF`], 30 s, by default), and a success forgets the object.
+//!
+//! client-go doubles up to 1000 s. The host stops at 30 s: its client hands
+//! a write refused with 429 or 503 straight back instead of waiting on
+//! `Retry-After` ([`crate::api_client`]), so this backoff is what spaces
+//! the retries of such an object, and no object should wait a quarter of
+//! an hour for a refusal that lasted seconds.
 //!
 //! ```
 //! use std::time::Duration;
@@ -29,10 +35,13 @@ pub struct PerObjectBackoff {
     failures: Mutex<HashMap<String, u32>>,
 }
 
+/// The longest the default backoff waits before retrying an object.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
 impl Default for PerObjectBackoff {
-    /// client-go's defaults: 5 ms doubling to 1000 s.
+    /// 5 ms (client-go's) doubling to [`MAX_BACKOFF`].
     fn default() -> Self {
-        Self::new(Duration::from_millis(5), Duration::from_secs(1000))
+        Self::new(Duration::from_millis(5), MAX_BACKOFF)
     }
 }
 
@@ -91,7 +100,7 @@ mod tests {
         for _ in 0..100 {
             backoff.failed("a");
         }
-        assert_eq!(backoff.failed("a"), Duration::from_secs(1000));
+        assert_eq!(backoff.failed("a"), MAX_BACKOFF);
         backoff.succeeded("a");
         assert_eq!(backoff.failures("a"), 0);
         assert_eq!(backoff.failed("a"), Duration::from_millis(5));

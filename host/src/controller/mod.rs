@@ -139,7 +139,16 @@ pub struct ControllerConfig {
     pub health: Arc<Health>,
     /// Sharded: the shards this replica holds (`None`: unsharded).
     pub shards: Option<Shards>,
+    /// The most [`run`] takes once told to stop: running reconciles until
+    /// [`EVENT_DRAIN_SHARE`] before it (those still running then are
+    /// cancelled, as a crash would), then the queued Events within what is
+    /// left (at most [`EVENT_DRAIN_TIMEOUT`]).
+    pub shutdown_timeout: Duration,
 }
+
+/// [`ControllerConfig::shutdown_timeout`] by default: a host stops within
+/// 10 s of SIGTERM with room to spare (the kubelet waits 30 s).
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
 
 impl Default for ControllerConfig {
     fn default() -> Self {
@@ -155,12 +164,14 @@ impl Default for ControllerConfig {
             leadership: Leadership::always(),
             health: Arc::new(Health::default()),
             shards: None,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
         }
     }
 }
 
 /// Runs the controller until `shutdown` resolves, then lets running
-/// reconciles finish and records the Events still queued.
+/// reconciles finish and records the Events still queued, all within
+/// [`ControllerConfig::shutdown_timeout`].
 pub async fn run(
     client: Client,
     plugin: Arc<ActivePlugin>,
@@ -181,10 +192,12 @@ pub async fn run(
         metrics.events_dropped.clone(),
     );
     // Shutting down: reconciles still waiting for leadership give up at once.
+    let (stopped_at, stopping) = tokio::sync::watch::channel(None);
     let shutdown = {
         let leadership = config.leadership.clone();
         async move {
             shutdown.await;
+            stopped_at.send_replace(Some(tokio::time::Instant::now()));
             leadership.stop_new_work();
         }
     };
@@ -325,8 +338,10 @@ pub async fn run(
             ctx,
         );
     // The heartbeat beats from the task that drives the controller.
-    let mut results = std::pin::pin!(results);
+    let mut results = Box::pin(results);
     let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
+    let timeout = config.shutdown_timeout;
+    let mut cut_off = std::pin::pin!(cut_off(stopping.clone(), timeout));
     loop {
         tokio::select! {
             result = results.next() => match result {
@@ -335,13 +350,46 @@ pub async fn run(
                 None => break,
             },
             _ = heartbeat.tick() => config.health.beat(),
+            () = &mut cut_off => {
+                tracing::warn!(timeout = ?timeout, "shutting down: reconciles still running are cancelled");
+                break;
+            }
         }
     }
-    event_worker.drain(EVENT_DRAIN_TIMEOUT).await;
+    // Cancels whatever still runs.
+    drop(results);
+    let stopped_at = *stopping.borrow();
+    let drain = stopped_at.map_or(EVENT_DRAIN_TIMEOUT, |at| {
+        (at + timeout)
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(EVENT_DRAIN_TIMEOUT)
+    });
+    event_worker.drain(drain).await;
 }
 
-/// How long a stopping host spends recording the Events still queued.
-const EVENT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Resolves when a stopping controller must give up on its running
+/// reconciles: [`EVENT_DRAIN_SHARE`] before `timeout` has passed since the
+/// stop (never, before one).
+async fn cut_off(
+    mut stopping: tokio::sync::watch::Receiver<Option<tokio::time::Instant>>,
+    timeout: Duration,
+) {
+    let Ok(at) = stopping.wait_for(Option::is_some).await.map(|at| *at) else {
+        return std::future::pending().await;
+    };
+    let Some(at) = at else {
+        return std::future::pending().await;
+    };
+    let share = EVENT_DRAIN_SHARE.min(timeout / 2);
+    tokio::time::sleep_until(at + timeout.saturating_sub(share)).await;
+}
+
+/// How long a stopping host spends at most recording the Events still queued.
+pub const EVENT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Of [`ControllerConfig::shutdown_timeout`], what is kept for recording
+/// the queued Events after the running reconciles.
+pub const EVENT_DRAIN_SHARE: Duration = Duration::from_secs(1);
 
 /// How soon a reconcile refused for a lapse of an active shard's hold is retried.
 const SHARD_LAPSE_RETRY: Duration = Duration::from_secs(1);
@@ -605,5 +653,28 @@ async fn shard_sync(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn running_reconciles_are_cut_off_before_the_shutdown_timeout() {
+        let (stopped_at, stopping) = tokio::sync::watch::channel(None);
+        let timeout = Duration::from_millis(400);
+        let cut = tokio::spawn(cut_off(stopping, timeout));
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!cut.is_finished(), "cut off before any stop");
+        let at = tokio::time::Instant::now();
+        stopped_at.send_replace(Some(at));
+        cut.await.expect("cut off");
+        // Half of so short a timeout is kept for the Events.
+        let took = at.elapsed();
+        assert!(
+            took >= Duration::from_millis(190) && took < Duration::from_millis(390),
+            "{took:?}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Faults of the control plane, for the tests of `tests/faults.rs`: an
 //! HTTP proxy between a host and kube-apiserver that can slow every request
-//! down, answer chosen requests with an error status for a while, end the
+//! down, answer chosen requests with an error status for a while or a
+//! number of times (with the `Retry-After` it is told), end the
 //! watches open now, refuse new watches, or leave the watches open now
 //! silent (the connection stays open, nothing more arrives: a half-dead
 //! connection behind a NAT or load balancer).
@@ -84,17 +85,44 @@ pub struct Failure {
     /// server's answer: the write is made, the client is told it may not
     /// be (kube-apiserver's 504 when a request outlives its timeout).
     pub after_forwarding: bool,
+    /// The `Retry-After` (seconds) an injected 429 or 503 carries (1 when
+    /// `None`).
+    pub retry_after_secs: Option<u64>,
+    /// Answer at most this many requests, then forward again (no limit
+    /// but `until` when `None`).
+    pub times: Option<usize>,
+}
+
+impl Failure {
+    /// `status` for every request with `method` to a path ending with
+    /// `path_suffix`, for `period` from now, before forwarding, with a
+    /// `Retry-After` of 1 s (change the fields for more).
+    pub fn new(status: u16, method: Method, path_suffix: &str, period: Duration) -> Self {
+        Self {
+            status,
+            method: Some(method),
+            path_suffix: path_suffix.to_string(),
+            until: Instant::now() + period,
+            after_forwarding: false,
+            retry_after_secs: None,
+            times: None,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct Faults {
     latency: Duration,
     failure: Option<Failure>,
+    /// Requests the current failure answered.
+    failed: usize,
     refuse_watches_until: Option<Instant>,
 }
 
 struct Shared {
     upstream: kube::Client,
+    /// Requests (not watches) arrived and not yet answered.
+    in_flight: AtomicU64,
     faults: Mutex<Faults>,
     seen: Mutex<Vec<Seen>>,
     /// Bumped to end every watch open now.
@@ -119,6 +147,7 @@ impl ApiProxy {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             upstream,
+            in_flight: AtomicU64::new(0),
             faults: Mutex::new(Faults::default()),
             seen: Mutex::new(Vec::new()),
             cut: Arc::new(AtomicU64::new(0)),
@@ -157,7 +186,9 @@ impl ApiProxy {
 
     /// Answers requests matching `failure` with its status until its deadline.
     pub fn fail(&self, failure: Failure) {
-        self.faults().failure = Some(failure);
+        let mut faults = self.faults();
+        faults.failure = Some(failure);
+        faults.failed = 0;
     }
 
     /// Ends every watch open now (cleanly: a client resumes from its last
@@ -180,6 +211,12 @@ impl ApiProxy {
     /// open; new watches work.
     pub fn silence_watches(&self) {
         self.shared.silence.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Requests other than watches that arrived and are not answered yet
+    /// (e.g. held by [`ApiProxy::set_latency`]).
+    pub fn in_flight(&self) -> u64 {
+        self.shared.in_flight.load(Ordering::SeqCst)
     }
 
     /// Every request handled so far.
@@ -210,8 +247,9 @@ impl Drop for ApiProxy {
     }
 }
 
-/// A Kubernetes `Status` answer with `code`.
-fn status_answer(code: u16, message: &str) -> Response<AxumBody> {
+/// A Kubernetes `Status` answer with `code` (a 429 or 503 says to retry
+/// after `retry_after` seconds).
+fn status_answer(code: u16, message: &str, retry_after: u64) -> Response<AxumBody> {
     let reason = match code {
         429 => "TooManyRequests",
         503 => "ServiceUnavailable",
@@ -225,7 +263,7 @@ fn status_answer(code: u16, message: &str) -> Response<AxumBody> {
         "status": "Failure",
         "message": message,
         "reason": reason,
-        "details": { "retryAfterSeconds": 1 },
+        "details": { "retryAfterSeconds": retry_after },
         "code": code,
     });
     let mut answer = Response::new(AxumBody::from(body.to_string()));
@@ -233,10 +271,10 @@ fn status_answer(code: u16, message: &str) -> Response<AxumBody> {
     answer
         .headers_mut()
         .insert("content-type", HeaderValue::from_static("application/json"));
-    if code == 429 || code == 503 {
-        answer
-            .headers_mut()
-            .insert("retry-after", HeaderValue::from_static("1"));
+    if (code == 429 || code == 503)
+        && let Ok(value) = HeaderValue::from_str(&retry_after.to_string())
+    {
+        answer.headers_mut().insert("retry-after", value);
     }
     answer
 }
@@ -256,35 +294,53 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         upstream_status: None,
     };
     let (latency, injected) = {
-        let faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let mut faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
         let injected = if seen.is_watch() {
             faults
                 .refuse_watches_until
                 .filter(|until| at < *until)
-                .map(|_| (503, false))
+                .map(|_| (503, false, 1))
         } else {
+            let failed = faults.failed;
             faults
                 .failure
                 .as_ref()
                 .filter(|f| {
                     at < f.until
+                        && f.times.is_none_or(|times| failed < times)
                         && f.method.as_ref().is_none_or(|m| *m == method)
                         && path.ends_with(&f.path_suffix)
                 })
-                .map(|f| (f.status, f.after_forwarding))
+                .map(|f| {
+                    (
+                        f.status,
+                        f.after_forwarding,
+                        f.retry_after_secs.unwrap_or(1),
+                    )
+                })
         };
+        if injected.is_some() && !seen.is_watch() {
+            faults.failed += 1;
+        }
         (faults.latency, injected)
     };
+    let _counted = (!seen.is_watch()).then(|| InFlight::count(&shared.in_flight));
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
     let answer = match injected {
-        Some((code, true)) => {
+        Some((code, true, retry_after)) => {
             let upstream = pass_on(&shared, request, false).await;
             seen.upstream_status = Some(upstream.status().as_u16());
-            status_answer(code, "injected by the test proxy after forwarding")
+            status_answer(
+                code,
+                "injected by the test proxy after forwarding",
+                retry_after,
+            )
         }
-        Some((code, false)) => status_answer(code, "injected by the test proxy"),
+        Some((code, false, retry_after)) => {
+            status_answer(code, "injected by the test proxy", retry_after)
+        }
         None => {
             seen.injected = false;
             let watch = seen.is_watch();
@@ -300,12 +356,29 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     answer
 }
 
+/// Counts a request in flight until dropped (answered, or given up when
+/// the client went away).
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn count(counter: &'a AtomicU64) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Self(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Sends `request` to the API server once and streams its answer back.
 async fn pass_on(shared: &Shared, request: Request, watch: bool) -> Response<AxumBody> {
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(body) => body,
-        Err(err) => return status_answer(400, &format!("reading the request: {err}")),
+        Err(err) => return status_answer(400, &format!("reading the request: {err}"), 1),
     };
     let mut upstream = axum::http::Request::builder()
         .method(parts.method)
@@ -320,12 +393,14 @@ async fn pass_on(shared: &Shared, request: Request, watch: bool) -> Response<Axu
     }
     let upstream = match upstream.body(kube::client::Body::from(body.to_vec())) {
         Ok(request) => request,
-        Err(err) => return status_answer(400, &format!("building the request: {err}")),
+        Err(err) => return status_answer(400, &format!("building the request: {err}"), 1),
     };
     let answer = match shared.upstream.send(upstream).await {
         Ok(answer) => answer,
         // What a proxy says when the server behind it is gone.
-        Err(err) => return status_answer(502, &format!("the API server is unreachable: {err}")),
+        Err(err) => {
+            return status_answer(502, &format!("the API server is unreachable: {err}"), 1);
+        }
     };
     let (mut parts, body) = answer.into_parts();
     parts.headers.remove("connection");

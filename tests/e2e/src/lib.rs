@@ -562,13 +562,22 @@ impl RunningHost {
     }
 
     /// Stops the host and waits for running reconciles to finish.
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
+        let _ = self.stop_timed().await;
+    }
+
+    /// [`RunningHost::stop`], saying how long the controller took to stop
+    /// once told to (`None`: it had not within 30 s, and is left running).
+    pub async fn stop_timed(mut self) -> Option<Duration> {
+        let started = std::time::Instant::now();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-        let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
+        let stopped = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
+        let took = started.elapsed();
         // As `run` does: the shadow's queue stops with the controller.
         self.plugin.set_shadow(None, 0);
+        stopped.is_ok().then_some(took)
     }
 
     /// Reconcile calls made by the plugin with this digest.

@@ -1,8 +1,9 @@
 //! Faults of the control plane, one test each: kube-apiserver restarted in
 //! place mid-scale, an etcd compaction that forces a relist (410 Gone), a
-//! watch that goes silent, a slow API server, and bursts of 5xx and 429
-//! answers (the last three through the fault-injecting proxy of
-//! `e2e_tests::faults`). After each, every object must have exactly the
+//! watch that goes silent, a slow API server, bursts of 5xx and 429
+//! answers, creates answered 504 or 503 after they were made, and a 429
+//! that says to come back in a day (the last six through the
+//! fault-injecting proxy of `e2e_tests::faults`). After each, every object must have exactly the
 //! pods it asks for, none created twice (the host never had to delete a
 //! surplus pod), and the metrics and Events must say what happened.
 //!
@@ -11,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
+use axum::http::Method;
 use e2e_tests::faults::{ApiProxy, Failure};
 use e2e_tests::{
     ControlPlaneSlot, HostOptions, RunningHost, TestEnv, own_control_plane, plugin, wait_for,
@@ -392,13 +394,7 @@ async fn bursts_of_5xx_and_429_are_retried_with_backoff_and_reported() -> Result
     // 500s: answered failures. Each releases its expectation; the object
     // comes back after its backoff.
     let first = Instant::now();
-    proxy.fail(Failure {
-        status: 500,
-        method: Some(axum::http::Method::POST),
-        path_suffix: "/pods".into(),
-        until: first + burst,
-        after_forwarding: false,
-    });
+    proxy.fail(Failure::new(500, Method::POST, "/pods", burst));
     scale_all(&env, &names, 4).await?;
     converge_all(&env, &names, 4, Duration::from_secs(90)).await?;
     let injected_500 = proxy.count_since(first, |s| s.injected && s.is_create_of("pods"));
@@ -442,16 +438,11 @@ async fn bursts_of_5xx_and_429_are_retried_with_backoff_and_reported() -> Result
         "the failures are not exported:\n{text}"
     );
 
-    // 429s with Retry-After: kube's client waits as told and tries again
-    // (at most 15 times per request), then the host's own backoff.
+    // 429s with Retry-After: the client hands a refused create straight
+    // back (no write waits inside it); the object comes back after its
+    // per-object backoff.
     let second = Instant::now();
-    proxy.fail(Failure {
-        status: 429,
-        method: Some(axum::http::Method::POST),
-        path_suffix: "/pods".into(),
-        until: second + burst,
-        after_forwarding: false,
-    });
+    proxy.fail(Failure::new(429, Method::POST, "/pods", burst));
     scale_all(&env, &names, 6).await?;
     converge_all(&env, &names, 6, Duration::from_secs(90)).await?;
     let injected_429 = proxy.count_since(second, |s| s.injected && s.is_create_of("pods"));
@@ -462,7 +453,7 @@ async fn bursts_of_5xx_and_429_are_retried_with_backoff_and_reported() -> Result
     ensure!(injected_429 >= 1, "no create met the 429 burst");
     ensure!(
         injected_429 <= 6 * 2 * 8,
-        "{injected_429} creates during a {burst:?} 429 burst: Retry-After not honoured"
+        "{injected_429} creates during a {burst:?} 429 burst: not backing off"
     );
 
     check_exact(&env, &host, &names, 6).await?;
@@ -490,11 +481,8 @@ async fn a_create_that_timed_out_but_was_made_is_not_made_again() -> Result<()> 
 
     let start = Instant::now();
     proxy.fail(Failure {
-        status: 504,
-        method: Some(axum::http::Method::POST),
-        path_suffix: "/pods".into(),
-        until: start + Duration::from_secs(4),
         after_forwarding: true,
+        ..Failure::new(504, Method::POST, "/pods", Duration::from_secs(4))
     });
     scale_all(&env, &names, 4).await?;
     converge_all(&env, &names, 4, Duration::from_secs(90)).await?;
@@ -520,5 +508,174 @@ async fn a_create_that_timed_out_but_was_made_is_not_made_again() -> Result<()> 
     );
     check_exact(&env, &host, &names, 4).await?;
     host.stop().await;
+    Ok(())
+}
+
+/// A proxy or load balancer answers 503 when its upstream went away
+/// mid-request: the create may be made. Pod creates are forwarded and
+/// answered 503 for 3 s while 10 objects scale 2 → 4. The client must not
+/// send them again (kube's client would, up to 15 times: 52 creates were
+/// made for 20 needed, one object had 12 live pods), and the apply layer
+/// must count them as maybe sent and wait for the watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_answered_503_after_it_was_made_is_not_made_again() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("unavail").await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
+    let host = host_through(&env, &proxy, None).await?;
+    let names = create_many(&env, "unavail", 10, 2).await?;
+    converge_all(&env, &names, 2, Duration::from_secs(120)).await?;
+
+    let start = Instant::now();
+    proxy.fail(Failure {
+        after_forwarding: true,
+        ..Failure::new(503, Method::POST, "/pods", Duration::from_secs(3))
+    });
+    let most = MostLivePods::sample(&env);
+    scale_all(&env, &names, 4).await?;
+    let converged = converge_all(&env, &names, 4, Duration::from_secs(90)).await;
+    let took = start.elapsed();
+    let most_live = most.stop().await;
+    let answered_503 = proxy.count_since(start, |s| {
+        s.injected && s.is_create_of("pods") && s.upstream_status == Some(201)
+    });
+    let made = proxy.count_since(start, |s| {
+        s.is_create_of("pods") && (s.status == 201 || s.upstream_status == Some(201))
+    });
+    let maybe_sent = host.metrics.write_failures_of("create", "maybe_sent");
+    eprintln!(
+        "503 after forwarding for 3 s: {made} creates made for 20 needed ({answered_503} made but \
+         answered 503, {maybe_sent} counted as maybe sent); most live pods of one object at once: \
+         {most_live} (wants 4); converged: {} after {:.1} s",
+        converged.is_ok(),
+        took.as_secs_f64()
+    );
+    ensure!(answered_503 >= 1, "no create met the 503s");
+    ensure!(
+        made == 20,
+        "{made} pods made for 20 missing: a create was repeated"
+    );
+    ensure!(
+        most_live <= 4,
+        "an object had {most_live} live pods at once; it wants 4"
+    );
+    ensure!(
+        maybe_sent >= answered_503 as u64,
+        "{answered_503} creates answered 503 but only {maybe_sent} counted as maybe sent"
+    );
+    converged?;
+    check_exact(&env, &host, &names, 4).await?;
+    host.stop().await;
+    Ok(())
+}
+
+/// The most live pods any one object of the namespace had at once, from a
+/// list every 100 ms.
+struct MostLivePods {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl MostLivePods {
+    fn sample(env: &TestEnv) -> Self {
+        let pods = env.pods();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut most = 0;
+            loop {
+                if let Ok(list) = pods.list(&Default::default()).await {
+                    let mut per_owner = std::collections::HashMap::<String, usize>::new();
+                    for pod in list
+                        .items
+                        .iter()
+                        .filter(|p| wasm_operator::observed::is_live(p))
+                    {
+                        if let Some(owner) = pod.owner_references().first() {
+                            *per_owner.entry(owner.uid.clone()).or_default() += 1;
+                        }
+                    }
+                    most = per_owner.values().copied().max().unwrap_or(0).max(most);
+                }
+                tokio::select! {
+                    _ = &mut stopped => return most,
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+            }
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) -> usize {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or(usize::MAX)
+    }
+}
+
+/// The first pod creates are answered 429 with `Retry-After: 86400` (come
+/// back in a day) while 4 objects start: no worker may wait that out (kube's
+/// client did, parking all 4 workers: those objects, and 3 more created 10 s
+/// later, never converged, and the host did not stop on SIGTERM). Every
+/// object converges within 30 s of its creation. Then a create is held in
+/// flight (the proxy sits on it for 2 minutes) and the host is told to
+/// stop: it must within 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_of_a_day_parks_no_worker_and_no_shutdown() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("tomorrow").await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
+    // The default 4 workers, as in the issue.
+    let host = host_through(&env, &proxy, None).await?;
+    let within = Duration::from_secs(30);
+
+    let start = Instant::now();
+    proxy.fail(Failure {
+        retry_after_secs: Some(86_400),
+        times: Some(4),
+        ..Failure::new(429, Method::POST, "/pods", Duration::from_secs(600))
+    });
+    let first = create_many(&env, "first", 4, 2).await?;
+    let first_converged = converge_all(&env, &first, 2, within).await;
+    let first_took = start.elapsed();
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(start.elapsed())).await;
+    let later_start = Instant::now();
+    let later = create_many(&env, "later", 3, 2).await?;
+    let later_converged = converge_all(&env, &later, 2, within).await;
+    let later_took = later_start.elapsed();
+    let refused = proxy.count_since(start, |s| s.injected && s.is_create_of("pods"));
+    let exact = check_exact(&env, &host, &[first.clone(), later.clone()].concat(), 2).await;
+
+    // A reconcile whose create the API server does not answer for 2 minutes.
+    proxy.set_latency(Duration::from_secs(120));
+    env.scale(&later[0], 3).await?;
+    let parked = wait_for(
+        "a create held in flight",
+        Duration::from_secs(20),
+        || async { Ok(proxy.in_flight() >= 1) },
+    )
+    .await;
+    let stopped = host.stop_timed().await;
+    eprintln!(
+        "429 Retry-After 86400 on the first {refused} pod creates: first 4 objects converged: {} \
+         ({:.1} s); 3 objects created 10 s later converged: {} ({:.1} s); with {} request(s) held \
+         in flight the host stopped {}",
+        first_converged.is_ok(),
+        first_took.as_secs_f64(),
+        later_converged.is_ok(),
+        later_took.as_secs_f64(),
+        proxy.in_flight(),
+        stopped.map_or("not within 30 s".to_string(), |took| format!(
+            "{:.2} s after being told to",
+            took.as_secs_f64()
+        ))
+    );
+    ensure!(refused >= 1, "no create met the 429");
+    first_converged.context("the objects whose first creates were told to wait a day")?;
+    later_converged.context("the objects created 10 s later")?;
+    exact?;
+    parked?;
+    ensure!(
+        stopped.is_some_and(|took| took < Duration::from_secs(10)),
+        "the host did not stop within 10 s"
+    );
     Ok(())
 }
