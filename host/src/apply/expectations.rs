@@ -14,7 +14,15 @@
 //! API server answered with an error, or the request certainly never left
 //! (the connection could not be opened; see
 //! [`crate::apply::WriteOutcome`]). Only a create that may have been sent
-//! (a timeout, a 503 or a reset after the request went out) keeps its count.
+//! (a timeout, a 503 or a reset after the request went out) keeps its count,
+//! and only for [`MAYBE_SENT_SETTLE`]: a pod that was made shows up in a
+//! healthy watch within a second or two, so a maybe-sent create the watch
+//! has not shown by then is taken as not made and released (the object's
+//! next reconcile proposes it again). Without that, a 503 that a load
+//! balancer answered without forwarding would hold its object for the whole
+//! expectations timeout (five minutes). The price: when the watch itself
+//! lags longer than the window, a create that was made is proposed again
+//! and the surplus pod is deleted by the next reconcile.
 //!
 //! A reconcile held back by pending expectations is *waiting*: how many
 //! objects wait is a gauge (`wasm_operator_expectations_waiting`), how many
@@ -53,10 +61,15 @@ pub const LOG_WAITS_AFTER: Duration = Duration::from_secs(5);
 /// A wait that goes on is logged again this often (per object).
 pub const LOG_WAITS_EVERY: Duration = Duration::from_secs(30);
 
+/// How long a create whose outcome is unknown (maybe sent) holds its
+/// object before it is taken as not made (see the module doc).
+pub const MAYBE_SENT_SETTLE: Duration = Duration::from_secs(10);
+
 /// Pending creates and deletes per Jinghzhu UID.
 #[derive(Debug)]
 pub struct Expectations {
     timeout: Duration,
+    settle: Duration,
     pending: Mutex<State>,
     report: OnceLock<Report>,
 }
@@ -125,6 +138,10 @@ struct Pending {
     arrived: HashSet<String>,
     /// UIDs of pods we deleted that the cache still shows as live.
     deletes: HashSet<String>,
+    /// Of `in_flight`, creates whose outcome is unknown (maybe sent).
+    maybe_sent: usize,
+    /// When those are taken as not made.
+    settle_at: Option<Instant>,
     since: Option<Instant>,
     /// When a reconcile was first held back by this entry.
     waiting_since: Option<Instant>,
@@ -136,6 +153,21 @@ impl Pending {
     fn is_empty(&self) -> bool {
         self.in_flight == 0 && self.creates.is_empty() && self.deletes.is_empty()
     }
+
+    /// Takes one create off `in_flight`, keeping `maybe_sent` within it.
+    fn one_in_flight_less(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.maybe_sent = self.maybe_sent.min(self.in_flight);
+    }
+
+    /// Releases the maybe-sent creates once their window has passed.
+    fn settle(&mut self, now: Instant) {
+        if self.maybe_sent > 0 && self.settle_at.is_some_and(|at| now >= at) {
+            self.in_flight -= self.maybe_sent.min(self.in_flight);
+            self.maybe_sent = 0;
+            self.settle_at = None;
+        }
+    }
 }
 
 impl Expectations {
@@ -144,9 +176,17 @@ impl Expectations {
     pub fn new(timeout: Duration) -> Self {
         Self {
             timeout,
+            settle: MAYBE_SENT_SETTLE,
             pending: Mutex::new(State::default()),
             report: OnceLock::new(),
         }
+    }
+
+    /// These expectations with maybe-sent creates released after `settle`
+    /// instead of [`MAYBE_SENT_SETTLE`] (for tests).
+    pub fn with_maybe_sent_settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
+        self
     }
 
     /// Counts waits in `waiting` (objects held back now) and expectations
@@ -190,7 +230,7 @@ impl Expectations {
             if p.arrived.remove(uid) {
                 return; // the watch was faster and already counted it
             }
-            p.in_flight = p.in_flight.saturating_sub(1);
+            p.one_in_flight_less();
             p.creates.insert(uid.to_string());
         });
     }
@@ -198,7 +238,18 @@ impl Expectations {
     /// A create for `owner` certainly failed (the API server answered with
     /// an error, or the request never left): nothing will arrive for it.
     pub fn creation_failed(&self, owner: &str) {
-        self.with_pending(owner, |p| p.in_flight = p.in_flight.saturating_sub(1));
+        self.with_pending(owner, |p| p.one_in_flight_less());
+    }
+
+    /// A create for `owner` may or may not have been made (its answer was a
+    /// timeout, a 503 or lost): it keeps counting until the watch shows a
+    /// new pod or [`MAYBE_SENT_SETTLE`] passes.
+    pub fn maybe_sent(&self, owner: &str) {
+        let settle_at = Instant::now() + self.settle;
+        self.with_pending(owner, |p| {
+            p.maybe_sent = p.maybe_sent.saturating_add(1).min(p.in_flight);
+            p.settle_at = Some(settle_at);
+        });
     }
 
     /// The watch showed a pod `uid` controlled by `owner` for the first time.
@@ -212,7 +263,7 @@ impl Expectations {
         }
         if p.in_flight > 0 {
             // One of our creates whose answer we have not had (or lost).
-            p.in_flight -= 1;
+            p.one_in_flight_less();
             p.arrived.insert(uid.to_string());
         }
     }
@@ -252,6 +303,7 @@ impl Expectations {
         p.creates.retain(|uid| cached(uid).is_none());
         p.deletes.retain(|uid| cached(uid) == Some(false));
         let now = Instant::now();
+        p.settle(now);
         let expired = p
             .since
             .is_some_and(|since| now.saturating_duration_since(since) > self.timeout);
@@ -358,6 +410,43 @@ mod tests {
         // The watch then shows the pod the API server did commit.
         e.observe_added("k", "u9");
         assert!(e.satisfied("k", |_| None));
+    }
+
+    #[test]
+    fn a_maybe_sent_create_holds_its_object_only_for_the_settle_window() {
+        let e = fresh().with_maybe_sent_settle(Duration::from_millis(50));
+        e.expect_creations("k", 3);
+        e.created("k", "u1");
+        e.maybe_sent("k");
+        e.maybe_sent("k");
+        assert!(
+            !e.satisfied("k", |uid| (uid == "u1").then_some(false)),
+            "within the window the maybe-sent creates still count"
+        );
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(
+            e.satisfied("k", |uid| (uid == "u1").then_some(false)),
+            "after the window they are taken as not made"
+        );
+        assert!(e.is_empty());
+    }
+
+    #[test]
+    fn a_maybe_sent_create_the_watch_shows_is_not_released_twice() {
+        let e = fresh().with_maybe_sent_settle(Duration::from_millis(50));
+        e.expect_creations("k", 2);
+        e.maybe_sent("k");
+        e.maybe_sent("k");
+        // One of the two was made: the watch shows it.
+        e.observe_added("k", "u1");
+        assert_eq!(e.pending("k"), (1, 0));
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(e.satisfied("k", |_| None));
+        // A later, answered create of the same object counts as usual.
+        e.expect_creations("k", 1);
+        e.created("k", "u2");
+        assert!(!e.satisfied("k", |_| None));
+        assert!(e.satisfied("k", |uid| (uid == "u2").then_some(false)));
     }
 
     #[test]

@@ -47,7 +47,8 @@
 //! came. A create that was not sent or was
 //! answered releases its expectation at once, so the object's next
 //! reconcile (after its backoff) creates again; only a maybe-sent create
-//! keeps it, until the watch shows the pod or the expectations time out.
+//! keeps it, until the watch shows the pod or its settle window
+//! ([`expectations::MAYBE_SENT_SETTLE`], 10 s) passes.
 //! Each failure is counted in `wasm_operator_api_write_failures_total{verb,outcome}`
 //! and named in the `FailedCreate`/`FailedDelete` Event.
 
@@ -471,9 +472,11 @@ async fn send_creates(
                     // An answered or unsent create releases its expectation
                     // at once; one that may have been made (a timeout, a
                     // lost connection after sending) keeps it until the
-                    // watch shows the pod or the expectation times out.
+                    // watch shows the pod or its settle window passes.
                     if outcome.certainly_failed() {
                         target.expectations.creation_failed(target.owner_uid);
+                    } else {
+                        target.expectations.maybe_sent(target.owner_uid);
                     }
                     tracing::debug!(
                         object = %target.key,

@@ -569,6 +569,50 @@ async fn a_create_answered_503_after_it_was_made_is_not_made_again() -> Result<(
     Ok(())
 }
 
+/// A 503 that a proxy or load balancer answers without forwarding: the
+/// create was not made, but the host cannot tell it from one that was. It
+/// counts as maybe sent and holds its object for the settle window
+/// (`MAYBE_SENT_SETTLE`, 10 s), not the expectations timeout (300 s), then
+/// the object proposes the create again: every object converges, no pod is
+/// made twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_answered_503_that_was_never_made_holds_its_object_only_briefly() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("unforwarded").await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
+    let host = host_through(&env, &proxy, None).await?;
+    let names = create_many(&env, "lb503", 6, 2).await?;
+    converge_all(&env, &names, 2, Duration::from_secs(120)).await?;
+
+    let start = Instant::now();
+    proxy.fail(Failure::new(
+        503,
+        Method::POST,
+        "/pods",
+        Duration::from_secs(3),
+    ));
+    scale_all(&env, &names, 4).await?;
+    let converged = converge_all(&env, &names, 4, Duration::from_secs(60)).await;
+    let took = start.elapsed();
+    let refused = proxy.count_since(start, |s| s.injected && s.is_create_of("pods"));
+    let made = proxy.count_since(start, |s| {
+        !s.injected && s.is_create_of("pods") && s.status == 201
+    });
+    let maybe_sent = host.metrics.write_failures_of("create", "maybe_sent");
+    eprintln!(
+        "503 without forwarding for 3 s: {refused} creates refused ({maybe_sent} counted as maybe \
+         sent), {made} made for 12 needed; converged: {} after {:.1} s",
+        converged.is_ok(),
+        took.as_secs_f64()
+    );
+    ensure!(refused >= 1, "no create met the 503s");
+    converged?;
+    ensure!(made == 12, "{made} pods made for 12 missing");
+    check_exact(&env, &host, &names, 4).await?;
+    host.stop().await;
+    Ok(())
+}
+
 /// The most live pods any one object of the namespace had at once, from a
 /// list every 100 ms.
 struct MostLivePods {
