@@ -478,10 +478,6 @@ pub async fn run(args: RunArgs) -> Result<()> {
     controller::run(client, active.clone(), config, metrics, signal).await;
     // The shadow's queue is work nobody waits for: drop it with the controller.
     active.set_shadow(None, 0);
-    let deadline = stopping
-        .await
-        .map(|at| at + Duration::from_secs(args.shutdown_timeout_secs))
-        .unwrap_or_else(|_| tokio::time::Instant::now() + LEASE_RELEASE_SHARE);
     let release = async {
         if let Some(coordinator) = coordinator {
             coordinator.release().await;
@@ -490,13 +486,30 @@ pub async fn run(args: RunArgs) -> Result<()> {
             elector.release().await;
         }
     };
+    let timeout = Duration::from_secs(args.shutdown_timeout_secs);
+    release_leases_within(stopping, timeout, release).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Runs `release` (the Leases' release) until `timeout` has passed since
+/// the stop signal (`stopped_at`), or for [`LEASE_RELEASE_SHARE`] when the
+/// controller ended without one; a Lease not released by then expires on
+/// its own.
+async fn release_leases_within(
+    stopped_at: tokio::sync::oneshot::Receiver<tokio::time::Instant>,
+    timeout: Duration,
+    release: impl std::future::Future<Output = ()>,
+) {
+    let deadline = stopped_at
+        .await
+        .map(|at| at + timeout)
+        .unwrap_or_else(|_| tokio::time::Instant::now() + LEASE_RELEASE_SHARE);
     if tokio::time::timeout_at(deadline, release).await.is_err() {
         tracing::warn!(
             "shutting down: releasing the Leases took too long; they expire on their own"
         );
     }
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// Of `--shutdown-timeout-secs`, what is kept for releasing the Leases.
