@@ -239,27 +239,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_create_answered_504_is_sent_once() {
-        let (url, requests) = always_timing_out().await;
-        let (err, _) = create_at(&url).await;
-        assert_eq!(
-            requests.load(Ordering::SeqCst),
-            1,
-            "the create was repeated"
-        );
-        assert_eq!(code_of(&err), Some(504), "{err}");
-    }
-
-    #[tokio::test]
-    async fn a_create_answered_503_is_sent_once() {
-        let (url, requests) = always_answering(503, "retry-after: 1\r\n").await;
-        let (err, _) = create_at(&url).await;
-        assert_eq!(
-            requests.load(Ordering::SeqCst),
-            1,
-            "the create was repeated"
-        );
-        assert_eq!(code_of(&err), Some(503), "{err}");
+    async fn a_create_answered_504_or_503_is_sent_once() {
+        for (status, (url, requests)) in [
+            (504, always_timing_out().await),
+            (503, always_answering(503, "retry-after: 1\r\n").await),
+        ] {
+            let (err, _) = create_at(&url).await;
+            assert_eq!(
+                requests.load(Ordering::SeqCst),
+                1,
+                "the create answered {status} was repeated"
+            );
+            assert_eq!(code_of(&err), Some(status), "{err}");
+        }
     }
 
     #[tokio::test]
