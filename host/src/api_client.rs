@@ -287,26 +287,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_read_answered_504_is_repeated() {
-        let (url, requests) = always_timing_out().await;
-        // kube's backoff starts at 5 ms and doubles: several tries fit in 1 s.
-        let _ = tokio::time::timeout(Duration::from_secs(1), pods(&url).get("p")).await;
-        assert!(
-            requests.load(Ordering::SeqCst) >= 3,
-            "only {} tries",
-            requests.load(Ordering::SeqCst)
-        );
-    }
-
-    #[tokio::test]
-    async fn a_read_answered_503_is_repeated() {
-        let (url, requests) = always_answering(503, "").await;
-        let _ = tokio::time::timeout(Duration::from_secs(1), pods(&url).get("p")).await;
-        assert!(
-            requests.load(Ordering::SeqCst) >= 3,
-            "only {} tries",
-            requests.load(Ordering::SeqCst)
-        );
+    async fn a_read_answered_504_or_503_is_repeated() {
+        for (status, (url, requests)) in [
+            (504, always_timing_out().await),
+            (503, always_answering(503, "").await),
+        ] {
+            // kube's backoff starts at 5 ms and doubles: several tries fit in 1 s.
+            let _ = tokio::time::timeout(Duration::from_secs(1), pods(&url).get("p")).await;
+            assert!(
+                requests.load(Ordering::SeqCst) >= 3,
+                "a read answered {status}: only {} tries",
+                requests.load(Ordering::SeqCst)
+            );
+        }
     }
 
     #[tokio::test]
