@@ -499,20 +499,17 @@ impl LoadedPlugin {
             None if format!("{err:#}").contains(HOSTCALL_FUEL_EXHAUSTED) => {
                 PluginError::OutputTooLarge(self.output_limit)
             }
-            // The plugin ended its own instance (`wasi:cli/exit`: Go's
-            // `os.Exit`, Rust's `std::process::exit`): its failure, not
-            // the host's.
-            None if err.downcast_ref::<wasmtime_wasi::I32Exit>().is_some() => {
-                let status = err
-                    .downcast_ref::<wasmtime_wasi::I32Exit>()
-                    .map_or(0, |e| e.0);
-                PluginError::Trap {
-                    message: format!("the plugin exited with status {status} during the call"),
-                }
-            }
-            // Not a trap: the host could not instantiate (e.g. every pool
-            // slot in use) or a host function failed.
-            None => PluginError::Host(format!("{err:#}")),
+            None => match err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+                // The plugin ended its own instance (`wasi:cli/exit`: Go's
+                // `os.Exit`, Rust's `std::process::exit`): its failure, not
+                // the host's.
+                Some(exit) => PluginError::Trap {
+                    message: format!("the plugin exited with status {} during the call", exit.0),
+                },
+                // Not a trap: the host could not instantiate (e.g. every
+                // pool slot in use) or a host function failed.
+                None => PluginError::Host(format!("{err:#}")),
+            },
         }
     }
 
