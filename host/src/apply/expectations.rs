@@ -134,7 +134,8 @@ struct Pending {
     in_flight: usize,
     /// UIDs of pods we created that the cache has not shown yet.
     creates: HashSet<String>,
-    /// UIDs of new pods the watch showed before our create returned them.
+    /// UIDs of new pods the watch showed before our create returned them
+    /// (also in `creates` until a snapshot shows them).
     arrived: HashSet<String>,
     /// UIDs of pods we deleted that the cache still shows as live.
     deletes: HashSet<String>,
@@ -263,8 +264,12 @@ impl Expectations {
         }
         if p.in_flight > 0 {
             // One of our creates whose answer we have not had (or lost).
+            // It is waited on like an answered create, until a reconcile's
+            // snapshot shows it: a reconcile that read the cache just
+            // before this event must not take it as done and create again.
             p.one_in_flight_less();
             p.arrived.insert(uid.to_string());
+            p.creates.insert(uid.to_string());
         }
     }
 
@@ -407,9 +412,11 @@ mod tests {
         e.expect_creations("k", 1);
         // The create timed out: no `created`, no `creation_failed`.
         assert!(!e.satisfied("k", |_| None), "must not create again yet");
-        // The watch then shows the pod the API server did commit.
+        // The watch then shows the pod the API server did commit; a
+        // reconcile whose snapshot was read before that still waits.
         e.observe_added("k", "u9");
-        assert!(e.satisfied("k", |_| None));
+        assert!(!e.satisfied("k", |_| None), "a stale snapshot must wait");
+        assert!(e.satisfied("k", |uid| (uid == "u9").then_some(false)));
     }
 
     #[test]
@@ -439,9 +446,17 @@ mod tests {
         e.maybe_sent("k");
         // One of the two was made: the watch shows it.
         e.observe_added("k", "u1");
-        assert_eq!(e.pending("k"), (1, 0));
+        assert_eq!(
+            e.pending("k"),
+            (2, 0),
+            "one in flight, one to see in a snapshot"
+        );
         std::thread::sleep(Duration::from_millis(80));
-        assert!(e.satisfied("k", |_| None));
+        assert!(
+            !e.satisfied("k", |_| None),
+            "the window releases the unseen one, not the one the watch showed"
+        );
+        assert!(e.satisfied("k", |uid| (uid == "u1").then_some(false)));
         // A later, answered create of the same object counts as usual.
         e.expect_creations("k", 1);
         e.created("k", "u2");
@@ -463,8 +478,13 @@ mod tests {
         e.expect_creations("k", 1);
         e.observe_added("k", "u1");
         e.created("k", "u1");
-        assert_eq!(e.pending("k"), (0, 0));
-        assert!(e.satisfied("k", |_| None));
+        assert_eq!(
+            e.pending("k"),
+            (1, 0),
+            "counted once, until a snapshot shows it"
+        );
+        assert!(!e.satisfied("k", |_| None));
+        assert!(e.satisfied("k", |uid| (uid == "u1").then_some(false)));
     }
 
     #[test]
