@@ -22,6 +22,8 @@
 //! - [`names`]: Kubernetes' syntax rules for names and labels.
 //! - [`expectations`]: creates and deletes sent and not yet seen in the cache.
 //! - [`own_writes`]: our status writes, whose watch echo queues nothing.
+//! - [`fence`]: the check, right before each write, that the leadership or
+//!   shard the write is for is still held on this host's monotonic clock.
 //!
 //! Creates go out in slow-start batches (1, 2, 4, …) like the ReplicaSet
 //! controller's: if the API server rejects pods (quota, admission), one
@@ -51,8 +53,16 @@
 //! ([`expectations::MAYBE_SENT_SETTLE`], 10 s) passes.
 //! Each failure is counted in `wasm_operator_api_write_failures_total{verb,outcome}`
 //! and named in the `FailedCreate`/`FailedDelete` Event.
+//!
+//! Every create batch, delete and status patch first passes the
+//! [`Target::fence`] ([`fence::WriteFence::check`]): when the hold the
+//! reconcile acts for has lapsed, the write is not sent, applying stops
+//! ([`ApplyError::Fenced`]) and `wasm_operator_fenced_writes_total{verb,hold}`
+//! counts it. Events are not fenced: they are records for people, queued
+//! and written in the background, and a late one changes no pod or status.
 
 pub mod expectations;
+pub mod fence;
 pub mod names;
 pub mod own_writes;
 pub mod policy;
@@ -191,6 +201,10 @@ pub struct Target<'a> {
     pub key: &'a str,
     /// The plugin that proposed it (its description), named in its Events.
     pub plugin: &'a str,
+    /// Checked right before each write: the leadership or shard the
+    /// reconcile acts for is still held ([`fence::WriteFence::open`]
+    /// without election or shards).
+    pub fence: &'a fence::WriteFence,
 }
 
 /// What was applied.
@@ -215,6 +229,16 @@ pub enum ApplyError {
     /// The Jinghzhu has no namespace or UID (it is not from the API server).
     #[error("the Jinghzhu has no namespace or uid")]
     NotStored,
+    /// The leadership or shard this reconcile acted for lapsed before a
+    /// write: it was not sent (nor anything after it).
+    #[error("{verb} not sent: {lapsed}")]
+    Fenced {
+        /// The write refused (`create`, `delete`, `patch_status`).
+        verb: &'static str,
+        /// Which hold lapsed, and when.
+        #[source]
+        lapsed: fence::Lapsed,
+    },
     /// An API call failed.
     #[error("{what}: {source}")]
     Api {
@@ -330,6 +354,24 @@ pub fn name_list(names: &[String]) -> String {
     text
 }
 
+/// Checks the fence right before a `verb` write; a lapsed hold is counted
+/// in `wasm_operator_fenced_writes_total`, logged and returned as
+/// [`ApplyError::Fenced`] (the write must not be sent).
+fn fenced(target: &Target<'_>, verb: &'static str) -> Result<(), ApplyError> {
+    let Err(lapsed) = target.fence.check() else {
+        return Ok(());
+    };
+    target.metrics.write_fenced(verb, lapsed.kind);
+    tracing::info!(
+        object = %target.key,
+        verb,
+        hold = lapsed.kind,
+        late_ms = lapsed.late_by.map(|d| d.as_millis() as u64),
+        "write fenced: the hold it was for lapsed on this host's clock; not sent, reconcile ended"
+    );
+    Err(ApplyError::Fenced { verb, lapsed })
+}
+
 /// Applies a validated proposal, whose status change (from
 /// [`status_change`]) is `status`: creates, then deletes, then the status,
 /// then the plugin's own Events. A failure stops the rest (what was done
@@ -399,7 +441,7 @@ async fn create_pods(
         );
         applied.events += 1;
     }
-    let Some((outcome, source)) = failure else {
+    let Some((outcome, source)) = failure? else {
         return Ok(());
     };
     target.metrics.write_failed("create", outcome.label());
@@ -419,15 +461,16 @@ async fn create_pods(
 }
 
 /// Sends the creates in bounded slow-start batches; each batch is expected
-/// before it is sent, and its pods are built only then. Returns the first
-/// failure, classified (no batch is sent after it).
+/// before it is sent, and its pods are built only then; the fence is
+/// checked before each batch. Returns the first failure, classified (no
+/// batch is sent after it), or the fence's refusal.
 async fn send_creates(
     target: &Target<'_>,
     owner: &Owner<'_>,
     proposal: &ProposedActions,
     validated: &Validated,
     applied: &mut Applied,
-) -> Option<(WriteOutcome, kube::Error)> {
+) -> Result<Option<(WriteOutcome, kube::Error)>, ApplyError> {
     let creates: Vec<(&PodToCreate, &PodSpec)> = proposal
         .create_pods
         .iter()
@@ -444,6 +487,7 @@ async fn send_creates(
         remaining = later;
         sent += count;
         batch = batch.saturating_mul(2);
+        fenced(target, "create")?;
         target
             .expectations
             .expect_creations(target.owner_uid, now.len());
@@ -496,7 +540,7 @@ async fn send_creates(
             }
         }
     }
-    failure
+    Ok(failure)
 }
 
 /// Deletes the proposal's pods, each guarded by the UID we saw (never a
@@ -523,8 +567,10 @@ async fn delete_owned_pods(
         );
         applied.events += 1;
     }
-    let Err((name, source)) = result else {
-        return Ok(());
+    let (name, source) = match result {
+        Ok(()) => return Ok(()),
+        Err(DeleteStop::Fenced(err)) => return Err(err),
+        Err(DeleteStop::Failed(name, source)) => (name, source),
     };
     let outcome = classify(&source);
     target.metrics.write_failed("delete", outcome.label());
@@ -565,6 +611,7 @@ async fn write_status(
         "metadata": { "resourceVersion": read },
         "status": status,
     });
+    fenced(target, "patch_status")?;
     match jinghzhus
         .patch_status(
             &jz.name_any(),
@@ -680,15 +727,23 @@ pub fn pod_to_create(
     }
 }
 
-/// Deletes the proposal's pods, each with a UID precondition; stops at the
-/// first failure and returns the pod and the error.
+/// Why deleting stopped.
+enum DeleteStop {
+    /// This pod's delete failed.
+    Failed(String, kube::Error),
+    /// The fence refused the next delete.
+    Fenced(ApplyError),
+}
+
+/// Deletes the proposal's pods, each with a UID precondition and each
+/// after the fence; stops at the first failure or refusal.
 async fn delete_pods(
     target: &Target<'_>,
     pods: &Api<Pod>,
     owned: &[Pod],
     proposal: &ProposedActions,
     applied: &mut Applied,
-) -> Result<(), (String, kube::Error)> {
+) -> Result<(), DeleteStop> {
     for name in &proposal.delete_pods {
         let Some(uid) = owned
             .iter()
@@ -704,11 +759,12 @@ async fn delete_pods(
             }),
             ..DeleteParams::default()
         };
+        fenced(target, "delete").map_err(DeleteStop::Fenced)?;
         match pods.delete(name, &params).await {
             Ok(_) => {}
             // Already gone, or replaced by another pod of the same name: fine.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(source) => return Err((name.clone(), source)),
+            Err(source) => return Err(DeleteStop::Failed(name.clone(), source)),
         }
         target.expectations.expect_deleted(target.owner_uid, &uid);
         target.metrics.pods_deleted.inc();

@@ -29,11 +29,13 @@
 //!   pods → call the plugin → check → apply → record.
 //! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
 //! - [`backoff`], [`budget`]: per-object retry delays and write budget.
+//! - [`fencing`]: the write fence of each reconcile (its term or shard hold).
 //!
 //! With leader election every host runs all of this (standbys keep their
 //! watches and caches warm), but each reconcile first passes the
 //! [`LeaderGate`]: only the leader gets through, and is cancelled when its
-//! term ends (see [`crate::leader`]).
+//! term ends (see [`crate::leader`]); each of its writes is fenced on the
+//! term ([`fencing`], [`crate::apply::fence`]).
 //!
 //! Sharded ([`ControllerConfig::shards`], see [`crate::shards`]), the
 //! watches select the held shards only and restart when they change
@@ -42,11 +44,13 @@
 //! everything then. A reconcile first checks the object's shard label (and
 //! fixes a wrong one instead of reconciling), then enters its shard
 //! ([`crate::shards::Shards::enter`]): an object of a shard this replica
-//! does not hold, or not yet, is skipped, and a running reconcile is
-//! cancelled when the hold ends.
+//! does not hold, or not yet, is skipped, a running reconcile is
+//! cancelled when the hold ends, and each of its writes (the label fix
+//! included) is fenced on the shard's hold.
 
 pub mod backoff;
 pub mod budget;
+pub mod fencing;
 pub mod owner_index;
 pub mod pod_batch;
 pub mod readiness;
@@ -64,6 +68,7 @@ use kube::runtime::controller::Config as RuntimeConfig;
 use kube::{Api, Client};
 
 use crate::apply::Limits;
+use crate::apply::fence::WriteFence;
 use crate::apply::policy::PolicyConfig;
 use crate::apply::{expectations, own_writes};
 use crate::crd::Jinghzhu;
@@ -423,6 +428,7 @@ async fn reconcile_when_leading(
                 // Shutting down before this host ever led: nothing to do.
                 return Ok(Action::await_change());
             };
+            let fence = fencing::for_term(&term);
             let lost = async {
                 term.lost().await;
                 Action::await_change()
@@ -430,6 +436,7 @@ async fn reconcile_when_leading(
             measured(
                 jz,
                 ctx,
+                fence,
                 lost,
                 "leadership lost mid-reconcile; cancelled (the next leader reconciles it)",
             )
@@ -442,8 +449,16 @@ async fn reconcile_when_leading(
             };
             let shard = shards.shard_of(&uid);
             let label = crate::shards::hash::label_value(shard, shards.count());
-            if jz.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL)) != Some(&label) {
-                fix_shard_label(&ctx, &jz, &label).await;
+            let labelled = jz.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL));
+            if labelled != Some(&label) {
+                // Written for the shard whose watch showed the object here
+                // (a label of no shard is the labeller's: not fenced).
+                let fence = labelled
+                    .and_then(|l| crate::shards::hash::parse_label(l, shards.count()))
+                    .map_or_else(WriteFence::open, |s| {
+                        fencing::for_shard_hold(shards.hold_of(s))
+                    });
+                fix_shard_label(&ctx, &jz, &label, &fence).await;
                 shards.metrics().skipped.inc();
                 return Ok(Action::await_change());
             }
@@ -462,6 +477,7 @@ async fn reconcile_when_leading(
                 tracing::debug!(object = %key, shard, "not reconciled here: this replica does not hold the object's shard (or not yet)");
                 return Ok(retry(shards));
             };
+            let fence = fencing::for_shard(&guard);
             let lost = async {
                 guard.lost().await;
                 retry(shards)
@@ -469,6 +485,7 @@ async fn reconcile_when_leading(
             measured(
                 jz,
                 ctx,
+                fence,
                 lost,
                 "shard lost mid-reconcile; cancelled (its holder reconciles it)",
             )
@@ -479,9 +496,15 @@ async fn reconcile_when_leading(
 
 /// Writes the shard label the object's UID gives (a user copied another
 /// object's labels, or the shard count changed): its holder reconciles it
-/// once its watch sees it.
-async fn fix_shard_label(ctx: &Context, jz: &Jinghzhu, label: &str) {
+/// once its watch sees it. Not sent when `fence` (the hold of the shard it
+/// is labelled with now) has lapsed.
+async fn fix_shard_label(ctx: &Context, jz: &Jinghzhu, label: &str, fence: &WriteFence) {
     let key = watch::object_key(jz);
+    if let Err(lapsed) = fence.check() {
+        ctx.metrics.write_fenced("label", lapsed.kind);
+        tracing::info!(object = %key, error = %lapsed, "write fenced: shard label fix not sent");
+        return;
+    }
     let api: Api<Jinghzhu> = Api::namespaced(
         ctx.client.clone(),
         jz.metadata.namespace.as_deref().unwrap_or_default(),
@@ -513,6 +536,7 @@ async fn fix_shard_label(ctx: &Context, jz: &Jinghzhu, label: &str) {
 async fn measured(
     jz: Arc<Jinghzhu>,
     ctx: Arc<Context>,
+    fence: WriteFence,
     lost: impl std::future::Future<Output = Action>,
     why: &'static str,
 ) -> Result<Action, reconcile::ReconcileError> {
@@ -520,7 +544,7 @@ async fn measured(
     let metrics = ctx.metrics.clone();
     let observation = metrics.reconcile_started(&key);
     tokio::select! {
-        result = reconcile::reconcile(jz, ctx) => {
+        result = reconcile::reconcile_fenced(jz, ctx, fence) => {
             observation.finish(match &result {
                 Ok(action) if *action == Action::await_change() => metrics::ReconcileResult::Success,
                 Ok(_) => metrics::ReconcileResult::RequeueAfter,

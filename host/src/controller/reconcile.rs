@@ -25,6 +25,7 @@ use super::readiness::CacheReady;
 use super::watch::object_key;
 use crate::actions::ProposedActions;
 use crate::apply::expectations::{Check, Expectations};
+use crate::apply::fence::WriteFence;
 use crate::apply::policy::{self, PolicyConfig};
 use crate::apply::{self, Applied, ApplyError, Limits, Validated, validate};
 use crate::cached_pod::CachedPod;
@@ -89,6 +90,9 @@ pub enum ReconcileError {
     CacheGone,
 }
 
+/// How soon a reconcile ended by the write fence is tried again.
+const FENCED_RETRY: Duration = Duration::from_secs(1);
+
 /// How soon a reconcile whose status write met a newer version runs again.
 const STALE_STATUS_RETRY: Duration = Duration::from_millis(200);
 
@@ -109,10 +113,22 @@ fn current(cache: &Store<Jinghzhu>, dispatched: Arc<Jinghzhu>) -> Option<Arc<Jin
 }
 
 /// The controller's reconcile function: the steps of one reconcile, in the
-/// order of the architecture's flow (cache → plugin → validate → apply).
+/// order of the architecture's flow (cache → plugin → validate → apply),
+/// for a host that holds everything for good (no fence).
 pub async fn reconcile(
     dispatched: Arc<Jinghzhu>,
     ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    reconcile_fenced(dispatched, ctx, WriteFence::open()).await
+}
+
+/// [`reconcile`] on behalf of a hold that can lapse: each write is sent
+/// only after `fence` passed (see [`crate::apply::fence`]); a refused write
+/// ends the reconcile, requeued shortly (not a failure).
+pub async fn reconcile_fenced(
+    dispatched: Arc<Jinghzhu>,
+    ctx: Arc<Context>,
+    fence: WriteFence,
 ) -> Result<Action, ReconcileError> {
     ctx.metrics.reconciles.inc();
     // 1. Read the object and its pods from the cache.
@@ -159,6 +175,7 @@ pub async fn reconcile(
             owner_uid: &object.uid,
             key: &object.key,
             plugin: &stamp,
+            fence: &fence,
         },
         object.jz.as_ref(),
         &object.pods,
@@ -435,6 +452,13 @@ fn record(
 ) -> Result<Action, ReconcileError> {
     let summary = match applied {
         Ok(summary) => summary,
+        Err(ApplyError::Fenced { .. }) => {
+            // Logged and counted at the fence. If the hold comes back (a
+            // renewal answered late) this host goes on; otherwise it is
+            // no longer the one to reconcile it and the retry waits at the
+            // gate (or is skipped) until it holds the object again.
+            return Ok(Action::requeue(FENCED_RETRY));
+        }
         Err(err) => {
             ctx.metrics.apply_errors.inc();
             tracing::error!(object = %object.key, error = %shown(&err.to_string()), "applying failed part-way; will retry");

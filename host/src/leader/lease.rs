@@ -15,8 +15,9 @@
 //!   believe they took it.
 //!
 //! A leader renews every retry period; if no renewal succeeds within the
-//! renew deadline (counted from when the last successful one was *sent*) its
-//! term ends (see the argument in [`super`]). A standby retries every retry
+//! renew deadline (counted from when the last successful one was *sent*:
+//! from the start of its attempt, before the read that precedes the
+//! write) its term ends (see the argument in [`super`]). A standby retries every retry
 //! period, sooner when the holder's Lease would expire, and at once when a
 //! watch on the Lease reports a change (a release), so a handover after a
 //! graceful shutdown takes well under a second. [`Elector::release`] gives
@@ -182,13 +183,16 @@ struct Candidate {
 
 impl Candidate {
     async fn try_acquire_or_renew(&mut self) -> Attempt {
-        let now = Instant::now();
         let wall = MicroTime(Timestamp::now());
         let name = self.config.lease_name.clone();
         let current = match self.api.get_opt(&name).await {
             Ok(lease) => lease,
             Err(err) => return Attempt::Failed(format!("reading the Lease: {err}")),
         };
+        // A change is observed when the answer showing it arrives (not when
+        // the read was sent: the holder may have renewed in between), so
+        // another holder's expiry is never counted from too early.
+        let now = Instant::now();
         let Some(lease) = current else {
             let lease = Lease {
                 metadata: ObjectMeta {

@@ -32,6 +32,14 @@
 //! nothing compares timestamps across machines) eat into that margin only
 //! negligibly.
 //!
+//! The timer that cancels running reconciles is not enough on its own: a
+//! process stopped past its term (SIGSTOP, a stall) and resumed may find an
+//! API answer in its socket and the timer due at once, and tokio may poll
+//! the reconcile first. So every write a reconcile sends also passes a
+//! fence ([`crate::apply::fence`]) that reads the monotonic clock right
+//! before the write and compares it with the term's `valid_until`
+//! ([`TermHold::valid_until`]): once it has passed, nothing more is sent.
+//!
 //! On SIGTERM the leader keeps renewing while its running reconciles finish
 //! (each bounded by the plugin deadline plus a few API calls), then releases
 //! the Lease.
@@ -211,6 +219,15 @@ impl Term {
         self.term
     }
 
+    /// A handle that says, whenever asked, until when this term is valid
+    /// (for the write fence; cheap to clone).
+    pub fn hold(&self) -> TermHold {
+        TermHold {
+            term: self.term,
+            state: self.state.clone(),
+        }
+    }
+
     /// Resolves when this term is over: another host leads, or the renew
     /// deadline passed without a renewal. Never resolves without election.
     pub async fn lost(&mut self) {
@@ -234,6 +251,26 @@ impl Term {
                     }
                 }
             }
+        }
+    }
+}
+
+/// One term's validity, read at each write (see [`Term::hold`]).
+#[derive(Debug, Clone)]
+pub struct TermHold {
+    term: u64,
+    state: watch::Receiver<State>,
+}
+
+impl TermHold {
+    /// `None` once the term is over (another term or standby);
+    /// `Some(None)` for a term without expiry (no election); else when it
+    /// runs out unless renewed, as the elector last set it (from when its
+    /// last successful renewal was sent, see [`lease`]).
+    pub fn valid_until(&self) -> Option<Option<Instant>> {
+        match *self.state.borrow() {
+            State::Leading { term, valid_until } if term == self.term => Some(valid_until),
+            _ => None,
         }
     }
 }
@@ -298,6 +335,38 @@ mod tests {
             .expect("the term ends at its deadline even if nobody says so");
         assert!(started.elapsed() >= Duration::from_millis(150));
         assert!(!leadership.is_leading());
+    }
+
+    #[tokio::test]
+    async fn a_term_s_hold_follows_renewals_and_ends_with_the_term() {
+        let leadership = Leadership::elected();
+        let first = Instant::now() + Duration::from_secs(10);
+        leadership.set(State::Leading {
+            term: 1,
+            valid_until: Some(first),
+        });
+        let hold = leadership.wait_leading().await.expect("leading").hold();
+        assert_eq!(hold.valid_until(), Some(Some(first)));
+        let renewed = first + Duration::from_secs(2);
+        leadership.set(State::Leading {
+            term: 1,
+            valid_until: Some(renewed),
+        });
+        assert_eq!(
+            hold.valid_until(),
+            Some(Some(renewed)),
+            "a renewal extends it"
+        );
+        leadership.set(State::Standby);
+        assert_eq!(hold.valid_until(), None);
+        leadership.set(State::Leading {
+            term: 2,
+            valid_until: Some(renewed),
+        });
+        assert_eq!(hold.valid_until(), None, "a later term is not this one");
+        let always = Leadership::always();
+        let hold = always.wait_leading().await.expect("always").hold();
+        assert_eq!(hold.valid_until(), Some(None));
     }
 
     #[tokio::test]

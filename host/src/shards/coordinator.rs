@@ -288,12 +288,16 @@ impl Loop {
                 return self.shards.held().is_empty();
             }
         };
+        // A change is observed when the list showing it arrives, not when it
+        // was sent (a holder may have renewed in between): another holder's
+        // expiry is never counted from too early.
+        let listed_at = Instant::now();
         for (name, lease) in &leases {
             let rv = lease.resource_version().unwrap_or_default();
             match self.observed.get(name) {
                 Some((seen, _)) if *seen == rv => {}
                 _ => {
-                    self.observed.insert(name.clone(), (rv, started));
+                    self.observed.insert(name.clone(), (rv, listed_at));
                 }
             }
         }
@@ -330,7 +334,7 @@ impl Loop {
             members.insert(identity.clone());
         }
         for lease in leases.values() {
-            if kind_of(lease) == "member" && self.fresh(lease, started) {
+            if kind_of(lease) == "member" && self.fresh(lease, listed_at) {
                 members.insert(holder(lease).to_string());
             }
         }
@@ -393,7 +397,7 @@ impl Loop {
                 None if desired.contains(&shard) && !stopping => {
                     let (mut next, create) = match lease {
                         None => (self.new_lease(name.clone(), "shard", Some(shard)), true),
-                        Some(l) if held_by.is_empty() || !self.fresh(l, started) => {
+                        Some(l) if held_by.is_empty() || !self.fresh(l, listed_at) => {
                             (l.clone(), false)
                         }
                         Some(_) => continue, // held by a live replica; it hands over

@@ -33,7 +33,11 @@
 //! deadline is dropped at once and its running reconciles are cancelled
 //! ([`ShardGuard::lost`]); another replica takes it only after seeing the
 //! Lease unchanged for the lease duration, the argument of
-//! [`crate::leader`] shard by shard.
+//! [`crate::leader`] shard by shard. Every write a reconcile sends for the
+//! shard also passes the write fence ([`crate::apply::fence`]), which
+//! reads the hold's validity ([`ShardHold::valid_until`]) right before the
+//! write, so a replica resumed after a stop past the renew deadline sends
+//! nothing more for the shard even before the coordinator has noticed.
 
 pub mod assign;
 pub mod coordinator;
@@ -267,6 +271,17 @@ impl Shards {
             .is_some_and(|h| h.phase == Phase::Active && !h.cut)
     }
 
+    /// The hold of `shard` (any phase, whichever acquisition is current),
+    /// for a write made on its behalf outside a reconcile (the shard label
+    /// fix); its validity is `None` while the shard is not held here.
+    pub fn hold_of(&self, shard: u32) -> ShardHold {
+        ShardHold {
+            shards: self.clone(),
+            shard,
+            term: None,
+        }
+    }
+
     /// Starts a reconcile of an object of `shard`, if the shard is active
     /// here; the guard keeps the shard from being handed over until it drops.
     pub fn enter(&self, shard: u32) -> Option<ShardGuard> {
@@ -403,6 +418,16 @@ impl ShardGuard {
         self.shard
     }
 
+    /// A handle that says, whenever asked, until when this hold is valid
+    /// (for the write fence).
+    pub fn hold(&self) -> ShardHold {
+        ShardHold {
+            shards: self.shards.clone(),
+            shard: self.shard,
+            term: Some(self.term),
+        }
+    }
+
     /// Resolves when this replica's hold on the shard ends (Lease lost, not
     /// renewed within the renew deadline, or cut after a drain timed out).
     /// A draining shard's running reconciles go on.
@@ -424,6 +449,33 @@ impl ShardGuard {
                 () = tokio::time::sleep_until(until) => {}
             }
         }
+    }
+}
+
+/// One hold of a shard, read at each write (see [`ShardGuard::hold`] and
+/// [`Shards::hold_of`]).
+#[derive(Clone)]
+pub struct ShardHold {
+    shards: Shards,
+    shard: u32,
+    /// The acquisition it belongs to (`None`: whichever is current).
+    term: Option<u64>,
+}
+
+impl ShardHold {
+    /// The shard.
+    pub fn shard(&self) -> u32 {
+        self.shard
+    }
+
+    /// When the hold runs out unless renewed (from when its last
+    /// successful renewal was sent); `None` once it ended (lost, released,
+    /// cut, or taken again as a new acquisition). A draining shard is still
+    /// held: its running reconciles finish before the Lease is released.
+    pub fn valid_until(&self) -> Option<Instant> {
+        let held = self.shards.lock();
+        let h = held.get(&self.shard)?;
+        (self.term.is_none_or(|term| term == h.term) && !h.cut).then_some(h.valid_until)
     }
 }
 
@@ -493,6 +545,32 @@ mod tests {
             .await
             .expect("cut cancels")
             .expect("task");
+    }
+
+    #[tokio::test]
+    async fn a_shard_hold_follows_renewals_and_ends_with_the_acquisition() {
+        let shards = Shards::new(4, "me", "default", "wasm-operator");
+        let first = Instant::now() + Duration::from_secs(10);
+        shards.acquired(1, first);
+        let (_, term, _) = shards.held()[&1];
+        shards.mark_active(1, term);
+        let hold = shards.enter(1).expect("active").hold();
+        assert_eq!(hold.valid_until(), Some(first));
+        shards.renewed(1, first + Duration::from_secs(3));
+        assert_eq!(hold.valid_until(), Some(first + Duration::from_secs(3)));
+        shards.drain(1);
+        assert!(hold.valid_until().is_some(), "draining is still held");
+        shards.cut(1);
+        assert_eq!(hold.valid_until(), None, "cut");
+        shards.remove(1, "lost");
+        shards.acquired(1, first);
+        assert_eq!(
+            hold.valid_until(),
+            None,
+            "a new acquisition is another hold"
+        );
+        assert_eq!(shards.hold_of(1).valid_until(), Some(first));
+        assert_eq!(shards.hold_of(2).valid_until(), None, "not held");
     }
 
     #[test]

@@ -64,6 +64,15 @@ pub struct WriteFailureLabels {
     pub outcome: String,
 }
 
+/// `{verb,hold}` of `wasm_operator_fenced_writes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FencedLabels {
+    /// `create`, `delete`, `patch_status` or `label`.
+    pub verb: String,
+    /// What had lapsed: `leadership` or `shard`.
+    pub hold: String,
+}
+
 /// `{kind}` of `wasm_operator_watch_lists_total`: `jinghzhu` or `pod`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WatchLabels {
@@ -192,6 +201,9 @@ pub struct Metrics {
     pub expectation_timeouts: Counter,
     /// Failed pod creates, deletes and status patches by verb and outcome.
     pub write_failures: Family<WriteFailureLabels, Counter>,
+    /// Writes not sent because the leadership or shard they were for had
+    /// lapsed on this host's clock (see `apply::fence`).
+    pub fenced_writes: Family<FencedLabels, Counter>,
 
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: Family<ResultLabels, Counter>,
@@ -240,6 +252,7 @@ impl Default for Metrics {
             expectations_waiting: Gauge::default(),
             expectation_timeouts: Counter::default(),
             write_failures: Family::default(),
+            fenced_writes: Family::default(),
             budget_exceeded: Counter::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
@@ -384,6 +397,11 @@ impl Metrics {
             self.write_failures.clone(),
         );
         r.register(
+            "fenced_writes",
+            "Writes not sent because the leadership or shard they were for had lapsed on this host's monotonic clock, by verb and hold",
+            self.fenced_writes.clone(),
+        );
+        r.register(
             "plugin_call_duration_seconds",
             "Duration of plugin reconcile calls, by plugin name, version and digest",
             self.plugin_call_duration.clone(),
@@ -487,6 +505,17 @@ impl Metrics {
             .get_or_create(&WriteFailureLabels {
                 verb: verb.to_string(),
                 outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a write the fence refused: `verb` (`create`, `delete`,
+    /// `patch_status`, `label`) for a lapsed `hold` (`leadership`, `shard`).
+    pub fn write_fenced(&self, verb: &str, hold: &str) {
+        self.fenced_writes
+            .get_or_create(&FencedLabels {
+                verb: verb.to_string(),
+                hold: hold.to_string(),
             })
             .inc();
     }
