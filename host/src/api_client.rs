@@ -47,6 +47,9 @@ use tower::BoxError;
 use tower::buffer::BufferLayer;
 use tower::retry::{Policy, RetryLayer};
 
+use crate::list_bounds::ListBounds;
+use crate::list_bounds::layer::ListBoundsLayer;
+
 /// Requests queued for the client's connection pool (kube's own buffer
 /// holds as many).
 const BUFFERED_REQUESTS: usize = 1024;
@@ -83,6 +86,19 @@ pub fn build(config: kube::Config) -> Result<Client> {
 
 /// [`build`] with another cap on the wait before a repeated read.
 pub fn build_with_max_wait(config: kube::Config, max_wait: Duration) -> Result<Client> {
+    build_bounded(config, max_wait, ListBounds::default())
+}
+
+// ---- List bounds (issue 43; see `crate::list_bounds`) ----
+
+/// [`build_with_max_wait`] with its lists bounded by `lists` (pages, bytes
+/// and repeated `continue` tokens, by a layer outside the retries: a read
+/// the client repeats is one page).
+pub fn build_bounded(
+    config: kube::Config,
+    max_wait: Duration,
+    lists: ListBounds,
+) -> Result<Client> {
     let mut config = with_read_timeout(config);
     config.default_retry = false;
     let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
@@ -92,8 +108,11 @@ pub fn build_with_max_wait(config: kube::Config, max_wait: Duration) -> Result<C
     Ok(builder
         .with_layer(&BufferLayer::new(BUFFERED_REQUESTS))
         .with_layer(&RetryLayer::new(ReadRetries::new(max_wait)))
+        .with_layer(&ListBoundsLayer::new(lists))
         .build())
 }
+
+// ---- end of list bounds ----
 
 /// kube's [`RetryPolicy::server_retry`] (429, 503 and 504 answers, 5 ms
 /// doubling, at most 15 repeats, `Retry-After` honoured) for reads only,

@@ -17,6 +17,8 @@
 //! - [`telemetry`]: metrics, the Events queue and writer, probe state.
 //! - [`hotswap`]: plugin sources, vetting, the atomic switch, shadow mode, rollback.
 //! - [`leader`]: leader election on a Lease; standbys stay warm.
+//! - [`list_bounds`]: bounds on one list (pages, items, bytes, repeated
+//!   `continue` tokens), in the client and on the watch streams.
 //! - [`sources`]: plugins from OCI registries, cosign signature checks, the
 //!   local copies of pulled artifacts, `wasm-operator push`.
 //! - [`plugin_resource`]: the `JinghzhuPlugin` resource as the plugin source,
@@ -37,6 +39,7 @@ pub mod crd;
 pub mod event_reasons;
 pub mod hotswap;
 pub mod leader;
+pub mod list_bounds;
 pub mod observed;
 pub mod offline;
 pub mod ownership;

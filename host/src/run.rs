@@ -168,6 +168,9 @@ pub struct RunArgs {
     /// Leader election among replicas.
     #[command(flatten)]
     pub leader_election: LeaderElectionArgs,
+    /// Bounds on one list (pages, items, bytes).
+    #[command(flatten)]
+    pub lists: crate::list_bounds::ListBoundArgs,
 }
 
 /// Leader election flags (controller-runtime's names and defaults).
@@ -316,7 +319,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
     if let Some(config) = &sharding {
         config.validate().map_err(|err| anyhow!(err))?;
     }
-    let client = connect().await?;
+    let metrics = Arc::new(Metrics::default());
+    let list_bounds =
+        crate::list_bounds::ListBounds::new(args.lists.limits(), metrics.list_refused.clone());
+    let client = connect_bounded(list_bounds.clone()).await?;
     check_crd_in(&client, args.namespace.as_deref()).await?;
 
     let runtime = Arc::new(Runtime::new(RuntimeConfig {
@@ -328,7 +334,6 @@ pub async fn run(args: RunArgs) -> Result<()> {
         )),
         ..args.runtime.config()
     })?);
-    let metrics = Arc::new(Metrics::default());
 
     let plugins = if let Some(name) = &args.plugin_resource {
         // The JinghzhuPlugin names the plugin (see `plugin_resource`).
@@ -460,6 +465,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
             Duration::from_secs(args.shutdown_timeout_secs),
             elector.is_some() || coordinator.is_some(),
         ),
+        list_bounds,
         ..ControllerConfig::default()
     };
     tracing::info!(
@@ -531,6 +537,11 @@ fn controller_share(timeout: Duration, leases: bool) -> Duration {
 /// `~/.kube/config`, in-cluster), checked to reach the API server; the
 /// errors say what to do.
 pub async fn connect() -> Result<Client> {
+    connect_bounded(crate::list_bounds::ListBounds::default()).await
+}
+
+/// [`connect`] with the client's lists bounded by `lists`.
+pub async fn connect_bounded(lists: crate::list_bounds::ListBounds) -> Result<Client> {
     let config = kube::Config::infer().await.map_err(|err| {
         anyhow!(
             "no Kubernetes configuration found ({err}). Set KUBECONFIG or create ~/.kube/config, \
@@ -539,7 +550,8 @@ pub async fn connect() -> Result<Client> {
         )
     })?;
     let server = config.cluster_url.to_string();
-    let client = crate::api_client::build(config)?;
+    let client =
+        crate::api_client::build_bounded(config, crate::api_client::MAX_RETRY_WAIT, lists)?;
     client
         .apiserver_version()
         .await

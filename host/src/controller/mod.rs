@@ -149,6 +149,9 @@ pub struct ControllerConfig {
     /// cancelled, as a crash would), then the queued Events within what is
     /// left (at most [`EVENT_DRAIN_TIMEOUT`]).
     pub shutdown_timeout: Duration,
+    /// Bounds on the watches' lists (the same the client enforces pages,
+    /// bytes and tokens with; see [`crate::list_bounds`]).
+    pub list_bounds: crate::list_bounds::ListBounds,
 }
 
 /// [`ControllerConfig::shutdown_timeout`] by default: a host stops within
@@ -170,6 +173,7 @@ impl Default for ControllerConfig {
             health: Arc::new(Health::default()),
             shards: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            list_bounds: crate::list_bounds::ListBounds::default(),
         }
     }
 }
@@ -221,6 +225,7 @@ pub async fn run(
         events.clone(),
         selection.as_ref().map(|s| s.subscribe()),
         metrics.watch_lists.clone(),
+        config.list_bounds.clone(),
     );
     // Sharded: label what lacks the label, and sync taken shards (both stop with this function).
     let _shard_tasks = match (&config.shards, selection, &watches.synced) {

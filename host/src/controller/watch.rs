@@ -30,11 +30,19 @@
 //! ([`selected`]): the new watch's quorum list replaces the cache whole at
 //! its `InitDone` (objects of dropped shards leave, those of new ones come
 //! in), and [`Synced`] says which selection the caches show.
+//!
+//! Each list is bounded ([`crate::list_bounds`]: pages, bytes and repeated
+//! `continue` tokens in the client, items on these streams) and a failed
+//! or refused one is tried again after a backoff that the next list's
+//! start does not reset; on its failure each cache drops what it had
+//! buffered of it, so an abandoned list holds no memory while it waits.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::list_bounds::ListBounds;
+use crate::list_bounds::stream::bounded_watcher;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
@@ -113,13 +121,14 @@ pub fn selected<K>(
     config: watcher::Config,
     selection: Option<tokio::sync::watch::Receiver<Selection>>,
     started: Arc<AtomicU64>,
+    bounds: ListBounds,
 ) -> EventStream<K>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
     let Some(mut selection) = selection else {
-        return Box::pin(watcher(api, config).default_backoff());
+        return bounded_watcher(api, config, bounds);
     };
     let make = move |sel: &Selection| -> EventStream<K> {
         let labels = match &config.label_selector {
@@ -129,7 +138,7 @@ where
         started.store(sel.generation, Ordering::SeqCst);
         tracing::info!(kind = %K::kind(&K::DynamicType::default()), selector = %labels, generation = sel.generation,
             "sharding: (re)starting the watch for the shards held");
-        Box::pin(watcher(api.clone(), config.clone().labels(&labels)).default_backoff())
+        bounded_watcher(api.clone(), config.clone().labels(&labels), bounds.clone())
     };
     let first = make(&selection.borrow_and_update());
     Box::pin(futures::stream::unfold(
@@ -177,6 +186,25 @@ fn count_lists<K>(
     }
 }
 
+/// kube's `reflect(writer)`, that also drops what a failed or refused list
+/// had buffered (see [`crate::list_bounds`]; outside a list the buffer is
+/// empty).
+fn reflect_abandoning<K>(
+    mut writer: reflector::store::Writer<K>,
+) -> impl FnMut(Result<watcher::Event<K>, watcher::Error>) -> Result<watcher::Event<K>, watcher::Error>
+where
+    K: kube::runtime::reflector::Lookup + Clone,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    move |event| {
+        match &event {
+            Ok(event) => writer.apply_watcher_event(event),
+            Err(_) => writer.apply_watcher_event(&watcher::Event::Init),
+        }
+        event
+    }
+}
+
 /// Publishes `started` into `synced` at each `InitDone` (after the cache
 /// swapped the list in).
 fn publish_synced<K>(
@@ -199,6 +227,7 @@ impl Watches {
         events: EventSink,
         selection: Option<tokio::sync::watch::Receiver<Selection>>,
         lists: Family<WatchLabels, Counter>,
+        bounds: ListBounds,
     ) -> Self {
         let jz_started = Arc::new(AtomicU64::new(0));
         let pod_started = Arc::new(AtomicU64::new(0));
@@ -227,10 +256,11 @@ impl Watches {
             watcher::Config::default(),
             selection.clone(),
             jz_started.clone(),
+            bounds.clone(),
         )
         .filter_map(move |event| futures::future::ready(decoder.decode(event)))
         .inspect_ok(count_lists(&lists, "jinghzhu"))
-        .reflect(jinghzhu_writer)
+        .map(reflect_abandoning(jinghzhu_writer))
         .inspect_ok(publish_synced(jz_started, jz_synced_tx))
         .applied_objects()
         .try_filter({
@@ -271,9 +301,16 @@ impl Watches {
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
             selection,
             pod_started.clone(),
+            bounds,
         )
         .inspect_ok(count_lists(&lists, "pod"))
-        .inspect_ok(move |event| pod_events.apply(event))
+        .map(move |event| {
+            match &event {
+                Ok(event) => pod_events.apply(event),
+                Err(_) => pod_events.abandon_list(),
+            }
+            event
+        })
         .inspect_ok(publish_synced(pod_started, pod_synced_tx))
         .touched_objects()
         .inspect_ok(|pod: &CachedPod| {
@@ -349,6 +386,15 @@ impl PodEvents {
                 }
             }
         }
+    }
+
+    /// Drops what the list under way had buffered (a failed or refused list,
+    /// see [`crate::list_bounds`]: the watcher starts the next one afresh);
+    /// nothing is buffered outside a list.
+    fn abandon_list(&mut self) {
+        self.writer.apply_watcher_event(&watcher::Event::Init);
+        self.owners.apply_watcher_event(&watcher::Event::Init);
+        self.listed = Vec::new();
     }
 
     /// (owner UID, pod UID) of a controlled pod the cache does not hold

@@ -161,6 +161,8 @@ pub struct Metrics {
     /// Lists each watch made: its first, and each relist (410 Gone after a
     /// compaction, or a restart for new shards); a resumed watch lists not.
     pub watch_lists: Family<WatchLabels, Counter>,
+    /// Lists abandoned at a bound ([`crate::list_bounds`]).
+    pub list_refused: Family<crate::list_bounds::ListRefusedLabels, Counter>,
     /// Plugin calls by plugin digest.
     pub plugin_calls: Family<PluginLabels, Counter>,
     /// Plugin calls that failed (trap, deadline, memory cap, returned error).
@@ -233,6 +235,7 @@ impl Default for Metrics {
             reconciles: Counter::default(),
             waited_for_cache: Counter::default(),
             watch_lists: Family::default(),
+            list_refused: Family::default(),
             plugin_calls: Family::default(),
             plugin_errors: Family::default(),
             rejected_outputs: Counter::default(),
@@ -303,6 +306,11 @@ impl Metrics {
             "watch_lists",
             "Lists each watch made: the first and every relist (410 Gone, new shards)",
             self.watch_lists.clone(),
+        );
+        r.register(
+            "list_refused",
+            "Lists abandoned at a bound (pages, items, bytes, repeated_token), by resource; retried with backoff",
+            self.list_refused.clone(),
         );
         r.register(
             "plugin_calls",

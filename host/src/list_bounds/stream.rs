@@ -1,0 +1,239 @@
+//! The watch side of the list bounds: kube's watcher with the items of
+//! each list counted (`--list-max-items`) and every failure, a refused
+//! list included, followed by a backoff that the start of another list
+//! does not reset.
+//!
+//! kube's `default_backoff` resets on any event, and a list that fails
+//! restarts with `Init`, an event: a list refused every time would be
+//! retried every 0.8 s for ever. Here the backoff (kube's default: 0.8 s
+//! doubling to 30 s, with jitter, forgotten after 120 s without a failure)
+//! is reset only by progress: a list that completes (`InitDone`) or a watch
+//! event.
+//!
+//! The items are counted as the watcher hands them over, one by one, to
+//! the cache's buffer; at item `--list-max-items + 1` the watcher (with
+//! what it still holds of its page) is dropped for a fresh one, and the
+//! stream yields the refusal, on which the caches drop their buffer (see
+//! [`crate::controller::watch`]).
+
+use std::fmt::Debug;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use super::{Bound, ListBounds, ListRefused};
+
+/// A watch event stream.
+pub type Events<K> = Pin<Box<dyn Stream<Item = Result<Event<K>, watcher::Error>> + Send>>;
+
+/// The longest wait before a failed watch or list is tried again.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// kube's `watcher(api, config)` with its lists' items bounded by
+/// `bounds` and a backoff after each failure (in place of
+/// `.default_backoff()`).
+pub fn bounded_watcher<K>(api: Api<K>, config: watcher::Config, bounds: ListBounds) -> Events<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let resource = K::plural(&K::DynamicType::default()).into_owned();
+    let start: Box<dyn Fn() -> Events<K> + Send> =
+        Box::new(move || Box::pin(watcher(api.clone(), config.clone())));
+    bounded(start, resource, bounds)
+}
+
+/// [`bounded_watcher`] over the watchers `start` makes (one at first, a
+/// fresh one after each list abandoned for its items).
+pub fn bounded<K: Send + 'static>(
+    start: Box<dyn Fn() -> Events<K> + Send>,
+    resource: String,
+    bounds: ListBounds,
+) -> Events<K> {
+    let state = Bounded {
+        current: start(),
+        start,
+        resource,
+        bounds,
+        items: 0,
+        backoff: DefaultBackoff::default(),
+        wait: None,
+    };
+    Box::pin(futures::stream::unfold(state, |mut state| async move {
+        if let Some(wait) = state.wait.take() {
+            tokio::time::sleep(wait).await;
+        }
+        let item = state.current.next().await?;
+        let item = state.observe(item);
+        Some((item, state))
+    }))
+}
+
+struct Bounded<K> {
+    current: Events<K>,
+    start: Box<dyn Fn() -> Events<K> + Send>,
+    resource: String,
+    bounds: ListBounds,
+    /// Items of the list under way.
+    items: u64,
+    backoff: DefaultBackoff,
+    /// Before the next poll.
+    wait: Option<Duration>,
+}
+
+impl<K> Bounded<K> {
+    /// Counts `item`, or abandons the list it takes past the bound.
+    fn observe(
+        &mut self,
+        item: Result<Event<K>, watcher::Error>,
+    ) -> Result<Event<K>, watcher::Error> {
+        match &item {
+            Ok(Event::Init) => self.items = 0,
+            Ok(Event::InitApply(_)) => {
+                self.items += 1;
+                let max = self.bounds.limits.max_items;
+                if max > 0 && self.items > max {
+                    return Err(self.abandon(max));
+                }
+            }
+            Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) => self.backoff.reset(),
+            // A refusal in the client was reported there.
+            Err(_) => self.back_off(),
+        }
+        item
+    }
+
+    /// Drops the watcher (and its buffered page) for a fresh one, tried
+    /// after the backoff.
+    fn abandon(&mut self, max: u64) -> watcher::Error {
+        self.current = (self.start)();
+        self.items = 0;
+        self.back_off();
+        let refused = self.bounds.refuse(ListRefused {
+            resource: self.resource.clone(),
+            bound: Bound::Items,
+            limit: max,
+        });
+        watcher::Error::InitialListFailed(kube::Error::Service(Box::new(refused)))
+    }
+
+    fn back_off(&mut self) {
+        let wait = self.backoff.next().unwrap_or(MAX_BACKOFF).min(MAX_BACKOFF);
+        tracing::debug!(resource = %self.resource, wait_ms = wait.as_millis() as u64, "watch: failed; trying again after a backoff");
+        self.wait = Some(wait);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::list_bounds::{ListLimits, refusal_in};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    type Item = Result<Event<u32>, watcher::Error>;
+
+    /// Watchers that each list forever, one item at a time (a new
+    /// `continue` every page); counts the watchers made.
+    fn endless(started: Arc<AtomicUsize>) -> Box<dyn Fn() -> Events<u32> + Send> {
+        Box::new(move || {
+            started.fetch_add(1, Ordering::SeqCst);
+            let items = futures::stream::iter(0u32..).map(|i| Ok(Event::InitApply(i)));
+            Box::pin(futures::stream::once(async { Ok(Event::Init) }).chain(items))
+        })
+    }
+
+    fn bounds(max_items: u64) -> ListBounds {
+        ListBounds::new(
+            ListLimits {
+                max_items,
+                ..ListLimits::unbounded()
+            },
+            Default::default(),
+        )
+    }
+
+    fn is_items_refusal(item: &Item) -> bool {
+        matches!(item, Err(err) if refusal_in(err).is_some_and(|r| r.bound == Bound::Items))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_endless_list_is_abandoned_at_the_bound_and_retried_with_growing_waits() {
+        let started = Arc::new(AtomicUsize::new(0));
+        let bounds = bounds(1000);
+        let mut events = bounded(endless(started.clone()), "pods".into(), bounds.clone());
+        let mut refused_at = Vec::new();
+        let began = tokio::time::Instant::now();
+        while refused_at.len() < 6 {
+            let mut items = 0;
+            assert!(matches!(events.next().await, Some(Ok(Event::Init))));
+            loop {
+                let item = events.next().await.expect("endless");
+                if is_items_refusal(&item) {
+                    break;
+                }
+                assert!(matches!(item, Ok(Event::InitApply(_))));
+                items += 1;
+            }
+            assert_eq!(items, 1000, "items handed over before the refusal");
+            refused_at.push(began.elapsed());
+        }
+        // The first watcher, and a fresh one after each refusal.
+        assert_eq!(started.load(Ordering::SeqCst), 7);
+        assert_eq!(bounds.refused_of("pods", Bound::Items), 6);
+        // The waits between the refusals grow (0.8 s doubling, with jitter)
+        // though each retry starts with `Init`, and stay under the cap.
+        let waits: Vec<Duration> = refused_at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(waits.windows(2).all(|w| w[1] > w[0]), "{waits:?}");
+        assert!(waits[0] >= Duration::from_millis(800), "{waits:?}");
+        assert!(waits.iter().all(|w| *w <= MAX_BACKOFF), "{waits:?}");
+    }
+
+    fn failure() -> Item {
+        Err(watcher::Error::InitialListFailed(kube::Error::Service(
+            "refused".into(),
+        )))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_completed_list_resets_the_backoff() {
+        // Three failed lists (each restarting with `Init`), one that
+        // completes, one more failure, then a watch event.
+        let script: Box<dyn Fn() -> Events<u32> + Send> = Box::new(|| {
+            let items = [
+                Ok(Event::Init),
+                failure(),
+                Ok(Event::Init),
+                failure(),
+                Ok(Event::Init),
+                failure(),
+                Ok(Event::Init),
+                Ok(Event::InitApply(1)),
+                Ok(Event::InitDone),
+                failure(),
+                Ok(Event::Apply(2)),
+            ];
+            Box::pin(futures::stream::iter(items).chain(futures::stream::pending()))
+        });
+        let mut events = bounded(script, "pods".into(), bounds(0));
+        let mut at = Vec::new();
+        let began = tokio::time::Instant::now();
+        for _ in 0..11 {
+            let _ = events.next().await.expect("scripted");
+            at.push(began.elapsed());
+        }
+        // Waits after each failure: [0.8, 1.6), [1.6, 3.2), [3.2, 6.4) s,
+        // then, the list completed, [0.8, 1.6) s again.
+        let after = |i: usize| at[i + 1] - at[i];
+        assert!(after(1) >= Duration::from_millis(800), "{at:?}");
+        assert!(after(3) >= Duration::from_millis(1600), "{at:?}");
+        assert!(after(5) >= Duration::from_millis(3200), "{at:?}");
+        assert!(after(9) < Duration::from_millis(1600), "{at:?}");
+        assert!(after(9) >= Duration::from_millis(800), "{at:?}");
+    }
+}
