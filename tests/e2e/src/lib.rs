@@ -5,6 +5,7 @@
 //! [`deploy`]: the deploy manifests and the host binary run as the Deployment runs it.
 
 pub mod deploy;
+pub mod endless_list;
 pub mod faults;
 pub mod memory;
 pub mod previous_host;
