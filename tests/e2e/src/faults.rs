@@ -13,6 +13,13 @@
 //! business, as with `kubectl proxy`. Every request is logged
 //! ([`ApiProxy::seen`]) with its answer's status, so a test can count
 //! creates, relists and retries.
+//!
+//! For the chaos soak (`tests/scale-bench`'s `soak`) it can also drop the
+//! connections of chosen requests (no answer, before or after forwarding:
+//! [`ApiProxy::drop_connections`]), end the watches open now with an error
+//! mid-stream instead of cleanly ([`ApiProxy::truncate_watches`]), and it
+//! logs the controller owner of each object a write carries
+//! ([`Seen::owner_uid`]), so a write can be told apart by object.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -46,6 +53,12 @@ pub struct Seen {
     /// What the API server answered, when the request reached it (an
     /// injected failure after forwarding: [`Failure::after_forwarding`]).
     pub upstream_status: Option<u16>,
+    /// The UID of the controller owner reference of the object in the
+    /// request's JSON body (a pod create names its Jinghzhu), if any.
+    pub owner_uid: Option<String>,
+    /// The proxy dropped the connection instead of answering
+    /// ([`ApiProxy::drop_connections`]; `status` is then 0).
+    pub dropped: bool,
 }
 
 impl Seen {
@@ -110,10 +123,26 @@ impl Failure {
     }
 }
 
+/// Which requests the proxy answers by dropping the connection: no status,
+/// the client sees the connection end mid-answer (a reset, a load balancer
+/// that went away).
+#[derive(Debug, Clone)]
+pub struct Dropped {
+    /// Only requests with this method (any when `None`).
+    pub method: Option<Method>,
+    /// Only paths ending with this (e.g. `/pods`; empty: any).
+    pub path_suffix: String,
+    /// Until when.
+    pub until: Instant,
+    /// Forward the request first (the write is made, its answer lost).
+    pub after_forwarding: bool,
+}
+
 #[derive(Debug, Default)]
 struct Faults {
     latency: Duration,
     failure: Option<Failure>,
+    dropped: Option<Dropped>,
     /// Requests the current failure answered.
     failed: usize,
     refuse_watches_until: Option<Instant>,
@@ -129,6 +158,8 @@ struct Shared {
     cut: Arc<AtomicU64>,
     /// Bumped to silence every watch open now.
     silence: Arc<AtomicU64>,
+    /// Bumped to end every watch open now with an error.
+    truncate: Arc<AtomicU64>,
 }
 
 /// The proxy (stopped when dropped).
@@ -152,6 +183,7 @@ impl ApiProxy {
             seen: Mutex::new(Vec::new()),
             cut: Arc::new(AtomicU64::new(0)),
             silence: Arc::new(AtomicU64::new(0)),
+            truncate: Arc::new(AtomicU64::new(0)),
         });
         let app = axum::Router::new()
             .fallback(forward)
@@ -195,6 +227,18 @@ impl ApiProxy {
     /// resourceVersion).
     pub fn cut_watches(&self) {
         self.shared.cut.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Ends every watch open now with an error mid-stream (the connection
+    /// is aborted, not closed cleanly: a truncated chunked answer).
+    pub fn truncate_watches(&self) {
+        self.shared.truncate.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Drops the connection of requests (not watches) matching `dropped`
+    /// until its deadline, instead of answering them.
+    pub fn drop_connections(&self, dropped: Dropped) {
+        self.faults().dropped = Some(dropped);
     }
 
     /// Answers new watches with 503 for `period`.
@@ -284,6 +328,10 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let query = request.uri().query().unwrap_or_default().to_string();
+    let (request, owner_uid) = match owner_of(request).await {
+        Ok(read) => read,
+        Err(answer) => return answer,
+    };
     let mut seen = Seen {
         at,
         method: method.clone(),
@@ -292,8 +340,10 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         status: 0,
         injected: true,
         upstream_status: None,
+        owner_uid,
+        dropped: false,
     };
-    let (latency, injected) = {
+    let (latency, injected, dropped) = {
         let mut faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
         let injected = if seen.is_watch() {
             faults
@@ -322,14 +372,37 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         if injected.is_some() && !seen.is_watch() {
             faults.failed += 1;
         }
-        (faults.latency, injected)
+        let dropped = faults
+            .dropped
+            .as_ref()
+            .filter(|d| {
+                !seen.is_watch()
+                    && at < d.until
+                    && d.method.as_ref().is_none_or(|m| *m == method)
+                    && path.ends_with(&d.path_suffix)
+            })
+            .map(|d| d.after_forwarding);
+        (faults.latency, injected, dropped)
     };
     let _counted = (!seen.is_watch()).then(|| InFlight::count(&shared.in_flight));
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let answer = match injected {
-        Some((code, true, retry_after)) => {
+    let answer = match (dropped, injected) {
+        (Some(after_forwarding), _) => {
+            if after_forwarding {
+                let upstream = pass_on(&shared, request, false).await;
+                seen.upstream_status = Some(upstream.status().as_u16());
+            }
+            seen.dropped = true;
+            shared
+                .seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(seen);
+            return dropped_answer();
+        }
+        (None, Some((code, true, retry_after))) => {
             let upstream = pass_on(&shared, request, false).await;
             seen.upstream_status = Some(upstream.status().as_u16());
             status_answer(
@@ -338,10 +411,10 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
                 retry_after,
             )
         }
-        Some((code, false, retry_after)) => {
+        (None, Some((code, false, retry_after))) => {
             status_answer(code, "injected by the test proxy", retry_after)
         }
-        None => {
+        (None, None) => {
             seen.injected = false;
             let watch = seen.is_watch();
             pass_on(&shared, request, watch).await
@@ -354,6 +427,57 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         .unwrap_or_else(|e| e.into_inner())
         .push(seen);
     answer
+}
+
+/// Reads the body of a request that may carry an object (not a GET) and
+/// returns the request rebuilt with it, and the UID of the object's
+/// controller owner reference when the body is JSON and has one.
+async fn owner_of(request: Request) -> Result<(Request, Option<String>), Response<AxumBody>> {
+    if request.method() == Method::GET {
+        return Ok((request, None));
+    }
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .map_err(|err| status_answer(400, &format!("reading the request: {err}"), 1))?;
+    let owner = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|object| {
+            object["metadata"]["ownerReferences"]
+                .as_array()?
+                .iter()
+                .find(|o| o["controller"] == serde_json::Value::Bool(true))
+                .and_then(|o| o["uid"].as_str().map(str::to_owned))
+        });
+    Ok((Request::from_parts(parts, AxumBody::from(body)), owner))
+}
+
+/// An answer whose body fails at once: hyper aborts the connection, so the
+/// client gets a status line and then a connection that ends mid-answer.
+fn dropped_answer() -> Response<AxumBody> {
+    let mut answer = Response::new(AxumBody::new(Aborted));
+    answer
+        .headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    answer
+}
+
+/// A body that fails on its first poll.
+struct Aborted;
+
+impl http_body::Body for Aborted {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        Poll::Ready(Some(Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection dropped by the test proxy",
+        ))))
+    }
 }
 
 /// Counts a request in flight until dropped (answered, or given up when
@@ -413,6 +537,8 @@ async fn pass_on(shared: &Shared, request: Request, watch: bool) -> Response<Axu
             cut_at_open: shared.cut.load(Ordering::SeqCst),
             silence: shared.silence.clone(),
             silence_at_open: shared.silence.load(Ordering::SeqCst),
+            truncate: shared.truncate.clone(),
+            truncate_at_open: shared.truncate.load(Ordering::SeqCst),
             tick: Box::pin(tokio::time::sleep(TICK)),
         })
     } else {
@@ -424,7 +550,8 @@ async fn pass_on(shared: &Shared, request: Request, watch: bool) -> Response<Axu
 /// How often a watch body looks at the proxy's switches while idle.
 const TICK: Duration = Duration::from_millis(100);
 
-/// A watch answer's body that ends when the watches are cut and stops
+/// A watch answer's body that ends when the watches are cut (with an error
+/// when they are truncated) and stops
 /// forwarding (for good) when they are silenced.
 struct Watch {
     inner: kube::client::Body,
@@ -432,6 +559,8 @@ struct Watch {
     cut_at_open: u64,
     silence: Arc<AtomicU64>,
     silence_at_open: u64,
+    truncate: Arc<AtomicU64>,
+    truncate_at_open: u64,
     tick: Pin<Box<tokio::time::Sleep>>,
 }
 
@@ -449,6 +578,12 @@ impl http_body::Body for Watch {
         }
         if self.cut.load(Ordering::SeqCst) != self.cut_at_open {
             return Poll::Ready(None);
+        }
+        if self.truncate.load(Ordering::SeqCst) != self.truncate_at_open {
+            return Poll::Ready(Some(Err(kube::Error::ReadEvents(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "watch truncated by the test proxy",
+            )))));
         }
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
             return Poll::Ready(frame);
