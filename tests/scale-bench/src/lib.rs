@@ -13,6 +13,8 @@
 //! - [`metrics`]: a controller's `/metrics` (reconcile counts).
 //! - [`procstat`]: CPU and memory from `/proc`.
 //! - [`report`] and [`plots`]: Markdown, JSON and SVG output.
+//! - [`soak`]: the chaos soak (`chaos-soak`): replicas, faults, churn and
+//!   an invariant checker over a long run.
 
 pub mod apiserver;
 pub mod artifacts;
@@ -23,6 +25,7 @@ pub mod plots;
 pub mod procstat;
 pub mod report;
 pub mod scenario;
+pub mod soak;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -843,7 +843,8 @@ async fn delete_every_jinghzhu(api: &Api<Jinghzhu>) -> Result<()> {
     }
 }
 
-async fn install_crd(client: &Client) -> Result<()> {
+/// Applies the Jinghzhu CRD and waits until it is established.
+pub async fn install_crd(client: &Client) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = Jinghzhu::crd();
     crds.patch(
