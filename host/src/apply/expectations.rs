@@ -13,16 +13,19 @@
 //! A create that failed is released at once when its outcome is known: the
 //! API server answered with an error, or the request certainly never left
 //! (the connection could not be opened; see
-//! [`crate::apply::WriteOutcome`]). Only a create that may have been sent
-//! (a timeout, a 503 or a reset after the request went out) keeps its count,
-//! and only for [`MAYBE_SENT_SETTLE`]: a pod that was made shows up in a
-//! healthy watch within a second or two, so a maybe-sent create the watch
-//! has not shown by then is taken as not made and released (the object's
-//! next reconcile proposes it again). Without that, a 503 that a load
-//! balancer answered without forwarding would hold its object for the whole
-//! expectations timeout (five minutes). The price: when the watch itself
-//! lags longer than the window, a create that was made is proposed again
-//! and the surplus pod is deleted by the next reconcile.
+//! [`crate::apply::WriteOutcome`]). A create that may have been sent (a
+//! timeout, a 503 or a reset after the request went out) is never sent
+//! again blindly: it keeps its count until the watch shows a new pod of the
+//! object, or a read of the API server settles it
+//! ([`Expectations::settle_by_read`]): the object's next reconcile lists its
+//! pods (a quorum read, made after the create was answered), and every
+//! maybe-sent create beyond the listed pods that neither the cache nor an
+//! answered create explains was not made and is released (proposed again by
+//! that reconcile). A pod that was made is either in that list or already
+//! in the cache, so no create is repeated for it. What this cannot see: a
+//! create still being processed by the API server when the read is served
+//! (the client gave up waiting for a slow server); then the surplus pod is
+//! deleted by the next reconcile.
 //!
 //! A reconcile held back by pending expectations is *waiting*: how many
 //! objects wait is a gauge (`wasm_operator_expectations_waiting`), how many
@@ -61,15 +64,10 @@ pub const LOG_WAITS_AFTER: Duration = Duration::from_secs(5);
 /// A wait that goes on is logged again this often (per object).
 pub const LOG_WAITS_EVERY: Duration = Duration::from_secs(30);
 
-/// How long a create whose outcome is unknown (maybe sent) holds its
-/// object before it is taken as not made (see the module doc).
-pub const MAYBE_SENT_SETTLE: Duration = Duration::from_secs(10);
-
 /// Pending creates and deletes per Jinghzhu UID.
 #[derive(Debug)]
 pub struct Expectations {
     timeout: Duration,
-    settle: Duration,
     pending: Mutex<State>,
     report: OnceLock<Report>,
 }
@@ -141,8 +139,6 @@ struct Pending {
     deletes: HashSet<String>,
     /// Of `in_flight`, creates whose outcome is unknown (maybe sent).
     maybe_sent: usize,
-    /// When those are taken as not made.
-    settle_at: Option<Instant>,
     since: Option<Instant>,
     /// When a reconcile was first held back by this entry.
     waiting_since: Option<Instant>,
@@ -160,15 +156,6 @@ impl Pending {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.maybe_sent = self.maybe_sent.min(self.in_flight);
     }
-
-    /// Releases the maybe-sent creates once their window has passed.
-    fn settle(&mut self, now: Instant) {
-        if self.maybe_sent > 0 && self.settle_at.is_some_and(|at| now >= at) {
-            self.in_flight -= self.maybe_sent.min(self.in_flight);
-            self.maybe_sent = 0;
-            self.settle_at = None;
-        }
-    }
 }
 
 impl Expectations {
@@ -177,17 +164,9 @@ impl Expectations {
     pub fn new(timeout: Duration) -> Self {
         Self {
             timeout,
-            settle: MAYBE_SENT_SETTLE,
             pending: Mutex::new(State::default()),
             report: OnceLock::new(),
         }
-    }
-
-    /// These expectations with maybe-sent creates released after `settle`
-    /// instead of [`MAYBE_SENT_SETTLE`] (for tests).
-    pub fn with_maybe_sent_settle(mut self, settle: Duration) -> Self {
-        self.settle = settle;
-        self
     }
 
     /// Counts waits in `waiting` (objects held back now) and expectations
@@ -244,13 +223,45 @@ impl Expectations {
 
     /// A create for `owner` may or may not have been made (its answer was a
     /// timeout, a 503 or lost): it keeps counting until the watch shows a
-    /// new pod or [`MAYBE_SENT_SETTLE`] passes.
+    /// new pod or a read settles it ([`Expectations::settle_by_read`]).
     pub fn maybe_sent(&self, owner: &str) {
-        let settle_at = Instant::now() + self.settle;
         self.with_pending(owner, |p| {
             p.maybe_sent = p.maybe_sent.saturating_add(1).min(p.in_flight);
-            p.settle_at = Some(settle_at);
         });
+    }
+
+    /// How many creates of `owner` have an unknown outcome (to settle by a
+    /// read before the next reconcile of `owner` acts).
+    pub fn unknown_creates(&self, owner: &str) -> usize {
+        self.lock().owners.get(owner).map_or(0, |p| p.maybe_sent)
+    }
+
+    /// Settles `owner`'s maybe-sent creates by a read of the API server.
+    /// `listed` are the UIDs of the pods the API server has for `owner` (a
+    /// quorum read sent after those creates were answered); `cached(uid)`
+    /// says whether the snapshot the reconcile works on holds that pod. A
+    /// listed pod that is neither cached nor an awaited create of ours may
+    /// be one of them (made, its answer lost): that many keep counting
+    /// until the watch shows them. The rest were not made and are released.
+    /// Returns how many were released.
+    pub fn settle_by_read<'a>(
+        &self,
+        owner: &str,
+        listed: impl IntoIterator<Item = &'a str>,
+        cached: impl Fn(&str) -> bool,
+    ) -> usize {
+        let mut state = self.lock();
+        let Some(p) = state.owners.get_mut(owner) else {
+            return 0;
+        };
+        let unexplained = listed
+            .into_iter()
+            .filter(|uid| !cached(uid) && !p.creates.contains(*uid))
+            .count();
+        let released = p.maybe_sent.saturating_sub(unexplained);
+        p.in_flight = p.in_flight.saturating_sub(released);
+        p.maybe_sent -= released;
+        released
     }
 
     /// The watch showed a pod `uid` controlled by `owner` for the first time.
@@ -308,7 +319,6 @@ impl Expectations {
         p.creates.retain(|uid| cached(uid).is_none());
         p.deletes.retain(|uid| cached(uid) == Some(false));
         let now = Instant::now();
-        p.settle(now);
         let expired = p
             .since
             .is_some_and(|since| now.saturating_duration_since(since) > self.timeout);
@@ -420,27 +430,45 @@ mod tests {
     }
 
     #[test]
-    fn a_maybe_sent_create_holds_its_object_only_for_the_settle_window() {
-        let e = fresh().with_maybe_sent_settle(Duration::from_millis(50));
+    fn a_maybe_sent_create_a_read_does_not_find_is_released() {
+        let e = fresh();
         e.expect_creations("k", 3);
         e.created("k", "u1");
         e.maybe_sent("k");
         e.maybe_sent("k");
+        assert_eq!(e.unknown_creates("k"), 2);
         assert!(
             !e.satisfied("k", |uid| (uid == "u1").then_some(false)),
-            "within the window the maybe-sent creates still count"
+            "until settled, the maybe-sent creates still count"
         );
-        std::thread::sleep(Duration::from_millis(80));
-        assert!(
-            e.satisfied("k", |uid| (uid == "u1").then_some(false)),
-            "after the window they are taken as not made"
-        );
+        // The API server has only u1 (answered, in the snapshot): neither
+        // maybe-sent create was made.
+        assert_eq!(e.settle_by_read("k", ["u1"], |uid| uid == "u1"), 2);
+        assert_eq!(e.unknown_creates("k"), 0);
+        assert!(e.satisfied("k", |uid| (uid == "u1").then_some(false)));
         assert!(e.is_empty());
     }
 
     #[test]
+    fn a_maybe_sent_create_a_read_finds_waits_for_the_watch() {
+        let e = fresh();
+        e.expect_creations("k", 2);
+        e.maybe_sent("k");
+        e.maybe_sent("k");
+        // The API server has u0 (cached before), and u7 that nothing here
+        // explains: one of the two was made.
+        assert_eq!(e.settle_by_read("k", ["u0", "u7"], |uid| uid == "u0"), 1);
+        assert_eq!(e.pending("k"), (1, 0), "the one that was made still counts");
+        assert!(!e.satisfied("k", |uid| (uid == "u0").then_some(false)));
+        // The watch shows it; a snapshot with it satisfies.
+        e.observe_added("k", "u7");
+        assert_eq!(e.unknown_creates("k"), 0);
+        assert!(e.satisfied("k", |_| Some(false)));
+    }
+
+    #[test]
     fn a_maybe_sent_create_the_watch_shows_is_not_released_twice() {
-        let e = fresh().with_maybe_sent_settle(Duration::from_millis(50));
+        let e = fresh();
         e.expect_creations("k", 2);
         e.maybe_sent("k");
         e.maybe_sent("k");
@@ -451,10 +479,11 @@ mod tests {
             (2, 0),
             "one in flight, one to see in a snapshot"
         );
-        std::thread::sleep(Duration::from_millis(80));
+        // A read then lists it: the other one was not made.
+        assert_eq!(e.settle_by_read("k", ["u1"], |_| false), 1);
         assert!(
             !e.satisfied("k", |_| None),
-            "the window releases the unseen one, not the one the watch showed"
+            "the read releases the unseen one, not the one the watch showed"
         );
         assert!(e.satisfied("k", |uid| (uid == "u1").then_some(false)));
         // A later, answered create of the same object counts as usual.

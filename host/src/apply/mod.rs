@@ -49,8 +49,8 @@
 //! came. A create that was not sent or was
 //! answered releases its expectation at once, so the object's next
 //! reconcile (after its backoff) creates again; only a maybe-sent create
-//! keeps it, until the watch shows the pod or its settle window
-//! ([`expectations::MAYBE_SENT_SETTLE`], 10 s) passes.
+//! keeps it, until the watch shows the pod or a read of the API server
+//! settles it ([`expectations::Expectations::settle_by_read`]).
 //! Each failure is counted in `wasm_operator_api_write_failures_total{verb,outcome}`
 //! and named in the `FailedCreate`/`FailedDelete` Event.
 //!
@@ -248,6 +248,23 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+}
+
+impl ApplyError {
+    /// Whether the API server could not be reached: no HTTP answer came
+    /// (the connection was refused, reset or timed out). Such a failure
+    /// says nothing about the object, so it is retried as soon as the API
+    /// server answers again (see [`crate::controller::recovery`]). An
+    /// answer (429, 5xx, 4xx) is not: the server is up, and the object's
+    /// backoff spaces its retries as the server asked.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            ApplyError::Api { source, .. } => {
+                !matches!(source, kube::Error::Api(_)) && classify(source) != WriteOutcome::Answered
+            }
+            ApplyError::NotStored | ApplyError::Fenced { .. } => false,
+        }
+    }
 }
 
 /// How many writes applying `proposal` with the status change `status`
@@ -516,7 +533,7 @@ async fn send_creates(
                     // An answered or unsent create releases its expectation
                     // at once; one that may have been made (a timeout, a
                     // lost connection after sending) keeps it until the
-                    // watch shows the pod or its settle window passes.
+                    // watch shows the pod or a read settles it.
                     if outcome.certainly_failed() {
                         target.expectations.creation_failed(target.owner_uid);
                     } else {
@@ -606,20 +623,20 @@ async fn write_status(
     }
     let jz = owner.jz;
     let jinghzhus: Api<Jinghzhu> = Api::namespaced(target.client.clone(), &owner.namespace);
-    let read = jz.resource_version();
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": read },
-        "status": status,
-    });
-    fenced(target, "patch_status")?;
-    match jinghzhus
-        .patch_status(
-            &jz.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
+    let mut read = jz.resource_version();
+    let mut answer = patch_status_at(target, &jinghzhus, jz, read.as_deref(), status).await?;
+    if matches!(&answer, Err(kube::Error::Api(err)) if err.code == 409)
+        && let Some(fresh) = same_spec_at(&jinghzhus, jz).await
     {
+        // Only the status or metadata moved on since the cached copy (our
+        // own earlier write whose echo the cache has not shown, as after
+        // an API server restart until the watch relists): the status
+        // computed from this spec is still right, written at the version
+        // the server has.
+        answer = patch_status_at(target, &jinghzhus, jz, Some(&fresh), status).await?;
+        read = Some(fresh);
+    }
+    match answer {
         Ok(written) => {
             let version = written.resource_version();
             // A patch that changed nothing keeps the version and makes no
@@ -646,6 +663,40 @@ async fn write_status(
             })
         }
     }
+}
+
+/// Sends the status patch of `jz` at the resourceVersion `read` (refused
+/// with 409 when the object moved on) once the fence passed; the outer
+/// error is the fence's.
+async fn patch_status_at(
+    target: &Target<'_>,
+    jinghzhus: &Api<Jinghzhu>,
+    jz: &Jinghzhu,
+    read: Option<&str>,
+    status: &JinghzhuStatus,
+) -> Result<Result<Jinghzhu, kube::Error>, ApplyError> {
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": read },
+        "status": status,
+    });
+    fenced(target, "patch_status")?;
+    Ok(jinghzhus
+        .patch_status(
+            &jz.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await)
+}
+
+/// The server's resourceVersion of `jz` when it is the same object with the
+/// same spec (UID and generation) as the cached copy; `None` otherwise (or
+/// when it cannot be read): then the watch must bring the new spec first.
+async fn same_spec_at(jinghzhus: &Api<Jinghzhu>, jz: &Jinghzhu) -> Option<String> {
+    let fresh = jinghzhus.get_metadata(&jz.name_any()).await.ok()?;
+    (fresh.metadata.uid == jz.metadata.uid && fresh.metadata.generation == jz.metadata.generation)
+        .then_some(fresh.metadata.resource_version)
+        .flatten()
 }
 
 /// Queues the plugin's own Events, one per reason, marked as the plugin's.

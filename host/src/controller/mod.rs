@@ -29,6 +29,8 @@
 //!   pods → call the plugin → check → apply → record.
 //! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
 //! - [`backoff`], [`budget`]: per-object retry delays and write budget.
+//! - [`recovery`]: objects that failed while the API server was unavailable
+//!   are queued again the moment it answers.
 //! - [`fencing`]: the write fence of each reconcile (its term or shard hold).
 //!
 //! With leader election every host runs all of this (standbys keep their
@@ -55,6 +57,7 @@ pub mod owner_index;
 pub mod pod_batch;
 pub mod readiness;
 pub mod reconcile;
+pub mod recovery;
 pub mod watch;
 
 use std::sync::Arc;
@@ -253,6 +256,7 @@ pub async fn run(
         MANAGED_BY_SELECTOR,
         watches.pod_cache.clone(),
     ));
+    let recovery = Arc::new(recovery::Recovery::default());
     let ctx = Arc::new(Context {
         client,
         jinghzhus: watches.jinghzhu_cache.clone(),
@@ -262,6 +266,7 @@ pub async fn run(
         plugin: plugin.clone(),
         objects,
         events,
+        recovery: recovery.clone(),
         limits: config.limits.clone(),
         policy: config.policy.clone(),
         metrics: metrics.clone(),
@@ -335,8 +340,10 @@ pub async fn run(
         Some(shards) => Gate::Shards(shards),
         None => Gate::Leader(gate),
     });
+    let recovered = recovery.requeues(ctx.client.clone(), ctx.objects.clone());
     let results = Controller::for_stream(jinghzhus, watches.jinghzhu_cache)
         .reconcile_on(pod_triggers)
+        .reconcile_on(recovered)
         .reconcile_all_on(swaps)
         .reconcile_all_on(acquisitions)
         .reconcile_all_on(activations)

@@ -14,14 +14,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 
 use super::PerObject;
 use super::owner_index::OwnerIndex;
 use super::readiness::CacheReady;
+use super::recovery::Recovery;
 use super::watch::object_key;
 use crate::actions::ProposedActions;
 use crate::apply::expectations::{Check, Expectations};
@@ -31,6 +33,7 @@ use crate::apply::{self, Applied, ApplyError, Limits, Validated, validate};
 use crate::cached_pod::CachedPod;
 use crate::crd::{Jinghzhu, JinghzhuStatus};
 use crate::hotswap::ActivePlugin;
+use crate::ownership::{MANAGED_BY_SELECTOR, OWNER_LABEL, is_controlled_by};
 use crate::plugin_text::shown;
 use crate::runtime::{LoadedPlugin, PluginError, RawProposal, reclaim};
 use crate::telemetry::events::EventSink;
@@ -54,6 +57,8 @@ pub struct Context {
     pub objects: Arc<PerObject>,
     /// Where Events go (queued; never waited for).
     pub events: EventSink,
+    /// Objects that failed because the API server could not be reached.
+    pub recovery: Arc<Recovery>,
     /// What a plugin may propose.
     pub limits: Limits,
     /// Which pod specs a plugin may propose.
@@ -83,8 +88,14 @@ pub enum ReconcileError {
     #[error("the Jinghzhu's template is not allowed: {}", shown(.0))]
     InvalidTemplate(String),
     /// Talking to the API server failed part-way; the rest is retried.
-    #[error("applying failed: {}", shown(.0))]
-    Apply(String),
+    #[error("applying failed: {}", shown(.message))]
+    Apply {
+        /// What failed.
+        message: String,
+        /// The API server could not be reached (no HTTP answer): retried
+        /// as soon as it answers again.
+        unreachable: bool,
+    },
     /// The pod cache is gone (the watch stream ended).
     #[error("the pod cache stopped")]
     CacheGone,
@@ -135,6 +146,7 @@ pub async fn reconcile_fenced(
     let Some(object) = read_object(&ctx, dispatched).await? else {
         return Ok(Action::await_change());
     };
+    settle_unknown_creates(&ctx, &object).await;
     if let Some(wait) = wait_for_own_changes(&ctx, &object) {
         return Ok(wait);
     }
@@ -228,6 +240,60 @@ async fn read_object(
     }
     let pods = ctx.pod_owners.owned_pods(&ctx.pods, jz.as_ref());
     Ok(Some(Object { jz, uid, key, pods }))
+}
+
+/// Step 1, continued: creates of this object whose outcome is unknown
+/// (maybe sent) are settled by a read of the API server (its pods, by the
+/// owner label, controlled by its UID): those it shows no pod for were not
+/// made and stop holding the object (see
+/// [`Expectations::settle_by_read`]). When the read fails too, the object
+/// keeps waiting; if the server could not be reached it is stranded
+/// ([`super::recovery`]): queued again as soon as the server answers.
+async fn settle_unknown_creates(ctx: &Context, object: &Object) {
+    let expectations = &ctx.objects.expectations;
+    let unknown = expectations.unknown_creates(&object.uid);
+    if unknown == 0 {
+        return;
+    }
+    let Some(namespace) = object.jz.namespace() else {
+        return;
+    };
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let selector = format!(
+        "{MANAGED_BY_SELECTOR},{OWNER_LABEL}={}",
+        object.jz.name_any()
+    );
+    let listed = match api
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await
+    {
+        Ok(listed) => listed,
+        Err(err) => {
+            tracing::debug!(object = %object.key, error = %shown(&err.to_string()), "could not read the pods to settle creates with an unknown outcome");
+            if !matches!(err, kube::Error::Api(_)) {
+                ctx.recovery
+                    .strand(&object.uid, ObjectRef::from_obj(object.jz.as_ref()));
+            }
+            return;
+        }
+    };
+    let cached: std::collections::HashSet<&str> = object
+        .pods
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .collect();
+    let owned = listed
+        .items
+        .iter()
+        .filter(|p| is_controlled_by(*p, &object.uid))
+        .filter_map(|p| p.metadata.uid.as_deref());
+    let released = expectations.settle_by_read(&object.uid, owned, |uid| cached.contains(uid));
+    tracing::info!(
+        object = %object.key,
+        unknown,
+        not_made = released,
+        "creates with an unknown outcome settled by a read of the API server"
+    );
 }
 
 /// How soon a reconcile waiting for the cache to show our own changes runs again.
@@ -462,7 +528,10 @@ fn record(
         Err(err) => {
             ctx.metrics.apply_errors.inc();
             tracing::error!(object = %object.key, error = %shown(&err.to_string()), "applying failed part-way; will retry");
-            return Err(ReconcileError::Apply(err.to_string()));
+            return Err(ReconcileError::Apply {
+                message: err.to_string(),
+                unreachable: err.is_unreachable(),
+            });
         }
     };
     ctx.objects.backoff.succeeded(&object.uid);
@@ -540,7 +609,14 @@ pub fn error_policy(jz: Arc<Jinghzhu>, err: &ReconcileError, ctx: Arc<Context>) 
         tracing::warn!(object = %key, "not retrying until the object or the plugin changes");
         return Action::await_change();
     }
-    let delay = ctx.objects.backoff.failed(&jz.uid().unwrap_or(key.clone()));
+    let uid = jz.uid().unwrap_or(key.clone());
+    let mut delay = ctx.objects.backoff.failed(&uid);
+    if let ReconcileError::Apply {
+        unreachable: true, ..
+    } = err
+    {
+        delay = delay.min(ctx.recovery.strand(&uid, ObjectRef::from_obj(jz.as_ref())));
+    }
     tracing::warn!(object = %key, error = %shown(&err.to_string()), retry_in_ms = delay.as_millis() as u64, "reconcile failed; requeued with backoff");
     Action::requeue(delay)
 }

@@ -10,6 +10,17 @@
 //! is reset only by progress: a list that completes (`InitDone`) or a watch
 //! event.
 //!
+//! Any other failure (the API server unreachable or restarting, a watch cut,
+//! a resourceVersion expired) is retried sooner: 250 ms doubling to
+//! [`MAX_RECONNECT_BACKOFF`] (2 s), so the caches show what happened during
+//! an API server restart within about 2 s of it being back (a 410 Expired,
+//! which a restarted server answers to an old watch, starts over at
+//! 250 ms: the server is up), and the objects
+//! whose events the outage held back are queued then. (kube's default
+//! backoff had grown to 3–6 s over an 8 s restart, and the Jinghzhu watch
+//! relisted 8 s after the server was back.) While the server is down that
+//! costs it one refused connection per watch every 2 s.
+//!
 //! The items are counted as the watcher hands them over, one by one, to
 //! the cache's buffer; at item `--list-max-items + 1` the watcher (with
 //! what it still holds of its page) is dropped for a fresh one, and the
@@ -26,13 +37,63 @@ use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
-use super::{Bound, ListBounds, ListRefused};
+use super::{Bound, ListBounds, ListRefused, refusal_in};
 
 /// A watch event stream.
 pub type Events<K> = Pin<Box<dyn Stream<Item = Result<Event<K>, watcher::Error>> + Send>>;
 
-/// The longest wait before a failed watch or list is tried again.
+/// The longest wait before a refused list is tried again.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The longest wait before a watch or list that failed for any other reason
+/// (the API server unreachable, a watch cut, 410 Expired) is tried again.
+pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(2);
+
+/// The first wait after such a failure.
+const FIRST_RECONNECT_BACKOFF: Duration = Duration::from_millis(250);
+
+/// A watch the API server ended with 410 Gone / Expired (its
+/// resourceVersion is older than the server's history, as after a restart
+/// or a compaction): the watcher lists again.
+fn is_expired(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::WatchError(status) => status.code == 410,
+        watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 410,
+        _ => false,
+    }
+}
+
+/// 250 ms doubling to [`MAX_RECONNECT_BACKOFF`], each wait up to 10% longer
+/// at random (replicas that lost the server together do not come back in
+/// step).
+#[derive(Debug)]
+struct Reconnect {
+    next: Duration,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Self {
+            next: FIRST_RECONNECT_BACKOFF,
+        }
+    }
+}
+
+impl Reconnect {
+    fn next(&mut self) -> Duration {
+        use std::hash::{BuildHasher, Hasher};
+        let wait = self.next;
+        self.next = (wait * 2).min(MAX_RECONNECT_BACKOFF);
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(0);
+        wait.mul_f64(1.0 + (hasher.finish() % 1000) as f64 / 10_000.0)
+    }
+
+    fn reset(&mut self) {
+        *self = Self::default();
+    }
+}
 
 /// kube's `watcher(api, config)` with its lists' items bounded by
 /// `bounds` and a backoff after each failure (in place of
@@ -62,6 +123,7 @@ pub fn bounded<K: Send + 'static>(
         bounds,
         items: 0,
         backoff: DefaultBackoff::default(),
+        reconnect: Reconnect::default(),
         wait: None,
     };
     Box::pin(futures::stream::unfold(state, |mut state| async move {
@@ -82,6 +144,8 @@ struct Bounded<K> {
     /// Items of the list under way.
     items: u64,
     backoff: DefaultBackoff,
+    /// After any other failure.
+    reconnect: Reconnect,
     /// Before the next poll.
     wait: Option<Duration>,
 }
@@ -101,9 +165,23 @@ impl<K> Bounded<K> {
                     return Err(self.abandon(max));
                 }
             }
-            Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) => self.backoff.reset(),
+            Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) => {
+                self.backoff.reset();
+                self.reconnect.reset();
+            }
             // A refusal in the client was reported there.
-            Err(_) => self.back_off(),
+            Err(err) if refusal_in(err).is_some() => self.back_off(),
+            Err(err) => {
+                if is_expired(err) {
+                    // The server is up and says: list again. Nothing to
+                    // wait out (a server that says it every time is paced
+                    // at 250 ms, as one whose lists complete would be).
+                    self.reconnect.reset();
+                }
+                let wait = self.reconnect.next();
+                tracing::debug!(resource = %self.resource, wait_ms = wait.as_millis() as u64, "watch: failed; trying again shortly");
+                self.wait = Some(wait);
+            }
         }
         item
     }
@@ -201,6 +279,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn reconnects_wait_at_most_two_seconds() {
+        let script: Box<dyn Fn() -> Events<u32> + Send> =
+            Box::new(|| Box::pin(futures::stream::iter((0..8).map(|_| failure()))));
+        let mut events = bounded(script, "pods".into(), bounds(0));
+        let mut at = vec![tokio::time::Instant::now()];
+        for _ in 0..8 {
+            let _ = events.next().await.expect("scripted");
+            at.push(tokio::time::Instant::now());
+        }
+        let waits: Vec<Duration> = at.windows(2).skip(1).map(|w| w[1] - w[0]).collect();
+        assert!(waits[0] >= FIRST_RECONNECT_BACKOFF, "{waits:?}");
+        assert!(
+            waits
+                .iter()
+                .all(|w| *w <= MAX_RECONNECT_BACKOFF.mul_f64(1.1)),
+            "{waits:?}"
+        );
+        assert!(waits[6] >= MAX_RECONNECT_BACKOFF, "{waits:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn only_a_completed_list_resets_the_backoff() {
         // Three failed lists (each restarting with `Init`), one that
         // completes, one more failure, then a watch event.
@@ -227,13 +326,15 @@ mod tests {
             let _ = events.next().await.expect("scripted");
             at.push(began.elapsed());
         }
-        // Waits after each failure: [0.8, 1.6), [1.6, 3.2), [3.2, 6.4) s,
-        // then, the list completed, [0.8, 1.6) s again.
+        // Waits after each failure (not a refusal: the reconnect
+        // backoff): [0.25, 0.275), [0.5, 0.55), [1, 1.1) s, then, the list
+        // completed, [0.25, 0.275) s again.
         let after = |i: usize| at[i + 1] - at[i];
-        assert!(after(1) >= Duration::from_millis(800), "{at:?}");
-        assert!(after(3) >= Duration::from_millis(1600), "{at:?}");
-        assert!(after(5) >= Duration::from_millis(3200), "{at:?}");
-        assert!(after(9) < Duration::from_millis(1600), "{at:?}");
-        assert!(after(9) >= Duration::from_millis(800), "{at:?}");
+        assert!(after(1) >= Duration::from_millis(250), "{at:?}");
+        assert!(after(3) >= Duration::from_millis(500), "{at:?}");
+        assert!(after(5) >= Duration::from_millis(1000), "{at:?}");
+        assert!(after(5) < Duration::from_millis(1100), "{at:?}");
+        assert!(after(9) < Duration::from_millis(500), "{at:?}");
+        assert!(after(9) >= Duration::from_millis(250), "{at:?}");
     }
 }
