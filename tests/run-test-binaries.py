@@ -43,7 +43,7 @@ FIRST_RUN_ESTIMATES = {"deploy": 900.0, "containment": 130.0, "languages": 120.0
 # While tests/run.sh builds it beside the tests (WASM_OPERATOR_DIST_PREBUILD
 # names that build's process) they start last (started first, each would wait for
 # the build in a test slot), and the build counts as one core while it runs.
-NEEDS_DIST = ("deploy", "containment")
+NEEDS_DIST = ("deploy", "containment", "fencing")
 
 
 def prebuild_running():
