@@ -352,6 +352,25 @@ pub fn unheld(identity: &str, leases: &[LeaseSeen], at_secs: f64) -> Option<Stri
     })
 }
 
+/// A write sent by a replica that did not hold the object's shard by the
+/// Lease records (a violation only with another replica's write within the
+/// fence window).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Unfenced {
+    /// The object.
+    pub object: String,
+    /// Its shard.
+    pub shard: u32,
+    /// The replica that sent it.
+    pub replica: u32,
+    /// When it reached the replica's proxy (s since the start).
+    pub at_secs: f64,
+    /// The request.
+    pub what: String,
+    /// Why the replica did not hold the shard then.
+    pub why: String,
+}
+
 /// The fence violations among `writes` (see the module doc): `shard_of`
 /// gives an object's shard, `leases` each shard's history, `identity` a
 /// replica's holder identity.
@@ -361,13 +380,13 @@ pub fn fence_violations(
     shard_of: impl Fn(&str) -> Option<u32>,
     identity: impl Fn(u32) -> String,
     window: Duration,
-) -> (Vec<Violation>, usize) {
+) -> (Vec<Violation>, Vec<Unfenced>) {
     let mut by_object: HashMap<&str, Vec<&Write>> = HashMap::new();
     for w in writes {
         by_object.entry(w.object.as_str()).or_default().push(w);
     }
     let mut violations = Vec::new();
-    let mut unfenced_writes = 0;
+    let mut unfenced_writes = Vec::new();
     for (object, mut list) in by_object {
         let Some(shard) = shard_of(object) else {
             continue;
@@ -378,7 +397,14 @@ pub fn fence_violations(
             let Some(why) = unheld(&identity(w.replica), history, w.at_secs) else {
                 continue;
             };
-            unfenced_writes += 1;
+            unfenced_writes.push(Unfenced {
+                object: object.to_owned(),
+                shard,
+                replica: w.replica,
+                at_secs: w.at_secs,
+                what: w.what.clone(),
+                why: why.clone(),
+            });
             let other = list.iter().find(|o| {
                 o.replica != w.replica && (o.at_secs - w.at_secs).abs() < window.as_secs_f64()
             });
@@ -549,7 +575,7 @@ mod tests {
         }
     }
 
-    fn fence(writes: &[Write], history: Vec<LeaseSeen>) -> (Vec<Violation>, usize) {
+    fn fence(writes: &[Write], history: Vec<LeaseSeen>) -> (Vec<Violation>, Vec<Unfenced>) {
         fence_violations(
             writes,
             &BTreeMap::from([(0, history)]),
@@ -569,7 +595,10 @@ mod tests {
         ];
         let writes = [write(0, 9.5), write(1, 10.5)];
         let (violations, unfenced) = fence(&writes, history);
-        assert!(violations.is_empty() && unfenced == 0, "{violations:?}");
+        assert!(
+            violations.is_empty() && unfenced.is_empty(),
+            "{violations:?}"
+        );
     }
 
     #[test]
@@ -579,7 +608,7 @@ mod tests {
         let history = vec![lease("replica-0", 0.0, 5.0), lease("replica-1", 9.5, 9.5)];
         let writes = [write(1, 9.8), write(0, 10.0)];
         let (violations, unfenced) = fence(&writes, history.clone());
-        assert_eq!(unfenced, 1);
+        assert_eq!(unfenced.len(), 1);
         assert!(
             matches!(
                 &violations[..],
@@ -595,7 +624,7 @@ mod tests {
         let mut renewed = history;
         renewed.push(lease("replica-1", 9.5, 19.0));
         let (violations, unfenced) = fence(&[write(0, 10.0), write(1, 20.0)], renewed);
-        assert!(violations.is_empty() && unfenced == 1);
+        assert!(violations.is_empty() && unfenced.len() == 1);
     }
 
     #[test]

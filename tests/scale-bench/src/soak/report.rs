@@ -41,7 +41,12 @@ pub struct WriteFigures {
     /// Writes sent by a replica that did not hold the object's shard
     /// (a violation only with another replica's write within the window).
     pub unfenced: usize,
+    /// The first of those (at most [`UNFENCED_SHOWN`]), with the reason.
+    pub unfenced_first: Vec<invariants::Unfenced>,
 }
+
+/// How many unfenced writes the report lists.
+pub const UNFENCED_SHOWN: usize = 50;
 
 /// A whole soak.
 #[derive(Debug, Clone, Serialize)]
@@ -249,7 +254,7 @@ pub fn assemble(
         violations: state.checker.violations.clone(),
         violations_by_invariant,
         churn,
-        writes: write_figures(writes, unfenced),
+        writes: write_figures(writes, &unfenced),
         pods_made: state
             .checker
             .pods_made
@@ -262,7 +267,7 @@ pub fn assemble(
     }
 }
 
-fn write_figures(writes: &[Write], unfenced: usize) -> WriteFigures {
+fn write_figures(writes: &[Write], unfenced: &[invariants::Unfenced]) -> WriteFigures {
     let mut by_kind = BTreeMap::new();
     let mut per_object: BTreeMap<&str, usize> = BTreeMap::new();
     for w in writes {
@@ -279,7 +284,8 @@ fn write_figures(writes: &[Write], unfenced: usize) -> WriteFigures {
         per_object_p50: percentile(&counts, 50.0),
         per_object_p99: percentile(&counts, 99.0),
         per_object_max: counts.iter().copied().fold(0.0, f64::max),
-        unfenced,
+        unfenced: unfenced.len(),
+        unfenced_first: unfenced.iter().take(UNFENCED_SHOWN).cloned().collect(),
     }
 }
 
