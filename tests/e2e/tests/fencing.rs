@@ -35,7 +35,7 @@
 //! What it shows and what it does not (docs/operating.md, "Fencing"): with
 //! the fence on, the leader case passes and A's reconciles that reach a
 //! write after the lapse are refused (`wasm_operator_fenced_writes_total`,
-//! 5 and 8 in two runs). With the fence switched off it passed too (8 of 8
+//! 5 and 8 in two runs). With the fence switched off it passed too (7 of 7
 //! runs): there the term-end timer cancels those reconciles in the same
 //! poll, before tower's request buffer hands the write to the connection
 //! (the buffer drops a request whose caller went away). The fence removes
@@ -449,9 +449,9 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_after_it_ran_out() -> Re
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not yet reliable: in 1 of 3 runs with the fence on, a shard label fix from A arrived after the bound \
-            (B had not taken A's shards during the 8 s stop and A renewed them on resuming; the bound or the \
-            label fix's fence is still to be explained); run with --ignored"]
+#[ignore = "not yet reliable: with the fence off it failed in 3 of 4 runs (a label fix after the holds ran out), \
+            but with it on it failed once in 10 (a label fix after the computed bound, not yet explained) and its \
+            set-up once (A had not started creating within 30 s); run with --ignored"]
 async fn a_shard_holder_stopped_past_its_leases_writes_nothing_after_they_ran_out() -> Result<()> {
     let _serial = SERIAL.lock().await;
     let outcome = stop_a_writer_past_its_lease(Mode::Shards).await?;
