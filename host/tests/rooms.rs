@@ -33,6 +33,7 @@ const LAYERS: &[&[&str]] = &[
     &["actions", "cached_pod"],
     &["crd"],
     &["api_client", "plugin_text"],
+    &["list_bounds"],
 ];
 
 /// The module path of the source file `file` under `src` (`mod.rs` is its
