@@ -454,62 +454,103 @@ async fn reconcile_when_leading(
             )
             .await
         }
-        Gate::Shards(shards) => {
-            let key = watch::object_key(jz.as_ref());
-            let Some(uid) = jz.metadata.uid.clone() else {
-                return Ok(Action::await_change());
-            };
-            let shard = shards.shard_of(&uid);
-            let label = crate::shards::hash::label_value(shard, shards.count());
-            let labelled = jz.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL));
-            if labelled != Some(&label) {
-                // Written for the shard whose watch showed the object here
-                // (a label of no shard is the labeller's: not fenced).
-                let fence = labelled
-                    .and_then(|l| crate::shards::hash::parse_label(l, shards.count()))
-                    .map_or_else(WriteFence::open, |s| {
-                        fencing::for_shard_hold(shards.hold_of(s))
-                    });
-                fix_shard_label(&ctx, &jz, &label, &fence).await;
-                shards.metrics().skipped.inc();
-                return Ok(Action::await_change());
-            }
-            // Refused or cancelled while the shard is still active here (a
-            // renewal came back late): retry shortly. Otherwise its next
-            // holder, or this replica on taking it again, re-queues it.
-            let retry = |shards: &Shards| {
-                if shards.is_active_here(shard) {
-                    Action::requeue(SHARD_LAPSE_RETRY)
-                } else {
-                    Action::await_change()
-                }
-            };
-            let Some(guard) = shards.enter(shard) else {
-                shards.metrics().skipped.inc();
-                tracing::debug!(object = %key, shard, "not reconciled here: this replica does not hold the object's shard (or not yet)");
-                return Ok(retry(shards));
-            };
-            let fence = fencing::for_shard(&guard);
-            let lost = async {
-                guard.lost().await;
-                retry(shards)
-            };
-            measured(
-                jz,
-                ctx,
-                fence,
-                lost,
-                "shard lost mid-reconcile; cancelled (its holder reconciles it)",
-            )
-            .await
-        }
+        Gate::Shards(shards) => reconcile_in_shard(jz, ctx, shards).await,
     }
 }
 
+/// What a sharded reconcile does with an object, by its shard label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LabelCheck {
+    /// The label names the object's shard: reconcile it (if held here).
+    Right,
+    /// It names `labelled`, another shard of this count (the one whose
+    /// watch shows the object here): rewrite it, as a write for that
+    /// shard, fenced on its hold.
+    Wrong { labelled: u32 },
+    /// No label of this shard count: the labeller's (its watch selects
+    /// exactly those objects); nothing is written here.
+    Labeller,
+}
+
+/// The check of the label `labelled` of an object of `shard` of `count`.
+fn label_check(labelled: Option<&str>, shard: u32, count: u32) -> LabelCheck {
+    match labelled.and_then(|l| crate::shards::hash::parse_label(l, count)) {
+        Some(s) if s == shard => LabelCheck::Right,
+        Some(s) => LabelCheck::Wrong { labelled: s },
+        None => LabelCheck::Labeller,
+    }
+}
+
+/// Sharded: reconciles the object when this replica holds its shard and
+/// its label, as cached now, names that shard; fixes a wrong label
+/// instead (see [`fix_shard_label`]).
+async fn reconcile_in_shard(
+    dispatched: Arc<Jinghzhu>,
+    ctx: Arc<Context>,
+    shards: &Shards,
+) -> Result<Action, reconcile::ReconcileError> {
+    let key = watch::object_key(dispatched.as_ref());
+    let Some(uid) = dispatched.metadata.uid.clone() else {
+        return Ok(Action::await_change());
+    };
+    // The label as cached now: the copy the reconcile was queued with may
+    // predate a relabel (and the reconcile reads the cached copy anyway).
+    let Some(jz) = reconcile::current(&ctx.jinghzhus, dispatched) else {
+        return Ok(Action::await_change());
+    };
+    let shard = shards.shard_of(&uid);
+    let labelled = jz.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL));
+    match label_check(labelled.map(String::as_str), shard, shards.count()) {
+        LabelCheck::Right => {}
+        LabelCheck::Wrong { labelled } => {
+            let label = crate::shards::hash::label_value(shard, shards.count());
+            let fence = fencing::for_shard_hold(shards.hold_of(labelled));
+            fix_shard_label(&ctx, &jz, &label, &fence).await;
+            shards.metrics().skipped.inc();
+            return Ok(Action::await_change());
+        }
+        LabelCheck::Labeller => {
+            tracing::debug!(object = %key, "not reconciled: no shard label of this count yet (the labeller writes it)");
+            shards.metrics().skipped.inc();
+            return Ok(Action::await_change());
+        }
+    }
+    // Refused or cancelled while the shard is still active here (a
+    // renewal came back late): retry shortly. Otherwise its next
+    // holder, or this replica on taking it again, re-queues it.
+    let retry = |shards: &Shards| {
+        if shards.is_active_here(shard) {
+            Action::requeue(SHARD_LAPSE_RETRY)
+        } else {
+            Action::await_change()
+        }
+    };
+    let Some(guard) = shards.enter(shard) else {
+        shards.metrics().skipped.inc();
+        tracing::debug!(object = %key, shard, "not reconciled here: this replica does not hold the object's shard (or not yet)");
+        return Ok(retry(shards));
+    };
+    let fence = fencing::for_shard(&guard);
+    let lost = async {
+        guard.lost().await;
+        retry(shards)
+    };
+    measured(
+        jz,
+        ctx,
+        fence,
+        lost,
+        "shard lost mid-reconcile; cancelled (its holder reconciles it)",
+    )
+    .await
+}
+
 /// Writes the shard label the object's UID gives (a user copied another
-/// object's labels, or the shard count changed): its holder reconciles it
-/// once its watch sees it. Not sent when `fence` (the hold of the shard it
-/// is labelled with now) has lapsed.
+/// object's labels): its holder reconciles it once its watch sees it. A
+/// write for the shard the object is labelled with now (the one whose
+/// watch shows it to this replica, which need not hold the object's own
+/// shard: fenced on that one, nobody would ever fix it), so not sent when
+/// `fence`, that shard's hold, has lapsed.
 async fn fix_shard_label(ctx: &Context, jz: &Jinghzhu, label: &str, fence: &WriteFence) {
     let key = watch::object_key(jz);
     if let Err(lapsed) = fence.check() {
@@ -695,6 +736,20 @@ async fn shard_sync(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wrong_label_is_fixed_for_the_shard_it_names_and_no_label_is_the_labellers() {
+        assert_eq!(label_check(Some("2-of-4"), 2, 4), LabelCheck::Right);
+        assert_eq!(
+            label_check(Some("1-of-4"), 2, 4),
+            LabelCheck::Wrong { labelled: 1 },
+            "fenced on the shard whose watch shows it here"
+        );
+        // No label of this count: never written here (and so never unfenced).
+        assert_eq!(label_check(None, 2, 4), LabelCheck::Labeller);
+        assert_eq!(label_check(Some("2-of-8"), 2, 4), LabelCheck::Labeller);
+        assert_eq!(label_check(Some("web"), 2, 4), LabelCheck::Labeller);
+    }
 
     #[tokio::test]
     async fn running_reconciles_are_cut_off_before_the_shutdown_timeout() {

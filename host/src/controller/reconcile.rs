@@ -114,7 +114,7 @@ const STALE_STATUS_RETRY: Duration = Duration::from_millis(200);
 /// changed meanwhile: a new leader deleting pods for a `desired` raised
 /// minutes ago. `None` when the object is gone, or when a namesake with
 /// another UID took its place (that one has a reconcile of its own).
-fn current(cache: &Store<Jinghzhu>, dispatched: Arc<Jinghzhu>) -> Option<Arc<Jinghzhu>> {
+pub(crate) fn current(cache: &Store<Jinghzhu>, dispatched: Arc<Jinghzhu>) -> Option<Arc<Jinghzhu>> {
     if dispatched.uid().is_none() {
         return Some(dispatched); // not from the API server (tests); nothing newer exists
     }

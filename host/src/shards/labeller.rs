@@ -19,6 +19,16 @@
 //! replicas, 9000 label patches instead of 3000). Every replica computes
 //! the same value, so writes that do race agree.
 //!
+//! A label written for a held shard is a write on behalf of that shard:
+//! it is sent only while the shard's hold is valid on this host's clock,
+//! checked right before the request ([`super::ShardHold::valid_now`], as
+//! the write fence of reconciles does), so a replica resumed after a stop
+//! past its Leases writes no label for them before the coordinator has
+//! noticed. A refused write falls back as a replica that does not hold the
+//! shard does. A fallback write is on behalf of no shard (nobody labelled
+//! the object in time) and is not fenced; it writes the value any replica
+//! would, and only for an object still unlabelled after the delay.
+//!
 //! [`Labeller::ready`] turns true once the initial list of both kinds has
 //! been labelled (the waiting fallbacks included): a replica starts syncing
 //! shards only then, so after an upgrade no shard holder can see an
@@ -37,8 +47,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::Shards;
 use super::hash::{SHARD_LABEL, label_value, selector_unlabelled, shard_of};
+use super::{ShardHold, Shards};
 use crate::crd::Jinghzhu;
 use crate::ownership::MANAGED_BY_SELECTOR;
 
@@ -237,45 +247,82 @@ impl<K: Labelled> Job<K> {
     /// `store_current` resolves once the store holds what the watch had
     /// sent with this object (false: the watch ended). At most
     /// [`CONCURRENT_PATCHES`] writes run at once.
+    ///
+    /// A write for a held shard passes its hold right before it is sent
+    /// ([`write_label`]); refused, the object falls back as above.
     async fn run(
         self,
         unlabelled: Store<PartialObjectMeta<K>>,
         store_current: impl std::future::Future<Output = bool>,
     ) {
-        let held = self.shards.holds(self.shard);
-        if !held {
-            tokio::time::sleep(FALLBACK_DELAY).await;
-            if !store_current.await {
+        let hold = self.shards.hold_of(self.shard);
+        if route(&hold) == Route::Holder {
+            let Ok(_permit) = self.permits.acquire().await else {
+                return;
+            };
+            if write_label(&self, Some(&hold)).await != Sent::Fenced {
                 return;
             }
+        }
+        tokio::time::sleep(FALLBACK_DELAY).await;
+        if !store_current.await {
+            return;
         }
         let Ok(_permit) = self.permits.acquire().await else {
             return;
         };
         // Waiting for the delay or a permit, its holder may have labelled it.
-        let still_unlabelled = || {
-            unlabelled
-                .get(&ObjectRef::from_obj(&self.obj))
-                .is_some_and(|now| now.uid() == self.obj.uid())
-        };
-        if held || still_unlabelled() {
-            write_label(self.client, &self.obj, self.shard, &self.shards, self.kind).await;
+        let still_unlabelled = unlabelled
+            .get(&ObjectRef::from_obj(&self.obj))
+            .is_some_and(|now| now.uid() == self.obj.uid());
+        if still_unlabelled {
+            write_label(&self, None).await;
         }
     }
 }
 
-/// Patches the label of `shard` on `obj` (only if it is still the object
-/// with that UID); failures are logged, and the next relist retries.
-async fn write_label<K>(
-    client: Client,
-    obj: &PartialObjectMeta<K>,
-    shard: u32,
-    shards: &Shards,
-    kind: &'static str,
-) where
+/// Who labels an object: the holder of its shard at once, anyone else
+/// after [`FALLBACK_DELAY`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Holder,
+    Fallback,
+}
+
+/// The route of an object of `hold`'s shard: the holder's only while the
+/// hold is valid now (held but lapsed, as after a stop, is not held).
+fn route(hold: &ShardHold) -> Route {
+    if hold.valid_now() {
+        Route::Holder
+    } else {
+        Route::Fallback
+    }
+}
+
+/// What became of a label write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Sent (whatever the answer).
+    Sent,
+    /// Not sent: the hold it was for had lapsed.
+    Fenced,
+}
+
+/// The check right before a label write: `fence` (the hold of the shard
+/// the write is for; `None`: a fallback, for no shard) must be valid now.
+fn may_send(fence: Option<&ShardHold>) -> bool {
+    fence.is_none_or(ShardHold::valid_now)
+}
+
+/// Patches the label of the job's shard on its object (only if it is still
+/// the object with that UID) if `fence` passes right before; failures are
+/// logged, and the next relist retries.
+async fn write_label<K>(job: &Job<K>, fence: Option<&ShardHold>) -> Sent
+where
     K: Labelled,
 {
-    let value = label_value(shard, shards.count());
+    let (obj, shards, kind) = (&job.obj, &job.shards, job.kind);
+    let value = label_value(job.shard, shards.count());
     let patch = serde_json::json!({
         "metadata": {
             "labels": BTreeMap::from([(SHARD_LABEL, value.clone())]),
@@ -285,9 +332,13 @@ async fn write_label<K>(
     });
     let name = obj.name_any();
     let target: Api<K> = match obj.namespace() {
-        Some(ns) => Api::namespaced(client, &ns),
-        None => Api::all(client),
+        Some(ns) => Api::namespaced(job.client.clone(), &ns),
+        None => Api::all(job.client.clone()),
     };
+    if !may_send(fence) {
+        tracing::info!(kind, object = %name, shard = %value, "write fenced: the shard's hold lapsed on this host's clock; shard label not sent (falls back)");
+        return Sent::Fenced;
+    }
     match target
         .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -307,6 +358,7 @@ async fn write_label<K>(
             tracing::warn!(kind, object = %name, error = %err, "sharding: writing the shard label failed; the next relist retries")
         }
     }
+    Sent::Sent
 }
 
 /// The kinds the labeller labels (Jinghzhus and pods): namespaced, watched
@@ -324,3 +376,35 @@ trait Labelled:
 
 impl Labelled for Jinghzhu {}
 impl Labelled for Pod {}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_label_for_a_held_shard_is_written_only_while_its_hold_is_valid() {
+        let shards = Shards::new(4, "me", "default", "wasm-operator");
+        let hold = shards.hold_of(2);
+        assert_eq!(route(&hold), Route::Fallback, "not held: falls back");
+        assert!(may_send(None), "a fallback is for no shard: not fenced");
+        shards.acquired(2, Instant::now() + Duration::from_millis(40));
+        assert_eq!(route(&hold), Route::Holder);
+        assert!(may_send(Some(&hold)));
+        // Stopped past the renew deadline: still listed as held, but lapsed.
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(shards.holds(2));
+        assert!(
+            !may_send(Some(&hold)),
+            "the write is refused right before sending"
+        );
+        assert_eq!(
+            route(&hold),
+            Route::Fallback,
+            "a lapsed hold is not a holder's"
+        );
+    }
+}

@@ -477,6 +477,13 @@ impl ShardHold {
         let h = held.get(&self.shard)?;
         (self.term.is_none_or(|term| term == h.term) && !h.cut).then_some(h.valid_until)
     }
+
+    /// Whether the hold is valid now on this host's monotonic clock: the
+    /// check a write for the shard passes right before it is sent.
+    pub fn valid_now(&self) -> bool {
+        self.valid_until()
+            .is_some_and(|until| Instant::now() < until)
+    }
 }
 
 impl Drop for ShardGuard {
@@ -571,6 +578,27 @@ mod tests {
         );
         assert_eq!(shards.hold_of(1).valid_until(), Some(first));
         assert_eq!(shards.hold_of(2).valid_until(), None, "not held");
+    }
+
+    #[tokio::test]
+    async fn a_hold_is_valid_now_only_before_its_deadline_and_until_it_ends() {
+        let shards = Shards::new(4, "me", "default", "wasm-operator");
+        assert!(!shards.hold_of(0).valid_now(), "not held");
+        shards.acquired(0, Instant::now() + Duration::from_millis(40));
+        let hold = shards.hold_of(0);
+        assert!(hold.valid_now(), "held, even while syncing");
+        // A stop of the process past the deadline: nothing ran meanwhile.
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(!hold.valid_now(), "ran out on this host's clock");
+        assert!(
+            shards.holds(0),
+            "still listed as held until the coordinator notices"
+        );
+        // A renewal that comes back (nobody took the Lease) makes it valid again.
+        shards.renewed(0, Instant::now() + Duration::from_secs(5));
+        assert!(hold.valid_now());
+        shards.cut(0);
+        assert!(!hold.valid_now(), "cut");
     }
 
     #[test]
