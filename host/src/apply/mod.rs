@@ -39,12 +39,12 @@
 //!
 //! A failed write is classified ([`WriteOutcome`]): *not sent* (the
 //! connection could not be opened, so no byte of the request left),
-//! *answered* (the API server replied with an error) or *maybe sent* (a
-//! timeout or a reset after the request went out, the server's own
-//! "may still be processing" timeout, or a 503, which a proxy or load
-//! balancer also answers when its upstream went away mid-request). A 429 is
-//! *answered*: kube-apiserver's rate limits (max-in-flight, priority and
-//! fairness) refuse before the handler runs. The client sends no write
+//! *answered* (the API server replied with a 4xx) or *maybe sent* (a
+//! timeout or a reset after the request went out, or any 5xx: the server's
+//! own "may still be processing" timeout, or a 500/502/503/504 that a proxy
+//! or load balancer also answers when its upstream went away mid-request).
+//! A 429 is *answered*: kube-apiserver's rate limits (max-in-flight,
+//! priority and fairness) refuse before the handler runs. The client sends no write
 //! twice ([`crate::api_client`]), so these answers reach this layer as they
 //! came. A create that was not sent or was
 //! answered releases its expectation at once, so the object's next
@@ -86,12 +86,12 @@ pub enum WriteOutcome {
     /// could not be opened (refused, unreachable, TLS handshake failed,
     /// connect timeout), or it could not even be built.
     NotSent,
-    /// The API server answered with an error: it did not do it.
+    /// The API server answered with a 4xx (a 429 included): it did not do it.
     Answered,
     /// The request may have been carried out: it went out and the answer
     /// was lost (a read timeout, a reset connection, an answer we could not
-    /// read), the server said it timed out and may still be processing, or
-    /// something between us answered 503 (it may have forwarded it).
+    /// read), or the answer was a 5xx (the server timed out and may still be
+    /// processing, or something between us answered after forwarding it).
     MaybeSent,
 }
 
@@ -124,13 +124,19 @@ impl WriteOutcome {
 pub fn classify(err: &kube::Error) -> WriteOutcome {
     match err {
         kube::Error::Api(status) => {
-            // 504 (reason Timeout) and 500 (reason ServerTimeout) are the
-            // API server saying it gave up waiting, not that it did nothing;
-            // a 503 may come from a proxy whose upstream took the request
-            // and went away. A 429 is a refusal before any handling.
-            let timeout = matches!(status.code, 408 | 503 | 504)
+            // Any 5xx (and a 408) may come after the write was made: 504
+            // and a 500 with reason ServerTimeout are the API server
+            // saying it gave up waiting, not that it did nothing; a 502,
+            // 503 or 500 may come from a proxy or load balancer whose
+            // upstream took the request. The read that settles a
+            // maybe-sent create costs one list; a create repeated blindly
+            // costs a pod. A 429 (and any 4xx) is a refusal before any
+            // handling (kube-apiserver's max-in-flight, priority and
+            // fairness, admission).
+            let maybe = status.code >= 500
+                || status.code == 408
                 || matches!(status.reason.as_str(), "Timeout" | "ServerTimeout");
-            if timeout {
+            if maybe {
                 WriteOutcome::MaybeSent
             } else {
                 WriteOutcome::Answered
@@ -975,9 +981,12 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_is_answered_unless_the_server_says_it_may_still_be_working() {
-        for code in [400, 403, 409, 422, 429, 500, 502] {
+    fn a_4xx_is_answered_and_a_5xx_may_have_been_carried_out() {
+        for code in [400, 403, 409, 422, 429] {
             assert_eq!(classify(&api(code, "")), WriteOutcome::Answered, "{code}");
+        }
+        for code in [500, 502, 503, 504] {
+            assert_eq!(classify(&api(code, "")), WriteOutcome::MaybeSent, "{code}");
         }
         assert_eq!(classify(&api(504, "Timeout")), WriteOutcome::MaybeSent);
         assert_eq!(

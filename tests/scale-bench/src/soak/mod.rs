@@ -318,11 +318,30 @@ pub async fn run(options: &SoakOptions) -> Result<report::SoakReport> {
     result
 }
 
+/// Builds the host and copies its executable into the results directory
+/// (`bin/`): every replica, restarts included, runs that copy, so a build
+/// into the shared target directory during the soak (another test, another
+/// checkout's edit) cannot change the host under test half-way (it did
+/// once: replicas restarted in the middle of a run executed a rebuilt
+/// binary).
 fn build(options: &SoakOptions) -> Result<controllers::Built> {
     if options.replicas < 1 || options.shards < options.replicas {
         bail!("need at least one replica and as many shards as replicas");
     }
-    controllers::build(ControllerKind::Host, options.profile)
+    let mut built = controllers::build(ControllerKind::Host, options.profile)?;
+    let dir = options.results_dir.join("bin");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let copy = dir.join("wasm-operator");
+    let _ = std::fs::remove_file(&copy);
+    std::fs::copy(&built.program, &copy)
+        .with_context(|| format!("copying {} to {}", built.program.display(), copy.display()))?;
+    eprintln!(
+        "chaos-soak: the host under test: {} (copied from {})",
+        copy.display(),
+        built.program.display()
+    );
+    built.program = copy;
+    Ok(built)
 }
 
 async fn run_on(
