@@ -25,12 +25,20 @@
 //! arrives within loopback latency, well under the 250 ms of slack the
 //! count leaves (A is stopped for 8 s, so every write it makes after
 //! resuming arrives seconds after the bound). `r` is the arrival of A's last
-//! renewal (a `PUT` of its Lease answered 200) before the stop; for shards,
-//! the latest such renewal of any shard Lease (every hold ran out by then +
-//! renew deadline). A write arriving after A renewed a Lease again on
-//! resuming (nobody had taken it; the renewal carries the resourceVersion it
-//! read) is legitimate and not counted. The count must be 0, and every
-//! object must converge with exact counts.
+//! renewal (a `PUT` of its Lease answered 200) before A *resumed* (one
+//! arriving while A was stopped was sent before the stop); for shards, the
+//! latest such renewal of any shard Lease (every hold ran out by then +
+//! renew deadline). A resumed replica may renew a Lease nobody took
+//! meanwhile (the renewal carries the resourceVersion it read) and then
+//! holds it again: a write is legitimate from the moment the first answer
+//! to such a renewal can have reached A, its arrival at the proxy + the
+//! proxy's 300 ms hold. (Before, any renewal arriving after the stop
+//! counted, from its arrival: one sent before the stop and delivered late
+//! excused everything after it, and a write was excused before A could
+//! know its renewal had succeeded; both made the count too lenient, never
+//! too strict.) The count must be 0, and every object must converge with
+//! exact counts; when it is not 0 the failure prints every time from A's
+//! resuming (the bound, the renewals, the late writes) and A's log.
 //!
 //! What it shows and what it does not (docs/operating.md, "Fencing"): with
 //! the fence on, the leader case passes and A's reconciles that reach a
@@ -40,8 +48,26 @@
 //! poll, before tower's request buffer hands the write to the connection
 //! (the buffer drops a request whose caller went away). The fence removes
 //! the dependence on that ordering; this test guards the guarantee, the
-//! unit tests of `apply::fence` the check itself. The sharded case is
-//! ignored for now (see its attribute).
+//! unit tests of `apply::fence` the check itself.
+//!
+//! The sharded case adds a write no timer cancels: while A is stopped, one
+//! of its objects is relabelled into A's other shard, and A fixes the label
+//! when it resumes. With the fence switched off (a local switch, not in the
+//! tree) it failed in 2 of 7 runs here (3 of 4 in its author's): the
+//! label-fix `PATCH` arrived 14 ms and 1 ms after A resumed, 7.6 s and
+//! 5.2 s after the bound, 1.6 s and 1.7 s before A could have held a shard
+//! again; in the other runs A
+//! sent no label fix between the bound and holding a shard again (not
+//! investigated further: the case catches the missing fence about one run
+//! in three, never falsely). With the
+//! fence on it passed in 7 of 7 runs (5 with the switch compiled in
+//! but off, 2 without it; about 25-35 s each). An earlier 1 of 10 fenced
+//! failure (a label fix after the bound, logs not kept) was not
+//! reproduced; what was found on the way: the labeller wrote shard labels
+//! for held shards with no fence at all (now each passes the shard's hold
+//! right before it is sent), and the label fix was decided on the copy the
+//! reconcile was queued with rather than the cached one (now the cached
+//! one, fenced on the shard it is labelled with).
 
 use std::time::{Duration, Instant};
 
@@ -232,6 +258,149 @@ struct Outcome {
     cancelled: usize,
     /// A's object writes in the last second before the stop.
     writing: usize,
+    /// When there are late writes: the times and A's log, to explain them.
+    detail: String,
+}
+
+/// What A's proxy log says of A's writes around the stop.
+struct Judged {
+    late: Vec<Seen>,
+    in_flight: usize,
+    bound: Instant,
+    /// The times and A's log, when some writes were late.
+    detail: String,
+}
+
+/// Judges `seen`, A's proxy log, for A stopped at `stopped` and resumed at
+/// `resumed` (see the module docs for the bound and what is legitimate).
+fn judge(
+    seen: &[Seen],
+    stopped: Instant,
+    resumed: Instant,
+    lease_prefix: &str,
+    a: &ProcessHost,
+) -> Result<Judged> {
+    // Whatever arrived before A resumed was sent before it was stopped.
+    let last_renewal = seen
+        .iter()
+        .filter(|s| s.at < resumed && is_renewal(s, lease_prefix))
+        .map(|s| s.at)
+        .max()
+        .with_context(|| {
+            let leases: Vec<String> = seen
+                .iter()
+                .filter(|s| s.path.contains("/leases"))
+                .map(|s| format!("{:?} {} {} {}", s.at.saturating_duration_since(stopped), s.method, s.path, s.status))
+                .collect();
+            format!(
+                "A's proxy saw no renewal before the stop; its Lease requests (time from the stop): {leases:#?}\nA:\n{}",
+                a.timeline()
+            )
+        })?;
+    let bound = last_renewal + RENEW_DEADLINE;
+    // A resumed replica may renew a Lease nobody took meanwhile (the write
+    // carries the resourceVersion it read, so it fails if anyone did): it
+    // holds it again, legitimately, once the answer reaches it, which the
+    // proxy sends no sooner than LATENCY after the renewal arrived.
+    let held_again = seen
+        .iter()
+        .filter(|s| s.at >= resumed && is_renewal(s, lease_prefix))
+        .map(|s| s.at + LATENCY)
+        .min();
+    let late: Vec<Seen> = seen
+        .iter()
+        .filter(|s| {
+            s.at > bound + SLACK
+                && held_again.is_none_or(|again| s.at < again)
+                && is_object_write(s)
+        })
+        .cloned()
+        .collect();
+    let since_resume = |at: Instant| {
+        if at >= resumed {
+            format!("+{:?}", at - resumed)
+        } else {
+            format!("-{:?}", resumed - at)
+        }
+    };
+    let lease_log: Vec<String> = seen
+        .iter()
+        .filter(|s| s.at + STOPPED >= stopped && s.path.contains("/leases"))
+        .map(|s| {
+            format!(
+                "{} {} {} {}",
+                since_resume(s.at),
+                s.method,
+                s.path,
+                s.status
+            )
+        })
+        .collect();
+    let late_detail = format!(
+        "times from A's resuming: bound {}, held again {:?}; late: {:?}; A's Lease requests: {lease_log:#?}\nA:\n{}",
+        since_resume(bound),
+        held_again.map(since_resume),
+        late.iter()
+            .map(|s| format!("{} {} {}", since_resume(s.at), s.method, s.path))
+            .collect::<Vec<_>>(),
+        a.log_tail(60)
+    );
+    let in_flight = seen
+        .iter()
+        .filter(|s| s.at >= stopped && s.at <= bound + SLACK && is_object_write(s))
+        .count();
+    let detail = if late.is_empty() {
+        String::new()
+    } else {
+        late_detail
+    };
+    Ok(Judged {
+        late,
+        in_flight,
+        bound,
+        detail,
+    })
+}
+
+/// Stops A with writes on the wire, lets it run a moment, stops it past
+/// its lease (sharded: relabels one of its objects meanwhile) and resumes
+/// it; returns when it was stopped and when resumed.
+async fn stop_past_the_lease(
+    a: &ProcessHost,
+    env: &TestEnv,
+    names: &[String],
+    mode: Mode,
+) -> Result<(Instant, Instant)> {
+    sigstop(a);
+    // The answers to what A sent pile up in its sockets; then A runs for
+    // a moment, long enough to read some and be in the middle of acting on
+    // them, and is stopped again, past its lease this time.
+    tokio::time::sleep(PILE_UP).await;
+    sigcont(a);
+    std::thread::sleep(FLICKER);
+    sigstop(a);
+    let stopped = Instant::now();
+    if mode == Mode::Shards {
+        relabel_within_a_s_shards(env, names).await?;
+    }
+    tokio::time::sleep(STOPPED).await;
+    sigcont(a);
+    Ok((stopped, Instant::now()))
+}
+
+/// Every object converges to exactly [`DESIRED`] live pods.
+async fn all_exact(env: &TestEnv, names: &[String]) -> Result<()> {
+    for name in names {
+        env.wait_converged(name, DESIRED, CONVERGE).await?;
+    }
+    for name in names {
+        let live = env.live_pods(name).await?.len();
+        ensure!(
+            live == DESIRED as usize,
+            "{name} has {live} live pods, not {DESIRED}"
+        );
+    }
+    Ok(())
 }
 
 /// The scenario, in `mode`: A acts alone, then B joins; everything scales
@@ -316,82 +485,24 @@ async fn stop_a_writer_past_its_lease(mode: Mode) -> Result<Outcome> {
         ensure!(Instant::now() < deadline, "A never started creating");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    sigstop(&a);
-    // The answers to what A sent pile up in its sockets; then A runs for
-    // a moment, long enough to read some and be in the middle of acting on
-    // them, and is stopped again, past its lease this time.
-    tokio::time::sleep(PILE_UP).await;
-    sigcont(&a);
-    std::thread::sleep(FLICKER);
-    sigstop(&a);
-    let stopped = Instant::now();
-    if mode == Mode::Shards {
-        relabel_within_a_s_shards(&env, &names).await?;
-    }
-    tokio::time::sleep(STOPPED).await;
-    sigcont(&a);
+    let (stopped, resumed) = stop_past_the_lease(&a, &env, &names, mode).await?;
     // Whatever A does on resuming, it does within a few seconds.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let converged = async {
-        for name in &names {
-            env.wait_converged(name, DESIRED, CONVERGE).await?;
-        }
-        anyhow::Ok(())
-    };
-    converged.await.with_context(|| {
+    all_exact(&env, &names).await.with_context(|| {
         format!(
             "after the stop; A:\n{}\nB:\n{}",
             a.log_tail(30),
             b.log_tail(30)
         )
     })?;
-    for name in &names {
-        let live = env.live_pods(name).await?.len();
-        ensure!(
-            live == DESIRED as usize,
-            "{name} has {live} live pods, not {DESIRED}"
-        );
-    }
 
     let seen = proxy_a.seen();
-    let last_renewal = seen
-        .iter()
-        .filter(|s| s.at < stopped && is_renewal(s, lease_prefix))
-        .map(|s| s.at)
-        .max()
-        .with_context(|| {
-            let leases: Vec<String> = seen
-                .iter()
-                .filter(|s| s.path.contains("/leases"))
-                .map(|s| format!("{:?} {} {} {}", s.at.saturating_duration_since(stopped), s.method, s.path, s.status))
-                .collect();
-            format!(
-                "A's proxy saw no renewal before the stop; its Lease requests (time from the stop): {leases:#?}\nA:\n{}",
-                a.timeline()
-            )
-        })?;
-    let bound = last_renewal + RENEW_DEADLINE;
-    // A resumed replica may renew a Lease nobody took meanwhile (the write
-    // carries the resourceVersion it read, so it fails if anyone did): it
-    // holds it again, legitimately, from then on.
-    let held_again = seen
-        .iter()
-        .filter(|s| s.at >= stopped && is_renewal(s, lease_prefix))
-        .map(|s| s.at)
-        .min();
-    let late: Vec<Seen> = seen
-        .iter()
-        .filter(|s| {
-            s.at > bound + SLACK
-                && held_again.is_none_or(|again| s.at + SLACK < again)
-                && is_object_write(s)
-        })
-        .cloned()
-        .collect();
-    let in_flight = seen
-        .iter()
-        .filter(|s| s.at >= stopped && s.at <= bound + SLACK && is_object_write(s))
-        .count();
+    let Judged {
+        late,
+        in_flight,
+        bound,
+        detail,
+    } = judge(&seen, stopped, resumed, lease_prefix, &a)?;
     let fenced = a.scrape().await?.sum("wasm_operator_fenced_writes");
     let cancelled = a
         .count_logged("leadership lost mid-reconcile; cancelled (the next leader reconciles it)")
@@ -413,6 +524,7 @@ async fn stop_a_writer_past_its_lease(mode: Mode) -> Result<Outcome> {
         fenced,
         cancelled,
         writing,
+        detail,
     })
 }
 
@@ -442,24 +554,23 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_after_it_ran_out() -> Re
     println!("{}", report(Mode::Leader, &outcome));
     ensure!(
         outcome.late.is_empty(),
-        "{}",
-        report(Mode::Leader, &outcome)
+        "{}\n{}",
+        report(Mode::Leader, &outcome),
+        outcome.detail
     );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not yet reliable: with the fence off it failed in 3 of 4 runs (a label fix after the holds ran out), \
-            but with it on it failed once in 10 (a label fix after the computed bound, not yet explained) and its \
-            set-up once (A had not started creating within 30 s); run with --ignored"]
 async fn a_shard_holder_stopped_past_its_leases_writes_nothing_after_they_ran_out() -> Result<()> {
     let _serial = SERIAL.lock().await;
     let outcome = stop_a_writer_past_its_lease(Mode::Shards).await?;
     println!("{}", report(Mode::Shards, &outcome));
     ensure!(
         outcome.late.is_empty(),
-        "{}",
-        report(Mode::Shards, &outcome)
+        "{}\n{}",
+        report(Mode::Shards, &outcome),
+        outcome.detail
     );
     Ok(())
 }
