@@ -165,6 +165,9 @@ pub struct State {
     pending: Vec<Pending>,
     /// Each shard's Lease as seen.
     pub leases: BTreeMap<u32, Vec<LeaseSeen>>,
+    /// When the harness's Lease watch was down (seconds since the start):
+    /// Lease versions written then may never have been seen.
+    pub lease_gaps: Vec<(f64, f64)>,
     /// Object name → UID.
     pub uids: HashMap<String, String>,
     /// Objects not exact at the last census, with their generation.
@@ -737,17 +740,50 @@ fn view(pod: &Pod) -> PodView {
     }
 }
 
-/// The shard Leases' history (`<prefix>-shard-NN`).
+/// The shard Leases' history (`<prefix>-shard-NN`), and when the watch
+/// was down: from its last event before an error or a relist to the end
+/// of the relist (a watch resumed at its resourceVersion replays what it
+/// missed, so that is no gap).
 async fn watch_leases(client: Client, ctx: Arc<Ctx>) {
     let stream = watcher(
         Api::<Lease>::namespaced(client, NAMESPACE),
         watcher::Config::default(),
     )
-    .default_backoff()
-    .applied_objects();
+    .default_backoff();
     let mut stream = std::pin::pin!(stream);
-    while let Some(lease) = stream.next().await {
-        let Ok(lease) = lease else { continue };
+    let mut last_event = 0.0;
+    let mut down_since: Option<f64> = None;
+    let mut relisting = false;
+    while let Some(event) = stream.next().await {
+        let now = ctx.clock.secs(Instant::now());
+        let lease = match event {
+            Err(_) => {
+                down_since.get_or_insert(last_event);
+                continue;
+            }
+            Ok(watcher::Event::Init) => {
+                down_since.get_or_insert(last_event);
+                relisting = true;
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                if let Some(from) = down_since.take() {
+                    ctx.state().lease_gaps.push((from, now));
+                }
+                relisting = false;
+                continue;
+            }
+            Ok(watcher::Event::Delete(_)) => continue,
+            Ok(watcher::Event::InitApply(lease)) => lease,
+            Ok(watcher::Event::Apply(lease)) => {
+                if !relisting {
+                    // Resumed at its resourceVersion: nothing was missed.
+                    down_since = None;
+                }
+                lease
+            }
+        };
+        last_event = now;
         let Some(shard) = lease
             .name_any()
             .rsplit_once("-shard-")

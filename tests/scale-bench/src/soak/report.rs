@@ -203,6 +203,7 @@ pub fn assemble(
         invariants::fence_violations(
             writes,
             &state.leases,
+            &state.lease_gaps,
             |object| {
                 uids.get(object)
                     .map(|uid| wasm_operator::shards::hash::shard_of(uid, shards))
