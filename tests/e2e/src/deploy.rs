@@ -991,6 +991,22 @@ impl ProcessHost {
             .and_then(|v| v.parse().ok())
     }
 
+    /// Waits until `/readyz` answers 200 (60 s at most; the error shows
+    /// the last answer and the log's tail).
+    pub async fn wait_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (code, body) = self.get("/readyz").await?;
+            if code == 200 {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("{} not ready: {body}\n{}", self.name, self.log_tail(20));
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
     /// The last lines of its output (for failure messages).
     pub fn log_tail(&self, n: usize) -> String {
         self.process.log_tail(n)

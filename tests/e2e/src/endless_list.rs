@@ -183,18 +183,7 @@ async fn forward(shared: &Shared, request: Request) -> Response<AxumBody> {
         Ok(body) => body,
         Err(err) => return failed(StatusCode::BAD_REQUEST, err.to_string()),
     };
-    let mut upstream = axum::http::Request::builder()
-        .method(parts.method)
-        .uri(parts.uri);
-    for (name, value) in &parts.headers {
-        if !matches!(
-            name.as_str(),
-            "host" | "authorization" | "connection" | "content-length" | "transfer-encoding"
-        ) {
-            upstream = upstream.header(name, value);
-        }
-    }
-    let upstream = match upstream.body(kube::client::Body::from(body.to_vec())) {
+    let upstream = match crate::faults::upstream_request(parts, &body) {
         Ok(request) => request,
         Err(err) => return failed(StatusCode::BAD_REQUEST, err.to_string()),
     };

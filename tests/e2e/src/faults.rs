@@ -497,13 +497,13 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Sends `request` to the API server once and streams its answer back.
-async fn pass_on(shared: &Shared, request: Request, watch: bool) -> Response<AxumBody> {
-    let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(body, 64 << 20).await {
-        Ok(body) => body,
-        Err(err) => return status_answer(400, &format!("reading the request: {err}"), 1),
-    };
+/// The request to send the API server for one a proxy received: its
+/// method, URI, headers (but those of the proxy's own connection and
+/// credentials) and `body`.
+pub fn upstream_request(
+    parts: axum::http::request::Parts,
+    body: &[u8],
+) -> Result<axum::http::Request<kube::client::Body>, axum::http::Error> {
     let mut upstream = axum::http::Request::builder()
         .method(parts.method)
         .uri(parts.uri);
@@ -515,7 +515,17 @@ async fn pass_on(shared: &Shared, request: Request, watch: bool) -> Response<Axu
             upstream = upstream.header(name, value);
         }
     }
-    let upstream = match upstream.body(kube::client::Body::from(body.to_vec())) {
+    upstream.body(kube::client::Body::from(body.to_vec()))
+}
+
+/// Sends `request` to the API server once and streams its answer back.
+async fn pass_on(shared: &Shared, request: Request, watch: bool) -> Response<AxumBody> {
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, 64 << 20).await {
+        Ok(body) => body,
+        Err(err) => return status_answer(400, &format!("reading the request: {err}"), 1),
+    };
+    let upstream = match upstream_request(parts, &body) {
         Ok(request) => request,
         Err(err) => return status_answer(400, &format!("building the request: {err}"), 1),
     };

@@ -73,20 +73,6 @@ async fn wait_holder(env: &TestEnv, host: &str, timeout: Duration) -> anyhow::Re
     }
 }
 
-async fn wait_ready(host: &mut ProcessHost) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (code, body) = host.get("/readyz").await?;
-        if code == 200 {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            anyhow::bail!("{} not ready: {body}\n{}", host.name, host.log_tail(20));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Reconciles a host did, by `controller_runtime_reconcile_total`.
 async fn reconciles(host: &mut ProcessHost) -> anyhow::Result<f64> {
     Ok(host.scrape().await?.sum("controller_runtime_reconcile"))
@@ -310,7 +296,7 @@ async fn a_replica_serves_controller_runtime_metrics_probes_and_its_bound_addres
     let mut host = ProcessHost::start(&host_binary(), &installed, "replica-a", &[])?;
     let addr = host.metrics_addr(Duration::from_secs(60)).await?;
     assert_ne!(addr.port(), 0, "the log gives the bound port");
-    wait_ready(&mut host).await?;
+    host.wait_ready().await?;
     let (code, body) = host.get("/healthz").await?;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("[+]controller-loop ok"), "{body}");
@@ -462,7 +448,7 @@ async fn only_the_leader_reconciles_and_after_kill_9_the_standby_takes_over_with
     let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
     wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
     let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
-    wait_ready(&mut b).await?;
+    b.wait_ready().await?;
 
     let created = CreatedPods::watch(&env);
     env.create("web", 3, &[]).await?;
@@ -542,7 +528,7 @@ async fn sigterm_lets_running_reconciles_finish_releases_the_lease_and_hands_ove
     let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
     wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
     let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
-    wait_ready(&mut b).await?;
+    b.wait_ready().await?;
 
     let created = CreatedPods::watch(&env);
     let names: Vec<String> = (0..8).map(|i| format!("web-{i}")).collect();
@@ -626,7 +612,7 @@ async fn a_leader_and_a_standby_with_different_plugin_versions_do_not_ping_pong(
             ("WASM_OPERATOR_PLUGIN", &v2_path),
         ],
     )?;
-    wait_ready(&mut b).await?;
+    b.wait_ready().await?;
 
     let names: Vec<String> = (0..4).map(|i| format!("web-{i}")).collect();
     futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 1, &[])))
@@ -688,7 +674,7 @@ async fn a_plugin_swap_through_the_configmap_reaches_the_leader_and_the_standby(
     let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
     wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
     let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
-    wait_ready(&mut b).await?;
+    b.wait_ready().await?;
     env.create("web", 1, &[]).await?;
     env.wait_converged("web", 1, CONVERGE).await?;
 
@@ -766,7 +752,7 @@ async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
     let leader_name = leader.name.clone();
     wait_holder(&env, &leader_name, Duration::from_secs(60)).await?;
     let mut standby = ProcessHost::start(&binary, &installed, &next(&mut serial), &[])?;
-    wait_ready(&mut standby).await?;
+    standby.wait_ready().await?;
 
     let names: Vec<String> = (0..20).map(|i| format!("web-{i}")).collect();
     futures::future::try_join_all(names.iter().map(|n| env.create_owned(n.clone(), 5, &[])))
@@ -799,7 +785,7 @@ async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
             let _ = leader.wait_exit(Duration::from_secs(30)).await;
             leader = standby;
             standby = ProcessHost::start(&binary, &installed, &next(&mut serial), &[])?;
-            wait_ready(&mut standby).await?;
+            standby.wait_ready().await?;
             tokio::time::sleep(Duration::from_secs(3)).await; // a few renewals seen
         }
         println!(
@@ -1038,7 +1024,7 @@ async fn the_helm_chart_installs_and_its_host_serves_the_plugin_resource() -> an
         .map(std::path::PathBuf::from)
         .unwrap_or_else(host_binary);
     let mut host = ProcessHost::start(&binary, &installed, "helm-replica", &[])?;
-    wait_ready(&mut host).await?;
+    host.wait_ready().await?;
     env.create("web", 2, &[]).await?;
     env.wait_converged("web", 2, CONVERGE).await?;
     let plugins: Api<JinghzhuPlugin> = Api::all(env.client.clone());
@@ -1152,8 +1138,8 @@ async fn the_helm_chart_with_shards_splits_the_work_under_its_own_rbac() -> anyh
         .unwrap_or_else(host_binary);
     let mut a = ProcessHost::start(&binary, &installed, "shards-a", &[])?;
     let mut b = ProcessHost::start(&binary, &installed, "shards-b", &[])?;
-    wait_ready(&mut a).await?;
-    wait_ready(&mut b).await?;
+    a.wait_ready().await?;
+    b.wait_ready().await?;
     for i in 0..8 {
         env.create(&format!("web-{i}"), 2, &[]).await?;
     }
@@ -1241,8 +1227,8 @@ async fn a_rolling_update_from_the_previous_host_to_this_one_loses_and_doubles_n
     let created = CreatedPods::watch(&env);
     let mut old_a = ProcessHost::start(&old, &installed, "old-a", &[])?;
     let mut old_b = ProcessHost::start(&old, &installed, "old-b", &[])?;
-    wait_ready(&mut old_a).await?;
-    wait_ready(&mut old_b).await?;
+    old_a.wait_ready().await?;
+    old_b.wait_ready().await?;
     held_by_only(&["old-a", "old-b"]).await?;
     for name in &names {
         env.create(name, 1, &[]).await?;
@@ -1256,7 +1242,7 @@ async fn a_rolling_update_from_the_previous_host_to_this_one_loses_and_doubles_n
     // Surge: new-c starts; once it is ready, old-a is stopped while the
     // objects scale up.
     let mut new_c = ProcessHost::start(&new, &installed, "new-c", &[])?;
-    wait_ready(&mut new_c).await?;
+    new_c.wait_ready().await?;
     scale_all(2).await?;
     old_a.sigterm();
     assert!(old_a.wait_exit(Duration::from_secs(30)).await?.success());
@@ -1264,7 +1250,7 @@ async fn a_rolling_update_from_the_previous_host_to_this_one_loses_and_doubles_n
 
     // Again: new-d, then old-b.
     let mut new_d = ProcessHost::start(&new, &installed, "new-d", &[])?;
-    wait_ready(&mut new_d).await?;
+    new_d.wait_ready().await?;
     scale_all(3).await?;
     old_b.sigterm();
     assert!(old_b.wait_exit(Duration::from_secs(30)).await?.success());

@@ -156,20 +156,6 @@ fn sigcont(host: &ProcessHost) {
     unsafe { libc::kill(host.pid() as libc::pid_t, libc::SIGCONT) };
 }
 
-async fn wait_ready(host: &mut ProcessHost) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (code, body) = host.get("/readyz").await?;
-        if code == 200 {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("{} not ready: {body}\n{}", host.name, host.log_tail(20));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Holders of the Leases whose names start with `prefix`.
 async fn holders(env: &TestEnv, prefix: &str) -> Result<Vec<String>> {
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
@@ -454,7 +440,7 @@ async fn stop_a_writer_past_its_lease(mode: Mode) -> Result<Outcome> {
     };
 
     let mut a = ProcessHost::start(&binary, &installed, "replica-a", &with(config_a))?;
-    wait_ready(&mut a).await?;
+    a.wait_ready().await?;
     let names: Vec<String> = (0..OBJECTS).map(|i| format!("web-{i}")).collect();
     try_join_all(names.iter().map(|n| env.create(n, 0, &[]))).await?;
     // A holds everything before B starts: B stands by (or, sharded, takes
@@ -465,7 +451,7 @@ async fn stop_a_writer_past_its_lease(mode: Mode) -> Result<Outcome> {
         env.wait_converged(name, 0, CONVERGE).await?;
     }
     let mut b = ProcessHost::start(&binary, &installed, "replica-b", &with(config_b))?;
-    wait_ready(&mut b).await?;
+    b.wait_ready().await?;
     if mode == Mode::Shards {
         // B takes its half: A keeps two shards.
         wait_held_by_a(&env, lease_prefix, 2).await?;

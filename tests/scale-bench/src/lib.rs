@@ -190,6 +190,19 @@ pub fn default_run_options(results_dir: &std::path::Path) -> RunOptions {
     }
 }
 
+/// Logs of the benchmark binaries to stderr: warnings (and `RUST_LOG`),
+/// without kube's line per failed request (the binaries report those).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 #[cfg(test)]
 mod tests {
     use super::default_run_options;

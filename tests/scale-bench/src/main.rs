@@ -108,14 +108,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    scale_bench::init_logging();
     let args = Args::parse();
     if args.controllers.is_empty() {
         bail!("--controllers needs at least one of host, kube-rs, controller-runtime");

@@ -78,14 +78,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    scale_bench::init_logging();
     let args = Args::parse();
     if args.objects == 0 || args.replicas == 0 {
         bail!("--objects and --replicas must be at least 1");
