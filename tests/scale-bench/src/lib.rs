@@ -203,6 +203,21 @@ pub fn init_logging() {
         .init();
 }
 
+/// How a benchmark binary was invoked, as `cargo run [--release] -p
+/// scale-bench <bin_args> -- <args>` (`bin_args`: empty, or `--bin NAME`).
+pub fn command_line(bin_args: &str) -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let release = if cfg!(debug_assertions) {
+        ""
+    } else {
+        " --release"
+    };
+    format!(
+        "cargo run{release} -p scale-bench{bin_args} -- {}",
+        args.join(" ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::default_run_options;

@@ -174,7 +174,7 @@ async fn main() -> Result<()> {
         profile: args.build_profile.unwrap_or_else(Profile::of_this_build),
         micro_bench: args.micro_bench,
         results_dir: results,
-        command: command_line(),
+        command: scale_bench::command_line(""),
     };
     let report = scale_bench::run(&bench).await?;
     println!("{}", report::results_table(&report.runs));
@@ -188,15 +188,4 @@ async fn main() -> Result<()> {
         println!("{linearity}");
     }
     Ok(())
-}
-
-/// How this was invoked, as `cargo run --release -p scale-bench -- <args>`.
-fn command_line() -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let release = if cfg!(debug_assertions) {
-        ""
-    } else {
-        " --release"
-    };
-    format!("cargo run{release} -p scale-bench -- {}", args.join(" "))
 }

@@ -106,7 +106,7 @@ async fn main() -> Result<()> {
         results_dir,
         profile: args.build_profile.unwrap_or_else(Profile::of_this_build),
         sabotage: args.sabotage,
-        command: command_line(),
+        command: scale_bench::command_line(" --bin chaos-soak"),
     };
     let report = soak::run(&options).await?;
     if !report.passed {
@@ -114,18 +114,4 @@ async fn main() -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
-}
-
-/// How this was invoked, as `cargo run --release -p scale-bench --bin chaos-soak -- <args>`.
-fn command_line() -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let release = if cfg!(debug_assertions) {
-        ""
-    } else {
-        " --release"
-    };
-    format!(
-        "cargo run{release} -p scale-bench --bin chaos-soak -- {}",
-        args.join(" ")
-    )
 }
