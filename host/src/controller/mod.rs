@@ -308,34 +308,13 @@ pub async fn run(
             )
         }
     });
-    // Re-queue every known object when the plugin changes (hot swap) and
-    // when this host becomes the leader.
-    let requeue_all = {
-        let cache = watches.jinghzhu_cache.clone();
-        move || {
-            for jz in cache.state() {
-                queue.added_in_shard(watch::object_key(jz.as_ref()), shard_of(&jz));
-            }
-        }
-    };
-    let swaps = plugin.swaps().inspect({
-        let requeue_all = requeue_all.clone();
-        move |()| requeue_all()
-    });
-    let activations: futures::stream::BoxStream<'static, ()> = match &config.shards {
-        Some(shards) => shards
-            .activations()
-            .inspect({
-                let requeue_all = requeue_all.clone();
-                move |()| requeue_all()
-            })
-            .boxed(),
-        None => futures::stream::pending().boxed(),
-    };
-    let acquisitions = config
-        .leadership
-        .acquisitions()
-        .inspect(move |()| requeue_all());
+    let requeue_all = requeue_all_triggers(
+        &plugin,
+        &config,
+        watches.jinghzhu_cache.clone(),
+        queue,
+        shard_of,
+    );
     let gate = Arc::new(match config.shards.clone() {
         Some(shards) => Gate::Shards(shards),
         None => Gate::Leader(gate),
@@ -344,9 +323,7 @@ pub async fn run(
     let results = Controller::for_stream(jinghzhus, watches.jinghzhu_cache)
         .reconcile_on(pod_triggers)
         .reconcile_on(recovered)
-        .reconcile_all_on(swaps)
-        .reconcile_all_on(acquisitions)
-        .reconcile_all_on(activations)
+        .reconcile_all_on(requeue_all)
         .with_config(RuntimeConfig::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)
         .run(
@@ -382,6 +359,34 @@ pub async fn run(
             .min(EVENT_DRAIN_TIMEOUT)
     });
     event_worker.drain(drain).await;
+}
+
+/// The events that re-queue every known object (in `cache`): a hot swap of
+/// the plugin, this host becoming the leader, a shard turning active here.
+/// Each counts the objects as queued in `queue` (by their `shard_of`).
+fn requeue_all_triggers(
+    plugin: &ActivePlugin,
+    config: &ControllerConfig,
+    cache: kube::runtime::reflector::Store<Jinghzhu>,
+    queue: Arc<metrics::QueueTracker>,
+    shard_of: impl Fn(&Jinghzhu) -> Option<u32> + Clone + Send + Sync + 'static,
+) -> futures::stream::BoxStream<'static, ()> {
+    let requeue_all = move || {
+        for jz in cache.state() {
+            queue.added_in_shard(watch::object_key(jz.as_ref()), shard_of(&jz));
+        }
+    };
+    let activations: futures::stream::BoxStream<'static, ()> = match &config.shards {
+        Some(shards) => shards.activations().boxed(),
+        None => futures::stream::pending().boxed(),
+    };
+    futures::stream::select_all([
+        plugin.swaps().boxed(),
+        config.leadership.acquisitions().boxed(),
+        activations,
+    ])
+    .inspect(move |()| requeue_all())
+    .boxed()
 }
 
 /// Resolves when a stopping controller must give up on its running
