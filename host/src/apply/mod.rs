@@ -265,9 +265,9 @@ impl ApplyError {
     /// backoff spaces its retries as the server asked.
     pub fn is_unreachable(&self) -> bool {
         match self {
-            ApplyError::Api { source, .. } => {
-                !matches!(source, kube::Error::Api(_)) && classify(source) != WriteOutcome::Answered
-            }
+            // Every error but an answer is a failure to reach the server
+            // (`classify` calls none of them answered).
+            ApplyError::Api { source, .. } => !matches!(source, kube::Error::Api(_)),
             ApplyError::NotStored | ApplyError::Fenced { .. } => false,
         }
     }

@@ -288,12 +288,11 @@ async fn settle_unknown_creates(ctx: &Context, object: &Object) {
         .filter(|p| is_controlled_by(*p, &object.uid))
         .filter_map(|p| p.metadata.uid.as_deref());
     let released = expectations.settle_by_read(&object.uid, owned, |uid| cached.contains(uid));
-    tracing::info!(
-        object = %object.key,
-        unknown,
-        not_made = released,
-        "creates with an unknown outcome settled by a read of the API server"
-    );
+    if released > 0 {
+        tracing::info!(object = %object.key, unknown, not_made = released, "creates with an unknown outcome were not made (a read of the API server shows no such pod); proposing them again");
+    } else {
+        tracing::debug!(object = %object.key, unknown, "creates with an unknown outcome may have been made; waiting for the watch to show them");
+    }
 }
 
 /// How soon a reconcile waiting for the cache to show our own changes runs again.
