@@ -68,6 +68,13 @@
 //! right before it is sent), and the label fix was decided on the copy the
 //! reconcile was queued with rather than the cached one (now the cached
 //! one, fenced on the shard it is labelled with).
+//!
+//! Because that timer hides a missing fence most of the time, the last
+//! test takes it away: `apply` itself, for a real object through a proxy
+//! that holds each request 2 s, under a hold that runs out while the create
+//! is on the wire. The create's answer arrives and the status patch must
+//! not be sent. With the fence switched off (a local switch) it fails
+//! every time: the patch is sent and nothing is counted as fenced.
 
 use std::time::{Duration, Instant};
 
@@ -80,7 +87,15 @@ use futures::future::try_join_all;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use wasm_operator::actions::ProposedActions;
+use wasm_operator::apply::expectations::Expectations;
+use wasm_operator::apply::fence::{Hold, Validity, WriteFence};
+use wasm_operator::apply::own_writes::OwnWrites;
+use wasm_operator::apply::policy::{PodPolicy, PolicyConfig};
+use wasm_operator::apply::{Applied, ApplyError, Target, apply, status_change, validate};
 use wasm_operator::ownership::SHARD_LABEL;
+use wasm_operator::telemetry::events::EventSink;
+use wasm_operator::telemetry::metrics::{FencedLabels, Metrics};
 
 /// One test at a time (each stops a process for seconds).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -557,6 +572,132 @@ async fn a_shard_holder_stopped_past_its_leases_writes_nothing_after_they_ran_ou
         "{}\n{}",
         report(Mode::Shards, &outcome),
         outcome.detail
+    );
+    Ok(())
+}
+
+/// A hold valid until a fixed instant (the lease a stopped process
+/// resumes past).
+struct LapsesAt(tokio::time::Instant);
+
+impl Hold for LapsesAt {
+    fn kind(&self) -> &'static str {
+        "leadership"
+    }
+    fn validity(&self) -> Validity {
+        Validity::Until(self.0)
+    }
+}
+
+/// Applies, for a fresh object, a proposal of one pod create and a status,
+/// through a proxy that holds each request [`APPLY_LATENCY`], under
+/// `fence`; returns the outcome and the writes the proxy saw.
+async fn apply_through_a_slow_proxy(
+    env: &TestEnv,
+    name: &str,
+    fence: &WriteFence,
+    metrics: &Metrics,
+) -> Result<(Result<Applied, ApplyError>, Vec<Seen>)> {
+    let jz = env.create(name, 1, &[]).await?;
+    let proxy = ApiProxy::start(ApiProxy::upstream_client(env.control_plane).await?).await?;
+    let client = kube::Client::try_from(proxy.host_config(&env.namespace)?)?;
+    proxy.set_latency(APPLY_LATENCY);
+    let proposal: ProposedActions = serde_json::from_value(serde_json::json!({
+        "createPods": [{
+            "generateName": format!("{name}-"),
+            "spec": {
+                "automountServiceAccountToken": false,
+                "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]
+            }
+        }],
+        "status": {"current": 1, "state": "Running", "message": "one pod"}
+    }))?;
+    // The pod's spec is the test's own: `baseline` takes it as it is.
+    let policy = PolicyConfig {
+        policy: PodPolicy::Baseline,
+        ..PolicyConfig::default()
+    };
+    let validated = validate(&jz, &[], &proposal, &policy)
+        .map_err(|rejection| anyhow::anyhow!("the proposal was refused: {rejection:?}"))?;
+    let status = status_change(&jz, &[], &proposal, "test");
+    ensure!(status.is_some(), "the proposal changes no status");
+    let (events, _queued) = EventSink::channel(16, Default::default());
+    let expectations = Expectations::new(Duration::from_secs(60));
+    let own_writes = OwnWrites::default();
+    let uid = jz.uid().context("no uid")?;
+    let key = format!("{}/{name}", env.namespace);
+    let target = Target {
+        client: &client,
+        events: &events,
+        expectations: &expectations,
+        own_writes: &own_writes,
+        metrics,
+        owner_uid: &uid,
+        key: &key,
+        plugin: "test",
+        fence,
+    };
+    let outcome = apply(&target, &jz, &[], &proposal, &validated, status.as_ref()).await;
+    let writes = proxy.seen().into_iter().filter(is_object_write).collect();
+    Ok((outcome, writes))
+}
+
+/// How long the proxy of [`apply_through_a_slow_proxy`] holds each request.
+const APPLY_LATENCY: Duration = Duration::from_secs(2);
+
+/// The fence where it stands, without the term-end timer around it (which
+/// cancels a reconcile in the SIGSTOP cases above and so hides a missing
+/// fence there most of the time): a hold that runs out while a create is
+/// on the wire lets the create's answer arrive, and the status patch that
+/// would follow is not sent. The same apply with a hold that does not run
+/// out sends it (so the proxy would have seen it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_that_lapses_while_a_create_is_answered_sends_nothing_after_it() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let env = TestEnv::new("fence-apply").await?;
+    let writes_of = |writes: &[Seen]| {
+        writes
+            .iter()
+            .map(|s| format!("{} {} {}", s.method, s.path, s.status))
+            .collect::<Vec<_>>()
+    };
+
+    // Valid throughout: the create, then the status patch.
+    let metrics = Metrics::default();
+    let (outcome, writes) =
+        apply_through_a_slow_proxy(&env, "held", &WriteFence::open(), &metrics).await?;
+    let applied = outcome.context("applying under a fence that holds")?;
+    ensure!(
+        applied.created.len() == 1 && applied.status_written && writes.len() == 2,
+        "under a fence that holds: {applied:?}, writes {:?}",
+        writes_of(&writes)
+    );
+
+    // Valid for half the time the create's answer takes.
+    let metrics = Metrics::default();
+    let fence = WriteFence::new(LapsesAt(tokio::time::Instant::now() + APPLY_LATENCY / 2));
+    let (outcome, writes) = apply_through_a_slow_proxy(&env, "lapsed", &fence, &metrics).await?;
+    let fenced = metrics
+        .fenced_writes
+        .get_or_create(&FencedLabels {
+            verb: "patch_status".into(),
+            hold: "leadership".into(),
+        })
+        .get();
+    ensure!(
+        matches!(
+            outcome,
+            Err(ApplyError::Fenced {
+                verb: "patch_status",
+                ..
+            })
+        ) && fenced == 1,
+        "a hold that lapsed during the create: {outcome:?}, fenced writes counted {fenced}"
+    );
+    ensure!(
+        writes.len() == 1 && writes[0].method == Method::POST && writes[0].path.ends_with("/pods"),
+        "after the hold lapsed only the create (sent before) may reach the API server: {:?}",
+        writes_of(&writes)
     );
     Ok(())
 }
