@@ -16,7 +16,12 @@
 //! an API server restart within about 2 s of it being back (a 410 Expired,
 //! which a restarted server answers to an old watch, starts over at
 //! 250 ms: the server is up), and the objects
-//! whose events the outage held back are queued then. (kube's default
+//! whose events the outage held back are queued then. After a failure
+//! with no answer at all (connection refused, reset or cut) the next try
+//! is a fresh watcher, which lists before it watches: resuming from the
+//! old resourceVersion, a restarted server kept the watch waiting until its
+//! watch cache was ready and then answered 410 (see [`is_unanswered`]).
+//! (kube's default
 //! backoff had grown to 3–6 s over an 8 s restart, and the Jinghzhu watch
 //! relisted 8 s after the server was back.) While the server is down that
 //! costs it one refused connection per watch every 2 s.
@@ -60,6 +65,27 @@ fn is_expired(err: &watcher::Error) -> bool {
         watcher::Error::WatchError(status) => status.code == 410,
         watcher::Error::WatchStartFailed(kube::Error::Api(status))
         | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 410,
+        _ => false,
+    }
+}
+
+/// A failure with no answer from the API server (a connection refused,
+/// reset or cut): it may be restarting, and a restarted server answers a
+/// watch resumed from an old resourceVersion only once its watch cache is
+/// ready (here 3.5–4 s after `/readyz`, then 410 Expired, then a list).
+/// So the watcher after such a failure is a fresh one, which lists first
+/// (a consistent list: the server reads it from etcd until its cache is
+/// ready) and watches from there.
+fn is_unanswered(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::InitialListFailed(inner)
+        | watcher::Error::WatchStartFailed(inner)
+        | watcher::Error::WatchFailed(inner) => {
+            matches!(
+                inner,
+                kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_)
+            )
+        }
         _ => false,
     }
 }
@@ -125,10 +151,15 @@ pub fn bounded<K: Send + 'static>(
         backoff: DefaultBackoff::default(),
         reconnect: Reconnect::default(),
         wait: None,
+        start_over: false,
     };
     Box::pin(futures::stream::unfold(state, |mut state| async move {
         if let Some(wait) = state.wait.take() {
             tokio::time::sleep(wait).await;
+        }
+        if std::mem::take(&mut state.start_over) {
+            state.current = (state.start)();
+            state.items = 0;
         }
         let item = state.current.next().await?;
         let item = state.observe(item);
@@ -148,6 +179,8 @@ struct Bounded<K> {
     reconnect: Reconnect,
     /// Before the next poll.
     wait: Option<Duration>,
+    /// The next poll is a fresh watcher's (see [`is_unanswered`]).
+    start_over: bool,
 }
 
 impl<K> Bounded<K> {
@@ -178,6 +211,7 @@ impl<K> Bounded<K> {
                     // at 250 ms, as one whose lists complete would be).
                     self.reconnect.reset();
                 }
+                self.start_over = is_unanswered(err);
                 let wait = self.reconnect.next();
                 tracing::debug!(resource = %self.resource, wait_ms = wait.as_millis() as u64, "watch: failed; trying again shortly");
                 self.wait = Some(wait);
@@ -299,6 +333,49 @@ mod tests {
         assert!(waits[6] >= MAX_RECONNECT_BACKOFF, "{waits:?}");
     }
 
+    /// A failure the API server answered (500).
+    fn answered() -> Item {
+        Err(watcher::Error::InitialListFailed(kube::Error::Api(
+            Box::new(
+                kube::core::Status::failure("etcdserver: request timed out", "InternalError")
+                    .with_code(500),
+            ),
+        )))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_without_an_answer_starts_a_fresh_watcher_and_an_answered_one_does_not() {
+        let started = Arc::new(AtomicUsize::new(0));
+        let counted = started.clone();
+        let script: Box<dyn Fn() -> Events<u32> + Send> = Box::new(move || {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            // The first watcher: answered failures, then one unanswered;
+            // the next: a list.
+            let items = if n == 0 {
+                vec![answered(), answered(), failure(), Ok(Event::Init)]
+            } else {
+                vec![
+                    Ok(Event::Init),
+                    Ok(Event::InitApply(7)),
+                    Ok(Event::InitDone),
+                ]
+            };
+            Box::pin(futures::stream::iter(items).chain(futures::stream::pending()))
+        });
+        let mut events = bounded(script, "pods".into(), bounds(0));
+        for _ in 0..3 {
+            let _ = events.next().await.expect("scripted");
+        }
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            1,
+            "answered failures keep the watcher"
+        );
+        assert!(matches!(events.next().await, Some(Ok(Event::Init))));
+        assert!(matches!(events.next().await, Some(Ok(Event::InitApply(7)))));
+        assert_eq!(started.load(Ordering::SeqCst), 2, "a fresh watcher lists");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn only_a_completed_list_resets_the_backoff() {
         // Three failed lists (each restarting with `Init`), one that
@@ -306,15 +383,15 @@ mod tests {
         let script: Box<dyn Fn() -> Events<u32> + Send> = Box::new(|| {
             let items = [
                 Ok(Event::Init),
-                failure(),
+                answered(),
                 Ok(Event::Init),
-                failure(),
+                answered(),
                 Ok(Event::Init),
-                failure(),
+                answered(),
                 Ok(Event::Init),
                 Ok(Event::InitApply(1)),
                 Ok(Event::InitDone),
-                failure(),
+                answered(),
                 Ok(Event::Apply(2)),
             ];
             Box::pin(futures::stream::iter(items).chain(futures::stream::pending()))
