@@ -99,6 +99,8 @@ pub struct PerObject {
     pub budget: budget::WriteBudget,
     /// Status writes whose watch echo is still to come.
     pub own_writes: own_writes::OwnWrites,
+    /// Info lines left this minute.
+    pub logs: crate::telemetry::log_limit::LogLimit,
 }
 
 impl PerObject {
@@ -110,6 +112,7 @@ impl PerObject {
             backoff: backoff::PerObjectBackoff::default(),
             budget: budget::WriteBudget::new(budget),
             own_writes: own_writes::OwnWrites::default(),
+            logs: Default::default(),
         }
     }
 
@@ -119,6 +122,7 @@ impl PerObject {
         self.backoff.succeeded(uid);
         self.budget.forget(uid);
         self.own_writes.forget(uid);
+        self.logs.forget(uid);
     }
 }
 

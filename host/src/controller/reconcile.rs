@@ -37,6 +37,7 @@ use crate::ownership::{MANAGED_BY_SELECTOR, OWNER_LABEL, is_controlled_by};
 use crate::plugin_text::shown;
 use crate::runtime::{LoadedPlugin, PluginError, RawProposal, reclaim};
 use crate::telemetry::events::EventSink;
+use crate::telemetry::log_limit::Verdict;
 use crate::telemetry::metrics::{Metrics, PluginCall, PluginLabels, PluginOutcome};
 
 /// Everything a reconcile needs, shared by all workers.
@@ -393,7 +394,7 @@ async fn call_plugin<'m>(
 ) -> Result<(RawProposal, PluginCall<'m>), ReconcileError> {
     let digest = plugin.digest().to_string();
     let status = object.jz.status.clone().unwrap_or_default();
-    tracing::info!(
+    tracing::debug!(
         object = %object.key,
         generation = object.jz.meta().generation.unwrap_or_default(),
         desired = object.jz.spec.desired,
@@ -526,7 +527,8 @@ fn record(
         }
         Err(err) => {
             ctx.metrics.apply_errors.inc();
-            tracing::error!(object = %object.key, error = %shown(&err.to_string()), "applying failed part-way; will retry");
+            // The failure's one line is `error_policy`'s (rate-limited).
+            tracing::debug!(object = %object.key, error = %shown(&err.to_string()), "applying failed part-way; will retry");
             return Err(ReconcileError::Apply {
                 message: err.to_string(),
                 unreachable: err.is_unreachable(),
@@ -534,17 +536,9 @@ fn record(
         }
     };
     ctx.objects.backoff.succeeded(&object.uid);
-    if !summary.created.is_empty() || !summary.deleted.is_empty() || summary.status_written {
-        tracing::info!(
-            object = %object.key,
-            created = %apply::name_list(&summary.created),
-            deleted = %apply::name_list(&summary.deleted),
-            status_written = summary.status_written,
-            "actions applied"
-        );
-    }
+    log_applied(ctx, object, &summary);
     let requeue = next_requeue(requeue_after, ctx.limits.min_requeue, summary.stale);
-    tracing::info!(
+    tracing::debug!(
         object = %object.key,
         events = summary.events,
         requeue_after = ?requeue,
@@ -552,6 +546,37 @@ fn record(
         "reconcile done"
     );
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// The line a person reads: pods created or deleted, by name, at info
+/// (rate-limited per object: see [`crate::telemetry::log_limit`]); a
+/// status-only write at debug.
+fn log_applied(ctx: &Context, object: &Object, summary: &Applied) {
+    if summary.created.is_empty() && summary.deleted.is_empty() {
+        if summary.status_written {
+            tracing::debug!(object = %object.key, "actions applied: the status only");
+        }
+        return;
+    }
+    let created = apply::name_list(&summary.created);
+    let deleted = apply::name_list(&summary.deleted);
+    match ctx.objects.logs.check(&object.uid) {
+        Verdict::Emit { held_back } => tracing::info!(
+            object = %object.key,
+            %created,
+            %deleted,
+            status_written = summary.status_written,
+            lines_held_back = held_back,
+            "actions applied"
+        ),
+        Verdict::HoldBack => tracing::debug!(
+            object = %object.key,
+            %created,
+            %deleted,
+            status_written = summary.status_written,
+            "actions applied (over this object's info lines for the minute)"
+        ),
+    }
 }
 
 /// When to reconcile again after a successful apply: the plugin's
@@ -616,7 +641,17 @@ pub fn error_policy(jz: Arc<Jinghzhu>, err: &ReconcileError, ctx: Arc<Context>) 
     {
         delay = delay.min(ctx.recovery.strand(&uid, ObjectRef::from_obj(jz.as_ref())));
     }
-    tracing::warn!(object = %key, error = %shown(&err.to_string()), retry_in_ms = delay.as_millis() as u64, "reconcile failed; requeued with backoff");
+    let message = err.to_string();
+    let error = shown(&message);
+    let retry_in_ms = delay.as_millis() as u64;
+    match ctx.objects.logs.check(&uid) {
+        Verdict::Emit { held_back } => {
+            tracing::warn!(object = %key, %error, retry_in_ms, lines_held_back = held_back, "reconcile failed; requeued with backoff")
+        }
+        Verdict::HoldBack => {
+            tracing::debug!(object = %key, %error, retry_in_ms, "reconcile failed; requeued with backoff (over this object's info lines for the minute)")
+        }
+    }
     Action::requeue(delay)
 }
 

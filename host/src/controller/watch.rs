@@ -278,7 +278,7 @@ impl Watches {
             }
         })
         .inspect_ok(|jz: &Jinghzhu| {
-            tracing::info!(
+            tracing::debug!(
                 object = %object_key(jz),
                 generation = jz.metadata.generation.unwrap_or_default(),
                 desired = jz.spec.desired,

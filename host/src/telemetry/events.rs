@@ -31,6 +31,7 @@ use tokio::task::JoinHandle;
 
 use super::event_writer::EventWriter;
 pub use super::event_writer::PLUGIN_ACTION;
+use super::log_limit::{LogLimit, Verdict};
 use crate::crd::{Jinghzhu, object_key};
 use crate::plugin_text::{self, MAX_EVENT_NOTE, MAX_EVENT_REASON};
 
@@ -65,9 +66,11 @@ impl EventSink {
     /// A sink whose Events `writer` records from a background task.
     pub fn start(writer: EventWriter, capacity: usize, dropped: Counter) -> (Self, EventWorker) {
         let (sink, received) = Self::channel(capacity, dropped);
+        let failures = std::sync::Arc::new(LogLimit::default());
         let worker = EventWorker::spawn(received, move |queued| {
             let writer = writer.clone();
-            async move { record(&writer, queued).await }
+            let failures = failures.clone();
+            async move { record(&writer, queued, &failures).await }
         });
         (sink, worker)
     }
@@ -152,15 +155,29 @@ pub fn bound_texts(event: &mut Event) {
     }
 }
 
-/// Records one Event; a failure is logged, not fatal.
-async fn record(writer: &EventWriter, queued: QueuedEvent) {
-    if let Err(err) = writer.write(&queued.event, &queued.regarding).await {
-        tracing::warn!(
+/// Records one Event; a failure is logged (rate-limited per object: an
+/// outage fails every Event), not fatal.
+async fn record(writer: &EventWriter, queued: QueuedEvent, failures: &LogLimit) {
+    let Err(err) = writer.write(&queued.event, &queued.regarding).await else {
+        return;
+    };
+    let message = err.to_string();
+    let error = plugin_text::shown(&message);
+    let reason = &queued.event.reason;
+    match failures.check(&queued.object) {
+        Verdict::Emit { held_back } => tracing::warn!(
             object = %queued.object,
-            reason = %queued.event.reason,
-            error = %plugin_text::shown(&err.to_string()),
+            %reason,
+            %error,
+            lines_held_back = held_back,
             "could not record Event"
-        );
+        ),
+        Verdict::HoldBack => tracing::debug!(
+            object = %queued.object,
+            %reason,
+            %error,
+            "could not record Event"
+        ),
     }
 }
 

@@ -14,8 +14,10 @@
 //! - [`events`]: the queue Events go through, recorded in the background.
 //! - [`event_writer`]: writes them, repeats as series, remembering little.
 //! - [`health`]: the controller loop's heartbeat and cache sync, for probes.
+//! - [`log_limit`]: per-object rate limits for the lines at info and above.
 
 pub mod event_writer;
 pub mod events;
 pub mod health;
+pub mod log_limit;
 pub mod metrics;

@@ -327,12 +327,12 @@ pub fn is_running_and_ready(pod: &Pod) -> bool {
 
 /// Sends the in-process hosts' logs to the test's captured output, so a
 /// failing test shows what its host did (`RUST_LOG` overrides the default
-/// `wasm_operator=info,warn`).
+/// [`HOST_LOG_FILTER`]).
 fn capture_host_logs() {
     static INIT: std::sync::Once = std::sync::Once::new();
     INIT.call_once(|| {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("wasm_operator=info,warn"));
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(HOST_LOG_FILTER));
         use tracing_subscriber::layer::SubscriberExt as _;
         use tracing_subscriber::util::SubscriberInitExt as _;
         let _ = tracing_subscriber::registry()
@@ -347,6 +347,11 @@ fn capture_host_logs() {
             .try_init();
     });
 }
+
+/// The in-process hosts' log filter: the host's default (`info`) and each
+/// reconcile's own lines (debug in the host), which tests read.
+pub const HOST_LOG_FILTER: &str =
+    "wasm_operator=info,wasm_operator::controller::reconcile=debug,warn";
 
 /// Most bytes one [`LogCapture`] keeps (it counts the rest).
 const CAPTURE_LIMIT: usize = 256 * 1024 * 1024;

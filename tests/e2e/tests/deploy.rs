@@ -445,7 +445,12 @@ async fn only_the_leader_reconciles_and_after_kill_9_the_standby_takes_over_with
 -> anyhow::Result<()> {
     let (env, installed) = installed("deploy-kill").await?;
     let binary = host_binary();
-    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
+    // Each reconcile's start and end are debug lines: counted below.
+    let reconciles_logged = [(
+        "RUST_LOG",
+        "info,wasm_operator::controller::reconcile=debug",
+    )];
+    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &reconciles_logged)?;
     wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
     let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
     b.wait_ready().await?;

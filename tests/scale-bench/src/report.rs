@@ -89,19 +89,20 @@ pub fn write(report: &Report, dir: &Path) -> Result<Written> {
 /// The results table (also printed at the end of a run).
 pub fn results_table(runs: &[RunResult]) -> String {
     let mut t = String::from(
-        "| Controller | N | Converge (s) | API writes | API reads | CPU (s) | RSS idle / converged / peak (MiB) | Reconciles converge / idle | Edit p50 / p99 (ms) | Controller's part p50 / p99 (ms) | GC (s) | Load at start |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| Controller | N | Converge (s) | API writes | API reads | CPU (s) | Log lines | RSS idle / converged / peak (MiB) | Reconciles converge / idle | Edit p50 / p99 (ms) | Controller's part p50 / p99 (ms) | GC (s) | Load at start |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in runs {
         let _ = writeln!(
             t,
-            "| {} | {} | {:.2} | {} | {} | {:.2} | {:.0} / {:.0} / {:.0} | {} / {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.1} | {:.2} |",
+            "| {} | {} | {:.2} | {} | {} | {:.2} | {} | {:.0} / {:.0} / {:.0} | {} / {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.1} | {:.2} |",
             r.label(),
             r.objects,
             r.converge_secs,
             r.writes,
             r.reads,
             r.cpu_converge_secs,
+            r.log_lines_converge,
             r.rss_idle_mib,
             r.rss_converged_mib,
             r.rss_peak_mib,
@@ -619,6 +620,7 @@ mod tests {
             other_requests: 0,
             cpu_converge_secs: cpu,
             cpu_others_converge_secs: Default::default(),
+            log_lines_converge: 0,
             cpu_idle_secs: 0.0,
             rss_idle_mib: 0.0,
             rss_converged_mib: rss,

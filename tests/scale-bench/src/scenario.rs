@@ -187,6 +187,10 @@ pub struct RunResult {
     /// that tell convergence): what shares the machine with the controller.
     #[serde(default)]
     pub cpu_others_converge_secs: BTreeMap<String, f64>,
+    /// Lines the controller logged during convergence (at its default
+    /// level: `RUST_LOG` is not passed on).
+    #[serde(default)]
+    pub log_lines_converge: u64,
     /// Controller CPU seconds during the quiet window.
     pub cpu_idle_secs: f64,
     /// RSS before any object, MiB.
@@ -371,6 +375,7 @@ async fn measure(
     let requests_before = apiserver::snapshot(client).await?;
     let cpu_before = cpu_each(&pids)?;
     let others_before = procstat::cpu_seconds_by_name(others);
+    let lines_before = log_lines_each(replicas);
     let started = Instant::now();
     let own_requests = create_objects(client, options).await?;
     let converged_at = observer
@@ -383,6 +388,11 @@ async fn measure(
         .await?;
     let converge_secs = converged_at.duration_since(started).as_secs_f64();
     let cpu_converged = cpu_each(&pids)?;
+    let log_lines_converge: u64 = log_lines_each(replicas)
+        .iter()
+        .zip(&lines_before)
+        .map(|(after, before)| after.saturating_sub(*before))
+        .sum();
     let cpu_others_converge_secs =
         procstat::cpu_difference(&others_before, &procstat::cpu_seconds_by_name(others));
     let memories = memory_each(&pids)?;
@@ -475,6 +485,7 @@ async fn measure(
         other_requests,
         cpu_converge_secs: cpu_converged.iter().sum::<f64>() - cpu_before.iter().sum::<f64>(),
         cpu_others_converge_secs,
+        log_lines_converge,
         cpu_idle_secs,
         rss_idle_mib: mib(rss_idle),
         rss_converged_mib: mib(memory.rss),
@@ -494,6 +505,18 @@ async fn measure(
         gc_secs,
         round: 0,
     })
+}
+
+/// Lines in each replica's log file so far.
+fn log_lines_each(replicas: &[Running]) -> Vec<u64> {
+    replicas
+        .iter()
+        .map(|r| {
+            std::fs::read(&r.log)
+                .map(|bytes| bytes.iter().filter(|b| **b == b'\n').count() as u64)
+                .unwrap_or(0)
+        })
+        .collect()
 }
 
 /// Each replica's reconciles so far.
