@@ -103,6 +103,11 @@ pub struct RunArgs {
     /// …up to this long.
     #[arg(long, env = "WASM_OPERATOR_POD_BATCH_MAX_MS", default_value_t = 1000)]
     pub pod_batch_max_ms: u64,
+    /// Hold a status on its way (pods not all ready yet) for up to this long, so its
+    /// steps cost one write; a settled status (every desired pod live and ready) is
+    /// written at once, and the last state always is (0: write every change at once).
+    #[arg(long, env = "WASM_OPERATOR_STATUS_COALESCE_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub status_coalesce_ms: u64,
     /// Plugin sandbox limits and the precompiled cache.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -444,6 +449,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
             max_window: Duration::from_millis(args.pod_batch_max_ms),
             workers: args.workers,
         },
+        status_window: Duration::from_millis(args.status_coalesce_ms),
         limits: Limits {
             max_creates,
             max_surge: usize::try_from(args.max_surge).unwrap_or(usize::MAX),

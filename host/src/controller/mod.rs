@@ -58,6 +58,7 @@ pub mod pod_batch;
 pub mod readiness;
 pub mod reconcile;
 pub mod recovery;
+pub mod status_window;
 pub mod watch;
 
 use std::sync::Arc;
@@ -101,18 +102,26 @@ pub struct PerObject {
     pub own_writes: own_writes::OwnWrites,
     /// Info lines left this minute.
     pub logs: crate::telemetry::log_limit::LogLimit,
+    /// Status changes held for a window.
+    pub status_window: status_window::StatusWindow,
 }
 
 impl PerObject {
     /// Empty bookkeeping: expectations given up on after
-    /// `expectations_timeout`, writes limited by `budget`.
-    pub fn new(expectations_timeout: std::time::Duration, budget: budget::BudgetConfig) -> Self {
+    /// `expectations_timeout`, writes limited by `budget`, status changes
+    /// coalesced over `status_window`.
+    pub fn new(
+        expectations_timeout: std::time::Duration,
+        budget: budget::BudgetConfig,
+        status_window: std::time::Duration,
+    ) -> Self {
         Self {
             expectations: expectations::Expectations::new(expectations_timeout),
             backoff: backoff::PerObjectBackoff::default(),
             budget: budget::WriteBudget::new(budget),
             own_writes: own_writes::OwnWrites::default(),
             logs: Default::default(),
+            status_window: status_window::StatusWindow::new(status_window),
         }
     }
 
@@ -123,6 +132,7 @@ impl PerObject {
         self.budget.forget(uid);
         self.own_writes.forget(uid);
         self.logs.forget(uid);
+        self.status_window.forget(uid);
     }
 }
 
@@ -143,6 +153,9 @@ pub struct ControllerConfig {
     pub policy: PolicyConfig,
     /// Writes per object per minute.
     pub budget: budget::BudgetConfig,
+    /// How long a status on its way is held before it is written (see
+    /// [`status_window`]).
+    pub status_window: Duration,
     /// Name reported as the source of Events.
     pub reporter: String,
     /// Whether this host may reconcile (always, without leader election).
@@ -175,6 +188,7 @@ impl Default for ControllerConfig {
             limits: Limits::default(),
             policy: PolicyConfig::default(),
             budget: budget::BudgetConfig::default(),
+            status_window: status_window::DEFAULT_WINDOW,
             reporter: "wasm-operator".to_string(),
             leadership: Leadership::always(),
             health: Arc::new(Health::default()),
@@ -217,7 +231,11 @@ pub async fn run(
             leadership.stop_new_work();
         }
     };
-    let objects = Arc::new(PerObject::new(config.expectations_timeout, config.budget));
+    let objects = Arc::new(PerObject::new(
+        config.expectations_timeout,
+        config.budget,
+        config.status_window,
+    ));
     let selection = config.shards.as_ref().map(|shards| {
         tokio::sync::watch::Sender::new(watch::Selection {
             generation: 0,

@@ -24,6 +24,7 @@ use super::PerObject;
 use super::owner_index::OwnerIndex;
 use super::readiness::CacheReady;
 use super::recovery::Recovery;
+use super::status_window::Admit;
 use super::watch::object_key;
 use crate::actions::ProposedActions;
 use crate::apply::expectations::{Check, Expectations};
@@ -174,6 +175,7 @@ pub async fn reconcile_fenced(
     );
     let stamp = plugin.describe();
     let status = apply::status_change(&object.jz, &object.pods, &proposal, &stamp);
+    let (status, held_for) = coalesce_status(&ctx, &object, status);
     if let Some(wait) = spend_write_budget(&ctx, &object, &proposal, status.as_ref()) {
         return Ok(wait);
     }
@@ -198,7 +200,40 @@ pub async fn reconcile_fenced(
     )
     .await;
     // 5. Record what was done and say when to come back.
-    record(&ctx, &object, proposal.requeue_after, applied, started)
+    let requeue_after = earliest(proposal.requeue_after, held_for);
+    record(&ctx, &object, requeue_after, applied, started)
+}
+
+/// Step 3, continued: a status change on its way is held for the object's
+/// window ([`super::status_window`]); returns the status to write now, or
+/// how soon to come back and write what there is then.
+fn coalesce_status(
+    ctx: &Context,
+    object: &Object,
+    status: Option<JinghzhuStatus>,
+) -> (Option<JinghzhuStatus>, Option<Duration>) {
+    let window = &ctx.objects.status_window;
+    let Some(status) = status else {
+        // Nothing to write: the cached status is what the object needs.
+        window.forget(&object.uid);
+        return (None, None);
+    };
+    match window.admit(&object.uid, &status, object.jz.spec.desired) {
+        Admit::Write => (Some(status), None),
+        Admit::Hold(wait) => {
+            ctx.metrics.status_held.inc();
+            tracing::debug!(object = %object.key, wait_ms = wait.as_millis() as u64, "status change held for the object's window");
+            (None, Some(wait))
+        }
+    }
+}
+
+/// The sooner of two optional waits.
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The object one reconcile works on, read from the cache.

@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_stranded_object_is_released_once_with_its_backoff_forgotten() {
-        let objects = PerObject::new(Duration::from_secs(300), Default::default());
+        let objects = PerObject::new(Duration::from_secs(300), Default::default(), Duration::ZERO);
         for _ in 0..10 {
             objects.backoff.failed("u1");
         }

@@ -556,6 +556,7 @@ mod tests {
                     burst: 10,
                     per_minute: 60,
                 },
+                std::time::Duration::ZERO,
             )),
             listed: Vec::new(),
         }

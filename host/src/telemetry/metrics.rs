@@ -179,6 +179,8 @@ pub struct Metrics {
     pub pods_deleted: Counter,
     /// Status patches written.
     pub status_patches: Counter,
+    /// Status changes held for their object's coalescing window.
+    pub status_held: Counter,
     /// Plugin swaps done / refused / rolled back.
     pub plugin_swaps: Counter,
     /// Plugin candidates refused.
@@ -243,6 +245,7 @@ impl Default for Metrics {
             pods_created: Counter::default(),
             pods_deleted: Counter::default(),
             status_patches: Counter::default(),
+            status_held: Counter::default(),
             plugin_swaps: Counter::default(),
             plugin_swaps_refused: Counter::default(),
             plugin_rollbacks: Counter::default(),
@@ -343,6 +346,11 @@ impl Metrics {
             "status_patches",
             "Status patches written",
             self.status_patches.clone(),
+        );
+        r.register(
+            "status_held",
+            "Status changes held for their object's coalescing window (--status-coalesce-ms)",
+            self.status_held.clone(),
         );
         r.register(
             "plugin_swaps",
