@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use e2e_tests::deploy::{
     Installed, Kustomization, ProcessHost, dockerfile_binary, dockerfile_build_command,
     host_binary, install, kubectl, object_of,
@@ -445,12 +446,7 @@ async fn only_the_leader_reconciles_and_after_kill_9_the_standby_takes_over_with
 -> anyhow::Result<()> {
     let (env, installed) = installed("deploy-kill").await?;
     let binary = host_binary();
-    // Each reconcile's start and end are debug lines: counted below.
-    let reconciles_logged = [(
-        "RUST_LOG",
-        "info,wasm_operator::controller::reconcile=debug",
-    )];
-    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &reconciles_logged)?;
+    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
     wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
     let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
     b.wait_ready().await?;
@@ -530,7 +526,12 @@ async fn sigterm_lets_running_reconciles_finish_releases_the_lease_and_hands_ove
 -> anyhow::Result<()> {
     let (env, installed) = installed("deploy-term").await?;
     let binary = host_binary();
-    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &[])?;
+    // Each reconcile's start and end are debug lines: counted below.
+    let reconciles_logged = [(
+        "RUST_LOG",
+        "info,wasm_operator::controller::reconcile=debug",
+    )];
+    let mut a = ProcessHost::start(&binary, &installed, "replica-a", &reconciles_logged)?;
     wait_holder(&env, "replica-a", Duration::from_secs(60)).await?;
     let mut b = ProcessHost::start(&binary, &installed, "replica-b", &[])?;
     b.wait_ready().await?;
@@ -542,7 +543,8 @@ async fn sigterm_lets_running_reconciles_finish_releases_the_lease_and_hands_ove
     wait_for("reconciles running on the leader", CONVERGE, || async {
         Ok(a.count_logged("reconcile start") > 0)
     })
-    .await?;
+    .await
+    .with_context(|| format!("replica-a's last lines:\n{}", a.log_tail(20)))?;
     let started = a.count_logged("reconcile start");
     let done = a.count_logged("reconcile done");
     a.sigterm();
