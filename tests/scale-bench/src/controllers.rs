@@ -39,6 +39,10 @@ pub enum ControllerKind {
     /// executable named by [`BASELINE_HOST_VAR`] (e.g. a release build of
     /// an older commit), to compare two builds side by side in one run.
     HostBaseline,
+    /// `tests/peers/kube-rs --floor`: no logic, only the writes converging
+    /// needs (a create per pod, one Event per scale, one final status per
+    /// object), as fast as the API server takes them.
+    Floor,
 }
 
 /// The environment variable naming the executable of `host-baseline`.
@@ -55,6 +59,7 @@ impl ControllerKind {
             ControllerKind::HostGo => "host-go",
             ControllerKind::ControllerRuntime => "controller-runtime",
             ControllerKind::HostBaseline => "host-baseline",
+            ControllerKind::Floor => "floor",
         }
     }
 }
@@ -127,6 +132,10 @@ pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
             Vec::new(),
         ),
         ControllerKind::ControllerRuntime => (artifacts::controller_runtime_peer()?, Vec::new()),
+        ControllerKind::Floor => (
+            artifacts::cargo_binary("kube-rs-peer", "kube-rs-peer", profile)?,
+            vec!["--floor".to_owned()],
+        ),
     };
     Ok(Built {
         kind,

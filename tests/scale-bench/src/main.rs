@@ -181,6 +181,9 @@ async fn main() -> Result<()> {
     if let Some(ratios) = report::ratios_table(&report.runs) {
         println!("{ratios}");
     }
+    if let Some(ratios) = report::floor_table(&report.runs) {
+        println!("ratios to the floor:\n{ratios}");
+    }
     if let Some(replicas) = report::replicas_table(&report.runs) {
         println!("{replicas}");
     }

@@ -44,6 +44,7 @@ fn colour(kind: ControllerKind) -> RGBColor {
         ControllerKind::HostGo => RGBColor(0x17, 0xbe, 0xcf),
         ControllerKind::HostBaseline => RGBColor(0x7f, 0x7f, 0x7f),
         ControllerKind::ControllerRuntime => RGBColor(0xd6, 0x27, 0x28),
+        ControllerKind::Floor => RGBColor(0x00, 0x00, 0x00),
     }
 }
 

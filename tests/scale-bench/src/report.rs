@@ -137,17 +137,26 @@ fn node_counts(runs: &[RunResult]) -> String {
 
 /// Each controller's figures divided by the controller-runtime peer's at the same N.
 pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
+    ratios_against(runs, ControllerKind::ControllerRuntime)
+}
+
+/// Each controller's figures divided by the floor's (what the control
+/// plane allows) at the same N.
+pub fn floor_table(runs: &[RunResult]) -> Option<String> {
+    ratios_against(runs, ControllerKind::Floor)
+}
+
+/// Each controller's figures divided by `base`'s run at the same N, nodes
+/// and round; `None` without such pairs.
+fn ratios_against(runs: &[RunResult], base_kind: ControllerKind) -> Option<String> {
     let mut t = String::from(
-        "| Controller | N | Converge | API writes | CPU | RSS converged | RSS growth (converged - idle) |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| Controller | N | Converge | API writes | CPU | Log lines | RSS converged | RSS growth (converged - idle) |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     let mut any = false;
-    for r in runs
-        .iter()
-        .filter(|r| r.controller != ControllerKind::ControllerRuntime)
-    {
+    for r in runs.iter().filter(|r| r.controller != base_kind) {
         let Some(base) = runs.iter().find(|b| {
-            b.controller == ControllerKind::ControllerRuntime
+            b.controller == base_kind
                 && b.objects == r.objects
                 && b.nodes == r.nodes
                 && b.round == r.round
@@ -164,12 +173,13 @@ pub fn ratios_table(runs: &[RunResult]) -> Option<String> {
         };
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             r.label(),
             r.objects,
             ratio(r.converge_secs, base.converge_secs),
             ratio(r.writes as f64, base.writes as f64),
             ratio(r.cpu_converge_secs, base.cpu_converge_secs),
+            ratio(r.log_lines_converge as f64, base.log_lines_converge as f64),
             ratio(r.rss_converged_mib, base.rss_converged_mib),
             ratio(
                 r.rss_converged_mib - r.rss_idle_mib,
@@ -491,6 +501,12 @@ fn markdown_text(report: &Report) -> String {
     md.push_str(&results_table(&report.runs));
     if let Some(ratios) = ratios_table(&report.runs) {
         md.push_str("\n## Ratios to the controller-runtime peer (same N)\n\n");
+        md.push_str(&ratios);
+    }
+    if let Some(ratios) = floor_table(&report.runs) {
+        md.push_str(
+            "\n## Ratios to the floor (same N): no logic, only the writes converging needs\n\n",
+        );
         md.push_str(&ratios);
     }
     if let Some(linearity) = linearity_table(&report.runs) {

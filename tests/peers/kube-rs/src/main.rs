@@ -13,8 +13,11 @@
 //! - [`reconcile`]: one reconcile and what it writes.
 //! - [`metrics`]: `controller_runtime_reconcile_total` on `/metrics`.
 //! - [`ready`]: the pod cache's initial-list gate.
+//! - [`floor`]: `--floor`, the controller with no logic that makes only
+//!   the writes converging needs (the benchmark's `floor`).
 
 mod convert;
+mod floor;
 mod metrics;
 mod ready;
 mod reconcile;
@@ -46,6 +49,9 @@ struct Args {
     /// Serve `/metrics` (Prometheus) here.
     #[arg(long, default_value = "127.0.0.1:9090")]
     metrics_addr: SocketAddr,
+    /// Run as the floor: no logic, only the writes converging needs.
+    #[arg(long)]
+    floor: bool,
 }
 
 #[tokio::main]
@@ -99,6 +105,7 @@ async fn main() -> Result<()> {
         pods_ready: ready::CacheReady::new(&pod_cache),
         pods: pod_cache,
         metrics,
+        floor: args.floor,
     });
     tracing::info!(
         workers = args.workers,
@@ -115,7 +122,7 @@ async fn main() -> Result<()> {
         .owns_stream(pod_events)
         .with_config(ControllerConfig::default().concurrency(args.workers))
         .shutdown_on_signal()
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .run(reconcile::reconcile_as_set, reconcile::error_policy, ctx)
         .for_each(|result| async move {
             if let Err(err) = result {
                 tracing::debug!(error = ?err, "controller");

@@ -55,6 +55,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Counters.
     pub metrics: Arc<Metrics>,
+    /// Run as the floor ([`crate::floor`]).
+    pub floor: bool,
 }
 
 /// Why a reconcile failed.
@@ -80,7 +82,17 @@ pub enum Error {
     },
 }
 
-/// The controller's reconcile function.
+/// The controller's reconcile function: the replicaset logic's, or the
+/// floor's with `--floor`.
+pub async fn reconcile_as_set(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if ctx.floor {
+        crate::floor::reconcile(jz, ctx).await
+    } else {
+        reconcile(jz, ctx).await
+    }
+}
+
+/// The replicaset logic's reconcile.
 pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, Error> {
     let result = reconcile_inner(&jz, &ctx).await;
     ctx.metrics.count_reconcile(result.is_ok());
@@ -281,7 +293,7 @@ async fn publish_deleted(ctx: &Context, jz: &Jinghzhu, deleted: &[String]) {
 }
 
 /// Records an Event on the Jinghzhu; a failure is logged, not fatal.
-async fn publish(ctx: &Context, jz: &Jinghzhu, type_: EventType, reason: &str, note: &str) {
+pub async fn publish(ctx: &Context, jz: &Jinghzhu, type_: EventType, reason: &str, note: &str) {
     let mut note = note.to_owned();
     if note.len() > MAX_NOTE {
         let mut end = MAX_NOTE;

@@ -1,0 +1,176 @@
+//! The floor (`--floor`): a controller with no logic that makes only the
+//! writes converging cannot do without, as fast as the API server takes
+//! them: one create per missing pod (all at once), one delete per surplus
+//! pod, one `SuccessfulCreate` or `SuccessfulDelete` Event per scale, and
+//! one status per object, written only once every desired pod is live and
+//! ready (what the benchmark counts as converged). No intermediate status,
+//! no annotation, no Event of its own beyond those. The scale benchmark
+//! runs it as `floor` so every report can show what the control plane
+//! allows: each controller's figures divided by the floor's.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use wasm_operator::crd::{Jinghzhu, JinghzhuStatus};
+
+use crate::reconcile::{Context, Error, MANAGED_BY, MANAGED_BY_LABEL, OWNER_LABEL, publish};
+
+/// The floor's reconcile function.
+pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_inner(&jz, &ctx).await;
+    ctx.metrics.count_reconcile(result.is_ok());
+    result
+}
+
+async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> {
+    if jz.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    ctx.pods_ready.wait().await.map_err(|_| Error::CacheGone)?;
+    let (Some(namespace), Some(uid)) = (jz.namespace(), jz.uid()) else {
+        return Err(Error::NotStored);
+    };
+    let cached = ctx.pods.state();
+    let mut live: Vec<&Pod> = cached
+        .iter()
+        .map(|p| p.as_ref())
+        .filter(|p| {
+            p.namespace().as_deref() == Some(namespace.as_str())
+                && p.metadata.deletion_timestamp.is_none()
+                && p.owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
+        })
+        .collect();
+    live.sort_by_key(|p| p.name_any());
+    let desired = jz.spec.desired as usize;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    if live.len() < desired {
+        create(ctx, jz, &pods, &namespace, desired - live.len()).await?;
+    } else if live.len() > desired {
+        delete(ctx, jz, &pods, &live[desired..]).await?;
+    } else {
+        write_final_status(ctx, jz, &namespace, &live).await?;
+    }
+    Ok(Action::await_change())
+}
+
+/// Creates `count` pods at once; one Event names them.
+async fn create(
+    ctx: &Context,
+    jz: &Jinghzhu,
+    pods: &Api<Pod>,
+    namespace: &str,
+    count: usize,
+) -> Result<(), Error> {
+    let mut owner = jz.controller_owner_ref(&()).ok_or(Error::NotStored)?;
+    owner.block_owner_deletion = Some(true);
+    let labels = BTreeMap::from([
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+        (OWNER_LABEL.to_owned(), jz.name_any()),
+    ]);
+    let template = jinghzhu_plugin_sdk::types::PodCreate {
+        generate_name: Some(format!("{}-", jz.name_any())),
+        ..Default::default()
+    };
+    let pod = crate::convert::pod_to_create(&template, namespace, &labels, &owner)?;
+    let params = PostParams::default();
+    let results = join_all((0..count).map(|_| pods.create(&params, &pod))).await;
+    let mut created = Vec::new();
+    let mut failure = None;
+    for result in results {
+        match result {
+            Ok(pod) => created.push(pod.name_any()),
+            Err(err) => failure = Some(err),
+        }
+    }
+    if !created.is_empty() {
+        let note = format!(
+            "Created {} pod(s): {}",
+            created.len(),
+            wasm_operator::apply::name_list(&created)
+        );
+        publish(ctx, jz, EventType::Normal, "SuccessfulCreate", &note).await;
+    }
+    match failure {
+        Some(source) => Err(Error::Api {
+            what: format!("creating pods in {namespace}"),
+            source,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Deletes `surplus`; one Event names them.
+async fn delete(
+    ctx: &Context,
+    jz: &Jinghzhu,
+    pods: &Api<Pod>,
+    surplus: &[&Pod],
+) -> Result<(), Error> {
+    let names: Vec<String> = surplus.iter().map(|p| p.name_any()).collect();
+    for name in &names {
+        match pods.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Api {
+                    what: format!("deleting pod {name}"),
+                    source,
+                });
+            }
+        }
+    }
+    let note = format!(
+        "Deleted {} pod(s): {}",
+        names.len(),
+        wasm_operator::apply::name_list(&names)
+    );
+    publish(ctx, jz, EventType::Normal, "SuccessfulDelete", &note).await;
+    Ok(())
+}
+
+/// The one status write: once every pod in `live` (as many as desired) is
+/// ready, and only when the stored status says otherwise.
+async fn write_final_status(
+    ctx: &Context,
+    jz: &Jinghzhu,
+    namespace: &str,
+    live: &[&Pod],
+) -> Result<(), Error> {
+    let ready = wasm_operator::observed::ready_replicas(live.iter().copied());
+    if ready as usize != live.len() {
+        return Ok(());
+    }
+    let status = JinghzhuStatus {
+        current: live.len() as u32,
+        pod_list: live.iter().map(|p| p.name_any()).collect(),
+        state: "Running".to_owned(),
+        message: format!("{ready}/{ready} pods ready"),
+        observed_generation: jz.metadata.generation,
+        ready_replicas: Some(ready),
+        reconciled_by: None,
+    };
+    if jz.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let jinghzhus: Api<Jinghzhu> = Api::namespaced(ctx.client.clone(), namespace);
+    jinghzhus
+        .patch_status(
+            &jz.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({ "status": status })),
+        )
+        .await
+        .map_err(|source| Error::Api {
+            what: format!("patching the status of {namespace}/{}", jz.name_any()),
+            source,
+        })?;
+    Ok(())
+}
