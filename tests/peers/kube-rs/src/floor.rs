@@ -9,8 +9,6 @@
 //! allows: each controller's figures divided by the floor's.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -21,27 +19,19 @@ use wasm_operator::crd::{Jinghzhu, JinghzhuStatus};
 
 use crate::reconcile::{Context, Error, MANAGED_BY, MANAGED_BY_LABEL, OWNER_LABEL, publish};
 
-/// The floor's reconcile function.
-pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let result = reconcile_inner(&jz, &ctx).await;
-    ctx.metrics.count_reconcile(result.is_ok());
-    result
-}
-
-async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> {
-    if jz.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
-    ctx.pods_ready.wait().await.map_err(|_| Error::CacheGone)?;
-    let (Some(namespace), Some(uid)) = (jz.namespace(), jz.uid()) else {
-        return Err(Error::NotStored);
-    };
+/// The floor's reconcile of `jz`, stored in `namespace` as `uid`.
+pub async fn reconcile(
+    jz: &Jinghzhu,
+    ctx: &Context,
+    namespace: &str,
+    uid: &str,
+) -> Result<Action, Error> {
     let cached = ctx.pods.state();
     let mut live: Vec<&Pod> = cached
         .iter()
         .map(|p| p.as_ref())
         .filter(|p| {
-            p.namespace().as_deref() == Some(namespace.as_str())
+            p.namespace().as_deref() == Some(namespace)
                 && p.metadata.deletion_timestamp.is_none()
                 && p.owner_references()
                     .iter()
@@ -50,13 +40,13 @@ async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> 
         .collect();
     live.sort_by_key(|p| p.name_any());
     let desired = jz.spec.desired as usize;
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     if live.len() < desired {
-        create(ctx, jz, &pods, &namespace, desired - live.len()).await?;
+        create(ctx, jz, &pods, namespace, desired - live.len()).await?;
     } else if live.len() > desired {
         delete(ctx, jz, &pods, &live[desired..]).await?;
     } else {
-        write_final_status(ctx, jz, &namespace, &live).await?;
+        write_final_status(ctx, jz, namespace, &live).await?;
     }
     Ok(Action::await_change())
 }

@@ -85,29 +85,39 @@ pub enum Error {
 /// The controller's reconcile function: the replicaset logic's, or the
 /// floor's with `--floor`.
 pub async fn reconcile_as_set(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if ctx.floor {
-        crate::floor::reconcile(jz, ctx).await
-    } else {
-        reconcile(jz, ctx).await
-    }
-}
-
-/// The replicaset logic's reconcile.
-pub async fn reconcile(jz: Arc<Jinghzhu>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let result = reconcile_inner(&jz, &ctx).await;
+    let result = match stored(&jz, &ctx).await {
+        Ok(None) => Ok(Action::await_change()),
+        Ok(Some((namespace, uid))) if ctx.floor => {
+            crate::floor::reconcile(&jz, &ctx, &namespace, &uid).await
+        }
+        Ok(Some((namespace, uid))) => reconcile(&jz, &ctx, namespace, uid).await,
+        Err(err) => Err(err),
+    };
     ctx.metrics.count_reconcile(result.is_ok());
     result
 }
 
-async fn reconcile_inner(jz: &Jinghzhu, ctx: &Context) -> Result<Action, Error> {
+/// The namespace and UID of `jz` once the pod cache has had its first
+/// list; `None` when it is being deleted (the garbage collector deletes its
+/// pods through their ownerReferences).
+async fn stored(jz: &Jinghzhu, ctx: &Context) -> Result<Option<(String, String)>, Error> {
     if jz.meta().deletion_timestamp.is_some() {
-        // The garbage collector deletes its pods through their ownerReferences.
-        return Ok(Action::await_change());
+        return Ok(None);
     }
     ctx.pods_ready.wait().await.map_err(|_| Error::CacheGone)?;
     let (Some(namespace), Some(uid)) = (jz.namespace(), jz.uid()) else {
         return Err(Error::NotStored);
     };
+    Ok(Some((namespace, uid)))
+}
+
+/// The replicaset logic's reconcile of `jz`, stored in `namespace` as `uid`.
+async fn reconcile(
+    jz: &Jinghzhu,
+    ctx: &Context,
+    namespace: String,
+    uid: String,
+) -> Result<Action, Error> {
     let key = format!("{namespace}/{}", jz.name_any());
     let cached = ctx.pods.state();
     let owned: Vec<&Pod> = cached
