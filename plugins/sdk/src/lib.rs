@@ -6,7 +6,10 @@
 //! `reconcile`) and may import `log`. Plugin code sees owned, friendly
 //! records ([`types`]) whatever the contract version: the SDK decodes the
 //! wire input (0.2: one string table, shared lists) before calling the
-//! plugin and encodes its output after. This crate owns the Rust side of that
+//! plugin and encodes its output after. A plugin that wants to skip that
+//! decoding (one allocation per string) reads the same input in place
+//! through a borrowed [`view`] instead, by overriding
+//! [`Guest::reconcile_view`]. This crate owns the Rust side of that
 //! contract so that plugin crates never run `wit-bindgen` themselves:
 //!
 //! * [`bindings`]: the code `wit_bindgen::generate!` produces for the world,
@@ -14,6 +17,8 @@
 //!   into the component's exports;
 //! * [`types`] and [`prelude`]: the owned records a plugin reads and writes
 //!   (the same for both contract versions; [`wire`] converts them);
+//! * [`view`]: the input as borrowed views (`&'a str` names read in place
+//!   from the 0.2 string table, or from owned records), beside [`types`];
 //! * [`kv`], [`pod`], [`status`] and [`output`]: helpers for the records a
 //!   reconcile reads and writes;
 //! * [`log`]: structured logging that goes to the host on `wasm32` and to a
@@ -138,6 +143,7 @@ pub mod output;
 pub mod pod;
 pub mod status;
 pub mod testing;
+pub mod view;
 #[doc(hidden)]
 pub mod wire;
 
@@ -165,6 +171,7 @@ pub mod prelude {
     pub use crate::output::empty_output;
     pub use crate::status::status_equal;
     pub use crate::types::*;
+    pub use crate::view::{InputView, JinghzhuView, PodView};
 }
 
 /// The trait a plugin implements: `info()` and `reconcile(input)` of the
@@ -180,6 +187,21 @@ pub trait Guest {
     fn reconcile(
         input: types::ReconcileInput,
     ) -> Result<types::ReconcileOutput, types::ReconcileError>;
+
+    /// The same reconcile on a borrowed [`view::InputView`] of the input:
+    /// what the component calls on contract 0.2. The default decodes the
+    /// view into the owned records (one allocation per string) and calls
+    /// [`Guest::reconcile`]. A plugin that reads the view itself overrides
+    /// it, and skips that decoding; its `reconcile` is then usually
+    /// `Self::reconcile_view(&InputView::of(&input))`, so native tests on
+    /// owned inputs run the same code. With the cargo feature
+    /// `contract-0-1` the component calls [`Guest::reconcile`] (0.1
+    /// records arrive as owned strings already).
+    fn reconcile_view(
+        input: &view::InputView<'_>,
+    ) -> Result<types::ReconcileOutput, types::ReconcileError> {
+        Self::reconcile(input.owned())
+    }
 }
 
 /// Exports a type implementing [`Guest`] as the component's

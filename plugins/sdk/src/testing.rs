@@ -352,6 +352,17 @@ impl From<InputBuilder> for ReconcileInput {
     }
 }
 
+/// `Ok` when every field a [`crate::view::InputView`] reads, accessor by
+/// accessor, equals the same field of `owned`; else the first field that
+/// differs. For tests of the view (or of a plugin's own wrapper around it)
+/// against the owned records of the same input.
+pub fn compare_view(
+    view: &crate::view::InputView<'_>,
+    owned: &ReconcileInput,
+) -> Result<(), String> {
+    crate::view::compare(view, owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

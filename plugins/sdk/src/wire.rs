@@ -24,16 +24,28 @@ pub fn info<G: Guest>() -> raw::PluginInfo {
     }
 }
 
-/// `reconcile()` of `G` on a wire input, as a wire result. An input the SDK
-/// cannot read (which the host never sends) is a non-retryable error.
+/// `reconcile()` of `G` on a wire input, as a wire result: contract 0.2
+/// checks the input whole and hands `G` a view of it
+/// ([`Guest::reconcile_view`], which decodes into owned records unless the
+/// plugin reads the view itself); 0.1 moves the records into owned ones and
+/// calls [`Guest::reconcile`]. An input the SDK cannot read (which the host
+/// never sends) is a non-retryable error.
 pub fn reconcile<G: Guest>(
     input: raw::ReconcileInput,
 ) -> Result<raw::ReconcileOutput, raw::ReconcileError> {
-    let input = decode_input(input).map_err(|problem| raw::ReconcileError {
+    let unreadable = |problem: String| raw::ReconcileError {
         message: format!("the plugin SDK could not read the host's input: {problem}"),
         retryable: false,
-    })?;
-    match G::reconcile(input) {
+    };
+    #[cfg(not(feature = "contract-0-1"))]
+    let result = {
+        let view =
+            crate::view::InputView::from_wire(&input).map_err(|err| unreadable(err.to_string()))?;
+        G::reconcile_view(&view)
+    };
+    #[cfg(feature = "contract-0-1")]
+    let result = G::reconcile(decode_input(input).map_err(unreadable)?);
+    match result {
         Ok(output) => Ok(encode_output(&output)),
         Err(err) => Err(raw::ReconcileError {
             message: err.message,
@@ -42,7 +54,7 @@ pub fn reconcile<G: Guest>(
     }
 }
 
-fn phase_in(p: raw::PodPhase) -> m::PodPhase {
+pub(crate) fn phase_in(p: raw::PodPhase) -> m::PodPhase {
     match p {
         raw::PodPhase::Pending => m::PodPhase::Pending,
         raw::PodPhase::Running => m::PodPhase::Running,
@@ -76,7 +88,7 @@ fn event_type_out(t: m::EventType) -> raw::EventType {
     }
 }
 
-fn ts_in(t: raw::Timestamp) -> m::Timestamp {
+pub(crate) fn ts_in(t: raw::Timestamp) -> m::Timestamp {
     m::Timestamp {
         seconds: t.seconds,
         nanoseconds: t.nanoseconds,
@@ -102,6 +114,7 @@ mod v0_2 {
     use std::hash::{BuildHasherDefault, Hasher};
 
     use super::{event_type_in, event_type_out, m, phase_in, phase_out, raw, ts_in, ts_out};
+    use crate::view::{spanned, string_at};
 
     /// The strings of a wire table: one UTF-8 check for all of them.
     struct Table<'t> {
@@ -120,20 +133,7 @@ mod v0_2 {
         }
 
         fn str(&self, id: u32) -> Result<&'t str, String> {
-            let i = id as usize;
-            let end = *self.ends.get(i).ok_or_else(|| {
-                format!(
-                    "string id {id} is past the table's {} strings",
-                    self.ends.len()
-                )
-            })?;
-            let start = match i {
-                0 => 0,
-                _ => self.ends[i - 1],
-            };
-            self.text
-                .get(start as usize..end as usize)
-                .ok_or_else(|| format!("string {id} ({start}..{end}) is not a string of the table"))
+            string_at(self.text, self.ends, id)
         }
 
         fn string(&self, id: u32) -> Result<String, String> {
@@ -169,21 +169,6 @@ mod v0_2 {
                 observed_generation: s.observed_generation,
             })
         }
-    }
-
-    fn spanned<T>(list: &[T], span: raw::Span) -> Result<&[T], String> {
-        let start = span.start as usize;
-        start
-            .checked_add(span.len as usize)
-            .and_then(|end| list.get(start..end))
-            .ok_or_else(|| {
-                format!(
-                    "span {}+{} is outside its list of {}",
-                    span.start,
-                    span.len,
-                    list.len()
-                )
-            })
     }
 
     fn meta(
