@@ -9,7 +9,8 @@
 
 use std::cmp::Ordering;
 
-use jinghzhu_plugin_sdk::types::{Pod, PodPhase, Timestamp};
+use jinghzhu_plugin_sdk::types::{PodPhase, Timestamp};
+use jinghzhu_plugin_sdk::view::PodView;
 
 /// The rank of a phase: lower goes first.
 fn phase_rank(phase: PodPhase) -> u8 {
@@ -33,23 +34,24 @@ fn cmp_newest_first(a: Option<&Timestamp>, b: Option<&Timestamp>) -> Ordering {
 }
 
 /// `Less` when `a` should be deleted before `b`.
-pub fn cmp_deletion_priority(a: &Pod, b: &Pod) -> Ordering {
-    phase_rank(a.phase)
-        .cmp(&phase_rank(b.phase))
-        .then_with(|| a.ready.cmp(&b.ready))
+pub fn cmp_deletion_priority(a: &PodView<'_>, b: &PodView<'_>) -> Ordering {
+    let (ma, mb) = (a.metadata(), b.metadata());
+    phase_rank(a.phase())
+        .cmp(&phase_rank(b.phase()))
+        .then_with(|| a.ready().cmp(&b.ready()))
         .then_with(|| {
             cmp_newest_first(
-                a.metadata.creation_timestamp.as_ref(),
-                b.metadata.creation_timestamp.as_ref(),
+                ma.creation_timestamp().as_ref(),
+                mb.creation_timestamp().as_ref(),
             )
         })
-        .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        .then_with(|| ma.name().cmp(mb.name()))
 }
 
 /// The `count` Pods of `candidates` to delete, first to go first.
-pub fn pick<'a>(candidates: &[&'a Pod], count: usize) -> Vec<&'a Pod> {
+pub fn pick<'a>(candidates: &[PodView<'a>], count: usize) -> Vec<PodView<'a>> {
     let mut ordered = candidates.to_vec();
-    ordered.sort_by(|a, b| cmp_deletion_priority(a, b));
+    ordered.sort_by(cmp_deletion_priority);
     ordered.truncate(count);
     ordered
 }
@@ -58,9 +60,16 @@ pub fn pick<'a>(candidates: &[&'a Pod], count: usize) -> Vec<&'a Pod> {
 mod tests {
     use super::*;
     use jinghzhu_plugin_sdk::testing::pod;
+    use jinghzhu_plugin_sdk::types::Pod;
 
-    fn names(pods: &[&Pod]) -> Vec<String> {
-        pods.iter().map(|p| p.metadata.name.clone()).collect()
+    fn names(pods: &[PodView<'_>]) -> Vec<String> {
+        pods.iter()
+            .map(|p| p.metadata().name().to_owned())
+            .collect()
+    }
+
+    fn views(pods: &[Pod]) -> Vec<PodView<'_>> {
+        pods.iter().map(PodView::of).collect()
     }
 
     #[test]
@@ -79,7 +88,7 @@ mod tests {
                 .no_creation_timestamp()
                 .into(),
         ];
-        let refs: Vec<&Pod> = pods.iter().collect();
+        let refs = views(&pods);
         assert_eq!(
             names(&pick(&refs, pods.len())),
             [
@@ -101,7 +110,7 @@ mod tests {
             pod("b", PodPhase::Running).into(),
             pod("a", PodPhase::Running).into(),
         ];
-        let refs: Vec<&Pod> = pods.iter().collect();
+        let refs = views(&pods);
         assert_eq!(names(&pick(&refs, 1)), ["a"]);
     }
 }

@@ -18,6 +18,11 @@
 //!   ready) or `Running` (all ready); it is returned only when it differs
 //!   from the one the Jinghzhu has.
 //!
+//! The logic reads its input through the SDK's borrowed view
+//! ([`jinghzhu_plugin_sdk::view::InputView`]): [`reconcile_view`] is what
+//! the component runs on the wire input, [`reconcile_with`] the same on an
+//! owned input.
+//!
 //! Modules: [`plan`] (the reconcile itself), [`deletion`] (which Pods go
 //! first), [`message`] (status and event texts, and the `v2` variant).
 //!
@@ -31,4 +36,4 @@ pub mod message;
 pub mod plan;
 
 pub use message::Variant;
-pub use plan::{BURST_REPLICAS, live_pods, observed_status, reconcile_with, state};
+pub use plan::{BURST_REPLICAS, live_pods, observed_status, reconcile_view, reconcile_with, state};

@@ -7,11 +7,15 @@
 //! until the pod garbage collector or a user removes it; a terminating one
 //! is already going). A terminating Pod's replacement is created once: from
 //! the next reconcile on, the replacement is live and the count is met.
+//!
+//! The logic reads the input through the SDK's borrowed view
+//! ([`InputView`]): in the component that is the wire input read in place
+//! (no string is copied unless it goes into the output), natively and for
+//! other callers an owned input ([`reconcile_with`]).
 
-use jinghzhu_plugin_sdk::types::{
-    Event, Jinghzhu, JinghzhuStatus, Pod, PodCreate, ReconcileInput, ReconcileOutput,
-};
-use jinghzhu_plugin_sdk::{log, pod, status};
+use jinghzhu_plugin_sdk::types::{Event, JinghzhuStatus, ReconcileInput, ReconcileOutput};
+use jinghzhu_plugin_sdk::view::{InputView, JinghzhuView, PodView, Pods};
+use jinghzhu_plugin_sdk::{log, status};
 
 use crate::deletion;
 use crate::message::{self, Activity, Variant};
@@ -23,24 +27,33 @@ pub const BURST_REPLICAS: usize = 500;
 
 /// The live Pods of `jinghzhu` among `pods`: controlled by it (checked by
 /// uid even though the host already filters), not terminating, not finished.
-pub fn live_pods<'a>(jinghzhu: &Jinghzhu, pods: &'a [Pod]) -> Vec<&'a Pod> {
+pub fn live_pods<'a>(jinghzhu: &JinghzhuView<'_>, pods: Pods<'a>) -> Vec<PodView<'a>> {
+    let uid = jinghzhu.metadata().uid();
     pods.iter()
-        .filter(|p| pod::is_controlled_by(p, jinghzhu) && pod::is_live(p))
+        .filter(|p| p.is_controlled_by(uid) && p.is_live())
         .collect()
+}
+
+/// How many of `live` are live and running and ready (as
+/// [`jinghzhu_plugin_sdk::pod::count_ready`]).
+fn count_ready(live: &[PodView<'_>]) -> usize {
+    live.iter()
+        .filter(|p| p.is_live() && p.is_running_and_ready())
+        .count()
 }
 
 /// The one-word state (see [`status::state`]): `Scaling` while the live
 /// count differs from `desired`, `Pending` while it is right but some live
 /// Pods are not running and ready, `Running` when all of them are.
-pub fn state(live: &[&Pod], desired: u32) -> &'static str {
-    status::state(live.len(), pod::count_ready(live.iter().copied()), desired)
+pub fn state(live: &[PodView<'_>], desired: u32) -> &'static str {
+    status::state(live.len(), count_ready(live), desired)
 }
 
 /// Decides what to do about the Pods. No creates or deletes while the
 /// Jinghzhu itself is being deleted (its Pods go with it).
-fn activity(jinghzhu: &Jinghzhu, current: usize) -> Activity {
-    let desired = usize::try_from(jinghzhu.spec.desired).unwrap_or(usize::MAX);
-    if jinghzhu.metadata.deletion_timestamp.is_some() {
+fn activity(jinghzhu: &JinghzhuView<'_>, current: usize) -> Activity {
+    let desired = usize::try_from(jinghzhu.desired()).unwrap_or(usize::MAX);
+    if jinghzhu.metadata().deletion_timestamp().is_some() {
         Activity::OwnerDeleting
     } else if desired > current {
         Activity::Creating((desired - current).min(BURST_REPLICAS))
@@ -55,35 +68,49 @@ fn activity(jinghzhu: &Jinghzhu, current: usize) -> Activity {
 /// ready); `observed-generation` is `metadata.generation` when the API
 /// server tracks it (non-zero).
 pub fn observed_status(
-    jinghzhu: &Jinghzhu,
-    live: &[&Pod],
+    jinghzhu: &JinghzhuView<'_>,
+    live: &[PodView<'_>],
     activity: Activity,
     variant: Variant,
 ) -> JinghzhuStatus {
-    let desired = jinghzhu.spec.desired;
-    let generation = jinghzhu.metadata.generation;
-    let ready = pod::count_ready(live.iter().copied());
+    let desired = jinghzhu.desired();
+    let generation = jinghzhu.metadata().generation();
+    let ready = count_ready(live);
     status::build(
-        pod::sorted_names(live.iter().copied()),
+        live.iter().map(|p| p.metadata().name()),
         state(live, desired),
         message::status_message(live.len(), ready, desired, activity, variant),
         (generation != 0).then_some(generation),
     )
 }
 
+/// The status to return: the observed one when it differs from the status
+/// the Jinghzhu has (see [`status::status_patch`]), else none.
+fn status_patch(jinghzhu: &JinghzhuView<'_>, computed: JinghzhuStatus) -> Option<JinghzhuStatus> {
+    match jinghzhu.status() {
+        Some(old) if old.same_as(&computed) => None,
+        _ => Some(computed),
+    }
+}
+
 /// Computes the output for `input`, with status messages in `variant`'s
 /// style. A pure function of its arguments (apart from log lines).
 pub fn reconcile_with(input: &ReconcileInput, variant: Variant) -> ReconcileOutput {
-    let jz = &input.jinghzhu;
-    let name = jz.metadata.name.as_str();
-    let live = live_pods(jz, &input.pods);
-    let activity = activity(jz, live.len());
+    reconcile_view(&InputView::of(input), variant)
+}
+
+/// [`reconcile_with`] on a view of the input (what the component calls on
+/// the wire input of contract 0.2).
+pub fn reconcile_view(input: &InputView<'_>, variant: Variant) -> ReconcileOutput {
+    let jz = input.jinghzhu();
+    let name = jz.metadata().name();
+    let live = live_pods(&jz, input.pods());
+    let activity = activity(&jz, live.len());
     let mut output = ReconcileOutput::empty();
 
     match activity {
         Activity::Creating(count) => {
-            let create: PodCreate = pod::from_template(jz);
-            output.create_pods = vec![create; count];
+            output.create_pods = vec![jz.pod_from_template(); count];
             output
                 .events
                 .push(Event::normal("ScalingUp", message::scaling_up_event(count)));
@@ -92,7 +119,7 @@ pub fn reconcile_with(input: &ReconcileInput, variant: Variant) -> ReconcileOutp
                 &[
                     ("jinghzhu", name),
                     ("live", &live.len().to_string()),
-                    ("desired", &jz.spec.desired.to_string()),
+                    ("desired", &jz.desired().to_string()),
                     ("creating", &count.to_string()),
                 ],
             );
@@ -100,7 +127,7 @@ pub fn reconcile_with(input: &ReconcileInput, variant: Variant) -> ReconcileOutp
         Activity::Deleting(count) => {
             output.delete_pods = deletion::pick(&live, count)
                 .into_iter()
-                .map(|p| p.metadata.name.clone())
+                .map(|p| p.metadata().name().to_owned())
                 .collect();
             output.events.push(Event::normal(
                 "ScalingDown",
@@ -111,7 +138,7 @@ pub fn reconcile_with(input: &ReconcileInput, variant: Variant) -> ReconcileOutp
                 &[
                     ("jinghzhu", name),
                     ("live", &live.len().to_string()),
-                    ("desired", &jz.spec.desired.to_string()),
+                    ("desired", &jz.desired().to_string()),
                     ("deleting", &output.delete_pods.join(",")),
                 ],
             );
@@ -119,6 +146,6 @@ pub fn reconcile_with(input: &ReconcileInput, variant: Variant) -> ReconcileOutp
         Activity::Steady | Activity::OwnerDeleting => {}
     }
 
-    output.status = status::patch_for(jz, observed_status(jz, &live, activity, variant));
+    output.status = status_patch(&jz, observed_status(&jz, &live, activity, variant));
     output
 }

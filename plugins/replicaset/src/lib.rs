@@ -1,10 +1,14 @@
 //! The `replicaset` reconcile plugin of wasm-operator: a WebAssembly
-//! component of the `jinghzhu:operator@0.1.0` world that keeps
+//! component of the `jinghzhu:operator@0.2.0` world (`@0.1.0` with the
+//! cargo feature `contract-0-1`) that keeps
 //! `spec.desired` Pods of a Jinghzhu alive, like a Kubernetes ReplicaSet.
 //!
 //! The logic is in the `replicaset-logic` crate (re-exported here); this
 //! crate adds the plugin's identity ([`plugin_info`]), the build variant
-//! ([`VARIANT`], cargo feature `v2`) and the component export. Its tests
+//! ([`VARIANT`], cargo feature `v2`) and the component export, which reads
+//! the input through the SDK's borrowed view (no string copied out of the
+//! host's table; the cargo feature `owned-input` builds the same plugin on
+//! the SDK's owned records instead, for the `contract` benchmark). Its tests
 //! (`tests/scenarios.rs`, `tests/fixtures.rs`) run natively with
 //! `cargo test -p replicaset-plugin`.
 //!
@@ -55,6 +59,11 @@ impl Guest for ReplicaSetPlugin {
 
     fn reconcile(input: ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
         Ok(reconcile(&input))
+    }
+
+    #[cfg(not(feature = "owned-input"))]
+    fn reconcile_view(input: &InputView<'_>) -> Result<ReconcileOutput, ReconcileError> {
+        Ok(reconcile_view(input, VARIANT))
     }
 }
 
