@@ -8,6 +8,10 @@
 //! passed. A guest blocked in a host function (a WASI sleep or poll) is
 //! abandoned the same way, by the outer timeout around the call.
 //!
+//! Calls are synchronous component calls made through `call_async` (the
+//! guest runs on a fiber so epoch ticks can suspend it); the component
+//! model's concurrency support is off (see [`new_engine`]).
+//!
 //! Guests run on fibers of [`ASYNC_STACK`] bytes, of which at most
 //! [`MAX_WASM_STACK`] may be used by Wasm frames: the rest is headroom for the
 //! host functions a guest calls, so recursion that exhausts the guest's
@@ -39,6 +43,14 @@ pub const MAX_WARM_SLOTS: u32 = 16;
 pub fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true);
+    // The contract is synchronous: no Store needs the component model's
+    // async task machinery (with it, wasmtime runs every `call_async`
+    // through `run_concurrent`'s task bookkeeping). wasmtime is built
+    // without its `component-model-async` feature, which already makes
+    // `false` the default; saying so keeps it off should a dependency ever
+    // turn that feature on (wasmtime-wasi's `p3` does), and the engine's
+    // tunables, hence the precompiled artifacts' key, stay the same.
+    wasm.concurrency_support(false);
     wasm.epoch_interruption(true);
     // Fresh instances map their initial memory copy-on-write from the
     // compiled image instead of copying data segments.
