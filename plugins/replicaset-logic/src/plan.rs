@@ -84,13 +84,26 @@ pub fn observed_status(
     )
 }
 
-/// The status to return: the observed one when it differs from the status
-/// the Jinghzhu has (see [`status::status_patch`]), else none.
-fn status_patch(jinghzhu: &JinghzhuView<'_>, computed: JinghzhuStatus) -> Option<JinghzhuStatus> {
-    match jinghzhu.status() {
-        Some(old) if old.same_as(&computed) => None,
-        _ => Some(computed),
-    }
+/// The status to return: [`observed_status`] when it differs from the
+/// status the Jinghzhu has (see [`status::status_patch`]), else none. The
+/// comparison reads the names in place: an unchanged status (the steady
+/// state) copies none of them.
+fn status_patch(
+    jinghzhu: &JinghzhuView<'_>,
+    live: &[PodView<'_>],
+    activity: Activity,
+    variant: Variant,
+) -> Option<JinghzhuStatus> {
+    let desired = jinghzhu.desired();
+    let generation = jinghzhu.metadata().generation();
+    let ready = count_ready(live);
+    status::patch_from_view(
+        jinghzhu.status(),
+        live.iter().map(|p| p.metadata().name()).collect(),
+        state(live, desired),
+        message::status_message(live.len(), ready, desired, activity, variant),
+        (generation != 0).then_some(generation),
+    )
 }
 
 /// Computes the output for `input`, with status messages in `variant`'s
@@ -146,6 +159,6 @@ pub fn reconcile_view(input: &InputView<'_>, variant: Variant) -> ReconcileOutpu
         Activity::Steady | Activity::OwnerDeleting => {}
     }
 
-    output.status = status_patch(&jz, observed_status(&jz, &live, activity, variant));
+    output.status = status_patch(&jz, &live, activity, variant);
     output
 }

@@ -473,6 +473,11 @@ impl<'a> TemplateView<'a> {
 pub struct StatusView<'a>(Src<'a, raw::JinghzhuStatus, m::JinghzhuStatus>);
 
 impl<'a> StatusView<'a> {
+    /// A view of an owned record.
+    pub fn of(status: &'a m::JinghzhuStatus) -> Self {
+        StatusView(Src::Owned(status))
+    }
+
     /// Number of live Pods.
     pub fn current(&self) -> u32 {
         read!(self.0, |_, r| r.current, |o| o.current)
