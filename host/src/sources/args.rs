@@ -1,11 +1,13 @@
 //! The `run` flags of OCI plugin sources (`--plugin oci://…`): registry
-//! access, the size cap, the poll interval, the local store and the
-//! signature policy.
+//! access, the size cap, the deadlines, the redirect hosts, the poll
+//! interval, the local store and the signature policy; and those of file
+//! sources (where a `JinghzhuPlugin`'s file may be, how big).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::bounded::{DEFAULT_MAX_FILE_MIB, FileRules};
 use super::oci::DEFAULT_MAX_ARTIFACT_BYTES;
 use super::signature::{Threshold, VerificationPolicy};
 use super::{OciError, OciOptions, rules};
@@ -21,6 +23,27 @@ pub struct OciArgs {
     /// (e.g. 30s, 1s, 2m).
     #[arg(long, env = "WASM_OPERATOR_OCI_POLL_INTERVAL", default_value = "30s", value_parser = parse_interval)]
     pub oci_poll_interval: Duration,
+    /// Most time one registry request may take, its answer's body included
+    /// (a token request counts in the request that needed it); a request
+    /// still running then is cut (`oci/deadline`) and tried again at the
+    /// next poll.
+    #[arg(long, env = "WASM_OPERATOR_OCI_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_interval)]
+    pub oci_request_timeout: Duration,
+    /// Most time one pull may take (manifest, signatures and the blob,
+    /// whose download only this bounds); at start the local copy serves
+    /// when the pull does not finish in time.
+    #[arg(long, env = "WASM_OPERATOR_OCI_PULL_TIMEOUT", default_value = "120s", value_parser = parse_interval)]
+    pub oci_pull_timeout: Duration,
+    /// A host (host[:port]) a registry may redirect downloads to (a CDN or
+    /// object store); repeat for more. Other redirects are followed only
+    /// within the registry's own origin.
+    #[arg(
+        long = "oci-blob-host",
+        env = "WASM_OPERATOR_OCI_BLOB_HOST",
+        value_delimiter = ',',
+        value_name = "HOST[:PORT]"
+    )]
+    pub oci_blob_hosts: Vec<String>,
     /// A registry (host:port) reached over plain HTTP; repeat for more.
     /// Every other registry is HTTPS only.
     #[arg(
@@ -59,6 +82,37 @@ pub struct OciArgs {
     /// How many of the keys must have signed: all, any, or at-least=N.
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_VERIFY_POLICY", default_value = "all", value_parser = clap::value_parser!(Threshold))]
     pub plugin_verify_policy: Threshold,
+}
+
+/// File source flags of `wasm-operator run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FileSourceArgs {
+    /// The directory a JinghzhuPlugin's `spec.source.file` must be under
+    /// (symlinks followed, e.g. where a plugin ConfigMap is mounted); a file
+    /// elsewhere is refused (`file/outside-root`). Unset: file sources of
+    /// resources are refused.
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_FILE_ROOT", value_name = "DIR")]
+    pub plugin_file_root: Option<PathBuf>,
+    /// Development only: let a JinghzhuPlugin's file source name any path
+    /// the host can read (it must still be a regular file within the cap).
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_FILE_ANY_PATH")]
+    pub plugin_file_any_path: bool,
+    /// Largest plugin file read, in MiB (`--plugin`, `--shadow-plugin` and
+    /// file sources of resources; checked from the file's metadata before
+    /// reading).
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_FILE_MAX_MIB", default_value_t = DEFAULT_MAX_FILE_MIB, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub plugin_file_max_mib: u64,
+}
+
+impl FileSourceArgs {
+    /// The rules the flags ask for.
+    pub fn rules(&self) -> FileRules {
+        FileRules {
+            root: self.plugin_file_root.clone(),
+            any_path: self.plugin_file_any_path,
+            max_bytes: self.plugin_file_max_mib << 20,
+        }
+    }
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
@@ -117,6 +171,9 @@ impl OciArgs {
             .transpose()?;
         Ok(OciOptions {
             max_artifact_bytes: self.oci_max_artifact_mib << 20,
+            blob_hosts: self.oci_blob_hosts.clone(),
+            request_timeout: self.oci_request_timeout,
+            pull_timeout: self.oci_pull_timeout,
             insecure_registries: self.oci_insecure_registries.clone(),
             ca_files: self.oci_ca_files.clone(),
             docker_config,
@@ -159,6 +216,10 @@ mod tests {
             panic!("not run");
         };
         assert_eq!(run.oci.oci_poll_interval, Duration::from_secs(1));
+        // The flags' defaults are the documented constants.
+        use super::super::registry::{DEFAULT_PULL_TIMEOUT, DEFAULT_REQUEST_TIMEOUT};
+        assert_eq!(run.oci.oci_request_timeout, DEFAULT_REQUEST_TIMEOUT);
+        assert_eq!(run.oci.oci_pull_timeout, DEFAULT_PULL_TIMEOUT);
         assert_eq!(run.oci.oci_max_artifact_mib, 2);
         assert_eq!(run.oci.plugin_verify_keys.len(), 2);
         assert_eq!(run.oci.plugin_verify_policy, Threshold::AtLeast(2));

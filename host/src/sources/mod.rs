@@ -1,7 +1,9 @@
-//! Plugin bytes from outside the cluster: OCI registries ([`oci`]), the
-//! cosign signatures that say who built them ([`signature`]), the local
-//! copies a host serves from when the registry is down ([`store`]), and
-//! `wasm-operator push` ([`push`]).
+//! Plugin bytes from outside the cluster: OCI registries ([`oci`], over
+//! [`registry`]'s HTTP client), the cosign signatures that say who built
+//! them ([`signature`]), the local copies a host serves from when the
+//! registry is down ([`store`]), `wasm-operator push` ([`push`]), and the
+//! bounds every byte from outside is read through ([`bounded`]: caps,
+//! deadlines, plugin files, error excerpts).
 //!
 //! Nothing here compiles or runs a plugin: this room hands over bytes whose
 //! digest, size and signatures were checked, and the hot-swap path vets them
@@ -15,13 +17,15 @@
 
 pub mod args;
 mod auth;
+pub mod bounded;
 pub mod oci;
 pub mod push;
 pub mod reference;
+pub mod registry;
 pub mod signature;
 pub mod store;
 
-pub use args::OciArgs;
+pub use args::{FileSourceArgs, OciArgs};
 pub use oci::{OciOptions, OciPuller, Pulled};
 pub use reference::{OciRef, is_oci};
 
@@ -48,7 +52,29 @@ pub mod rules {
     /// Signatures exist but do not satisfy the policy (unknown key, bad
     /// signature, signed payload naming another digest).
     pub const SIGNATURE: &str = "oci/signature";
+    /// A request (`--oci-request-timeout`) or a whole pull
+    /// (`--oci-pull-timeout`) did not finish in time: cut, retried at the
+    /// next poll; at start the local copy serves.
+    pub const DEADLINE: &str = "oci/deadline";
+    /// A registry answer (manifest, token, signature artifact) larger than
+    /// its cap: cut while read.
+    pub const ANSWER_TOO_LARGE: &str = "oci/answer-too-large";
+    /// A redirect to another origin than the registry's or a configured
+    /// blob host (`--oci-blob-host`), or to plain HTTP for an origin not
+    /// named insecure: not followed.
+    pub const REDIRECT: &str = "oci/redirect";
+    /// A file source outside `--plugin-file-root` (symlinks followed).
+    pub const FILE_OUTSIDE_ROOT: &str = "file/outside-root";
+    /// A file source that is not a regular file (FIFO, device, directory).
+    pub const FILE_NOT_REGULAR: &str = "file/not-regular";
+    /// A file source larger than `--plugin-file-max-mib`.
+    pub const FILE_TOO_LARGE: &str = "file/too-large";
+    /// A file source that cannot be read (missing, permissions).
+    pub const FILE_UNREADABLE: &str = "file/unreadable";
 }
+
+/// Most bytes of an [`OciError`]'s message (escaped; a cut marker on top).
+pub const MAX_ERROR_MESSAGE: usize = 2048;
 
 /// Why an artifact could not be had; `rule` is one of [`rules`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,11 +87,14 @@ pub struct OciError {
 }
 
 impl OciError {
-    /// An error under `rule`.
+    /// An error under `rule`. The message is escaped and cut
+    /// ([`crate::plugin_text::escape`], [`MAX_ERROR_MESSAGE`]) here, once:
+    /// it may quote a registry's words, and it goes to log lines, `/status`,
+    /// a resource's conditions and Events as it is.
     pub fn new(rule: &'static str, message: impl Into<String>) -> Self {
         Self {
             rule,
-            message: message.into(),
+            message: crate::plugin_text::escape(&message.into(), MAX_ERROR_MESSAGE),
         }
     }
 
@@ -78,6 +107,21 @@ impl OciError {
     /// serve its local copy).
     pub fn is_unreachable(&self) -> bool {
         self.rule == rules::UNREACHABLE
+    }
+
+    /// Whether the registry did not answer in time or at all: the local
+    /// copy may serve at start, and the next poll tries again.
+    pub fn is_transient(&self) -> bool {
+        self.rule == rules::UNREACHABLE || self.rule == rules::DEADLINE
+    }
+
+    /// Whether the registry misbehaved (too slow, too big, a redirect
+    /// elsewhere): reported once per distinct error, retried each poll.
+    pub fn is_misbehaving_registry(&self) -> bool {
+        matches!(
+            self.rule,
+            rules::DEADLINE | rules::ANSWER_TOO_LARGE | rules::REDIRECT
+        )
     }
 }
 

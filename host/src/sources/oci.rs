@@ -21,25 +21,30 @@
 //! insecure. Nothing here compiles anything: the bytes go to the hot-swap
 //! path's vetting like a file's.
 //!
-//! The client is `oci-client` (the ORAS project's) alone: `oci-wasm` 0.6
-//! would add little (the media types and config above) and pulls
-//! `oci-client` 0.17 beside 0.18 plus `wit-component`/`wit-parser` 0.253,
-//! a second copy of the wasm-tools crates next to wasmtime 48's 0.254.
+//! Every request of a pull goes through [`super::registry`] (deadlines,
+//! caps on every answer, the redirect policy, escaped error bodies); a
+//! whole pull ends within `--oci-pull-timeout`. `oci-client` (the ORAS
+//! project's) is kept for `wasm-operator push` only: its pulls read
+//! manifests, token answers and error bodies whole before any check.
+//! `oci-wasm` 0.6 would add little (the media types and config above) and
+//! pulls `oci-client` 0.17 beside 0.18 plus `wit-component`/`wit-parser`
+//! 0.253, a second copy of the wasm-tools crates next to wasmtime 48's 0.254.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
-use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::auth::Credentials;
 use super::reference::OciRef;
+use super::registry::{
+    DEFAULT_PULL_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, MAX_MANIFEST_BYTES, Registry, RegistryConfig,
+    by_deadline,
+};
 use super::signature::{
     CosignSignature, MAX_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_ANNOTATION, VerificationPolicy,
     signature_tag,
@@ -60,8 +65,13 @@ pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1
 const DOCKER_MANIFEST_MEDIA_TYPE: &str = "application/vnd.docker.distribution.manifest.v2+json";
 const OCI_INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
 const DOCKER_LIST_MEDIA_TYPE: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-/// Most bytes of a manifest (registries cap them at 4 MiB).
-const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
+/// What a manifest request accepts.
+const MANIFEST_TYPES: [&str; 4] = [
+    OCI_MANIFEST_MEDIA_TYPE,
+    DOCKER_MANIFEST_MEDIA_TYPE,
+    OCI_INDEX_MEDIA_TYPE,
+    DOCKER_LIST_MEDIA_TYPE,
+];
 
 /// How the puller reaches registries and what it accepts.
 #[derive(Debug, Clone)]
@@ -78,12 +88,21 @@ pub struct OciOptions {
     pub store_dir: Option<PathBuf>,
     /// The signatures an artifact needs (`None`: none checked).
     pub verification: Option<Arc<VerificationPolicy>>,
+    /// Hosts (`host[:port]`) a registry may redirect downloads to, besides itself.
+    pub blob_hosts: Vec<String>,
+    /// Each request's deadline, its answer's body included.
+    pub request_timeout: Duration,
+    /// A whole pull's deadline (resolving aside): manifest, signatures, blob.
+    pub pull_timeout: Duration,
 }
 
 impl Default for OciOptions {
     fn default() -> Self {
         Self {
             max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
+            blob_hosts: Vec::new(),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            pull_timeout: DEFAULT_PULL_TIMEOUT,
             insecure_registries: Vec::new(),
             ca_files: Vec::new(),
             docker_config: None,
@@ -130,17 +149,6 @@ struct Descriptor {
     annotations: std::collections::BTreeMap<String, String>,
 }
 
-impl Descriptor {
-    fn client(&self) -> OciDescriptor {
-        OciDescriptor {
-            media_type: self.media_type.clone(),
-            digest: self.digest.clone(),
-            size: self.size,
-            ..OciDescriptor::default()
-        }
-    }
-}
-
 /// Pulls and verifies plugins; cheap to clone.
 #[derive(Clone)]
 pub struct OciPuller {
@@ -149,6 +157,8 @@ pub struct OciPuller {
 
 struct Inner {
     client: oci_client::Client,
+    registry: Registry,
+    pull_timeout: Duration,
     credentials: Credentials,
     max_artifact_bytes: u64,
     store: Option<Store>,
@@ -166,60 +176,6 @@ impl std::fmt::Debug for OciPuller {
     }
 }
 
-/// Maps the client's error to a rule; `what` says what was being fetched.
-fn classify(err: OciDistributionError, what: &str) -> OciError {
-    let text = err.to_string();
-    let rule = match &err {
-        OciDistributionError::AuthenticationFailure(_)
-        | OciDistributionError::UnauthorizedError { .. } => rules::AUTH,
-        OciDistributionError::RegistryError { envelope, .. } => {
-            let codes = format!("{:?}", envelope.errors);
-            if codes.contains("Unauthorized") || codes.contains("Denied") {
-                rules::AUTH
-            } else if codes.contains("Unknown") {
-                rules::NOT_FOUND
-            } else {
-                rules::UNREACHABLE
-            }
-        }
-        OciDistributionError::ImageManifestNotFoundError(_) => rules::NOT_FOUND,
-        OciDistributionError::ServerError { code, .. } => match code {
-            401 | 403 => rules::AUTH,
-            404 => rules::NOT_FOUND,
-            _ => rules::UNREACHABLE,
-        },
-        OciDistributionError::DigestError(_) => rules::DIGEST_MISMATCH,
-        OciDistributionError::UnsupportedMediaTypeError(_)
-        | OciDistributionError::ManifestParsingError(_)
-        | OciDistributionError::VersionedParsingError(_) => rules::LAYOUT,
-        _ => rules::UNREACHABLE,
-    };
-    // reqwest's Display hides the cause (TLS, refused connection): walk it.
-    let mut detail = text;
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !detail.contains(&cause_text) {
-            detail.push_str(": ");
-            detail.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    let hint = match rule {
-        rules::AUTH => {
-            "; give the registry's credentials as a dockerconfigjson (--oci-docker-config, or the \
-             Secret the resource names)"
-        }
-        rules::NOT_FOUND => "; check the repository and tag (push it first)",
-        rules::UNREACHABLE => {
-            "; check the registry address, that it serves HTTPS with a certificate the host \
-             trusts (--oci-ca-file), or name it in --oci-insecure-registry if it is plain HTTP"
-        }
-        _ => "",
-    };
-    OciError::new(rule, format!("{what}: {detail}{hint}"))
-}
-
 impl OciPuller {
     /// A puller with `options` (reads the CA files, parses the credentials,
     /// opens the store).
@@ -227,6 +183,7 @@ impl OciPuller {
         // reqwest is built without a default crypto provider: use ring, as kube does.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut roots = Vec::new();
+        let mut ca_pems = Vec::new();
         for path in &options.ca_files {
             let data = std::fs::read(path).map_err(|err| {
                 OciError::new(
@@ -243,6 +200,7 @@ impl OciPuller {
                     ),
                 ));
             }
+            ca_pems.push(data.clone());
             roots.push(Certificate {
                 encoding: CertificateEncoding::Pem,
                 data,
@@ -270,10 +228,21 @@ impl OciPuller {
             Some(json) => Credentials::parse(json)?,
             None => Credentials::default(),
         };
+        let registry = Registry::new(
+            RegistryConfig {
+                insecure: options.insecure_registries.clone(),
+                blob_hosts: options.blob_hosts.clone(),
+                roots: ca_pems,
+                request_timeout: options.request_timeout,
+            },
+            credentials.clone(),
+        )?;
         let store = options.store_dir.clone().map(Store::open).transpose()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
+                registry,
+                pull_timeout: options.pull_timeout,
                 credentials,
                 max_artifact_bytes: options.max_artifact_bytes,
                 store,
@@ -298,16 +267,23 @@ impl OciPuller {
         self.inner.store.as_ref()
     }
 
-    /// The manifest digest `reference` names now (a digest reference names itself).
+    /// The manifest digest `reference` names now (a digest reference
+    /// names itself), within one request deadline.
     pub async fn resolve(&self, reference: &OciRef) -> Result<String, OciError> {
         if let Some(digest) = &reference.digest {
             return Ok(digest.clone());
         }
-        let (client, auth) = self.client_and_auth(reference);
-        let digest = client
-            .fetch_manifest_digest(&reference.client_ref(), &auth)
-            .await
-            .map_err(|err| classify(err, &format!("resolving {reference}")))?;
+        let tag = reference.tag.as_deref().unwrap_or("latest");
+        let digest = self
+            .inner
+            .registry
+            .manifest_digest(
+                reference,
+                &format!("manifests/{tag}"),
+                &MANIFEST_TYPES,
+                &format!("resolving {reference}"),
+            )
+            .await?;
         if !digest.starts_with("sha256:") {
             return Err(OciError::new(
                 rules::LAYOUT,
@@ -324,41 +300,49 @@ impl OciPuller {
         self.pull_digest(reference, &manifest_digest).await
     }
 
-    /// [`OciPuller::pull`] of the manifest `manifest_digest` that `reference` resolved to.
+    /// [`OciPuller::pull`] of the manifest `manifest_digest` that
+    /// `reference` resolved to, within `--oci-pull-timeout`.
     pub async fn pull_digest(
         &self,
         reference: &OciRef,
         manifest_digest: &str,
     ) -> Result<Pulled, OciError> {
-        let at_digest = reference.at_digest(manifest_digest);
+        let budget = self.inner.pull_timeout;
+        let deadline = tokio::time::Instant::now() + budget;
         let label = OciRef {
             digest: Some(manifest_digest.to_string()),
             ..reference.clone()
         }
         .to_string();
-        let (client, auth) = self.client_and_auth(reference);
-        let (manifest_bytes, _) = client
-            .pull_manifest_raw(
-                &at_digest.client_ref(),
-                &auth,
-                &[
-                    OCI_MANIFEST_MEDIA_TYPE,
-                    DOCKER_MANIFEST_MEDIA_TYPE,
-                    OCI_INDEX_MEDIA_TYPE,
-                    DOCKER_LIST_MEDIA_TYPE,
-                ],
+        let what = format!("pulling {label}");
+        by_deadline(
+            deadline,
+            budget,
+            &what,
+            self.pull_by(reference, manifest_digest, &label, deadline),
+        )
+        .await
+    }
+
+    async fn pull_by(
+        &self,
+        reference: &OciRef,
+        manifest_digest: &str,
+        label: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<Pulled, OciError> {
+        let manifest_bytes = self
+            .inner
+            .registry
+            .get_bytes(
+                reference,
+                &format!("manifests/{manifest_digest}"),
+                &MANIFEST_TYPES,
+                MAX_MANIFEST_BYTES,
+                &format!("pulling the manifest of {label}"),
+                Some(deadline),
             )
-            .await
-            .map_err(|err| classify(err, &format!("pulling the manifest of {label}")))?;
-        if manifest_bytes.len() > MAX_MANIFEST_BYTES {
-            return Err(OciError::new(
-                rules::TOO_LARGE,
-                format!(
-                    "the manifest of {label} is {} bytes, more than {MAX_MANIFEST_BYTES}",
-                    manifest_bytes.len()
-                ),
-            ));
-        }
+            .await?;
         let actual = sha256_digest(&manifest_bytes);
         if actual != manifest_digest {
             return Err(OciError::new(
@@ -366,10 +350,12 @@ impl OciPuller {
                 format!("the registry sent a manifest for {label} that hashes to {actual}"),
             ));
         }
-        let layer = self.wasm_layer(&label, &manifest_bytes)?;
+        let layer = self.wasm_layer(label, &manifest_bytes)?;
         let (signatures, verified_by) = match &self.inner.verification {
             Some(policy) => {
-                let signatures = self.signatures(reference, manifest_digest).await?;
+                let signatures = self
+                    .signatures(reference, manifest_digest, deadline)
+                    .await?;
                 let verified_by = policy
                     .check(manifest_digest, &signatures)
                     .map_err(|err| OciError::new(err.rule, format!("{label}: {}", err.message)))?;
@@ -377,7 +363,7 @@ impl OciPuller {
             }
             None => (Vec::new(), Vec::new()),
         };
-        let bytes = self.layer_bytes(&at_digest, &label, &layer).await?;
+        let bytes = self.layer_bytes(reference, label, &layer, deadline).await?;
         if let Some(store) = &self.inner.store
             && let Err(err) = store.save(
                 reference,
@@ -391,7 +377,7 @@ impl OciPuller {
             tracing::warn!(store = %store.dir().display(), error = %err, "could not keep a local copy of the OCI artifact");
         }
         Ok(Pulled {
-            reference: label,
+            reference: label.to_string(),
             manifest_digest: manifest_digest.to_string(),
             layer_digest: layer.digest,
             bytes,
@@ -482,30 +468,33 @@ impl OciPuller {
         Ok((*layer).clone())
     }
 
-    /// The cosign signatures of `manifest_digest` (`.sig` tag); none when the tag is absent.
+    /// The cosign signatures of `manifest_digest` (`.sig` tag); none when
+    /// the tag is absent. The signature manifest is capped like any
+    /// manifest, each payload at [`MAX_PAYLOAD_BYTES`].
     async fn signatures(
         &self,
         reference: &OciRef,
         manifest_digest: &str,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<CosignSignature>, OciError> {
         let sig_ref = reference.at_tag(&signature_tag(manifest_digest));
-        let (client, auth) = self.client_and_auth(reference);
-        let bytes = match client
-            .pull_manifest_raw(
-                &sig_ref.client_ref(),
-                &auth,
+        let tag = signature_tag(manifest_digest);
+        let bytes = match self
+            .inner
+            .registry
+            .get_bytes(
+                reference,
+                &format!("manifests/{tag}"),
                 &[OCI_MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE],
+                MAX_MANIFEST_BYTES,
+                &format!("reading the signatures {sig_ref}"),
+                Some(deadline),
             )
             .await
         {
-            Ok((bytes, _)) => bytes,
-            Err(err) => {
-                let err = classify(err, &format!("reading the signatures {sig_ref}"));
-                if err.rule == rules::NOT_FOUND {
-                    return Ok(Vec::new());
-                }
-                return Err(err);
-            }
+            Ok(bytes) => bytes,
+            Err(err) if err.rule == rules::NOT_FOUND => return Ok(Vec::new()),
+            Err(err) => return Err(err),
         };
         let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|err| {
             OciError::new(
@@ -524,7 +513,7 @@ impl OciPuller {
                 continue;
             }
             let payload = self
-                .layer_bytes(&sig_ref, &sig_ref.to_string(), layer)
+                .layer_bytes(&sig_ref, &sig_ref.to_string(), layer, deadline)
                 .await?;
             out.push(CosignSignature {
                 payload,
@@ -539,59 +528,46 @@ impl OciPuller {
         Ok(out)
     }
 
-    /// Streams `layer`, never holding more than its declared size, and
-    /// checks its digest.
+    /// Streams `layer` by the pull's `deadline`, never holding more than
+    /// its declared size, and checks its digest.
     async fn layer_bytes(
         &self,
         reference: &OciRef,
         label: &str,
         layer: &Descriptor,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<u8>, OciError> {
         let limit = u64::try_from(layer.size).unwrap_or(0);
-        let (client, _) = self.client_and_auth(reference);
-        let mut stream = client
-            .pull_blob_stream(&reference.client_ref(), &layer.client())
-            .await
-            .map_err(|err| classify(err, &format!("pulling {} of {label}", layer.digest)))?;
-        if let Some(length) = stream.content_length
-            && length > limit
-        {
-            return Err(if length > self.inner.max_artifact_bytes {
-                too_large(label, length, self.inner.max_artifact_bytes)
-            } else {
-                OciError::new(
-                    rules::DIGEST_MISMATCH,
-                    format!(
-                        "{label}: the registry sends {length} bytes for {}, whose manifest says {limit}",
-                        layer.digest
-                    ),
-                )
-            });
-        }
         let mut bytes = Vec::with_capacity(usize::try_from(limit).unwrap_or(0));
         let mut hasher = Sha256::new();
-        while let Some(chunk) = stream.stream.next().await {
-            let chunk = chunk.map_err(|err| {
-                let text = err.to_string();
-                let rule = if text.to_ascii_lowercase().contains("digest") {
-                    rules::DIGEST_MISMATCH
-                } else {
-                    rules::UNREACHABLE
-                };
-                OciError::new(rule, format!("{label}: reading {}: {text}", layer.digest))
-            })?;
-            if bytes.len() as u64 + chunk.len() as u64 > limit {
+        let read = self
+            .inner
+            .registry
+            .get_stream(
+                reference,
+                &format!("blobs/{}", layer.digest),
+                limit,
+                &format!("{label}: reading {}", layer.digest),
+                (deadline, self.inner.pull_timeout),
+                |chunk| {
+                    hasher.update(chunk);
+                    bytes.extend_from_slice(chunk);
+                },
+            )
+            .await;
+        match read {
+            Ok(_) => {}
+            Err(err) if err.rule == rules::ANSWER_TOO_LARGE => {
                 return Err(OciError::new(
                     rules::DIGEST_MISMATCH,
                     format!(
-                        "{label}: the registry sent more than the {limit} bytes the manifest \
+                        "{label}: the registry sends more than the {limit} bytes the manifest \
                          declares for {}; stopped reading",
                         layer.digest
                     ),
                 ));
             }
-            hasher.update(&chunk);
-            bytes.extend_from_slice(&chunk);
+            Err(err) => return Err(err),
         }
         let actual = format!("sha256:{}", hex::encode(hasher.finalize()));
         if actual != layer.digest {
