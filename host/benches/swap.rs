@@ -67,7 +67,11 @@ async fn measure(v1: &[u8], v2: &[u8], warm: bool) -> anyhow::Result<Vec<Duratio
         metrics.clone(),
     ));
     let (tx, rx) = mpsc::channel(4);
-    sources::watch_file(live.clone(), digest_of(v1), tx)?;
+    let rules = wasm_operator::sources::bounded::FileRules {
+        any_path: true,
+        ..Default::default()
+    };
+    sources::watch_file(live.clone(), digest_of(v1), rules, tx)?;
     let history = Arc::new(Mutex::new(SwapHistory::default()));
     let swapper_runtime = if warm {
         runtime.clone()

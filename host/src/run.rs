@@ -114,6 +114,9 @@ pub struct RunArgs {
     /// Plugins from OCI registries (`--plugin oci://…`) and their signatures.
     #[command(flatten)]
     pub oci: crate::sources::OciArgs,
+    /// Plugin files: the cap, where a JinghzhuPlugin's file may be.
+    #[command(flatten)]
+    pub files: crate::sources::FileSourceArgs,
     /// Most seconds the child process that compiles a plugin (at start and on
     /// every swap) may take; it is killed after that and the plugin refused.
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_COMPILE_TIMEOUT_SECS", default_value_t = DEFAULT_COMPILE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -340,9 +343,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
         ..args.runtime.config()
     })?);
 
-    let plugins = if let Some(name) = &args.plugin_resource {
-        // The JinghzhuPlugin names the plugin (see `plugin_resource`).
-        crate::plugin_resource::start(
+    let (plugins, delivery) = if let Some(name) = &args.plugin_resource {
+        // The JinghzhuPlugin names the plugin (see `plugin_resource`); its
+        // drivers pull and compile in their own tasks.
+        let plugins = crate::plugin_resource::start(
             &client,
             runtime,
             crate::plugin_resource::ResourceOptions {
@@ -366,10 +370,12 @@ pub async fn run(args: RunArgs) -> Result<()> {
                         .options(args.runtime.config().cache_dir.as_deref())?,
                     args.oci.oci_poll_interval,
                 )),
+                files: args.files.rules(),
             },
             metrics.clone(),
         )
-        .await?
+        .await?;
+        (plugins, None)
     } else {
         let source = match (&args.plugin, &args.plugin_configmap) {
             (Some(path), _) if path.to_str().is_some_and(crate::sources::is_oci) => {
@@ -379,28 +385,24 @@ pub async fn run(args: RunArgs) -> Result<()> {
             (None, Some(spec)) => PluginSource::configmap(spec, &args.plugin_key)?,
             (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
         };
-        // Every replica, leader or standby, vets and loads the plugin itself and
-        // watches its source, so a swap reaches standbys too. A refused plugin
-        // does not stop the start: the host runs unready until a good one
-        // arrives (see `hotswap::setup`); only operator mistakes end it here.
-        setup::start(
-            &client,
-            runtime,
-            PluginOptions {
-                source,
-                pinned_sha256: args.plugin_sha256.clone(),
-                shadow: args.shadow_plugin.clone(),
-                shadow_pinned_sha256: args.shadow_plugin_sha256.clone(),
-                shadow_queue: usize::from(args.shadow_queue),
-                rollback: RollbackPolicy {
-                    window: Duration::from_secs(args.rollback_window_secs),
-                    max_failure_ratio: args.rollback_failure_ratio,
-                    ..RollbackPolicy::default()
-                },
+        let options = PluginOptions {
+            source,
+            pinned_sha256: args.plugin_sha256.clone(),
+            shadow: args.shadow_plugin.clone(),
+            shadow_pinned_sha256: args.shadow_plugin_sha256.clone(),
+            shadow_queue: usize::from(args.shadow_queue),
+            rollback: RollbackPolicy {
+                window: Duration::from_secs(args.rollback_window_secs),
+                max_failure_ratio: args.rollback_failure_ratio,
+                ..RollbackPolicy::default()
             },
-            metrics.clone(),
-        )
-        .await?
+            max_file_bytes: args.files.plugin_file_max_mib << 20,
+        };
+        // Only operator mistakes end the start here (nothing is pulled or
+        // compiled yet); the plugin is delivered once the probes are bound.
+        setup::check(&client, &options).await?;
+        let plugins = setup::empty(&options, &metrics);
+        (plugins, Some((options, runtime)))
     };
     let active = plugins.active.clone();
 
@@ -432,7 +434,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         Endpoint {
             metrics: metrics.clone(),
             active: active.clone(),
-            history: plugins.history,
+            history: plugins.history.clone(),
             health: health.clone(),
             leadership: leadership.clone(),
             leader: leader_info,
@@ -440,6 +442,20 @@ pub async fn run(args: RunArgs) -> Result<()> {
         },
     )
     .await?;
+    if let Some((options, runtime)) = delivery {
+        // Every replica, leader or standby, vets and loads the plugin itself
+        // and watches its source, so a swap reaches standbys too. A refused
+        // plugin does not stop the host: it runs unready until a good one
+        // arrives (see `hotswap::setup`). Behind the probes: a slow registry
+        // or compile never delays liveness.
+        let (client, metrics, plugins) = (client.clone(), metrics.clone(), plugins.clone());
+        tokio::spawn(async move {
+            if let Err(err) = setup::deliver(&client, runtime, options, metrics, &plugins).await {
+                tracing::error!(error = %format!("{err:#}"), "delivering the plugin failed; the host stays unready");
+                setup::not_serving(&plugins, format!("delivering the plugin failed: {err:#}"));
+            }
+        });
+    }
 
     let config = ControllerConfig {
         namespace: args.namespace.clone(),

@@ -127,6 +127,23 @@ impl ActivePlugin {
             .expect("no plugin serves: the one offered at start was refused")
     }
 
+    /// Serves `plugin`, the first one a source delivered at start, in an
+    /// empty slot: not counted as a swap, but every object is re-queued
+    /// (the controller may have started while it was pulled or compiled).
+    /// A slot that serves already takes it as a [`ActivePlugin::swap`].
+    pub fn load_first(&self, plugin: Arc<LoadedPlugin>) {
+        {
+            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+            if current.is_none() {
+                *current = Some(plugin);
+                self.metrics.plugin_serving.set(1);
+                self.generation.send_modify(|g| *g += 1);
+                return;
+            }
+        }
+        self.swap(plugin);
+    }
+
     /// Makes `plugin` the active one (it has passed every check already).
     pub fn swap(&self, plugin: Arc<LoadedPlugin>) {
         let old = {

@@ -18,6 +18,11 @@
 //!   the operator wants, and serving another would hide the bad push.
 //! - A shadow refused at start is logged, counted and shown on `/status`;
 //!   the host runs without it.
+//! - **Liveness never waits for delivery** (issue 40): `run` makes the
+//!   empty slot ([`empty`]), checks the operator mistakes above without
+//!   pulling or compiling ([`check`]), binds its probes, and only then
+//!   reads, pulls and compiles ([`deliver`], in the background), with
+//!   `/readyz` and `/status` saying what is pending.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -93,9 +98,12 @@ pub struct PluginOptions {
     pub shadow_queue: usize,
     /// When to roll back after a swap.
     pub rollback: RollbackPolicy,
+    /// Largest `--plugin` / `--shadow-plugin` file read (`--plugin-file-max-mib`).
+    pub max_file_bytes: u64,
 }
 
 /// The running plugin side.
+#[derive(Clone)]
 pub struct Plugins {
     /// The slot reconciles take their plugin from.
     pub active: Arc<ActivePlugin>,
@@ -103,32 +111,100 @@ pub struct Plugins {
     pub history: Arc<Mutex<SwapHistory>>,
 }
 
+/// What a source held at start, and what goes with it.
+struct FirstSource {
+    /// Where the bytes came from (an OCI pull names its digest).
+    label: String,
+    first: sources::FirstRead,
+    /// The object an OCI source's refusals are recorded on.
+    regarding: Option<k8s_openapi::api::core::v1::ObjectReference>,
+    /// The manifest digest an OCI source handled at start.
+    oci_initial: String,
+    /// A refusal of the source itself (digest, reason), before there were bytes.
+    source_refusal: Option<(String, String)>,
+}
+
+/// An empty slot for `options`' plugin: `/readyz` and `/status` say it is
+/// being delivered until [`deliver`] serves it or says why not.
+pub fn empty(options: &PluginOptions, metrics: &Arc<Metrics>) -> Plugins {
+    let history = Arc::new(Mutex::new(SwapHistory::default()));
+    swapper::lock(&history).not_serving = Some(format!(
+        "delivering the plugin from {}: not yet read, pulled or compiled",
+        options.source.label()
+    ));
+    let active = Arc::new(ActivePlugin::empty(
+        options.rollback.clone(),
+        metrics.clone(),
+    ));
+    Plugins { active, history }
+}
+
+/// Says on `/readyz` and `/status` why nothing serves.
+pub fn not_serving(plugins: &Plugins, why: String) {
+    swapper::lock(&plugins.history).not_serving = Some(why);
+}
+
+/// The operator mistakes that stop the start (see the module doc), checked
+/// without pulling or compiling anything: a `--plugin` or `--shadow-plugin`
+/// that is not a readable regular file within the cap, a ConfigMap the host
+/// may not read.
+pub async fn check(client: &Client, options: &PluginOptions) -> Result<()> {
+    let read = |path: &PathBuf| {
+        crate::sources::bounded::read_file_async(path.clone(), options.max_file_bytes)
+    };
+    match &options.source {
+        PluginSource::File(path) => {
+            read(path)
+                .await
+                .with_context(|| format!("reading the plugin {}", path.display()))?;
+        }
+        PluginSource::ConfigMap {
+            namespace,
+            name,
+            key,
+        } => {
+            sources::read_configmap(client, namespace, name, key).await?;
+        }
+        PluginSource::Oci(_) => {}
+    }
+    if let Some(path) = &options.shadow {
+        read(path)
+            .await
+            .with_context(|| format!("reading the shadow plugin {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Loads and vets the first plugin and starts watching its source for
-/// swaps. A refused plugin does not stop the start (see the module doc):
-/// the slot starts empty and the first good plugin from the source serves.
+/// swaps, before it returns. A refused plugin does not stop the start (see
+/// the module doc): the slot starts empty and the first good plugin from
+/// the source serves. `run` uses [`empty`], [`check`] and [`deliver`]
+/// instead, so that it serves its probes while the plugin is delivered.
 pub async fn start(
     client: &Client,
     runtime: Arc<Runtime>,
     options: PluginOptions,
     metrics: Arc<Metrics>,
 ) -> Result<Plugins> {
-    let mut label = options.source.label();
-    let history = Arc::new(Mutex::new(SwapHistory::default()));
-    let seen_at = Instant::now();
-    // An OCI source: the object refusals are recorded on, the manifest
-    // digest handled at start, and a refusal before there were bytes.
-    let mut regarding = None;
-    let mut oci_initial = String::new();
-    let mut source_refusal: Option<(String, String)> = None;
-    let configmap = match &options.source {
-        PluginSource::File(_) | PluginSource::Oci(_) => None,
-        PluginSource::ConfigMap {
-            namespace, name, ..
-        } => Some((namespace.clone(), name.clone())),
+    let plugins = empty(&options, &metrics);
+    deliver(client, runtime, options, metrics, &plugins).await?;
+    Ok(plugins)
+}
+
+/// Reads the source once: a file (bounded), a ConfigMap, or an OCI pull
+/// (within its deadlines; the local copy when the registry is slow or down).
+async fn first_read(client: &Client, options: &PluginOptions) -> Result<FirstSource> {
+    let mut out = FirstSource {
+        label: options.source.label(),
+        first: sources::FirstRead::Missing(String::new()),
+        regarding: None,
+        oci_initial: String::new(),
+        source_refusal: None,
     };
-    let first = match &options.source {
+    out.first = match &options.source {
         PluginSource::File(path) => sources::FirstRead::Bytes(
-            std::fs::read(path)
+            crate::sources::bounded::read_file_async(path.clone(), options.max_file_bytes)
+                .await
                 .with_context(|| format!("reading the plugin {}", path.display()))?,
         ),
         PluginSource::ConfigMap {
@@ -137,34 +213,59 @@ pub async fn start(
             key,
         } => sources::read_configmap(client, namespace, name, key).await?,
         PluginSource::Oci(oci) => {
-            regarding = oci.events_on.clone();
+            out.regarding = oci.events_on.clone();
             match sources::read_oci(oci).await {
                 sources::OciFirstRead::Pulled(pulled) => {
-                    oci_initial = pulled.manifest_digest.clone();
-                    label = pulled.reference;
+                    out.oci_initial = pulled.manifest_digest.clone();
+                    out.label = pulled.reference;
                     sources::FirstRead::Bytes(pulled.bytes)
                 }
                 sources::OciFirstRead::Missing(why) => sources::FirstRead::Missing(why),
                 sources::OciFirstRead::Refused { digest, error } => {
                     // A signature may still come (cosign signs after the
-                    // push): the watcher looks at this digest again.
+                    // push), a misbehaving registry may recover: the
+                    // watcher looks at this digest again.
                     let rule = error.rule();
                     if rule != crate::sources::rules::UNSIGNED
                         && rule != crate::sources::rules::SIGNATURE
+                        && !error.is_misbehaving_registry()
                     {
-                        oci_initial = digest.clone();
+                        out.oci_initial = digest.clone();
                     }
                     let reason = error.to_string();
-                    source_refusal = Some((digest, reason.clone()));
+                    out.source_refusal = Some((digest, reason.clone()));
                     sources::FirstRead::Missing(reason)
                 }
             }
         }
     };
-    let (active, initial_digest) = match first {
+    Ok(out)
+}
+
+/// Serves what the source held at start, or reports why not; returns the
+/// digest handled (the watcher's starting point).
+async fn serve_first(
+    client: &Client,
+    runtime: &Arc<Runtime>,
+    options: &PluginOptions,
+    metrics: &Arc<Metrics>,
+    plugins: &Plugins,
+    source: FirstSource,
+) -> String {
+    let history = &plugins.history;
+    let seen_at = Instant::now();
+    let label = &source.label;
+    let configmap = match &options.source {
+        PluginSource::File(_) | PluginSource::Oci(_) => None,
+        PluginSource::ConfigMap {
+            namespace, name, ..
+        } => Some((namespace.clone(), name.clone())),
+    };
+    let regarding = source.regarding.as_ref();
+    match source.first {
         sources::FirstRead::Bytes(bytes) => {
             let digest = digest_of(&bytes);
-            match vet(&runtime, &bytes, &label, options.pinned_sha256.as_deref()).await {
+            match vet(runtime, &bytes, label, options.pinned_sha256.as_deref()).await {
                 Ok(plugin) => {
                     tracing::info!(
                         plugin = %plugin.describe(),
@@ -172,54 +273,38 @@ pub async fn start(
                         outcome = ?plugin.load_outcome(),
                         "plugin loaded"
                     );
-                    let active =
-                        ActivePlugin::new(plugin, options.rollback.clone(), metrics.clone());
-                    (active, digest)
+                    swapper::lock(history).not_serving = None;
+                    plugins.active.load_first(plugin);
                 }
                 Err(refusal) => {
-                    swapper::refused(
-                        Refused {
-                            source: &label,
-                            configmap: configmap.as_ref(),
-                            digest: &digest,
-                            reason: &refusal.to_string(),
-                            seen_at,
-                            keeping: None,
-                            regarding: regarding.as_ref(),
-                        },
-                        Some(client),
-                        &metrics,
-                        &history,
-                    )
-                    .await;
-                    (
-                        ActivePlugin::empty(options.rollback.clone(), metrics.clone()),
-                        digest,
-                    )
+                    let reason = refusal.to_string();
+                    let report = Refused {
+                        source: label,
+                        configmap: configmap.as_ref(),
+                        digest: &digest,
+                        reason: &reason,
+                        seen_at,
+                        keeping: None,
+                        regarding,
+                    };
+                    swapper::refused(report, Some(client), metrics, history).await;
                 }
             }
+            digest
         }
-        sources::FirstRead::Missing(_) if source_refusal.is_some() => {
-            let (digest, reason) = source_refusal.take().unwrap_or_default();
-            swapper::refused(
-                Refused {
-                    source: &label,
-                    configmap: None,
-                    digest: if digest.is_empty() { &label } else { &digest },
-                    reason: &reason,
-                    seen_at,
-                    keeping: None,
-                    regarding: regarding.as_ref(),
-                },
-                Some(client),
-                &metrics,
-                &history,
-            )
-            .await;
-            (
-                ActivePlugin::empty(options.rollback.clone(), metrics.clone()),
-                String::new(),
-            )
+        sources::FirstRead::Missing(_) if source.source_refusal.is_some() => {
+            let (digest, reason) = source.source_refusal.clone().unwrap_or_default();
+            let report = Refused {
+                source: label,
+                configmap: None,
+                digest: if digest.is_empty() { label } else { &digest },
+                reason: &reason,
+                seen_at,
+                keeping: None,
+                regarding,
+            };
+            swapper::refused(report, Some(client), metrics, history).await;
+            String::new()
         }
         sources::FirstRead::Missing(why) => {
             tracing::error!(
@@ -227,72 +312,107 @@ pub async fn start(
                 reason = %why,
                 "no plugin to serve yet; the host stays unready and watches the source"
             );
-            swapper::lock(&history).not_serving =
+            swapper::lock(history).not_serving =
                 Some(format!("no plugin at {label} yet ({why}); waiting for one"));
-            (
-                ActivePlugin::empty(options.rollback.clone(), metrics.clone()),
-                String::new(),
-            )
-        }
-    };
-    let active = Arc::new(active);
-
-    if let Some(path) = &options.shadow {
-        let shadow_label = format!("file:{}", path.display());
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("reading the shadow plugin {}", path.display()))?;
-        match vet(
-            &runtime,
-            &bytes,
-            &shadow_label,
-            options.shadow_pinned_sha256.as_deref(),
-        )
-        .await
-        {
-            Ok(shadow) => {
-                tracing::info!(
-                    shadow = %shadow.describe(),
-                    queue = options.shadow_queue,
-                    "shadow plugin runs in its own queue beside the active one; nothing of it is applied"
-                );
-                active.set_shadow(Some(shadow), options.shadow_queue);
-            }
-            Err(refusal) => {
-                metrics.plugin_swaps_refused.inc();
-                tracing::error!(
-                    source = %shadow_label,
-                    candidate = %digest_of(&bytes),
-                    reason = %crate::plugin_text::shown(&refusal.to_string()),
-                    "shadow plugin refused; running without a shadow"
-                );
-                swapper::lock(&history).shadow_refusal = Some(swapper::SwapRecord::now(
-                    shadow_label,
-                    digest_of(&bytes),
-                    refusal.to_string(),
-                    seen_at,
-                ));
-            }
+            String::new()
         }
     }
+}
 
+/// Vets the `--shadow-plugin` file and runs it as the shadow; a refused
+/// shadow is logged, counted and shown, and the host runs without one.
+async fn start_shadow(
+    runtime: &Arc<Runtime>,
+    options: &PluginOptions,
+    metrics: &Arc<Metrics>,
+    plugins: &Plugins,
+) -> Result<()> {
+    let Some(path) = &options.shadow else {
+        return Ok(());
+    };
+    let seen_at = Instant::now();
+    let shadow_label = format!("file:{}", path.display());
+    let bytes = crate::sources::bounded::read_file_async(path.clone(), options.max_file_bytes)
+        .await
+        .with_context(|| format!("reading the shadow plugin {}", path.display()))?;
+    match vet(
+        runtime,
+        &bytes,
+        &shadow_label,
+        options.shadow_pinned_sha256.as_deref(),
+    )
+    .await
+    {
+        Ok(shadow) => {
+            tracing::info!(
+                shadow = %shadow.describe(),
+                queue = options.shadow_queue,
+                "shadow plugin runs in its own queue beside the active one; nothing of it is applied"
+            );
+            plugins
+                .active
+                .set_shadow(Some(shadow), options.shadow_queue);
+        }
+        Err(refusal) => {
+            metrics.plugin_swaps_refused.inc();
+            tracing::error!(
+                source = %shadow_label,
+                candidate = %digest_of(&bytes),
+                reason = %crate::plugin_text::shown(&refusal.to_string()),
+                "shadow plugin refused; running without a shadow"
+            );
+            swapper::lock(&plugins.history).shadow_refusal = Some(swapper::SwapRecord::now(
+                shadow_label,
+                digest_of(&bytes),
+                refusal.to_string(),
+                seen_at,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads, vets and serves the first plugin into `plugins`' slot, runs the
+/// shadow, and starts the source's watcher and the swapper.
+pub async fn deliver(
+    client: &Client,
+    runtime: Arc<Runtime>,
+    options: PluginOptions,
+    metrics: Arc<Metrics>,
+    plugins: &Plugins,
+) -> Result<()> {
+    let first = first_read(client, &options).await?;
+    let oci_initial = first.oci_initial.clone();
+    let initial_digest = serve_first(client, &runtime, &options, &metrics, plugins, first).await;
+    start_shadow(&runtime, &options, &metrics, plugins).await?;
     let (tx, rx) = mpsc::channel(4);
     match options.source {
-        PluginSource::File(path) => sources::watch_file(path, initial_digest, tx)?,
+        PluginSource::File(path) => {
+            let rules = crate::sources::bounded::FileRules {
+                root: None,
+                // The operator named this path (`--plugin`).
+                any_path: true,
+                max_bytes: options.max_file_bytes,
+            };
+            sources::watch_file(path, initial_digest, rules, tx)?;
+        }
         PluginSource::ConfigMap {
             namespace,
             name,
             key,
         } => sources::watch_configmap(client.clone(), namespace, name, key, initial_digest, tx),
-        PluginSource::Oci(oci) => sources::watch_oci(*oci, oci_initial, tx),
+        PluginSource::Oci(oci) => {
+            sources::watch_oci(*oci, Some(oci_initial), tx);
+        }
     }
     tokio::spawn(swapper::run(
         rx,
         runtime,
-        active.clone(),
+        plugins.active.clone(),
         options.pinned_sha256,
         Some(client.clone()),
         metrics,
-        history.clone(),
+        plugins.history.clone(),
     ));
-    Ok(Plugins { active, history })
+    Ok(())
 }

@@ -16,6 +16,15 @@
 //!   change. An artifact refused before it has bytes to vet (unsigned, too
 //!   large, wrong digest, bad credentials) is sent as a [`Candidate`] with
 //!   a [`SourceRefusal`], which the swapper reports like a vetting refusal.
+//!   Every request is cut at its deadline, so a registry that hangs or
+//!   drips delays only its own poll; the next poll asks again. The task
+//!   can make the first pull itself ([`watch_oci`] without an initial
+//!   digest) so that whoever starts it never waits for a registry, and is
+//!   aborted (an in-flight pull with it) through the handle it returns.
+//!
+//! Files are read through [`crate::sources::bounded`]: a regular file
+//! within the cap, opened without blocking, under the file root when
+//! [`FileRules`] ask for one.
 //!
 //! Each source sends `(bytes, label)` to the swapper whenever the content
 //! differs from what it sent last.
@@ -32,6 +41,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::runtime::digest_of;
+use crate::sources::bounded::{FileRefusal, FileRules};
 use crate::sources::{OciError, OciPuller, OciRef, Pulled};
 
 /// How long a burst of file events (write, chmod, rename) may take to
@@ -55,6 +65,8 @@ pub struct Candidate {
     /// Set when the source refused the artifact before there were bytes to
     /// vet (`bytes` is then empty): report it, vet nothing.
     pub refusal: Option<SourceRefusal>,
+    /// The trusted keys whose signatures were verified (OCI sources).
+    pub verified_by: Vec<String>,
     /// When the change was seen.
     pub seen_at: std::time::Instant,
 }
@@ -117,9 +129,13 @@ impl FileStamp {
 
 /// Watches `path` and sends its content whenever it changes. `initial` is
 /// the digest already loaded (so the first read is not a "change").
+/// Each read goes through `rules` (a regular file within the cap, under
+/// the root if they name one); a read refused for another reason than the
+/// file missing is sent as a refusal, once per distinct reason.
 pub fn watch_file(
     path: PathBuf,
     initial: String,
+    rules: FileRules,
     tx: mpsc::Sender<Candidate>,
 ) -> anyhow::Result<()> {
     let dir = path
@@ -132,6 +148,7 @@ pub fn watch_file(
     tokio::spawn(async move {
         let _watcher = watcher; // dropped (and stopped) with this task
         let mut last = initial;
+        let mut last_refusal: Option<String> = None;
         // Unknown at first: the first poll reads the file.
         let mut stamp: Option<FileStamp> = None;
         let mut poll = tokio::time::interval(Duration::from_secs(2));
@@ -152,15 +169,43 @@ pub fn watch_file(
             }
             stamp = now;
             let seen_at = std::time::Instant::now();
-            let Ok(bytes) = tokio::fs::read(&path).await else {
-                continue; // mid-rename or deleted: wait for the next event
+            let source = format!("file:{}", path.display());
+            let bytes = match rules.read(&path).await {
+                Ok(bytes) => bytes,
+                // Mid-rename or deleted: wait for the next event.
+                Err(FileRefusal::Missing(_)) => continue,
+                Err(refusal) => {
+                    let reason = refusal.to_string();
+                    if last_refusal.as_deref() == Some(&reason) {
+                        continue;
+                    }
+                    last_refusal = Some(reason.clone());
+                    let candidate = Candidate {
+                        bytes: Vec::new(),
+                        source: source.clone(),
+                        configmap: None,
+                        regarding: None,
+                        refusal: Some(SourceRefusal {
+                            digest: source,
+                            reason,
+                        }),
+                        verified_by: Vec::new(),
+                        seen_at,
+                    };
+                    if tx.send(candidate).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
             };
+            last_refusal = None;
             let candidate = Candidate {
                 bytes,
-                source: format!("file:{}", path.display()),
+                source,
                 configmap: None,
                 regarding: None,
                 refusal: None,
+                verified_by: Vec::new(),
                 seen_at,
             };
             if !send_if_changed(&tx, &mut last, candidate).await {
@@ -263,6 +308,7 @@ pub fn watch_configmap(
                 configmap: Some((namespace.clone(), name.clone())),
                 regarding: None,
                 refusal: None,
+                verified_by: Vec::new(),
                 seen_at,
             };
             if !send_if_changed(&tx, &mut last, candidate).await {
@@ -335,8 +381,9 @@ pub fn own_pod() -> Option<ObjectReference> {
     })
 }
 
-/// Pulls the artifact `source` names; while the registry is unreachable,
-/// the local copy kept from an earlier pull (re-verified) serves instead.
+/// Pulls the artifact `source` names; while the registry is unreachable or
+/// does not answer in time (`oci/deadline`), the local copy kept from an
+/// earlier pull (re-verified) serves instead.
 pub async fn read_oci(source: &OciSource) -> OciFirstRead {
     let reference = &source.reference;
     let result = match source.puller.resolve(reference).await {
@@ -360,7 +407,7 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
         }
         Err(failed) => failed,
     };
-    if !error.is_unreachable() {
+    if !error.is_transient() {
         return OciFirstRead::Refused { digest, error };
     }
     match source.puller.local_copy(reference) {
@@ -373,7 +420,10 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
             );
             OciFirstRead::Pulled(pulled)
         }
-        Ok(None) => OciFirstRead::Missing(format!("{error}; no local copy is kept yet")),
+        Ok(None) if error.is_unreachable() => {
+            OciFirstRead::Missing(format!("{error}; no local copy is kept yet"))
+        }
+        Ok(None) => OciFirstRead::Refused { digest, error },
         Err(refused) => OciFirstRead::Refused {
             digest: String::new(),
             error: refused,
@@ -381,16 +431,76 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
     }
 }
 
+/// The first pull of `source`, as a candidate to send (bytes or a
+/// refusal), and the manifest digest handled (empty: look again at the
+/// next poll).
+async fn first_pull(source: &OciSource) -> (Candidate, String) {
+    let seen_at = std::time::Instant::now();
+    match read_oci(source).await {
+        OciFirstRead::Pulled(pulled) => {
+            let digest = pulled.manifest_digest.clone();
+            (pulled_candidate(source, pulled, seen_at), digest)
+        }
+        OciFirstRead::Refused { digest, error } => {
+            // A signature may still come, a slow or misbehaving registry
+            // may recover: look at this digest again.
+            let again = error.rule == crate::sources::rules::UNSIGNED
+                || error.rule == crate::sources::rules::SIGNATURE
+                || error.is_misbehaving_registry();
+            let handled = if again { String::new() } else { digest.clone() };
+            let candidate = refusal_candidate(source, digest, error.to_string(), seen_at);
+            (candidate, handled)
+        }
+        OciFirstRead::Missing(why) => (
+            refusal_candidate(source, String::new(), why, seen_at),
+            String::new(),
+        ),
+    }
+}
+
+fn pulled_candidate(source: &OciSource, pulled: Pulled, seen_at: std::time::Instant) -> Candidate {
+    Candidate {
+        bytes: pulled.bytes,
+        source: pulled.reference,
+        configmap: None,
+        regarding: source.events_on.clone(),
+        refusal: None,
+        verified_by: pulled.verified_by,
+        seen_at,
+    }
+}
+
 /// Polls `source`'s tag every `poll_interval` and sends each new digest's
 /// artifact (or its refusal) once; `initial` is the manifest digest already
-/// handled. A digest refused for its signatures is looked at again each
-/// poll (cosign signs after the push), its refusal reported once. A digest reference is fixed: it is only retried until the first
-/// pull succeeds. An unreachable registry is logged (once per distinct
-/// error) and retried; bad credentials are a refusal (once per distinct error).
-pub fn watch_oci(source: OciSource, initial: String, tx: mpsc::Sender<Candidate>) {
+/// handled, `None` to make (and send) the first pull here. A digest
+/// refused for its signatures, or because the registry misbehaved (too
+/// slow, too big, a refused redirect), is looked at again each poll, its
+/// refusal reported once. A digest reference is fixed: it is only retried
+/// until the first pull succeeds. An unreachable registry is logged (once
+/// per distinct error) and retried; bad credentials and a misbehaving
+/// registry are refusals (once per distinct error). Every request is cut at
+/// its deadline, so a hung one delays the next poll by that much at most.
+/// Aborting the returned handle stops the task, a pull in flight with it.
+pub fn watch_oci(
+    source: OciSource,
+    initial: Option<String>,
+    tx: mpsc::Sender<Candidate>,
+) -> tokio::task::AbortHandle {
     tokio::spawn(async move {
-        let mut last = initial;
         let mut last_problem: Option<String> = None;
+        let mut last = match initial {
+            Some(initial) => initial,
+            None => {
+                let (candidate, handled) = first_pull(&source).await;
+                if let Some(refusal) = &candidate.refusal {
+                    last_problem = Some(refusal.reason.clone());
+                }
+                if tx.send(candidate).await.is_err() {
+                    return;
+                }
+                handled
+            }
+        };
         let mut poll = tokio::time::interval(source.poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         poll.tick().await; // the first tick is immediate: the start just pulled
@@ -402,79 +512,81 @@ pub fn watch_oci(source: OciSource, initial: String, tx: mpsc::Sender<Candidate>
             if tx.is_closed() {
                 break;
             }
-            let seen_at = std::time::Instant::now();
-            let digest = match source.puller.resolve(&source.reference).await {
-                Ok(digest) => digest,
-                Err(error) => {
-                    let text = error.to_string();
-                    if last_problem.as_deref() == Some(&text) {
-                        continue;
-                    }
-                    last_problem = Some(text.clone());
-                    if error.rule == crate::sources::rules::AUTH {
-                        let refusal = refusal_candidate(&source, String::new(), text, seen_at);
-                        if tx.send(refusal).await.is_err() {
-                            break;
-                        }
-                    } else {
-                        tracing::warn!(reference = %source.reference, error = %text, "cannot resolve the plugin's tag; the current plugin keeps serving, retrying every poll");
-                    }
-                    continue;
-                }
-            };
-            if digest == last {
-                last_problem = None;
+            let Some(candidate) = poll_once(&source, &mut last, &mut last_problem).await else {
                 continue;
-            }
-            let candidate = match source.puller.pull_digest(&source.reference, &digest).await {
-                Ok(pulled) => {
-                    tracing::info!(
-                        reference = %pulled.reference,
-                        plugin = %pulled.layer_digest,
-                        bytes = pulled.bytes.len(),
-                        verified_by = ?pulled.verified_by,
-                        "the plugin's tag moved; pulled the new artifact"
-                    );
-                    Candidate {
-                        bytes: pulled.bytes,
-                        source: pulled.reference,
-                        configmap: None,
-                        regarding: source.events_on.clone(),
-                        refusal: None,
-                        seen_at,
-                    }
-                }
-                Err(error) if error.is_unreachable() => {
-                    tracing::warn!(reference = %source.reference, digest = %digest, error = %error, "cannot pull the new artifact; retrying at the next poll");
-                    continue;
-                }
-                Err(error) => {
-                    let text = error.to_string();
-                    // A signature may be pushed after the artifact: look
-                    // again at each poll, but report each reason once.
-                    let unsigned = error.rule == crate::sources::rules::UNSIGNED
-                        || error.rule == crate::sources::rules::SIGNATURE;
-                    if unsigned {
-                        if last_problem.as_deref() == Some(&text) {
-                            continue;
-                        }
-                        last_problem = Some(text.clone());
-                        let refusal = refusal_candidate(&source, digest, text, seen_at);
-                        if tx.send(refusal).await.is_err() {
-                            break;
-                        }
-                        continue;
-                    }
-                    refusal_candidate(&source, digest.clone(), text, seen_at)
-                }
             };
-            last = digest;
-            last_problem = None;
             if tx.send(candidate).await.is_err() {
                 break;
             }
         }
-    });
+    })
+    .abort_handle()
+}
+
+/// One poll: what to send, if anything (see [`watch_oci`]).
+async fn poll_once(
+    source: &OciSource,
+    last: &mut String,
+    last_problem: &mut Option<String>,
+) -> Option<Candidate> {
+    let seen_at = std::time::Instant::now();
+    let report_once = |last_problem: &mut Option<String>, digest: String, error: &OciError| {
+        let text = error.to_string();
+        if last_problem.as_deref() == Some(&text) {
+            return None;
+        }
+        *last_problem = Some(text.clone());
+        Some(refusal_candidate(source, digest, text, seen_at))
+    };
+    let digest = match source.puller.resolve(&source.reference).await {
+        Ok(digest) => digest,
+        Err(error)
+            if error.rule == crate::sources::rules::AUTH || error.is_misbehaving_registry() =>
+        {
+            return report_once(last_problem, String::new(), &error);
+        }
+        Err(error) => {
+            let text = error.to_string();
+            if last_problem.as_deref() != Some(&text) {
+                tracing::warn!(reference = %source.reference, error = %text, "cannot resolve the plugin's tag; the current plugin keeps serving, retrying every poll");
+                *last_problem = Some(text);
+            }
+            return None;
+        }
+    };
+    if digest == *last {
+        *last_problem = None;
+        return None;
+    }
+    let candidate = match source.puller.pull_digest(&source.reference, &digest).await {
+        Ok(pulled) => {
+            tracing::info!(
+                reference = %pulled.reference,
+                plugin = %pulled.layer_digest,
+                bytes = pulled.bytes.len(),
+                verified_by = ?pulled.verified_by,
+                "the plugin's tag moved; pulled the new artifact"
+            );
+            pulled_candidate(source, pulled, seen_at)
+        }
+        // A signature may be pushed after the artifact, a registry may
+        // recover: look again at each poll, but report each reason once.
+        Err(error)
+            if error.rule == crate::sources::rules::UNSIGNED
+                || error.rule == crate::sources::rules::SIGNATURE
+                || error.is_misbehaving_registry() =>
+        {
+            return report_once(last_problem, digest, &error);
+        }
+        Err(error) if error.is_unreachable() => {
+            tracing::warn!(reference = %source.reference, digest = %digest, error = %error, "cannot pull the new artifact; retrying at the next poll");
+            return None;
+        }
+        Err(error) => refusal_candidate(source, digest.clone(), error.to_string(), seen_at),
+    };
+    *last = digest;
+    *last_problem = None;
+    Some(candidate)
 }
 
 fn refusal_candidate(
@@ -505,6 +617,7 @@ fn refusal_candidate(
             },
             reason,
         }),
+        verified_by: Vec::new(),
         seen_at,
     }
 }
@@ -570,7 +683,11 @@ mod tests {
         let file = dir.path().join("plugin.wasm");
         std::fs::write(&file, b"v1").expect("write");
         let (tx, mut rx) = mpsc::channel(4);
-        watch_file(file.clone(), digest_of(b"v1"), tx).expect("watch");
+        let rules = FileRules {
+            any_path: true,
+            ..FileRules::default()
+        };
+        watch_file(file.clone(), digest_of(b"v1"), rules, tx).expect("watch");
         tokio::time::sleep(Duration::from_millis(100)).await;
         std::fs::write(&file, b"v2").expect("write");
         let got = tokio::time::timeout(Duration::from_secs(5), rx.recv())

@@ -10,7 +10,12 @@
 //! How a spec becomes a served plugin ([`Driver`], one per resource):
 //! 1. **Resolve**: read the bytes from `spec.source` (a ConfigMap key or a
 //!    file, both watched, or an OCI reference); a new source replaces the
-//!    old one, a change of the bytes is a new candidate. `Resolved`.
+//!    old one, a change of the bytes is a new candidate. `Resolved`. A file
+//!    must be a regular file under `--plugin-file-root` within the cap
+//!    (`file/*` rules). An OCI source is pulled and polled in a task of its
+//!    own: the driver never waits for a registry, so a spec change is seen
+//!    at once, and replacing the source aborts that task, a pull in flight
+//!    with it.
 //! 2. **Verify**: the `spec.digest` pin; signatures for OCI sources
 //!    (`spec.verification`; a ConfigMap or file carries none, so asking for
 //!    verification of one is refused). `Verified`.
@@ -48,6 +53,7 @@ use crate::hotswap::sources::{self, Candidate, FirstRead};
 use crate::hotswap::swapper::{self, Refused, SwapHistory, SwapRecord};
 use crate::hotswap::{ActivePlugin, RollbackPolicy};
 use crate::runtime::{LoadedPlugin, Runtime, digest_of};
+use crate::sources::bounded::{FileRefusal, FileRules};
 use crate::sources::signature::{PublicKeyVerifier, Threshold, VerificationPolicy, Verifier};
 use crate::sources::{OciOptions, OciPuller, OciRef};
 use crate::telemetry::metrics::Metrics;
@@ -72,6 +78,8 @@ pub struct ResourceOptions {
     /// `--plugin-verify-*` policy applies to resources without
     /// `spec.verification`), and how often a tag is polled.
     pub oci: Option<(OciOptions, Duration)>,
+    /// Where a file source may be and how big (`--plugin-file-*`).
+    pub files: FileRules,
 }
 
 /// A refusal with the rule that made it.
@@ -247,6 +255,7 @@ pub async fn start(
             shadow_queue: options.shadow_queue,
             pod_policy: options.pod_policy,
             oci: options.oci.clone(),
+            files: options.files.clone(),
             verified_by: Vec::new(),
         };
         tokio::spawn(driver.run());
@@ -281,8 +290,18 @@ pub struct Driver {
     shadow_queue: usize,
     pod_policy: PodPolicy,
     oci: Option<(OciOptions, Duration)>,
+    files: FileRules,
     /// The keys that verified the newest OCI artifact.
     verified_by: Vec<String>,
+}
+
+/// Aborts a source's task when dropped (with the [`Current`] it belongs to).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The spec being served and the newest bytes of its source.
@@ -291,6 +310,8 @@ struct Current {
     source: String,
     bytes: Option<(Vec<u8>, String)>,
     content: Option<mpsc::Receiver<Candidate>>,
+    /// The source's own task (an OCI source's pulls), stopped with it.
+    _task: Option<AbortOnDrop>,
 }
 
 impl Driver {
@@ -339,6 +360,9 @@ impl Driver {
                         }
                         Some(candidate) => {
                             if let Some(c) = current.as_mut() {
+                                if !candidate.verified_by.is_empty() {
+                                    self.verified_by = candidate.verified_by.clone();
+                                }
                                 c.bytes = Some((candidate.bytes.clone(), candidate.source.clone()));
                                 let resource = c.resource.clone();
                                 self.on_bytes(&resource, candidate.bytes, &candidate.source, candidate.seen_at).await;
@@ -388,6 +412,7 @@ impl Driver {
                 source: key,
                 bytes: None,
                 content: None,
+                _task: None,
             });
             self.refuse(&resource, "", refusal, seen_at).await;
             return;
@@ -414,14 +439,23 @@ impl Driver {
             source: key,
             bytes: None,
             content: None,
+            _task: None,
         };
+        // The one being replaced stops now (its task, a pull in flight with it).
+        *current = None;
         match first {
-            Ok(Opened::Pulled(bytes, from, verified_by)) => {
+            Ok(Opened::Pulling(task)) => {
                 next.content = Some(rx);
-                next.bytes = Some((bytes.clone(), from.clone()));
+                next._task = Some(AbortOnDrop(task));
                 *current = Some(next);
-                self.verified_by = verified_by;
-                self.on_bytes(&resource, bytes, &from, seen_at).await;
+                self.writer.set(
+                    "Resolved",
+                    false,
+                    "Pulling",
+                    &format!("{label}: pulling (each request within --oci-request-timeout, the pull within --oci-pull-timeout)"),
+                );
+                self.writer.set_state(self.state_now());
+                self.writer.write().await;
             }
             Ok(Opened::Bytes(bytes)) => {
                 next.content = Some(rx);
@@ -482,23 +516,19 @@ impl Driver {
         }
         if let Some(file) = &source.file {
             let path = std::path::PathBuf::from(&file.path);
-            let (opened, initial) = match std::fs::read(&path) {
+            // A regular file under the root, within the cap, opened
+            // without blocking: never /dev/zero, a FIFO or /etc/hostname.
+            let (opened, initial) = match self.files.read(&path).await {
                 Ok(bytes) => {
                     let digest = digest_of(&bytes);
                     (Opened::Bytes(bytes), digest)
                 }
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => (
-                    Opened::Missing(format!("{} does not exist", path.display())),
-                    String::new(),
-                ),
-                Err(err) => {
-                    return Err(RuleRefusal::new(
-                        "resource/source",
-                        format!("reading {}: {err}", path.display()),
-                    ));
+                Err(FileRefusal::Missing(why)) => (Opened::Missing(why), String::new()),
+                Err(refusal) => {
+                    return Err(RuleRefusal::new(refusal.rule(), refusal.message()));
                 }
             };
-            sources::watch_file(path, initial, tx).map_err(|err| {
+            sources::watch_file(path, initial, self.files.clone(), tx).map_err(|err| {
                 RuleRefusal::new("resource/source", format!("watching {}: {err}", file.path))
             })?;
             return Ok(opened);
@@ -509,8 +539,8 @@ impl Driver {
         ))
     }
 
-    /// Pulls (and verifies) the artifact `reference` names and starts
-    /// polling its tag; a refused artifact is a refusal with the puller's rule.
+    /// Starts the task that pulls (and verifies) the artifact `reference`
+    /// names and polls its tag; what it pulls or refuses arrives on `tx`.
     async fn open_oci(
         &self,
         reference: &str,
@@ -541,25 +571,8 @@ impl Driver {
             // Refusals are recorded on the resource by this driver.
             events_on: None,
         };
-        let (opened, initial) = match sources::read_oci(&source).await {
-            sources::OciFirstRead::Pulled(pulled) => {
-                let initial = pulled.manifest_digest.clone();
-                (
-                    Ok(Opened::Pulled(
-                        pulled.bytes,
-                        pulled.reference,
-                        pulled.verified_by,
-                    )),
-                    initial,
-                )
-            }
-            sources::OciFirstRead::Refused { digest, error } => {
-                (Err(RuleRefusal::new(error.rule, error.message)), digest)
-            }
-            sources::OciFirstRead::Missing(why) => (Ok(Opened::Missing(why)), String::new()),
-        };
-        sources::watch_oci(source, initial, tx);
-        opened
+        // The first pull happens in the source's own task, like the polls.
+        Ok(Opened::Pulling(sources::watch_oci(source, None, tx)))
     }
 
     /// The signature policy `spec` asks for, with the keys read from their Secrets.
@@ -910,9 +923,8 @@ impl Driver {
 /// What a source held when it was opened.
 enum Opened {
     Bytes(Vec<u8>),
-    /// Pulled from a registry: the bytes, where from (with the manifest
-    /// digest) and the keys whose signatures were verified.
-    Pulled(Vec<u8>, String, Vec<String>),
+    /// An OCI source: its task pulls, and sends what it got.
+    Pulling(tokio::task::AbortHandle),
     Missing(String),
 }
 

@@ -220,6 +220,10 @@ mod tests {
         use super::super::registry::{DEFAULT_PULL_TIMEOUT, DEFAULT_REQUEST_TIMEOUT};
         assert_eq!(run.oci.oci_request_timeout, DEFAULT_REQUEST_TIMEOUT);
         assert_eq!(run.oci.oci_pull_timeout, DEFAULT_PULL_TIMEOUT);
+        assert_eq!(
+            run.files.plugin_file_max_mib,
+            super::super::bounded::DEFAULT_MAX_FILE_MIB
+        );
         assert_eq!(run.oci.oci_max_artifact_mib, 2);
         assert_eq!(run.oci.plugin_verify_keys.len(), 2);
         assert_eq!(run.oci.plugin_verify_policy, Threshold::AtLeast(2));

@@ -537,6 +537,7 @@ impl RunningHost {
                 shadow_pinned_sha256: options.shadow_pinned_sha256,
                 shadow_queue: options.shadow_queue,
                 rollback: options.rollback,
+                max_file_bytes: wasm_operator::sources::bounded::FileRules::default().max_bytes,
             },
             metrics.clone(),
         )
@@ -652,4 +653,29 @@ pub async fn own_control_plane(
         planes.push(plane);
     }
     Ok(plane)
+}
+
+/// Installs the `JinghzhuPlugin` CRD and waits until it is established
+/// (once per process; idempotent across processes).
+pub async fn install_plugin_crd(client: &Client) -> Result<()> {
+    static PLUGIN_CRD: OnceCell<()> = OnceCell::const_new();
+    PLUGIN_CRD
+        .get_or_try_init(|| async {
+            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+            let crd = wasm_operator::crd::plugin::JinghzhuPlugin::crd();
+            crds.patch(
+                &crd.name_any(),
+                &PatchParams::apply("e2e-tests").force(),
+                &Patch::Apply(&crd),
+            )
+            .await?;
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+            )
+            .await??;
+            anyhow::Ok(())
+        })
+        .await?;
+    Ok(())
 }

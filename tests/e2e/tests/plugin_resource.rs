@@ -11,11 +11,8 @@ use std::time::Duration;
 
 use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{CustomResourceExt, ResourceExt};
-use tokio::sync::{OnceCell, oneshot};
+use tokio::sync::oneshot;
 use wasm_operator::apply::policy::{PodPolicy, PolicyConfig};
 use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::plugin::{
@@ -41,29 +38,9 @@ fn v2() -> Vec<u8> {
     std::fs::read(plugin("replicaset-plugin", &["v2"])).expect("v2 plugin")
 }
 
-static PLUGIN_CRD: OnceCell<()> = OnceCell::const_new();
-
 /// Installs the JinghzhuPlugin CRD (once per process; idempotent across processes).
 async fn install_plugin_crd(env: &TestEnv) -> anyhow::Result<()> {
-    PLUGIN_CRD
-        .get_or_try_init(|| async {
-            let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
-            let crd = JinghzhuPlugin::crd();
-            crds.patch(
-                &crd.name_any(),
-                &PatchParams::apply("e2e-tests").force(),
-                &Patch::Apply(&crd),
-            )
-            .await?;
-            tokio::time::timeout(
-                Duration::from_secs(30),
-                await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-            )
-            .await??;
-            anyhow::Ok(())
-        })
-        .await?;
-    Ok(())
+    e2e_tests::install_plugin_crd(&env.client).await
 }
 
 /// A JinghzhuPlugin named after the test's namespace (the resource is
@@ -165,6 +142,7 @@ impl ResourceHost {
                 rollback: RollbackPolicy::default(),
                 pod_policy,
                 oci,
+                files: Default::default(),
             },
             metrics.clone(),
         )
