@@ -7,8 +7,10 @@
 pub mod deploy;
 pub mod endless_list;
 pub mod faults;
+pub mod hostile_registry;
 pub mod memory;
 pub mod previous_host;
+pub mod watched_host;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

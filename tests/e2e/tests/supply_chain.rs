@@ -1,0 +1,613 @@
+//! Containment, round three (issue 40), hazards 1, 2 and 9: registries and
+//! plugin files that try to stop or crash the host. Each test runs
+//! `wasm-operator run` as a process of its own (`watched_host`: its probes
+//! polled every 200 ms, its RSS watched, a watchdog killing it above
+//! [`WATCHDOG`]) against the real control plane and the small hostile
+//! registry of the harness (`hostile_registry`), and checks that the host
+//! stays alive (`/healthz` 200 throughout), that a neighbour object
+//! converges, that its peak RSS (`VmHWM`) stays within [`RSS_BOUND`], that
+//! the refusal is named by its rule id (in the resource's conditions and a
+//! `PluginRefused` Warning Event, or on `/status` and the host's Pod), and
+//! that no pod exists beyond what the objects ask for.
+//!
+//! `cargo test -p e2e-tests --test supply_chain -- --nocapture` prints the
+//! figures.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use e2e_tests::hostile_registry::{HOSTILE_TEXT, HostileRegistry, INTERNAL_SECRET, Mode};
+use e2e_tests::watched_host::WatchedHost;
+use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use wasm_operator::crd::plugin::{
+    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginSourceSpec,
+};
+use wasm_operator::runtime::digest_of;
+
+/// The host under test: the host's `main` built beside these tests.
+const BIN: &str = env!("CARGO_BIN_EXE_wasm-operator-under-test");
+const CONVERGE: Duration = Duration::from_secs(60);
+/// The peak RSS a host may reach in these tests (a debug build; its
+/// baseline with the replicaset plugin compiled is about 60–90 MiB).
+const RSS_BOUND: u64 = 200 << 20;
+/// Above this the watchdog kills the host (the test then fails).
+const WATCHDOG: u64 = 600 << 20;
+
+fn v1() -> Vec<u8> {
+    std::fs::read(plugin("replicaset-plugin", &[])).expect("v1 plugin")
+}
+
+fn v2() -> Vec<u8> {
+    std::fs::read(plugin("replicaset-plugin", &["v2"])).expect("v2 plugin")
+}
+
+/// The environment of a host process named `name` in `env`'s namespace.
+fn host_env(env: &TestEnv, name: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "KUBECONFIG",
+            env.control_plane.kubeconfig_path().display().to_string(),
+        ),
+        ("POD_NAME", name.to_string()),
+        ("POD_NAMESPACE", env.namespace.clone()),
+        (
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        ),
+    ]
+}
+
+/// `run`'s flags for `env`, the registry and the deadlines, then `more`.
+fn args(env: &TestEnv, dir: &Path, registry: &HostileRegistry, more: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--namespace",
+        &env.namespace,
+        "--cache-dir",
+        &dir.join("precompiled").display().to_string(),
+        "--oci-insecure-registry",
+        &registry.addr.to_string(),
+        "--oci-poll-interval",
+        "1s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(more.iter().map(|s| s.to_string()));
+    args
+}
+
+/// Checks the host is alive, within [`RSS_BOUND`], and that the
+/// namespace holds exactly `pods` pods; prints the peak.
+async fn check_host(env: &TestEnv, host: &mut WatchedHost, pods: usize) -> anyhow::Result<u64> {
+    host.assert_alive_throughout()?;
+    let peak = host.peak_rss();
+    eprintln!("measured: {} peak RSS {} MiB", host.name, peak >> 20);
+    anyhow::ensure!(
+        peak <= RSS_BOUND,
+        "{}: peak RSS {} MiB over the {} MiB bound",
+        host.name,
+        peak >> 20,
+        RSS_BOUND >> 20
+    );
+    let all = env.pods().list(&ListParams::default()).await?.items;
+    anyhow::ensure!(
+        all.len() == pods,
+        "{} pods in the namespace, the objects ask for {pods}",
+        all.len()
+    );
+    Ok(peak)
+}
+
+/// Creates `name` with `desired` pods and waits until it converged; returns how long that took.
+async fn neighbour(env: &TestEnv, name: &str, desired: u32) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    env.create(name, desired, &[]).await?;
+    env.wait_converged(name, desired, CONVERGE).await?;
+    Ok(started.elapsed())
+}
+
+/// Warning `PluginRefused` Events on `kind`/`name` in `namespace`.
+async fn refusal_events(
+    env: &TestEnv,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+) -> anyhow::Result<Vec<String>> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), namespace);
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some(kind)
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("PluginRefused")
+        })
+        .filter_map(|e| e.message)
+        .collect())
+}
+
+// ---- JinghzhuPlugin helpers ----
+
+async fn status_of(env: &TestEnv, name: &str) -> anyhow::Result<JinghzhuPluginStatus> {
+    Ok(Api::<JinghzhuPlugin>::all(env.client.clone())
+        .get(name)
+        .await?
+        .status
+        .unwrap_or_default())
+}
+
+/// ConfigMaps `plugin-v1` and `plugin-v2`, and the resource (named after
+/// the namespace) serving `plugin-v1`.
+async fn resource_on_v1(env: &TestEnv) -> anyhow::Result<String> {
+    e2e_tests::install_plugin_crd(&env.client).await?;
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    for (name, bytes) in [("plugin-v1", v1()), ("plugin-v2", v2())] {
+        maps.create(&PostParams::default(), &plugin_configmap(name, bytes))
+            .await?;
+    }
+    let resource = JinghzhuPlugin::new(
+        &env.namespace,
+        JinghzhuPluginSpec {
+            source: PluginSourceSpec {
+                config_map: Some(ConfigMapSourceSpec {
+                    namespace: env.namespace.clone(),
+                    name: "plugin-v1".into(),
+                    key: "plugin.wasm".into(),
+                }),
+                ..PluginSourceSpec::default()
+            },
+            ..JinghzhuPluginSpec::default()
+        },
+    );
+    Api::<JinghzhuPlugin>::all(env.client.clone())
+        .create(&PostParams::default(), &resource)
+        .await?;
+    Ok(env.namespace.clone())
+}
+
+/// Points the resource's source at `source` (`{"oci": …}`, `{"file": …}`
+/// or `{"configMap": …}`).
+async fn set_source(env: &TestEnv, name: &str, source: serde_json::Value) -> anyhow::Result<()> {
+    let mut all = serde_json::json!({"oci": null, "configMap": null, "file": null});
+    if let (Some(all), Some(set)) = (all.as_object_mut(), source.as_object()) {
+        all.extend(set.clone());
+    }
+    Api::<JinghzhuPlugin>::all(env.client.clone())
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": {"source": all}})),
+        )
+        .await?;
+    Ok(())
+}
+
+fn configmap_source(env: &TestEnv, name: &str) -> serde_json::Value {
+    serde_json::json!({"configMap": {"namespace": env.namespace, "name": name, "key": "plugin.wasm"}})
+}
+
+/// Waits until the resource says `digest` serves; returns how long that took.
+async fn wait_serving(env: &TestEnv, name: &str, digest: &str) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    wait_for(&format!("{name} serving {digest}"), CONVERGE, || async {
+        let status = status_of(env, name).await?;
+        Ok(status
+            .replicas
+            .iter()
+            .any(|r| r.digest == digest && r.state == "Serving"))
+    })
+    .await?;
+    Ok(started.elapsed())
+}
+
+/// Waits until the resource's conditions and a Warning Event name `rule`;
+/// returns (the condition's message, the Event's note, how long it took).
+async fn wait_refused(
+    env: &TestEnv,
+    name: &str,
+    rule: &str,
+) -> anyhow::Result<(String, String, Duration)> {
+    let started = Instant::now();
+    let tag = format!("[{rule}]");
+    let mut found = (String::new(), String::new());
+    let mut last = String::new();
+    while started.elapsed() < CONVERGE {
+        let status = status_of(env, name).await?;
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Refused" && c.status == "True" && c.message.contains(&tag))
+            .map(|c| c.message.clone());
+        let event = refusal_events(env, "default", "JinghzhuPlugin", name)
+            .await?
+            .into_iter()
+            .find(|m| m.contains(&format!("rule {rule}")));
+        if let (Some(condition), Some(event)) = (condition, event) {
+            found = (condition, event);
+            break;
+        }
+        last = format!("{:?}", status.conditions);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    anyhow::ensure!(
+        !found.0.is_empty(),
+        "no refusal naming {rule} on {name} within {CONVERGE:?}: {last}"
+    );
+    Ok((found.0, found.1, started.elapsed()))
+}
+
+/// A host serving the resource `name`, with `more` flags.
+async fn resource_host(
+    env: &TestEnv,
+    dir: &Path,
+    registry: &HostileRegistry,
+    name: &str,
+    more: &[&str],
+) -> anyhow::Result<WatchedHost> {
+    let mut flags = vec!["--plugin-resource", name];
+    flags.extend_from_slice(more);
+    let host = WatchedHost::start(
+        Path::new(BIN),
+        "resource-host",
+        dir,
+        &args(env, dir, registry, &flags),
+        &host_env(env, "resource-host"),
+        WATCHDOG,
+    )?;
+    let healthy = host.wait_healthy(Duration::from_secs(30)).await?;
+    eprintln!("measured: {} /healthz 200 after {healthy:?}", host.name);
+    wait_serving(env, name, &digest_of(&v1())).await?;
+    Ok(host)
+}
+
+/// Hazard 1 (`run --plugin oci://…`): a registry that drips or hangs never
+/// delays `/healthz`, polls go on (each request cut at its deadline), a
+/// restart while it drips binds its probes at once and serves the verified
+/// local copy when the pull does not finish in time, and a v2 pushed once
+/// the registry recovers is served. The same host then meets an endless
+/// manifest (hazard 2, against a running host).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyhow::Result<()> {
+    let env = TestEnv::new("slow-registry").await?;
+    let registry = HostileRegistry::start().await?;
+    let dir = tempfile::tempdir()?;
+    registry.push("plugins/p", "live", &v1());
+    let reference = registry.reference("plugins/p", "live");
+    let flags = |request: &'static str| {
+        args(
+            &env,
+            dir.path(),
+            &registry,
+            &[
+                "--plugin",
+                &reference,
+                "--oci-request-timeout",
+                request,
+                "--oci-pull-timeout",
+                "8s",
+            ],
+        )
+    };
+    let first = WatchedHost::start(
+        Path::new(BIN),
+        "host-a",
+        dir.path(),
+        &flags("2s"),
+        &host_env(&env, "host-a"),
+        WATCHDOG,
+    )?;
+    first.wait_ready(CONVERGE).await?;
+    neighbour(&env, "before", 1).await?;
+
+    // The registry drips one byte every 3 s: each poll is cut at 2 s and
+    // the next one asks again; v1 keeps serving.
+    registry.set_mode(Mode::Drip {
+        every: Duration::from_secs(3),
+    });
+    let asked = registry.requests();
+    let during = neighbour(&env, "during", 1).await?;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let polls = registry.requests() - asked;
+    eprintln!(
+        "measured: {polls} requests in a drip of ~{during:?} + 6 s; neighbour converged in {during:?}"
+    );
+    anyhow::ensure!(
+        polls >= 4,
+        "the polls stopped during the drip: {polls} requests"
+    );
+
+    // A restart while the registry still drips: probes at once, the local
+    // copy (pulled by host-a) after the request deadline (6 s).
+    first.kill().await;
+    let mut second = WatchedHost::start(
+        Path::new(BIN),
+        "host-b",
+        dir.path(),
+        &flags("6s"),
+        &host_env(&env, "host-b"),
+        WATCHDOG,
+    )?;
+    let healthy = second.wait_healthy(Duration::from_secs(30)).await?;
+    eprintln!("measured: restarted during the drip, /healthz 200 after {healthy:?}");
+    anyhow::ensure!(
+        healthy < Duration::from_secs(4),
+        "/healthz waited for the pull: {healthy:?}"
+    );
+    let pending = second.get("/readyz").await;
+    eprintln!("measured: /readyz while pulling: {pending:?}");
+    let ready = second.wait_ready(CONVERGE).await?;
+    eprintln!("measured: ready (local copy) after {ready:?}");
+    neighbour(&env, "restarted", 1).await?;
+    wait_for(
+        "a Warning naming oci/deadline on the host's Pod",
+        CONVERGE,
+        || async {
+            Ok(refusal_events(&env, &env.namespace, "Pod", "host-b")
+                .await?
+                .iter()
+                .any(|m| m.contains("oci/deadline")))
+        },
+    )
+    .await?;
+
+    // The registry recovers with v2 pushed: the polls find it.
+    let recovered = Instant::now();
+    let v2_layer = digest_of(&v2());
+    registry.push("plugins/p", "live", &v2());
+    registry.set_mode(Mode::Good);
+    wait_for(
+        "v2 serving after the registry recovered",
+        CONVERGE,
+        || async {
+            Ok(second
+                .get("/status")
+                .await
+                .is_some_and(|(_, body)| body.contains(&v2_layer)))
+        },
+    )
+    .await?;
+    eprintln!(
+        "measured: v2 served {:?} after the registry recovered",
+        recovered.elapsed()
+    );
+
+    // An endless manifest against the running host: cut at 4 MiB, reported.
+    registry.set_mode(Mode::Endless);
+    wait_for(
+        "a Warning naming oci/answer-too-large",
+        CONVERGE,
+        || async {
+            Ok(refusal_events(&env, &env.namespace, "Pod", "host-b")
+                .await?
+                .iter()
+                .any(|m| m.contains("oci/answer-too-large")))
+        },
+    )
+    .await?;
+    eprintln!(
+        "measured: the registry sent {} MiB of hostile bodies",
+        registry.hostile_bytes_sent() >> 20
+    );
+    neighbour(&env, "after", 1).await?;
+    check_host(&env, &mut second, 4).await?;
+    Ok(())
+}
+
+/// Hazard 1 (`--plugin-resource`): a resource whose registry drips never
+/// blocks its driver (a spec change to a ConfigMap serves at once, the
+/// pull in flight abandoned) nor a neighbour's reconcile; the drip itself
+/// is refused at the deadline (`oci/deadline`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dripping_source_never_blocks_its_resource_or_a_neighbour() -> anyhow::Result<()> {
+    let env = TestEnv::new("drip-resource").await?;
+    let registry = HostileRegistry::start().await?;
+    registry.set_mode(Mode::Drip {
+        every: Duration::from_secs(1),
+    });
+    let dir = tempfile::tempdir()?;
+    let name = resource_on_v1(&env).await?;
+    let mut host = resource_host(
+        &env,
+        dir.path(),
+        &registry,
+        &name,
+        &["--oci-request-timeout", "6s", "--oci-pull-timeout", "12s"],
+    )
+    .await?;
+    neighbour(&env, "a", 1).await?;
+    // v2 once, so that going back to it later compiles nothing.
+    set_source(&env, &name, configmap_source(&env, "plugin-v2")).await?;
+    wait_serving(&env, &name, &digest_of(&v2())).await?;
+    set_source(&env, &name, configmap_source(&env, "plugin-v1")).await?;
+    wait_serving(&env, &name, &digest_of(&v1())).await?;
+
+    let drip = serde_json::json!({"oci": {"reference": registry.reference("drip/p", "live")}});
+    set_source(&env, &name, drip.clone()).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_source(&env, &name, configmap_source(&env, "plugin-v2")).await?;
+    let took = wait_serving(&env, &name, &digest_of(&v2())).await?;
+    eprintln!("measured: a spec change during a dripping pull served in {took:?}");
+    anyhow::ensure!(
+        took < Duration::from_secs(4),
+        "the spec change waited for the pull: {took:?}"
+    );
+
+    set_source(&env, &name, drip).await?;
+    let during = neighbour(&env, "b", 1).await?;
+    eprintln!("measured: a neighbour converged in {during:?} during the drip");
+    let (condition, event, after) = wait_refused(&env, &name, "oci/deadline").await?;
+    eprintln!("measured: refused after {after:?}: {condition}\n  event: {event}");
+    anyhow::ensure!(
+        status_of(&env, &name)
+            .await?
+            .replicas
+            .iter()
+            .any(|r| r.digest == digest_of(&v2())),
+        "v2 stopped serving"
+    );
+    check_host(&env, &mut host, 2).await?;
+    Ok(())
+}
+
+/// Hazard 2: giant answers and files are cut at their caps, each refusal
+/// named: an endless manifest, a 4 GiB error body, an endless token, and
+/// file sources naming `/dev/zero`, a FIFO and a 1 GiB file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn giant_answers_and_files_are_cut_at_their_caps() -> anyhow::Result<()> {
+    let env = TestEnv::new("giant-answers").await?;
+    let registry = HostileRegistry::start().await?;
+    let dir = tempfile::tempdir()?;
+    let root = dir.path().join("plugins");
+    std::fs::create_dir(&root)?;
+    let fifo = root.join("fifo.wasm");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes())?;
+    // SAFETY: a valid NUL-terminated path.
+    anyhow::ensure!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0, "mkfifo");
+    let big = root.join("big.wasm");
+    std::fs::File::create(&big)?.set_len(1 << 30)?;
+    let name = resource_on_v1(&env).await?;
+    let root_text = root.display().to_string();
+    let mut host = resource_host(
+        &env,
+        dir.path(),
+        &registry,
+        &name,
+        &[
+            "--plugin-file-root",
+            &root_text,
+            "--oci-request-timeout",
+            "10s",
+        ],
+    )
+    .await?;
+    let oci =
+        |repo: &str| serde_json::json!({"oci": {"reference": registry.reference(repo, "live")}});
+    let file = |path: &Path| serde_json::json!({"file": {"path": path.display().to_string()}});
+    let cases = [
+        (
+            "endless manifest",
+            Mode::Endless,
+            oci("endless/p"),
+            "oci/answer-too-large",
+        ),
+        (
+            "a 500 with a 4 GiB body",
+            Mode::GiantError { bytes: 4 << 30 },
+            oci("error/p"),
+            "oci/unreachable",
+        ),
+        (
+            "an endless token",
+            Mode::GiantToken,
+            oci("token/p"),
+            "oci/answer-too-large",
+        ),
+        (
+            "/dev/zero",
+            Mode::Good,
+            file(Path::new("/dev/zero")),
+            "file/outside-root",
+        ),
+        ("a FIFO", Mode::Good, file(&fifo), "file/not-regular"),
+        ("a 1 GiB file", Mode::Good, file(&big), "file/too-large"),
+    ];
+    for (what, mode, source, rule) in cases {
+        registry.set_mode(mode);
+        set_source(&env, &name, source).await?;
+        let (condition, _, after) = wait_refused(&env, &name, rule).await?;
+        eprintln!(
+            "measured: {what}: refused by {rule} after {after:?}, peak RSS {} MiB: {}",
+            host.peak_rss() >> 20,
+            &condition[..condition.len().min(300)]
+        );
+        host.assert_alive_throughout()?;
+    }
+    eprintln!(
+        "measured: the registry sent {} MiB of hostile bodies",
+        registry.hostile_bytes_sent() >> 20
+    );
+    neighbour(&env, "neighbour", 2).await?;
+    check_host(&env, &mut host, 2).await?;
+    Ok(())
+}
+
+/// Hazard 9: a registry's error text reaches the log, the status and the
+/// Events cut and escaped (no forged line, no raw escape, no megabyte
+/// line), and a redirect to an internal plain-HTTP service is refused
+/// without a request to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_text_is_escaped_and_redirects_stay_home() -> anyhow::Result<()> {
+    let env = TestEnv::new("registry-text").await?;
+    let registry = HostileRegistry::start().await?;
+    let dir = tempfile::tempdir()?;
+    let name = resource_on_v1(&env).await?;
+    let mut host = resource_host(&env, dir.path(), &registry, &name, &[]).await?;
+
+    registry.set_mode(Mode::GiantError { bytes: 2 << 20 });
+    let log_before = host.log_bytes().len();
+    let error = serde_json::json!({"oci": {"reference": registry.reference("text/p", "live")}});
+    set_source(&env, &name, error).await?;
+    let (condition, event, _) = wait_refused(&env, &name, "oci/unreachable").await?;
+    // A few polls more, each meeting the same answer.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let log = host.log_bytes();
+    let grown = log.len() - log_before;
+    let text = String::from_utf8_lossy(&log);
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    let forged = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("ERROR wasm_operator: forged"))
+        .count();
+    let escapes = log.iter().filter(|b| **b == 0x1b).count();
+    eprintln!(
+        "measured: 2 MiB error bodies for ~6 s: {grown} bytes of log, longest line {longest}, \
+         {forged} forged lines, {escapes} raw ESC; condition {} bytes, Event {} bytes",
+        condition.len(),
+        event.len()
+    );
+    anyhow::ensure!(
+        forged == 0 && escapes == 0,
+        "registry text reached the log raw"
+    );
+    anyhow::ensure!(longest < 8192, "a {longest}-byte log line");
+    anyhow::ensure!(grown < 64 * 1024, "{grown} bytes of log in ~6 s");
+    for shown in [&condition, &event] {
+        anyhow::ensure!(
+            !shown.chars().any(char::is_control) && shown.len() <= 2100,
+            "unescaped or long: {shown:?}"
+        );
+        anyhow::ensure!(
+            shown.contains("boom\\nERROR"),
+            "the excerpt is not shown escaped: {shown}"
+        );
+    }
+    anyhow::ensure!(HOSTILE_TEXT.contains('\n'));
+
+    registry.set_mode(Mode::RedirectInternal);
+    let redirect =
+        serde_json::json!({"oci": {"reference": registry.reference("redirect/p", "live")}});
+    set_source(&env, &name, redirect).await?;
+    let (condition, event, _) = wait_refused(&env, &name, "oci/redirect").await?;
+    eprintln!("measured: redirect refused: {condition}");
+    let status = serde_json::to_string(&status_of(&env, &name).await?)?;
+    let log = String::from_utf8_lossy(&host.log_bytes()).into_owned();
+    for (where_, text) in [("status", &status), ("Event", &event), ("log", &log)] {
+        anyhow::ensure!(
+            !text.contains(INTERNAL_SECRET),
+            "the internal service's answer is in the {where_}"
+        );
+    }
+    anyhow::ensure!(
+        registry.internal_requests() == 0,
+        "the internal service was asked {} times",
+        registry.internal_requests()
+    );
+    neighbour(&env, "neighbour", 1).await?;
+    check_host(&env, &mut host, 1).await?;
+    Ok(())
+}
