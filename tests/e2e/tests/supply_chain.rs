@@ -205,10 +205,12 @@ async fn wait_serving(env: &TestEnv, name: &str, digest: &str) -> anyhow::Result
     Ok(started.elapsed())
 }
 
-/// Waits until the resource's conditions and a Warning Event name `rule`;
-/// returns (the condition's message, the Event's note, how long it took).
+/// Waits until the resource's conditions and a Warning Event name `rule`
+/// (failing at once if `host` dies or fails its probe meanwhile); returns
+/// (the condition's message, the Event's note, how long it took).
 async fn wait_refused(
     env: &TestEnv,
+    host: &mut WatchedHost,
     name: &str,
     rule: &str,
 ) -> anyhow::Result<(String, String, Duration)> {
@@ -232,6 +234,8 @@ async fn wait_refused(
             break;
         }
         last = format!("{:?}", status.conditions);
+        host.assert_alive_throughout()
+            .map_err(|err| err.context(format!("waiting for a refusal naming {rule}")))?;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     anyhow::ensure!(
@@ -440,7 +444,7 @@ async fn a_dripping_source_never_blocks_its_resource_or_a_neighbour() -> anyhow:
     set_source(&env, &name, drip).await?;
     let during = neighbour(&env, "b", 1).await?;
     eprintln!("measured: a neighbour converged in {during:?} during the drip");
-    let (condition, event, after) = wait_refused(&env, &name, "oci/deadline").await?;
+    let (condition, event, after) = wait_refused(&env, &mut host, &name, "oci/deadline").await?;
     eprintln!("measured: refused after {after:?}: {condition}\n  event: {event}");
     anyhow::ensure!(
         status_of(&env, &name)
@@ -519,7 +523,7 @@ async fn giant_answers_and_files_are_cut_at_their_caps() -> anyhow::Result<()> {
     for (what, mode, source, rule) in cases {
         registry.set_mode(mode);
         set_source(&env, &name, source).await?;
-        let (condition, _, after) = wait_refused(&env, &name, rule).await?;
+        let (condition, _, after) = wait_refused(&env, &mut host, &name, rule).await?;
         eprintln!(
             "measured: {what}: refused by {rule} after {after:?}, peak RSS {} MiB: {}",
             host.peak_rss() >> 20,
@@ -552,7 +556,7 @@ async fn registry_text_is_escaped_and_redirects_stay_home() -> anyhow::Result<()
     let log_before = host.log_bytes().len();
     let error = serde_json::json!({"oci": {"reference": registry.reference("text/p", "live")}});
     set_source(&env, &name, error).await?;
-    let (condition, event, _) = wait_refused(&env, &name, "oci/unreachable").await?;
+    let (condition, event, _) = wait_refused(&env, &mut host, &name, "oci/unreachable").await?;
     // A few polls more, each meeting the same answer.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let log = host.log_bytes();
@@ -592,7 +596,7 @@ async fn registry_text_is_escaped_and_redirects_stay_home() -> anyhow::Result<()
     let redirect =
         serde_json::json!({"oci": {"reference": registry.reference("redirect/p", "live")}});
     set_source(&env, &name, redirect).await?;
-    let (condition, event, _) = wait_refused(&env, &name, "oci/redirect").await?;
+    let (condition, event, _) = wait_refused(&env, &mut host, &name, "oci/redirect").await?;
     eprintln!("measured: redirect refused: {condition}");
     let status = serde_json::to_string(&status_of(&env, &name).await?)?;
     let log = String::from_utf8_lossy(&host.log_bytes()).into_owned();
