@@ -21,7 +21,7 @@ use crate::apply::policy::PolicyArgs;
 use crate::controller::budget::BudgetConfig;
 use crate::controller::{self, ControllerConfig};
 use crate::hotswap::RollbackPolicy;
-use crate::hotswap::setup::{self, PluginOptions, PluginSource};
+use crate::hotswap::setup::{self, PluginOptions, PluginSource, Plugins};
 use crate::leader::lease::parse_duration;
 use crate::leader::{self, Elector, LeaderElectionConfig, Leadership};
 use crate::runtime::compiler::{DEFAULT_COMPILE_MEMORY_MIB, DEFAULT_COMPILE_TIMEOUT};
@@ -274,6 +274,99 @@ fn oci_source(args: &RunArgs, reference: &str) -> Result<PluginSource> {
     )))
 }
 
+/// The plugin side `run` asks for: a `JinghzhuPlugin`'s drivers (started:
+/// they pull and compile in tasks of their own), or the empty slot of a
+/// `--plugin` / `--plugin-configmap` source and what [`setup::deliver`]
+/// needs once the probes are bound. Only operator mistakes end the start
+/// here: nothing is pulled or compiled yet.
+async fn plugin_side(
+    args: &RunArgs,
+    client: &Client,
+    runtime: Arc<Runtime>,
+    metrics: &Arc<Metrics>,
+    (policy, replica): (crate::apply::policy::PodPolicy, String),
+) -> Result<(Plugins, Option<(PluginOptions, Arc<Runtime>)>)> {
+    Ok(if let Some(name) = &args.plugin_resource {
+        // The JinghzhuPlugin names the plugin (see `plugin_resource`); its
+        // drivers pull and compile in their own tasks.
+        let plugins = crate::plugin_resource::start(
+            client,
+            runtime,
+            crate::plugin_resource::ResourceOptions {
+                name: name.clone(),
+                shadow: args.shadow_plugin_resource.clone(),
+                // The Lease identity when electing, so both name one replica.
+                replica,
+                shadow_queue: usize::from(args.shadow_queue),
+                rollback: RollbackPolicy {
+                    window: Duration::from_secs(args.rollback_window_secs),
+                    max_failure_ratio: args.rollback_failure_ratio,
+                    ..RollbackPolicy::default()
+                },
+                pod_policy: policy,
+                oci: Some((
+                    args.oci
+                        .options(args.runtime.config().cache_dir.as_deref())?,
+                    args.oci.oci_poll_interval,
+                )),
+                files: args.files.rules(),
+            },
+            metrics.clone(),
+        )
+        .await?;
+        (plugins, None)
+    } else {
+        let source = match (&args.plugin, &args.plugin_configmap) {
+            (Some(path), _) if path.to_str().is_some_and(crate::sources::is_oci) => {
+                oci_source(args, path.to_str().unwrap_or_default())?
+            }
+            (Some(path), _) => PluginSource::File(path.clone()),
+            (None, Some(spec)) => PluginSource::configmap(spec, &args.plugin_key)?,
+            (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
+        };
+        let options = PluginOptions {
+            source,
+            pinned_sha256: args.plugin_sha256.clone(),
+            shadow: args.shadow_plugin.clone(),
+            shadow_pinned_sha256: args.shadow_plugin_sha256.clone(),
+            shadow_queue: usize::from(args.shadow_queue),
+            rollback: RollbackPolicy {
+                window: Duration::from_secs(args.rollback_window_secs),
+                max_failure_ratio: args.rollback_failure_ratio,
+                ..RollbackPolicy::default()
+            },
+            max_file_bytes: args.files.plugin_file_max_mib << 20,
+        };
+        // Only operator mistakes end the start here (nothing is pulled or
+        // compiled yet); the plugin is delivered once the probes are bound.
+        setup::check(client, &options).await?;
+        let plugins = setup::empty(&options, metrics);
+        (plugins, Some((options, runtime)))
+    })
+}
+
+/// Reads, pulls and compiles the plugin behind the probes (see
+/// [`setup::deliver`]); a failure leaves the host unready, saying why.
+fn deliver_in_background(
+    client: &Client,
+    metrics: &Arc<Metrics>,
+    plugins: &Plugins,
+    (options, runtime): (PluginOptions, Arc<Runtime>),
+) {
+    // Every replica, leader or standby, vets and loads the plugin itself
+    // and watches its source, so a swap reaches standbys too. A refused
+    // plugin does not stop the host: it runs unready until a good one
+    // arrives (see `hotswap::setup`). Behind the probes: a slow registry
+    // or compile never delays liveness.
+    let (client, metrics, plugins) = (client.clone(), metrics.clone(), plugins.clone());
+    tokio::spawn(async move {
+        if let Err(err) = setup::deliver(&client, runtime, options, metrics, &plugins).await {
+            tracing::error!(error = %format!("{err:#}"), "delivering the plugin failed; the host stays unready");
+            setup::not_serving(&plugins, format!("delivering the plugin failed: {err:#}"));
+        }
+    });
+}
+
 /// Plugin instances the host may need at once beyond its workers: loading
 /// or vetting a new plugin while they all run.
 const SPARE_INSTANCES: u32 = 4;
@@ -343,67 +436,14 @@ pub async fn run(args: RunArgs) -> Result<()> {
         ..args.runtime.config()
     })?);
 
-    let (plugins, delivery) = if let Some(name) = &args.plugin_resource {
-        // The JinghzhuPlugin names the plugin (see `plugin_resource`); its
-        // drivers pull and compile in their own tasks.
-        let plugins = crate::plugin_resource::start(
-            &client,
-            runtime,
-            crate::plugin_resource::ResourceOptions {
-                name: name.clone(),
-                shadow: args.shadow_plugin_resource.clone(),
-                // The Lease identity when electing, so both name one replica.
-                replica: election
-                    .as_ref()
-                    .or(sharding.as_ref().map(|config| &config.lease))
-                    .map(|config| config.identity.clone())
-                    .unwrap_or_else(leader::default_identity),
-                shadow_queue: usize::from(args.shadow_queue),
-                rollback: RollbackPolicy {
-                    window: Duration::from_secs(args.rollback_window_secs),
-                    max_failure_ratio: args.rollback_failure_ratio,
-                    ..RollbackPolicy::default()
-                },
-                pod_policy: policy.policy,
-                oci: Some((
-                    args.oci
-                        .options(args.runtime.config().cache_dir.as_deref())?,
-                    args.oci.oci_poll_interval,
-                )),
-                files: args.files.rules(),
-            },
-            metrics.clone(),
-        )
-        .await?;
-        (plugins, None)
-    } else {
-        let source = match (&args.plugin, &args.plugin_configmap) {
-            (Some(path), _) if path.to_str().is_some_and(crate::sources::is_oci) => {
-                oci_source(&args, path.to_str().unwrap_or_default())?
-            }
-            (Some(path), _) => PluginSource::File(path.clone()),
-            (None, Some(spec)) => PluginSource::configmap(spec, &args.plugin_key)?,
-            (None, None) => bail!("give --plugin PATH or --plugin-configmap NAMESPACE/NAME"),
-        };
-        let options = PluginOptions {
-            source,
-            pinned_sha256: args.plugin_sha256.clone(),
-            shadow: args.shadow_plugin.clone(),
-            shadow_pinned_sha256: args.shadow_plugin_sha256.clone(),
-            shadow_queue: usize::from(args.shadow_queue),
-            rollback: RollbackPolicy {
-                window: Duration::from_secs(args.rollback_window_secs),
-                max_failure_ratio: args.rollback_failure_ratio,
-                ..RollbackPolicy::default()
-            },
-            max_file_bytes: args.files.plugin_file_max_mib << 20,
-        };
-        // Only operator mistakes end the start here (nothing is pulled or
-        // compiled yet); the plugin is delivered once the probes are bound.
-        setup::check(&client, &options).await?;
-        let plugins = setup::empty(&options, &metrics);
-        (plugins, Some((options, runtime)))
-    };
+    // The Lease identity when electing, so both name one replica.
+    let replica = election
+        .as_ref()
+        .or(sharding.as_ref().map(|config| &config.lease))
+        .map(|config| config.identity.clone())
+        .unwrap_or_else(leader::default_identity);
+    let (plugins, delivery) =
+        plugin_side(&args, &client, runtime, &metrics, (policy.policy, replica)).await?;
     let active = plugins.active.clone();
 
     let (leadership, elector, leader_info) = match election {
@@ -442,19 +482,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
         },
     )
     .await?;
-    if let Some((options, runtime)) = delivery {
-        // Every replica, leader or standby, vets and loads the plugin itself
-        // and watches its source, so a swap reaches standbys too. A refused
-        // plugin does not stop the host: it runs unready until a good one
-        // arrives (see `hotswap::setup`). Behind the probes: a slow registry
-        // or compile never delays liveness.
-        let (client, metrics, plugins) = (client.clone(), metrics.clone(), plugins.clone());
-        tokio::spawn(async move {
-            if let Err(err) = setup::deliver(&client, runtime, options, metrics, &plugins).await {
-                tracing::error!(error = %format!("{err:#}"), "delivering the plugin failed; the host stays unready");
-                setup::not_serving(&plugins, format!("delivering the plugin failed: {err:#}"));
-            }
-        });
+    if let Some(delivery) = delivery {
+        deliver_in_background(&client, &metrics, &plugins, delivery);
     }
 
     let config = ControllerConfig {

@@ -269,6 +269,55 @@ async fn resource_host(
     Ok(host)
 }
 
+/// The end of the first test: the registry recovers with v2 pushed (the
+/// polls find it), then sends an endless manifest to the running host
+/// (cut at 4 MiB, reported on its Pod).
+async fn recovers_then_sends_an_endless_manifest(
+    env: &TestEnv,
+    registry: &HostileRegistry,
+    second: &WatchedHost,
+) -> anyhow::Result<()> {
+    // The registry recovers with v2 pushed: the polls find it.
+    let recovered = Instant::now();
+    let v2_layer = digest_of(&v2());
+    registry.push("plugins/p", "live", &v2());
+    registry.set_mode(Mode::Good);
+    wait_for(
+        "v2 serving after the registry recovered",
+        CONVERGE,
+        || async {
+            Ok(second
+                .get("/status")
+                .await
+                .is_some_and(|(_, body)| body.contains(&v2_layer)))
+        },
+    )
+    .await?;
+    eprintln!(
+        "measured: v2 served {:?} after the registry recovered",
+        recovered.elapsed()
+    );
+
+    // An endless manifest against the running host: cut at 4 MiB, reported.
+    registry.set_mode(Mode::Endless);
+    wait_for(
+        "a Warning naming oci/answer-too-large",
+        CONVERGE,
+        || async {
+            Ok(refusal_events(env, &env.namespace, "Pod", "host-b")
+                .await?
+                .iter()
+                .any(|m| m.contains("oci/answer-too-large")))
+        },
+    )
+    .await?;
+    eprintln!(
+        "measured: the registry sent {} MiB of hostile bodies",
+        registry.hostile_bytes_sent() >> 20
+    );
+    Ok(())
+}
+
 /// Hazard 1 (`run --plugin oci://…`): a registry that drips or hangs never
 /// delays `/healthz`, polls go on (each request cut at its deadline), a
 /// restart while it drips binds its probes at once and serves the verified
@@ -359,44 +408,7 @@ async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyho
     )
     .await?;
 
-    // The registry recovers with v2 pushed: the polls find it.
-    let recovered = Instant::now();
-    let v2_layer = digest_of(&v2());
-    registry.push("plugins/p", "live", &v2());
-    registry.set_mode(Mode::Good);
-    wait_for(
-        "v2 serving after the registry recovered",
-        CONVERGE,
-        || async {
-            Ok(second
-                .get("/status")
-                .await
-                .is_some_and(|(_, body)| body.contains(&v2_layer)))
-        },
-    )
-    .await?;
-    eprintln!(
-        "measured: v2 served {:?} after the registry recovered",
-        recovered.elapsed()
-    );
-
-    // An endless manifest against the running host: cut at 4 MiB, reported.
-    registry.set_mode(Mode::Endless);
-    wait_for(
-        "a Warning naming oci/answer-too-large",
-        CONVERGE,
-        || async {
-            Ok(refusal_events(&env, &env.namespace, "Pod", "host-b")
-                .await?
-                .iter()
-                .any(|m| m.contains("oci/answer-too-large")))
-        },
-    )
-    .await?;
-    eprintln!(
-        "measured: the registry sent {} MiB of hostile bodies",
-        registry.hostile_bytes_sent() >> 20
-    );
+    recovers_then_sends_an_endless_manifest(&env, &registry, &second).await?;
     neighbour(&env, "after", 1).await?;
     check_host(&env, &mut second, 4).await?;
     Ok(())
