@@ -319,10 +319,10 @@ async fn recovers_then_sends_an_endless_manifest(
 }
 
 /// Hazard 1 (`run --plugin oci://…`): a registry that drips or hangs never
-/// delays `/healthz`, polls go on (each request cut at its deadline), a
-/// restart while it drips binds its probes at once and serves the verified
-/// local copy when the pull does not finish in time, and a v2 pushed once
-/// the registry recovers is served. The same host then meets an endless
+/// delays `/healthz`, polls go on while it drips (each request cut at its
+/// deadline), a restart while it hangs binds its probes at once and serves
+/// the verified local copy when the pull does not finish in time, and a v2
+/// pushed once the registry recovers is served. The same host then meets an endless
 /// manifest (hazard 2, against a running host).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyhow::Result<()> {
@@ -374,8 +374,10 @@ async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyho
         "the polls stopped during the drip: {polls} requests"
     );
 
-    // A restart while the registry still drips: probes at once, the local
-    // copy (pulled by host-a) after the request deadline (6 s).
+    // A restart while the registry hangs (accepts, never answers): probes
+    // at once, the local copy (pulled by host-a) after the request
+    // deadline (6 s).
+    registry.set_mode(Mode::Hang);
     first.kill().await;
     let mut second = WatchedHost::start(
         Path::new(BIN),
@@ -386,7 +388,7 @@ async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyho
         WATCHDOG,
     )?;
     let healthy = second.wait_healthy(Duration::from_secs(30)).await?;
-    eprintln!("measured: restarted during the drip, /healthz 200 after {healthy:?}");
+    eprintln!("measured: restarted while the registry hangs, /healthz 200 after {healthy:?}");
     anyhow::ensure!(
         healthy < Duration::from_secs(4),
         "/healthz waited for the pull: {healthy:?}"
