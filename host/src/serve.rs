@@ -222,7 +222,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
         "notServing": not_serving,
         "shadow": shadow,
         "shadowRefusal": history.shadow_refusal,
-        "swaps": state.active.generation(),
+        "swaps": state.active.swaps_so_far(),
         "lastSwap": history.last_swap,
         "lastRefusal": history.last_refusal,
         "metricsAddr": state.bound.to_string(),

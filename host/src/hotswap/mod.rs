@@ -74,6 +74,8 @@ pub struct ActivePlugin {
     probation: Mutex<Option<Probation>>,
     policy: RollbackPolicy,
     generation: watch::Sender<u64>,
+    /// Re-queues that were a first load ([`ActivePlugin::load_first`]), not a swap.
+    first_loads: std::sync::atomic::AtomicU64,
     shadow: RwLock<Option<shadow::ShadowQueue>>,
     /// Stricter pod policies asked for particular plugins (by digest):
     /// a `JinghzhuPlugin`'s `spec.podPolicy` within the host's.
@@ -101,6 +103,7 @@ impl ActivePlugin {
             probation: Mutex::new(None),
             policy,
             generation: watch::Sender::new(0),
+            first_loads: std::sync::atomic::AtomicU64::new(0),
             shadow: RwLock::new(None),
             pod_policies: RwLock::new(HashMap::new()),
             metrics,
@@ -137,6 +140,8 @@ impl ActivePlugin {
             if current.is_none() {
                 *current = Some(plugin);
                 self.metrics.plugin_serving.set(1);
+                self.first_loads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.generation.send_modify(|g| *g += 1);
                 return;
             }
@@ -188,9 +193,17 @@ impl ActivePlugin {
         })
     }
 
-    /// Counts how many swaps happened (0 at start).
+    /// Counts the re-queues of every object: swaps, rollbacks and a first
+    /// load ([`ActivePlugin::load_first`]); 0 at start.
     pub fn generation(&self) -> u64 {
         *self.generation.borrow()
+    }
+
+    /// Swaps and rollbacks so far: [`ActivePlugin::generation`] without
+    /// the first load at start (`/status` `swaps`).
+    pub fn swaps_so_far(&self) -> u64 {
+        self.generation()
+            .saturating_sub(self.first_loads.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Records the outcome of a reconcile by plugin `digest`; rolls back if
