@@ -339,6 +339,7 @@ impl FileRules {
                 path.display()
             )));
         };
+        let written_root = root;
         let root = root.canonicalize().map_err(|err| {
             FileRefusal::Unreadable(format!("--plugin-file-root {}: {err}", root.display()))
         })?;
@@ -357,7 +358,7 @@ impl FileRules {
                 let climbs = path
                     .components()
                     .any(|c| matches!(c, std::path::Component::ParentDir));
-                if path.starts_with(&root) && !climbs {
+                if (path.starts_with(&root) || path.starts_with(written_root)) && !climbs {
                     return Err(FileRefusal::Missing(format!(
                         "{} does not exist",
                         path.display()
