@@ -4,20 +4,60 @@
 //! pod, one `SuccessfulCreate` or `SuccessfulDelete` Event per scale, and
 //! one status per object, written only once every desired pod is live and
 //! ready (what the benchmark counts as converged). No intermediate status,
-//! no annotation, no Event of its own beyond those. The scale benchmark
+//! no annotation, no Event of its own beyond those. Pods it created are
+//! expected until the cache shows them (at most [`EXPECT_FOR`]), so a
+//! reconcile that runs before the cache caught up does not create them
+//! again. The scale benchmark
 //! runs it as `floor` so every report can show what the control plane
 //! allows: each controller's figures divided by the floor's.
 
-use std::collections::BTreeMap;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use wasm_operator::crd::{Jinghzhu, JinghzhuStatus};
 
 use crate::reconcile::{Context, Error, MANAGED_BY, MANAGED_BY_LABEL, OWNER_LABEL, publish};
+
+/// How long created pods are waited for in the cache at most.
+const EXPECT_FOR: Duration = Duration::from_secs(30);
+
+/// Per object (UID): the live pods it should have once the cache shows the
+/// pods created for it, and since when.
+#[derive(Default)]
+pub struct Expected(Mutex<HashMap<String, (usize, Instant)>>);
+
+impl Expected {
+    /// Whether `uid`, with `live` pods in the cache, still waits for pods
+    /// it created (forgotten once they show or [`EXPECT_FOR`] passed).
+    fn waiting(&self, uid: &str, live: usize) -> bool {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match map.get(uid) {
+            Some((expected, since)) if live < *expected && since.elapsed() < EXPECT_FOR => true,
+            Some(_) => {
+                map.remove(uid);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn expect(&self, uid: &str, live: usize) {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(uid.to_owned(), (live, Instant::now()));
+    }
+}
 
 /// The floor's reconcile of `jz`, stored in `namespace` as `uid`.
 pub async fn reconcile(
@@ -41,8 +81,14 @@ pub async fn reconcile(
     live.sort_by_key(|p| p.name_any());
     let desired = jz.spec.desired as usize;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    if ctx.floor_expected.waiting(uid, live.len()) {
+        return Ok(Action::await_change());
+    }
     if live.len() < desired {
-        create(ctx, jz, &pods, namespace, desired - live.len()).await?;
+        let created = create(ctx, jz, &pods, namespace, desired - live.len()).await;
+        ctx.floor_expected
+            .expect(uid, live.len() + created.as_ref().map_or(0, |n| *n));
+        created?;
     } else if live.len() > desired {
         delete(ctx, jz, &pods, &live[desired..]).await?;
     } else {
@@ -51,14 +97,15 @@ pub async fn reconcile(
     Ok(Action::await_change())
 }
 
-/// Creates `count` pods at once; one Event names them.
+/// Creates `count` pods at once; one Event names them. Returns how many
+/// were made.
 async fn create(
     ctx: &Context,
     jz: &Jinghzhu,
     pods: &Api<Pod>,
     namespace: &str,
     count: usize,
-) -> Result<(), Error> {
+) -> Result<usize, Error> {
     let mut owner = jz.controller_owner_ref(&()).ok_or(Error::NotStored)?;
     owner.block_owner_deletion = Some(true);
     let labels = BTreeMap::from([
@@ -93,7 +140,7 @@ async fn create(
             what: format!("creating pods in {namespace}"),
             source,
         }),
-        None => Ok(()),
+        None => Ok(created.len()),
     }
 }
 

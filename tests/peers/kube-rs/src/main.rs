@@ -106,6 +106,7 @@ async fn main() -> Result<()> {
         pods: pod_cache,
         metrics,
         floor: args.floor,
+        floor_expected: Default::default(),
     });
     tracing::info!(
         workers = args.workers,

@@ -57,6 +57,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Run as the floor ([`crate::floor`]).
     pub floor: bool,
+    /// The floor's pods created and not yet in the cache.
+    pub floor_expected: crate::floor::Expected,
 }
 
 /// Why a reconcile failed.
