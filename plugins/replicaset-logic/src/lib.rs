@@ -16,7 +16,10 @@
 //!   how many are running and ready (`"3/3 pods, 2/3 ready"`), and the
 //!   state `Scaling` (count differs), `Pending` (count right, not all
 //!   ready) or `Running` (all ready); it is returned only when it differs
-//!   from the one the Jinghzhu has.
+//!   from the one the Jinghzhu has;
+//! * no Events of its own: the host's `SuccessfulCreate`/`SuccessfulDelete`
+//!   name the Pods of each scale, so one Event per action is written; the
+//!   per-scale log line ("scaling up"/"scaling down") is at debug.
 //!
 //! The logic reads its input through the SDK's borrowed view
 //! ([`jinghzhu_plugin_sdk::view::InputView`]): [`reconcile_view`] is what
@@ -24,7 +27,7 @@
 //! owned input.
 //!
 //! Modules: [`plan`] (the reconcile itself), [`deletion`] (which Pods go
-//! first), [`message`] (status and event texts, and the `v2` variant).
+//! first), [`message`] (status texts, and the `v2` variant).
 //!
 //! The component is `plugins/replicaset` (crate `replicaset-plugin`); other
 //! plugins (e.g. `tests/plugins/misbehaving`) reuse this crate rather than

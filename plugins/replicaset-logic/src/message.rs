@@ -1,5 +1,5 @@
-//! The texts the plugin writes: status messages, event messages, and the
-//! `v2` variant that marks them (used to see a hot swap happen).
+//! The texts the plugin writes: status messages, and the `v2` variant that
+//! marks them (used to see a hot swap happen).
 
 use std::fmt::Write as _;
 
@@ -70,30 +70,6 @@ pub fn status_message(
     text
 }
 
-/// How many Pod names a `ScalingDown` event lists before summarising.
-pub const EVENT_NAME_LIMIT: usize = 10;
-
-/// The message of the `ScalingUp` event: `"Creating N pod(s)"`.
-pub fn scaling_up_event(count: usize) -> String {
-    format!("Creating {count} pod(s)")
-}
-
-/// The message of the `ScalingDown` event: `"Deleting N pod(s): a, b"`,
-/// listing at most [`EVENT_NAME_LIMIT`] names and then `and K more`.
-pub fn scaling_down_event(names: &[String]) -> String {
-    let listed = names
-        .iter()
-        .take(EVENT_NAME_LIMIT)
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut text = format!("Deleting {} pod(s): {listed}", names.len());
-    if names.len() > EVENT_NAME_LIMIT {
-        let _ = write!(text, " and {} more", names.len() - EVENT_NAME_LIMIT);
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,17 +103,5 @@ mod tests {
         );
         assert_eq!(Variant::V2.version_suffix(), "+v2");
         assert_eq!(Variant::V1.version_suffix(), "");
-    }
-
-    #[test]
-    fn event_messages() {
-        assert_eq!(scaling_up_event(3), "Creating 3 pod(s)");
-        let two = vec!["a".to_owned(), "b".to_owned()];
-        assert_eq!(scaling_down_event(&two), "Deleting 2 pod(s): a, b");
-        let many: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
-        assert_eq!(
-            scaling_down_event(&many),
-            "Deleting 12 pod(s): p0, p1, p2, p3, p4, p5, p6, p7, p8, p9 and 2 more"
-        );
     }
 }

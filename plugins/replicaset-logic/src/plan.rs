@@ -12,8 +12,15 @@
 //! ([`InputView`]): in the component that is the wire input read in place
 //! (no string is copied unless it goes into the output), natively and for
 //! other callers an owned input ([`reconcile_with`]).
+//!
+//! The plugin proposes no Event of its own: the host records one
+//! `SuccessfulCreate` or `SuccessfulDelete` per reconcile naming the Pods it
+//! created or deleted (as Kubernetes' ReplicaSet controller does), so a
+//! plugin Event for the same scale would only be a second write saying less.
+//! Its "scaling up"/"scaling down" line is at debug for the same reason: the
+//! host's `actions applied` line already tells it at info.
 
-use jinghzhu_plugin_sdk::types::{Event, JinghzhuStatus, ReconcileInput, ReconcileOutput};
+use jinghzhu_plugin_sdk::types::{JinghzhuStatus, ReconcileInput, ReconcileOutput};
 use jinghzhu_plugin_sdk::view::{InputView, JinghzhuView, PodView, Pods};
 use jinghzhu_plugin_sdk::{log, status};
 
@@ -124,10 +131,7 @@ pub fn reconcile_view(input: &InputView<'_>, variant: Variant) -> ReconcileOutpu
     match activity {
         Activity::Creating(count) => {
             output.create_pods = vec![jz.pod_from_template(); count];
-            output
-                .events
-                .push(Event::normal("ScalingUp", message::scaling_up_event(count)));
-            log::info(
+            log::debug(
                 "scaling up",
                 &[
                     ("jinghzhu", name),
@@ -142,11 +146,7 @@ pub fn reconcile_view(input: &InputView<'_>, variant: Variant) -> ReconcileOutpu
                 .into_iter()
                 .map(|p| p.metadata().name().to_owned())
                 .collect();
-            output.events.push(Event::normal(
-                "ScalingDown",
-                message::scaling_down_event(&output.delete_pods),
-            ));
-            log::info(
+            log::debug(
                 "scaling down",
                 &[
                     ("jinghzhu", name),
