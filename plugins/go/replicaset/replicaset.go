@@ -6,7 +6,11 @@
 // surplus (not running before running, not ready before ready, newer
 // before older, then by name); finished and terminating Pods are replaced,
 // never deleted; the status (count, names, "3/3 pods, 2/3 ready", state) is
-// returned only when it changed.
+// returned only when it changed. It proposes no Event of its own: the host
+// records one SuccessfulCreate or SuccessfulDelete per reconcile naming the
+// Pods, so a second Event for the same scale would only cost a write; its
+// "scaling up"/"scaling down" line is at debug (the host's info line names
+// the Pods).
 package replicaset
 
 import (
@@ -26,10 +30,6 @@ const Version = "0.1.0"
 // BurstReplicas is the most Pods created (or deleted) per reconcile (the
 // ReplicaSet controller's burstReplicas).
 const BurstReplicas = 500
-
-// EventNameLimit is how many names a ScalingDown event lists before
-// summarising.
-const EventNameLimit = 10
 
 // Activity is what a reconcile does about the Pod count.
 type Activity string
@@ -118,16 +118,6 @@ func StatusMessage(current, ready, desired int, activity Activity, n int) string
 	return text
 }
 
-// ScalingDownEvent is the ScalingDown event's message for the deleted names.
-func ScalingDownEvent(names []string) string {
-	shown := names[:min(len(names), EventNameLimit)]
-	text := fmt.Sprintf("Deleting %d pod(s): %s", len(names), strings.Join(shown, ", "))
-	if len(names) > EventNameLimit {
-		text += fmt.Sprintf(" and %d more", len(names)-EventNameLimit)
-	}
-	return text
-}
-
 // plan is what to do about the count, and for how many Pods.
 func plan(jz sdk.Jinghzhu, live, desired int) (Activity, int) {
 	switch {
@@ -159,12 +149,10 @@ func Reconcile(ctx sdk.Context, in sdk.Input) (sdk.Output, error) {
 	switch activity {
 	case ActivityCreating:
 		out.CreatePods = slices.Repeat([]sdk.PodCreate{sdk.FromTemplate(jz)}, n)
-		out.Events = append(out.Events, sdk.NormalEvent("ScalingUp", fmt.Sprintf("Creating %d pod(s)", n)))
-		ctx.Log.Info("scaling up", "jinghzhu", jz.Name(), "live", len(live), "desired", desired, "creating", n)
+		ctx.Log.Debug("scaling up", "jinghzhu", jz.Name(), "live", len(live), "desired", desired, "creating", n)
 	case ActivityDeleting:
 		out.DeletePods = names(Pick(live, n))
-		out.Events = append(out.Events, sdk.NormalEvent("ScalingDown", ScalingDownEvent(out.DeletePods)))
-		ctx.Log.Info("scaling down", "jinghzhu", jz.Name(), "live", len(live), "desired", desired,
+		ctx.Log.Debug("scaling down", "jinghzhu", jz.Name(), "live", len(live), "desired", desired,
 			"deleting", strings.Join(out.DeletePods, ","))
 	}
 	ready := sdk.CountReady(live)
