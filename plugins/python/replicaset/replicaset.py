@@ -6,21 +6,23 @@ template (at most :data:`BURST_REPLICAS` per reconcile); too many, delete
 the surplus (not running before running, not ready before ready, newer
 before older, then by name); finished and terminating Pods are replaced,
 never deleted; the status (count, names, ``"3/3 pods, 2/3 ready"``, state)
-is returned only when it changed.
+is returned only when it changed. It proposes no Event of its own: the host
+records one ``SuccessfulCreate`` or ``SuccessfulDelete`` per reconcile
+naming the Pods, so a second Event for the same scale would only cost a
+write; its "scaling up"/"scaling down" line is at debug (the host's info
+line names the Pods).
 """
 
 from __future__ import annotations
 
 from typing import List, Optional
 
-from jinghzhu_plugin_sdk import Event, Input, Jinghzhu, Output, Pod, PodPhase, log, pod, status
+from jinghzhu_plugin_sdk import Input, Jinghzhu, Output, Pod, PodPhase, log, pod, status
 
 PLUGIN_NAME = "replicaset-py"
 VERSION = "0.1.0"
 #: Most Pods created (or deleted) per reconcile, as the ReplicaSet controller's ``burstReplicas``.
 BURST_REPLICAS = 500
-#: How many names a ``ScalingDown`` event lists before summarising.
-EVENT_NAME_LIMIT = 10
 
 _PHASE_RANK = {
     PodPhase.PENDING: 0,
@@ -60,13 +62,6 @@ def status_message(current: int, ready: int, desired: int, activity: str, n: int
     return text
 
 
-def scaling_down_event(names: List[str]) -> str:
-    text = f"Deleting {len(names)} pod(s): " + ", ".join(names[:EVENT_NAME_LIMIT])
-    if len(names) > EVENT_NAME_LIMIT:
-        text += f" and {len(names) - EVENT_NAME_LIMIT} more"
-    return text
-
-
 def reconcile(input: Input) -> Output:  # noqa: A002 - the contract's name
     jz = input.jinghzhu
     live = live_pods(jz, input.pods)
@@ -84,13 +79,11 @@ def reconcile(input: Input) -> Output:  # noqa: A002 - the contract's name
     if activity == "creating":
         create = pod.from_template(jz)
         out.create_pods = [create] * n
-        out.events.append(Event.normal("ScalingUp", f"Creating {n} pod(s)"))
-        log.info("scaling up", [("jinghzhu", jz.name), ("live", len(live)), ("desired", desired), ("creating", n)])
+        log.debug("scaling up", [("jinghzhu", jz.name), ("live", len(live)), ("desired", desired), ("creating", n)])
     elif activity == "deleting":
         out.delete_pods = [p.name for p in pick(live, n)]
-        out.events.append(Event.normal("ScalingDown", scaling_down_event(out.delete_pods)))
-        log.info("scaling down", [("jinghzhu", jz.name), ("live", len(live)), ("desired", desired),
-                                  ("deleting", ",".join(out.delete_pods))])
+        log.debug("scaling down", [("jinghzhu", jz.name), ("live", len(live)), ("desired", desired),
+                                   ("deleting", ",".join(out.delete_pods))])
 
     ready = pod.count_ready(live)
     generation: Optional[int] = jz.metadata.generation or None

@@ -7,7 +7,7 @@ import os
 import pytest
 from conftest import DEFAULT_SPEC, FIXTURES
 from jinghzhu_plugin_sdk import fixtures
-from jinghzhu_plugin_sdk.output import EventType
+from jinghzhu_plugin_sdk.output import Event
 
 import replicaset
 
@@ -43,8 +43,9 @@ def test_a_wrong_expectation_is_detected():
     assert fixtures.to_actions(case, out, spec) != expected
 
     def wrong(input):
+        # An Event the expectation does not have (the plugin proposes none).
         o = replicaset.reconcile(input)
-        o.events[0].event_type = EventType.WARNING
+        o.events.append(Event.warning("ScalingUp", "Creating 1 pod(s)"))
         return o
 
     assert fixtures.check_case(case_dir, wrong, spec) is not None

@@ -7,18 +7,20 @@ from jinghzhu_plugin_sdk.testing import input, jinghzhu, pod
 import replicaset
 
 
-def test_scales_up_from_the_template_with_one_event():
+def test_scales_up_from_the_template_without_an_event_of_its_own():
     jz = jinghzhu("web", "shop", 3).template(PodTemplate({"app": "web"}, {"n": "x"}, '{"containers":[]}'))
     log.take_captured()
     out = replicaset.reconcile(input(jz).pod(pod("web-a", PodPhase.RUNNING)).view())
     assert len(out.create_pods) == 2
     c = out.create_pods[0]
     assert (c.generate_name, c.labels, c.annotations, c.spec_json) == ("web-", {"app": "web"}, {"n": "x"}, '{"containers":[]}')
-    assert [(e.reason, e.message) for e in out.events] == [("ScalingUp", "Creating 2 pod(s)")]
+    # The host's SuccessfulCreate names the pods: the plugin adds no Event.
+    assert out.events == []
     assert out.status.message == "1/3 pods, 1/3 ready; creating 2"
     assert out.status.state == status.SCALING
     logged = log.take_captured()
-    assert logged[0].message == "scaling up" and logged[0].field("creating") == "2"
+    assert len(logged) == 1 and logged[0].message == "scaling up" and logged[0].field("creating") == "2"
+    assert logged[0].level == log.Level.DEBUG
 
 
 def test_scales_down_in_active_pods_order():
@@ -29,15 +31,14 @@ def test_scales_down_in_active_pods_order():
         pod("not-ready").ready(False).created_at(50),
         pod("pending-no-time", PodPhase.PENDING).no_creation_timestamp(),
     ]).view()
+    log.take_captured()
     out = replicaset.reconcile(view)
     assert out.delete_pods == ["pending-no-time", "not-ready", "new-ready"]
-    assert out.events[0].message == "Deleting 3 pod(s): pending-no-time, not-ready, new-ready"
-
-
-def test_many_deletions_are_summarised():
-    names = [f"p{i:02}" for i in range(12)]
-    out = replicaset.reconcile(input(jinghzhu("p", "default", 0)).pods([pod(n) for n in names]).view())
-    assert out.events[0].message.endswith("p09 and 2 more")
+    # The host's SuccessfulDelete names the pods: the plugin adds no Event.
+    assert out.events == []
+    logged = log.take_captured()
+    assert len(logged) == 1 and logged[0].message == "scaling down" and logged[0].level == log.Level.DEBUG
+    assert logged[0].field("deleting") == "pending-no-time,not-ready,new-ready"
 
 
 def test_terminating_and_finished_pods_are_replaced_not_deleted():
