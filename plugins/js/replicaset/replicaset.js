@@ -6,11 +6,14 @@
 // surplus (not running before running, not ready before ready, newer before
 // older, then by name); finished and terminating Pods are replaced, never
 // deleted; the status (count, names, "3/3 pods, 2/3 ready", state) is
-// returned only when it changed.
+// returned only when it changed. It proposes no Event of its own: the host
+// records one SuccessfulCreate or SuccessfulDelete per reconcile naming the
+// Pods, so a second Event for the same scale would only cost a write; its
+// "scaling up"/"scaling down" line is at debug (the host's info line names
+// the Pods).
 
 import { compareStrings } from '../sdk/kv.js';
 import * as log from '../sdk/log.js';
-import { normalEvent } from '../sdk/output.js';
 import * as pod from '../sdk/pod.js';
 import * as status from '../sdk/status.js';
 import { compare as compareTimes } from '../sdk/time.js';
@@ -19,8 +22,6 @@ export const PLUGIN_NAME = 'replicaset-js';
 export const VERSION = '0.1.0';
 /** Most Pods created (or deleted) per reconcile (the ReplicaSet controller's burstReplicas). */
 export const BURST_REPLICAS = 500;
-/** How many names a ScalingDown event lists before summarising. */
-export const EVENT_NAME_LIMIT = 10;
 
 const PHASE_RANK = { pending: 0, unknown: 1, running: 2, succeeded: 3, failed: 3 };
 
@@ -58,12 +59,6 @@ export function statusMessage(current, ready, desired, activity, n) {
   return text;
 }
 
-export function scalingDownEvent(names) {
-  let text = `Deleting ${names.length} pod(s): ${names.slice(0, EVENT_NAME_LIMIT).join(', ')}`;
-  if (names.length > EVENT_NAME_LIMIT) text += ` and ${names.length - EVENT_NAME_LIMIT} more`;
-  return text;
-}
-
 export function reconcile(input) {
   const jz = input.jinghzhu;
   const live = livePods(jz, input.pods);
@@ -84,12 +79,10 @@ export function reconcile(input) {
   if (activity === 'creating') {
     const create = pod.fromTemplate(jz);
     out.createPods = Array.from({ length: n }, () => create);
-    out.events.push(normalEvent('ScalingUp', `Creating ${n} pod(s)`));
-    log.info('scaling up', [['jinghzhu', jz.name], ['live', live.length], ['desired', desired], ['creating', n]]);
+    log.debug('scaling up', [['jinghzhu', jz.name], ['live', live.length], ['desired', desired], ['creating', n]]);
   } else if (activity === 'deleting') {
     out.deletePods = pick(live, n).map((p) => p.name);
-    out.events.push(normalEvent('ScalingDown', scalingDownEvent(out.deletePods)));
-    log.info('scaling down', [['jinghzhu', jz.name], ['live', live.length], ['desired', desired], ['deleting', out.deletePods.join(',')]]);
+    log.debug('scaling down', [['jinghzhu', jz.name], ['live', live.length], ['desired', desired], ['deleting', out.deletePods.join(',')]]);
   }
 
   const ready = pod.countReady(live);

@@ -9,18 +9,21 @@ import * as status from '../sdk/status.js';
 import { input, jinghzhu, pod } from '../sdk/testing.js';
 import { reconcile } from '../replicaset/replicaset.js';
 
-test('scales up from the template with one event', () => {
+test('scales up from the template without an event of its own', () => {
   const jz = jinghzhu('web', 'shop', 3).template({ labels: new Map([['app', 'web']]), annotations: new Map([['n', 'x']]), specJson: '{"containers":[]}' });
   log.takeCaptured();
   const out = reconcile(input(jz).pod(pod('web-a')).view());
   assert.equal(out.createPods.length, 2);
   const c = out.createPods[0];
   assert.deepEqual([c.generateName, [...c.labels], [...c.annotations], c.specJson], ['web-', [['app', 'web']], [['n', 'x']], '{"containers":[]}']);
-  assert.deepEqual(out.events, [{ eventType: 'normal', reason: 'ScalingUp', message: 'Creating 2 pod(s)' }]);
+  // The host's SuccessfulCreate names the pods: the plugin adds no Event.
+  assert.deepEqual(out.events, []);
   assert.equal(out.status.message, '1/3 pods, 1/3 ready; creating 2');
   assert.equal(out.status.state, status.SCALING);
   const logged = log.takeCaptured();
+  assert.equal(logged.length, 1);
   assert.equal(logged[0].message, 'scaling up');
+  assert.equal(logged[0].level, 'debug');
   assert.deepEqual(logged[0].fields.find((f) => f.key === 'creating'), { key: 'creating', value: '2' });
 });
 
@@ -31,15 +34,16 @@ test('scales down in active-pods order', () => {
     pod('not-ready').ready(false).createdAt(50),
     pod('pending-no-time', 'pending').noCreationTimestamp(),
   ]).view();
+  log.takeCaptured();
   const out = reconcile(view);
   assert.deepEqual(out.deletePods, ['pending-no-time', 'not-ready', 'new-ready']);
-  assert.equal(out.events[0].message, 'Deleting 3 pod(s): pending-no-time, not-ready, new-ready');
-});
-
-test('many deletions are summarised', () => {
-  const names = Array.from({ length: 12 }, (_, i) => `p${String(i).padStart(2, '0')}`);
-  const out = reconcile(input(jinghzhu('p', 'default', 0)).pods(names.map((n) => pod(n))).view());
-  assert.ok(out.events[0].message.endsWith('p09 and 2 more'));
+  // The host's SuccessfulDelete names the pods: the plugin adds no Event.
+  assert.deepEqual(out.events, []);
+  const logged = log.takeCaptured();
+  assert.equal(logged.length, 1);
+  assert.equal(logged[0].message, 'scaling down');
+  assert.equal(logged[0].level, 'debug');
+  assert.deepEqual(logged[0].fields.find((f) => f.key === 'deleting'), { key: 'deleting', value: 'pending-no-time,not-ready,new-ready' });
 });
 
 test('terminating and finished pods are replaced, not deleted', () => {
