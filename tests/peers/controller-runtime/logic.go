@@ -2,9 +2,10 @@
 // logic the Wasm host runs as a plugin) and the plugin SDK's pod and status
 // helpers, so the three controllers of the scale benchmark do exactly the
 // same thing: which pods are live and ready, how many to create or delete,
-// which go first, the status and event texts; plus what the host itself
-// adds (host/src/observed.rs: status.readyReplicas; host/src/apply: the
-// aggregated SuccessfulCreate/SuccessfulDelete Events).
+// which go first, the status texts; plus what the host itself adds
+// (host/src/observed.rs: status.readyReplicas; host/src/apply: the
+// aggregated SuccessfulCreate/SuccessfulDelete Events, the only Events: the
+// plugin proposes none of its own).
 package main
 
 import (
@@ -21,8 +22,7 @@ const (
 	// ReplicaSet controller's burstReplicas and the plugin's BURST_REPLICAS.
 	burstReplicas = 500
 	// eventNameLimit is how many pod names an Event lists before "and N
-	// more": the plugin's EVENT_NAME_LIMIT (ScalingDown) and the host's
-	// NAMES_PER_EVENT (SuccessfulCreate, SuccessfulDelete).
+	// more": the host's NAMES_PER_EVENT (SuccessfulCreate, SuccessfulDelete).
 	eventNameLimit = 10
 	// maxNoteLength is where Event notes are cut, as the host does.
 	maxNoteLength = 1000
@@ -306,16 +306,6 @@ func nameList(names []string) string {
 		text += fmt.Sprintf(" and %d more", len(names)-eventNameLimit)
 	}
 	return text
-}
-
-// scalingUpEvent is the ScalingUp event's message.
-func scalingUpEvent(count int) string {
-	return fmt.Sprintf("Creating %d pod(s)", count)
-}
-
-// scalingDownEvent is the ScalingDown event's message.
-func scalingDownEvent(names []string) string {
-	return fmt.Sprintf("Deleting %d pod(s): %s", len(names), nameList(names))
 }
 
 // createdEvent is the host's one SuccessfulCreate message per reconcile.

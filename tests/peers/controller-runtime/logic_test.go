@@ -84,16 +84,6 @@ func TestMessagesAndStates(t *testing.T) {
 			t.Errorf("state(%d, %d, %d) = %s, want %s", c.current, c.ready, c.desired, got, c.state)
 		}
 	}
-	if got := scalingUpEvent(3); got != "Creating 3 pod(s)" {
-		t.Errorf("scaling up: %q", got)
-	}
-	if got := scalingDownEvent([]string{"a", "b"}); got != "Deleting 2 pod(s): a, b" {
-		t.Errorf("scaling down: %q", got)
-	}
-	many := []string{"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9", "p10", "p11"}
-	if got := scalingDownEvent(many); got != "Deleting 12 pod(s): p0, p1, p2, p3, p4, p5, p6, p7, p8, p9 and 2 more" {
-		t.Errorf("scaling down: %q", got)
-	}
 }
 
 // The host's aggregated SuccessfulCreate/SuccessfulDelete messages

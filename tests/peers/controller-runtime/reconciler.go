@@ -3,8 +3,11 @@
 // creates in slow-start batches and one SuccessfulCreate Event naming the
 // pods created, deletes with a UID precondition and one SuccessfulDelete
 // Event naming the pods deleted, the status (with the host's readyReplicas)
-// patched only when it changed, the ScalingUp/ScalingDown Event, and the
-// jinghzhu.io/reconciled-by annotation patched when it differs.
+// patched only when it changed, and the jinghzhu.io/reconciled-by
+// annotation patched when it differs. Like the replicaset plugin it records
+// no ScalingUp/ScalingDown Event of its own (the SuccessfulCreate and
+// SuccessfulDelete name the pods) and logs its "scaling up"/"scaling down"
+// line at debug (V(1)).
 //
 // Like a typical kubebuilder operator it has no expectations: it trusts the
 // informer cache, and a cache lagging behind its own creates can lead to an
@@ -105,21 +108,18 @@ func (r *JinghzhuReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	proposal := statusProposal(jz.Status, observedStatus(&jz, live, decision.message))
 	logger.V(1).Info("reconcile", "desired", jz.Spec.Desired, "live", len(live))
 
-	var events [][2]string // reason, message of the plan's own Events
 	if decision.create > 0 {
 		if err := r.createPods(ctx, &jz, decision.create); err != nil {
 			return ctrl.Result{}, err
 		}
-		events = append(events, [2]string{"ScalingUp", scalingUpEvent(decision.create)})
-		logger.Info("scaling up", "live", len(live), "desired", jz.Spec.Desired, "creating", decision.create)
+		logger.V(1).Info("scaling up", "live", len(live), "desired", jz.Spec.Desired, "creating", decision.create)
 	}
 	if decision.delete > 0 {
 		names := pickForDeletion(live, decision.delete)
 		if err := r.deletePods(ctx, &jz, live, names); err != nil {
 			return ctrl.Result{}, err
 		}
-		events = append(events, [2]string{"ScalingDown", scalingDownEvent(names)})
-		logger.Info("scaling down", "live", len(live), "desired", jz.Spec.Desired, "deleting", names)
+		logger.V(1).Info("scaling down", "live", len(live), "desired", jz.Spec.Desired, "deleting", names)
 	}
 
 	// The proposal (or, without one, the stored status) with the host's
@@ -133,9 +133,6 @@ func (r *JinghzhuReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if err := r.Status().Patch(ctx, &jz, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("patching the status of %s: %w", req.NamespacedName, err)
 		}
-	}
-	for _, e := range events {
-		r.event(&jz, corev1.EventTypeNormal, e[0], e[1])
 	}
 	if jz.Annotations[reconciledByAnnotation] != reconciledBy {
 		patch, err := json.Marshal(map[string]any{
