@@ -6,7 +6,10 @@
 //! import does not exist, so a call is instead written to stderr (which the
 //! test harness captures) and recorded in a per-thread buffer that tests read
 //! with [`take_captured`]. The buffer keeps the most recent
-//! [`CAPTURE_LIMIT`] records.
+//! [`CAPTURE_LIMIT`] records. A native program that runs plugin logic and
+//! logs on its own (as the scale benchmark's kube-rs peer does) can turn the
+//! stderr copy off with [`set_native_echo`] and forward the records it takes
+//! at their levels, as the host forwards a plugin's.
 //!
 //! ```
 //! use jinghzhu_plugin_sdk::log;
@@ -84,6 +87,13 @@ pub fn level_name(level: Level) -> &'static str {
     }
 }
 
+/// Whether native calls are also written to stderr (the default: yes).
+/// Process-wide; the records are kept for [`take_captured`] either way.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn set_native_echo(on: bool) {
+    imp::ECHO.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Returns and clears the records this thread logged so far (native targets
 /// only; each test runs on its own thread, so tests do not see each other's).
 #[cfg(not(target_arch = "wasm32"))]
@@ -137,23 +147,29 @@ mod imp {
     use std::cell::RefCell;
     use std::collections::VecDeque;
     use std::fmt::Write as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::{CAPTURE_LIMIT, Record, level_name};
     use crate::types::Level;
+
+    /// See [`super::set_native_echo`].
+    pub(super) static ECHO: AtomicBool = AtomicBool::new(true);
 
     thread_local! {
         pub(super) static CAPTURED: RefCell<VecDeque<Record>> = const { RefCell::new(VecDeque::new()) };
     }
 
     pub(super) fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
-        let mut line = format!("[plugin {}] {message}", level_name(level));
-        for (k, v) in fields {
-            // Writing into a `String` cannot fail.
-            let _ = write!(line, " {k}={v:?}");
+        if ECHO.load(Ordering::Relaxed) {
+            let mut line = format!("[plugin {}] {message}", level_name(level));
+            for (k, v) in fields {
+                // Writing into a `String` cannot fail.
+                let _ = write!(line, " {k}={v:?}");
+            }
+            // `eprintln!` (not a raw stderr handle) so the test harness
+            // captures the line and shows it only for failing tests.
+            eprintln!("{line}");
         }
-        // `eprintln!` (not a raw stderr handle) so the test harness captures
-        // the line and shows it only for failing tests.
-        eprintln!("{line}");
         let record = Record {
             level,
             message: message.to_owned(),
@@ -203,6 +219,21 @@ mod tests {
             take_captured().is_empty(),
             "take_captured clears the buffer"
         );
+    }
+
+    #[test]
+    fn without_the_stderr_echo_calls_are_still_captured() {
+        take_captured();
+        set_native_echo(false);
+        debug("quiet", &[("k", "v")]);
+        set_native_echo(true);
+        let got = take_captured();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].level, got[0].message.as_str()),
+            (Level::Debug, "quiet")
+        );
+        assert_eq!(got[0].field("k"), Some("v"));
     }
 
     #[test]

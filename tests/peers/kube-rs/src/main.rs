@@ -64,6 +64,8 @@ async fn main() -> Result<()> {
         )
         .with_ansi(false)
         .init();
+    // The logic's log lines go through `tracing` (reconcile::forward_logs).
+    jinghzhu_plugin_sdk::log::set_native_echo(false);
 
     let client = Client::try_default()
         .await

@@ -3,8 +3,8 @@
 //! natively, then create pods (slow-start batches; one `SuccessfulCreate`
 //! Event per reconcile naming up to ten), delete pods (UID precondition; one
 //! `SuccessfulDelete` Event), patch the status (with `readyReplicas`) when it
-//! changed, record the logic's Events and the
-//! `jinghzhu.io/reconciled-by` annotation — the same writes, in the same
+//! changed, record the logic's Events (the replicaset logic proposes none)
+//! and the `jinghzhu.io/reconciled-by` annotation — the same writes, in the same
 //! order, as the Wasm host with the replicaset plugin.
 //!
 //! Like a typical hand-written operator it keeps no expectations: it trusts
@@ -135,8 +135,7 @@ async fn reconcile(
 
     let input = convert::input(jz, &owned, SystemTime::now());
     let output = replicaset_logic::reconcile_with(&input, Variant::V1);
-    // The SDK's native log lines went to stderr; drop the per-thread copy.
-    jinghzhu_plugin_sdk::log::take_captured();
+    forward_logs(&key);
 
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut owner = jz.controller_owner_ref(&()).ok_or(Error::NotStored)?;
@@ -301,6 +300,30 @@ async fn publish_deleted(ctx: &Context, jz: &Jinghzhu, deleted: &[String]) {
             wasm_operator::apply::name_list(deleted)
         );
         publish(ctx, jz, EventType::Normal, "SuccessfulDelete", &note).await;
+    }
+}
+
+/// Forwards the log lines the logic wrote in this reconcile (the SDK keeps
+/// them per thread; `main` turns its stderr copy off) at their levels, with
+/// target `plugin`, as the host forwards a plugin's: at the default `info`
+/// the logic's debug lines ("scaling up"/"scaling down") are not written.
+fn forward_logs(object: &str) {
+    use jinghzhu_plugin_sdk::log::Level;
+    for record in jinghzhu_plugin_sdk::log::take_captured() {
+        let fields = record
+            .fields
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let message = &record.message;
+        match record.level {
+            Level::Trace => tracing::trace!(target: "plugin", %object, %fields, "{message}"),
+            Level::Debug => tracing::debug!(target: "plugin", %object, %fields, "{message}"),
+            Level::Info => tracing::info!(target: "plugin", %object, %fields, "{message}"),
+            Level::Warn => tracing::warn!(target: "plugin", %object, %fields, "{message}"),
+            Level::Error => tracing::error!(target: "plugin", %object, %fields, "{message}"),
+        }
     }
 }
 
