@@ -88,13 +88,13 @@ fn compare_with_reports_each_differing_case_and_exits_1() {
     assert!(stdout.contains(": 0 differ,"), "{stdout}");
 }
 
-/// `wasm-operator ARGS` with info-level logging, as a user's terminal has it.
-fn wasm_operator_logging_info(args: &[&str], cache: &Path) -> Output {
+/// `wasm-operator ARGS` with `RUST_LOG=rust_log`.
+fn wasm_operator_logging(args: &[&str], cache: &Path, rust_log: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
         .args(args)
         .env("WASM_OPERATOR_PRECOMPILED_DIR", cache)
         .env_remove("WASM_OPERATOR_CACHE_DIR")
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", rust_log)
         .output()
         .expect("run wasm-operator")
 }
@@ -114,7 +114,7 @@ fn compare_with_prints_only_the_report_and_plugin_logs_only_when_asked() {
         "--compare-with",
         s(&v1),
     ];
-    // The replicaset plugin logs "scaling up"/"scaling down" at info level.
+    // The replicaset plugin logs "scaling up"/"scaling down" at debug level.
     let is_plugin_line = |line: &str| line.contains("scaling up") || line.contains("scaling down");
     let report_only = |stdout: &str| {
         for line in stdout.lines() {
@@ -130,7 +130,9 @@ fn compare_with_prints_only_the_report_and_plugin_logs_only_when_asked() {
         }
     };
 
-    let quiet = wasm_operator_logging_info(&args, cache.path());
+    // The plugins' lines at debug, where the replicaset plugin writes its own.
+    let plugin_debug = "info,plugin=debug";
+    let quiet = wasm_operator_logging(&args, cache.path(), plugin_debug);
     let (stdout, stderr) = (text(&quiet.stdout), text(&quiet.stderr));
     assert_eq!(quiet.status.code(), Some(1), "{stdout}{stderr}");
     report_only(&stdout);
@@ -139,7 +141,8 @@ fn compare_with_prints_only_the_report_and_plugin_logs_only_when_asked() {
         "plugin lines are hidden by default: {stderr}"
     );
 
-    let logs = wasm_operator_logging_info(&[&args[..], &["--plugin-logs"]].concat(), cache.path());
+    let with_logs = [&args[..], &["--plugin-logs"]].concat();
+    let logs = wasm_operator_logging(&with_logs, cache.path(), plugin_debug);
     let (stdout, stderr) = (text(&logs.stdout), text(&logs.stderr));
     assert_eq!(logs.status.code(), Some(1), "{stdout}{stderr}");
     report_only(&stdout);
@@ -148,6 +151,15 @@ fn compare_with_prints_only_the_report_and_plugin_logs_only_when_asked() {
             .lines()
             .any(|l| l.contains("scaling up") && l.contains("plugin=replicaset")),
         "--plugin-logs shows them on stderr: {stderr}"
+    );
+
+    // At info (a user's terminal) the plugin's per-scale line stays out.
+    let info = wasm_operator_logging(&with_logs, cache.path(), "info");
+    let stderr = text(&info.stderr);
+    assert_eq!(info.status.code(), Some(1), "{stderr}");
+    assert!(
+        !stderr.lines().any(is_plugin_line),
+        "the scaling lines are at debug: {stderr}"
     );
 }
 
