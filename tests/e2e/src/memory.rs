@@ -27,18 +27,7 @@ pub fn run_alone(path: &str) -> Option<anyhow::Result<()>> {
 
 /// A `/proc/self/status` field given in kB (`VmRSS`, `VmHWM`), in bytes.
 pub fn status_bytes(field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map(|kib| kib * 1024)
+    crate::watched_host::proc_status_bytes(std::process::id(), field)
         .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/self/status"))
 }
 
