@@ -73,8 +73,9 @@
 //! test takes it away: `apply` itself, for a real object through a proxy
 //! that holds each request 2 s, under a hold that runs out while the create
 //! is on the wire. The create's answer arrives and the status patch must
-//! not be sent. With the fence switched off (a local switch) it fails
-//! every time: the patch is sent and nothing is counted as fenced.
+//! not be sent. With the fence switched off (a local switch) it failed:
+//! the patch was sent and nothing counted as fenced (nothing races the
+//! write here, so that does not depend on timing).
 
 use std::time::{Duration, Instant};
 
