@@ -155,12 +155,7 @@ fn ratios_against(runs: &[RunResult], base_kind: ControllerKind) -> Option<Strin
     );
     let mut any = false;
     for r in runs.iter().filter(|r| r.controller != base_kind) {
-        let Some(base) = runs.iter().find(|b| {
-            b.controller == base_kind
-                && b.objects == r.objects
-                && b.nodes == r.nodes
-                && b.round == r.round
-        }) else {
+        let Some(base) = paired_base(runs, r, base_kind) else {
             continue;
         };
         any = true;
@@ -188,6 +183,29 @@ fn ratios_against(runs: &[RunResult], base_kind: ControllerKind) -> Option<Strin
         );
     }
     any.then_some(t)
+}
+
+/// The run of `base_kind` that `r` is compared with: same N, nodes and
+/// round, and, when a controller runs several times in one sweep
+/// (`--controllers host,floor,host,floor`), the same position among the
+/// runs of its kind (the k-th host against the k-th floor; the last one
+/// when the base ran fewer times).
+fn paired_base<'a>(
+    runs: &'a [RunResult],
+    r: &RunResult,
+    base_kind: ControllerKind,
+) -> Option<&'a RunResult> {
+    let same_point =
+        |b: &RunResult| b.objects == r.objects && b.nodes == r.nodes && b.round == r.round;
+    let position = runs
+        .iter()
+        .filter(|b| b.controller == r.controller && same_point(b))
+        .position(|b| std::ptr::eq(b, r))?;
+    let bases: Vec<&RunResult> = runs
+        .iter()
+        .filter(|b| b.controller == base_kind && same_point(b))
+        .collect();
+    bases.get(position).or(bases.last()).copied()
 }
 
 /// Runs of several replicas against the one-replica run of the same
@@ -607,6 +625,30 @@ pub fn criterion_times(stdout: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_runs_are_paired_by_position() {
+        let run = |kind, secs| RunResult {
+            controller: kind,
+            converge_secs: secs,
+            ..result(1, 1.0, 1.0)
+        };
+        let runs = vec![
+            run(ControllerKind::Host, 10.0),
+            run(ControllerKind::Floor, 5.0),
+            run(ControllerKind::Host, 30.0),
+            run(ControllerKind::Floor, 10.0),
+            run(ControllerKind::Host, 40.0),
+        ];
+        let table = floor_table(&runs).expect("pairs");
+        let converge: Vec<&str> = table
+            .lines()
+            .skip(2)
+            .map(|l| l.split('|').nth(3).unwrap_or_default().trim())
+            .collect();
+        // 10/5, 30/10, and the third host against the last floor: 40/10.
+        assert_eq!(converge, ["2.00×", "3.00×", "4.00×"]);
+    }
 
     #[test]
     fn keeps_criterion_time_lines_with_their_names() {
