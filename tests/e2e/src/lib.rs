@@ -426,9 +426,13 @@ impl LogCapture {
 }
 
 async fn install_crd(control_plane: &ControlPlane) -> Result<()> {
-    let client = control_plane.client().await?;
+    apply_crd(control_plane.client().await?, Jinghzhu::crd()).await
+}
+
+/// Applies `crd` (server-side, as `e2e-tests`) and waits up to 30 s until
+/// it is established.
+async fn apply_crd(client: Client, crd: CustomResourceDefinition) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client);
-    let crd = Jinghzhu::crd();
     crds.patch(
         &crd.name_any(),
         &PatchParams::apply("e2e-tests").force(),
@@ -662,21 +666,11 @@ pub async fn own_control_plane(
 pub async fn install_plugin_crd(client: &Client) -> Result<()> {
     static PLUGIN_CRD: OnceCell<()> = OnceCell::const_new();
     PLUGIN_CRD
-        .get_or_try_init(|| async {
-            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-            let crd = wasm_operator::crd::plugin::JinghzhuPlugin::crd();
-            crds.patch(
-                &crd.name_any(),
-                &PatchParams::apply("e2e-tests").force(),
-                &Patch::Apply(&crd),
+        .get_or_try_init(|| {
+            apply_crd(
+                client.clone(),
+                wasm_operator::crd::plugin::JinghzhuPlugin::crd(),
             )
-            .await?;
-            tokio::time::timeout(
-                Duration::from_secs(30),
-                await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-            )
-            .await??;
-            anyhow::Ok(())
         })
         .await?;
     Ok(())
