@@ -8,7 +8,9 @@
 //! create whose outcome is unknown (a timeout after the API server may have
 //! committed it) still counts until the watch shows a new pod of the object
 //! or the expectations time out; and we remember the UIDs of pods we
-//! created and deleted until the cache shows them.
+//! created and deleted until a reconcile's snapshot of the cache shows
+//! them (not when the watch event arrives: a reconcile may have read its
+//! snapshot just before it).
 //!
 //! A create that failed is released at once when its outcome is known: the
 //! API server answered with an error, or the request certainly never left
@@ -270,7 +272,12 @@ impl Expectations {
         let Some(p) = state.owners.get_mut(owner) else {
             return;
         };
-        if p.creates.remove(uid) {
+        if p.creates.contains(uid) {
+            // Answered already: it stays until a reconcile's snapshot shows
+            // it ([`Expectations::check`]). Dropped here, a reconcile that
+            // had read its snapshot just before this event (without the
+            // pod) and checked just after found nothing pending and
+            // created the pod again.
             return;
         }
         if p.in_flight > 0 {
@@ -289,14 +296,17 @@ impl Expectations {
         self.with_pending(owner, |p| p.deletes.insert(uid.to_string()));
     }
 
-    /// The watch saw pod `uid` disappear: nothing is pending on it any more
-    /// (a pod we created may be deleted by someone else before our cache
-    /// ever showed it).
+    /// The watch saw pod `uid` disappear: a create of ours that no snapshot
+    /// will show any more (someone deleted it before our cache ever showed
+    /// it) is not waited for. A delete of ours stays pending until a
+    /// reconcile's snapshot no longer shows the pod live
+    /// ([`Expectations::check`]): released here, a reconcile that read its
+    /// snapshot just before this event would see the pod still live and
+    /// could delete another in its place.
     pub fn observe_gone(&self, uid: &str) {
         let mut state = self.lock();
         for p in state.owners.values_mut() {
             p.creates.remove(uid);
-            p.deletes.remove(uid);
         }
     }
 
@@ -527,6 +537,40 @@ mod tests {
         assert!(e.satisfied("k", |_| Some(true)), "terminating counts");
         e.expect_deleted("k", "u2");
         assert!(e.satisfied("k", |_| None), "gone counts");
+    }
+
+    /// A reconcile reads its snapshot, then the watch delivers the pod,
+    /// then the reconcile checks: the snapshot does not hold the pod, so
+    /// the create is still pending (released by the watch event, a three-
+    /// replica run under load created the pod again).
+    #[test]
+    fn an_answered_create_waits_for_a_snapshot_not_for_the_watch_event() {
+        let e = fresh();
+        e.expect_creations("k", 2);
+        e.created("k", "u1");
+        e.created("k", "u2");
+        let snapshot_read_before_u2 = |uid: &str| (uid == "u1").then_some(false);
+        e.observe_added("k", "u1");
+        e.observe_added("k", "u2");
+        assert!(!e.satisfied("k", snapshot_read_before_u2));
+        assert!(
+            e.satisfied("k", |_| Some(false)),
+            "a later snapshot shows both"
+        );
+    }
+
+    /// The same for deletes: a snapshot read before the watch saw the pod go
+    /// still shows it live, so the delete is still pending.
+    #[test]
+    fn a_delete_waits_for_a_snapshot_not_for_the_watch_event() {
+        let e = fresh();
+        e.expect_deleted("k", "u1");
+        e.observe_gone("u1");
+        assert!(
+            !e.satisfied("k", |_| Some(false)),
+            "the snapshot shows it live"
+        );
+        assert!(e.satisfied("k", |_| None));
     }
 
     #[test]

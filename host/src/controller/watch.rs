@@ -346,6 +346,8 @@ impl Watches {
 /// it. (Released first, as when this ran before the cache's update, a
 /// reconcile in between found its expectations met but not the new pod,
 /// and created it again: a double create the sharded kill test caught.)
+/// An answered create is released only by a reconcile whose snapshot
+/// shows its pod ([`crate::apply::expectations`]), never by this event.
 /// A pod that a (re)list shows is in the cache only from the list's
 /// `InitDone`, so its arrival is told then.
 struct PodEvents {
