@@ -24,8 +24,10 @@
 //! checked right before the request ([`super::ShardHold::valid_now`], as
 //! the write fence of reconciles does), so a replica resumed after a stop
 //! past its Leases writes no label for them before the coordinator has
-//! noticed. A refused write falls back as a replica that does not hold the
-//! shard does. A fallback write is on behalf of no shard (nobody labelled
+//! noticed. A refused or failed write falls back as a replica that does
+//! not hold the shard does, and a fallback that fails is tried again
+//! (waits doubling from [`FALLBACK_DELAY`] to 30 s) until the object is
+//! labelled or gone: an unlabelled object is reconciled by no replica. A fallback write is on behalf of no shard (nobody labelled
 //! the object in time) and is not fenced; it writes the value any replica
 //! would, and only for an object still unlabelled after the delay.
 //!
@@ -58,6 +60,9 @@ const CONCURRENT_PATCHES: usize = 16;
 /// How long a replica that does not hold an object's shard leaves it to the
 /// holder before labelling it itself: a few Lease retry periods.
 pub const FALLBACK_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The longest wait between two tries of a label write that failed.
+const MAX_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The two labelling loops; stopped when dropped.
 pub struct Labeller {
@@ -260,23 +265,30 @@ impl<K: Labelled> Job<K> {
             let Ok(_permit) = self.permits.acquire().await else {
                 return;
             };
-            if write_label(&self, Some(&hold)).await != Sent::Fenced {
+            if write_label(&self, Some(&hold)).await == LabelWrite::Done {
                 return;
             }
         }
-        tokio::time::sleep(FALLBACK_DELAY).await;
         if !store_current.await {
             return;
         }
-        let Ok(_permit) = self.permits.acquire().await else {
-            return;
-        };
-        // Waiting for the delay or a permit, its holder may have labelled it.
-        let still_unlabelled = unlabelled
-            .get(&ObjectRef::from_obj(&self.obj))
-            .is_some_and(|now| now.uid() == self.obj.uid());
-        if still_unlabelled {
-            write_label(&self, None).await;
+        // Until the object is labelled (by anyone) or gone: an unlabelled
+        // object is seen by no shard holder, so a failed write is tried
+        // again rather than left to the watch's next relist (minutes).
+        let mut wait = FALLBACK_DELAY;
+        loop {
+            tokio::time::sleep(wait).await;
+            let Ok(_permit) = self.permits.acquire().await else {
+                return;
+            };
+            // Waiting for the delay or a permit, its holder may have labelled it.
+            let still_unlabelled = unlabelled
+                .get(&ObjectRef::from_obj(&self.obj))
+                .is_some_and(|now| now.uid() == self.obj.uid());
+            if !still_unlabelled || write_label(&self, None).await == LabelWrite::Done {
+                return;
+            }
+            wait = (wait * 2).min(MAX_RETRY_WAIT);
         }
     }
 }
@@ -301,11 +313,14 @@ fn route(hold: &ShardHold) -> Route {
 
 /// What became of a label write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sent {
-    /// Sent (whatever the answer).
-    Sent,
+enum LabelWrite {
+    /// Written, or answered that it needs no writing (the object is gone
+    /// or is another one now).
+    Done,
     /// Not sent: the hold it was for had lapsed.
     Fenced,
+    /// Failed (an error, no answer): to be tried again.
+    Failed,
 }
 
 /// The check right before a label write: `fence` (the hold of the shard
@@ -315,9 +330,9 @@ fn may_send(fence: Option<&ShardHold>) -> bool {
 }
 
 /// Patches the label of the job's shard on its object (only if it is still
-/// the object with that UID) if `fence` passes right before; failures are
-/// logged, and the next relist retries.
-async fn write_label<K>(job: &Job<K>, fence: Option<&ShardHold>) -> Sent
+/// the object with that UID) if `fence` passes right before; a failure is
+/// logged and told ([`LabelWrite::Failed`]: [`Job::run`] tries again).
+async fn write_label<K>(job: &Job<K>, fence: Option<&ShardHold>) -> LabelWrite
 where
     K: Labelled,
 {
@@ -337,7 +352,7 @@ where
     };
     if !may_send(fence) {
         tracing::info!(kind, object = %name, shard = %value, "write fenced: the shard's hold lapsed on this host's clock; shard label not sent (falls back)");
-        return Sent::Fenced;
+        return LabelWrite::Fenced;
     }
     match target
         .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -355,10 +370,11 @@ where
         }
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
         Err(err) => {
-            tracing::warn!(kind, object = %name, error = %err, "sharding: writing the shard label failed; the next relist retries")
+            tracing::warn!(kind, object = %name, error = %err, "sharding: writing the shard label failed; trying again shortly");
+            return LabelWrite::Failed;
         }
     }
-    Sent::Sent
+    LabelWrite::Done
 }
 
 /// The kinds the labeller labels (Jinghzhus and pods): namespaced, watched
