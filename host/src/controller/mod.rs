@@ -256,14 +256,14 @@ pub async fn run(
     let _shard_tasks = match (&config.shards, selection, &watches.synced) {
         (Some(shards), Some(selection), Some(synced)) => {
             let labeller = Labeller::start(&client, config.namespace.as_deref(), shards);
-            let sync = tokio::spawn(shard_sync(
+            let sync = tokio::spawn(tracing::Instrument::in_current_span(shard_sync(
                 shards.clone(),
                 selection,
                 synced.clone(),
                 labeller.ready(),
                 watches.jinghzhu_cache.clone(),
                 objects.clone(),
-            ));
+            )));
             Some((labeller, AbortOnDrop(sync)))
         }
         _ => None,

@@ -502,6 +502,9 @@ pub struct HostOptions {
     pub client: Option<Client>,
     /// The plugin runtime (limits, precompiled cache, compiler).
     pub runtime: RuntimeConfig,
+    /// Tags the controller's log lines (a `host` span with this name), so
+    /// tests running several hosts in one process can tell them apart.
+    pub log_name: Option<String>,
 }
 
 impl HostOptions {
@@ -517,6 +520,7 @@ impl HostOptions {
             controller: ControllerConfig::default(),
             client: None,
             runtime: RuntimeConfig::default(),
+            log_name: None,
         }
     }
 }
@@ -549,14 +553,22 @@ impl RunningHost {
         )
         .await?;
         let (tx, rx) = oneshot::channel();
-        let task = tokio::spawn(controller::run(
-            client,
-            plugins.active.clone(),
-            options.controller,
-            metrics.clone(),
-            async move {
-                let _ = rx.await;
-            },
+        let span = match &options.log_name {
+            // The host's target, so the host's log filter keeps the span.
+            Some(name) => tracing::info_span!(target: "wasm_operator", "host", name = %name),
+            None => tracing::Span::none(),
+        };
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            controller::run(
+                client,
+                plugins.active.clone(),
+                options.controller,
+                metrics.clone(),
+                async move {
+                    let _ = rx.await;
+                },
+            ),
+            span,
         ));
         Ok(Self {
             metrics,

@@ -11,7 +11,7 @@
 //! records every pod UID it ever sees per owner: the objects only scale up
 //! and their pods never fail, so the UIDs seen must equal the final count.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -72,6 +72,7 @@ impl Replica {
         )
         .map_err(anyhow::Error::msg)?;
         let mut options = HostOptions::file(&plugin);
+        options.log_name = Some(name.to_string());
         options.controller = ControllerConfig {
             shards: Some(shards.clone()),
             ..ControllerConfig::default()
@@ -142,15 +143,15 @@ async fn jinghzhu_uids(env: &TestEnv) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Every pod UID the test has seen, per controlling owner UID.
+/// Every pod the test has seen (UID → name), per controlling owner UID.
 struct CreatedPods {
-    seen: Arc<Mutex<HashMap<String, HashSet<String>>>>,
+    seen: Arc<Mutex<HashMap<String, HashMap<String, String>>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl CreatedPods {
     fn start(env: &TestEnv) -> Self {
-        let seen: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
+        let seen: Arc<Mutex<HashMap<String, HashMap<String, String>>>> = Arc::default();
         let record = seen.clone();
         let task = tokio::spawn(
             watcher(env.pods(), watcher::Config::default())
@@ -170,7 +171,7 @@ impl CreatedPods {
                             .expect("lock")
                             .entry(owner.uid.clone())
                             .or_default()
-                            .insert(uid);
+                            .insert(uid, pod.name_any());
                     }
                     futures::future::ready(())
                 }),
@@ -183,7 +184,7 @@ impl CreatedPods {
             .lock()
             .expect("lock")
             .values()
-            .map(HashSet::len)
+            .map(HashMap::len)
             .sum()
     }
 
@@ -192,7 +193,11 @@ impl CreatedPods {
         let seen = self.seen.lock().expect("lock");
         seen.iter()
             .filter(|(owner, pods)| pods.len() > desired.get(*owner).copied().unwrap_or(0) as usize)
-            .map(|(owner, pods)| format!("{owner}: {} pods", pods.len()))
+            .map(|(owner, pods)| {
+                let mut names: Vec<&str> = pods.values().map(String::as_str).collect();
+                names.sort_unstable();
+                format!("{owner}: {} pods ({})", pods.len(), names.join(", "))
+            })
             .collect()
     }
 }

@@ -203,6 +203,11 @@ impl Running {
             .env_remove("RUST_LOG")
             .env_remove("RUST_BACKTRACE")
             .env_remove("RUST_LIB_BACKTRACE");
+        // To look into a run: the hosts' log filter (e.g.
+        // `info,wasm_operator::controller::reconcile=debug`).
+        if let Ok(filter) = std::env::var("SCALE_BENCH_HOST_LOG") {
+            cmd.env("RUST_LOG", filter);
+        }
         let name = match sharding {
             Some(sharding) => {
                 if !built.kind.is_host() {

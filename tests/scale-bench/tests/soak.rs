@@ -39,7 +39,17 @@ async fn a_short_soak_breaks_no_invariant() {
         command: "the scale-bench soak test (tests/scale-bench/tests/soak.rs)".to_owned(),
     };
     let started = Instant::now();
-    let report = soak::run(&options).await.expect("the soak ran");
+    let report = match soak::run(&options).await {
+        Ok(report) => report,
+        Err(err) => {
+            // Kept: the replicas' logs say why a phase did not finish.
+            let kept = dir.keep();
+            panic!(
+                "the soak did not run to its end (logs in {}): {err:#}",
+                kept.join("logs").display()
+            );
+        }
+    };
     eprintln!(
         "the short soak took {:.1} s",
         started.elapsed().as_secs_f64()
