@@ -132,7 +132,7 @@ pub struct RunArgs {
         default_value = "127.0.0.1:9090"
     )]
     pub metrics_addr: SocketAddr,
-    /// Roll back a swapped-in plugin failing more than this share of reconciles…
+    /// Roll back a swapped-in plugin failing on more than this share of the objects it reconciled (each object counted once; objects already failing under the previous plugin not judged)…
     #[arg(
         long,
         env = "WASM_OPERATOR_ROLLBACK_FAILURE_RATIO",

@@ -448,7 +448,7 @@ async fn call_plugin<'m>(
         .reconcile_raw(object.jz.as_ref(), &object.pods, &object.key)
         .await;
     call.returned();
-    ctx.plugin.record_outcome(&digest, raw.is_ok());
+    ctx.plugin.record_outcome(&object.uid, &digest, raw.is_ok());
     let err = match raw {
         Ok(raw) => return Ok((raw, call)),
         Err(err) => err,

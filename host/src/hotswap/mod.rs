@@ -16,6 +16,7 @@
 //! bounded queue ([`shadow::ShadowQueue`]), never inside a reconcile.
 
 pub mod candidate;
+pub mod probation;
 pub mod setup;
 pub mod shadow;
 pub mod sources;
@@ -24,7 +25,7 @@ pub mod swapper;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::Pod;
@@ -37,14 +38,17 @@ use crate::crd::Jinghzhu;
 use crate::runtime::LoadedPlugin;
 use crate::telemetry::metrics::Metrics;
 
-/// When to roll back to the previous plugin.
+/// When to roll back to the previous plugin: judged per object, over the
+/// objects that were not failing under the previous plugin (see
+/// [`probation`]).
 #[derive(Debug, Clone)]
 pub struct RollbackPolicy {
     /// How long after a swap failures are watched.
     pub window: Duration,
-    /// Share of failed reconciles (0..=1) in the window that triggers a rollback.
+    /// Share of the judged objects (0..=1) that failed under the new plugin
+    /// in the window that triggers a rollback.
     pub max_failure_ratio: f64,
-    /// Fewest reconciles in the window before the ratio is trusted.
+    /// Fewest objects judged in the window before the ratio is trusted.
     pub min_calls: u32,
 }
 
@@ -58,20 +62,14 @@ impl Default for RollbackPolicy {
     }
 }
 
-#[derive(Debug)]
-struct Probation {
-    digest: String,
-    since: Instant,
-    calls: u32,
-    failures: u32,
-}
-
 /// The active plugin (none while every plugin offered was refused), the one
 /// before it, and an optional shadow candidate.
 pub struct ActivePlugin {
     current: RwLock<Option<Arc<LoadedPlugin>>>,
     previous: Mutex<Option<Arc<LoadedPlugin>>>,
-    probation: Mutex<Option<Probation>>,
+    probation: Mutex<Option<probation::Probation>>,
+    /// Objects whose latest reconcile failed, and under which plugin.
+    failing: Mutex<probation::FailingObjects>,
     policy: RollbackPolicy,
     generation: watch::Sender<u64>,
     /// Re-queues that were a first load ([`ActivePlugin::load_first`]), not a swap.
@@ -101,6 +99,7 @@ impl ActivePlugin {
             current: RwLock::new(None),
             previous: Mutex::new(None),
             probation: Mutex::new(None),
+            failing: Mutex::new(probation::FailingObjects::default()),
             policy,
             generation: watch::Sender::new(0),
             first_loads: std::sync::atomic::AtomicU64::new(0),
@@ -172,12 +171,13 @@ impl ActivePlugin {
             new = %plugin.describe(),
             "plugin swapped; re-queueing every object"
         );
-        *self.probation.lock().unwrap_or_else(|e| e.into_inner()) = Some(Probation {
-            digest: plugin.digest().to_string(),
-            since: Instant::now(),
-            calls: 0,
-            failures: 0,
-        });
+        let inherited = self
+            .failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failing_under(old.digest());
+        *self.probation.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(probation::Probation::start(plugin.digest(), inherited));
         *self.previous.lock().unwrap_or_else(|e| e.into_inner()) = Some(old);
         self.metrics.plugin_swaps.inc();
         self.generation.send_modify(|g| *g += 1);
@@ -206,9 +206,14 @@ impl ActivePlugin {
             .saturating_sub(self.first_loads.load(std::sync::atomic::Ordering::Relaxed))
     }
 
-    /// Records the outcome of a reconcile by plugin `digest`; rolls back if
-    /// the plugin swapped in last fails too often within the window.
-    pub fn record_outcome(&self, digest: &str, ok: bool) {
+    /// Records the outcome of a reconcile of `object` (its UID) by plugin
+    /// `digest`; rolls back if too many of the objects judged under the
+    /// plugin swapped in last fail within the window ([`probation`]).
+    pub fn record_outcome(&self, object: &str, digest: &str, ok: bool) {
+        self.failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(object, digest, ok);
         let rollback = {
             let mut probation = self.probation.lock().unwrap_or_else(|e| e.into_inner());
             let Some(p) = probation.as_mut() else { return };
@@ -219,19 +224,15 @@ impl ActivePlugin {
                 *probation = None;
                 return;
             }
-            p.calls += 1;
-            if !ok {
-                p.failures += 1;
-            }
-            let ratio = f64::from(p.failures) / f64::from(p.calls);
-            let calls = p.calls;
-            let failing = calls >= self.policy.min_calls && ratio > self.policy.max_failure_ratio;
+            let standing = p.record(object, ok);
+            let failing = standing.objects >= self.policy.min_calls as usize
+                && standing.ratio() > self.policy.max_failure_ratio;
             if failing {
                 *probation = None;
             }
-            failing.then_some((ratio, calls))
+            failing.then_some(standing)
         };
-        if let Some((ratio, calls)) = rollback {
+        if let Some(standing) = rollback {
             let Some(previous) = self
                 .previous
                 .lock()
@@ -242,10 +243,12 @@ impl ActivePlugin {
             };
             tracing::error!(
                 failing = digest,
-                failure_ratio = ratio,
-                calls,
+                failure_ratio = standing.ratio(),
+                objects_judged = standing.objects,
+                objects_failed = standing.failed,
+                failures_excused = standing.excused,
                 back_to = %previous.describe(),
-                "plugin fails too often after the swap; rolling back"
+                "plugin fails on too many objects after the swap; rolling back (objects failing before the swap are not judged)"
             );
             {
                 let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());

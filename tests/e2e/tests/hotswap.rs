@@ -369,3 +369,154 @@ async fn shadow_mode_compares_and_applies_nothing() -> anyhow::Result<()> {
     host.stop().await;
     Ok(())
 }
+
+/// Issue 40, hazard 4: one tenant's objects that fail under every build,
+/// edited twice a second, do not roll back an upgrade that serves everyone
+/// else. v1 and v2 are two builds of the misbehaving plugin (healthy,
+/// except that both panic on the tenant's annotation); the probation
+/// judges each object once and not the objects already failing under v1.
+/// Counted per reconcile, as before, the tenant's failures outnumbered the
+/// healthy objects' successes and v2 was rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_failing_objects_do_not_roll_back_an_upgrade() -> anyhow::Result<()> {
+    const HEALTHY: usize = 5;
+    const TENANT: usize = 10;
+    let env = TestEnv::new("fair-rollback").await?;
+    let dir = tempfile::tempdir()?;
+    let live = dir.path().join("plugin.wasm");
+    let v1_bytes = std::fs::read(plugin("misbehaving-plugin", &[]))?;
+    let v2_bytes = std::fs::read(plugin("misbehaving-plugin", &["v2"]))?;
+    std::fs::write(&live, &v1_bytes)?;
+    let mut options = HostOptions::file(&live);
+    options.rollback = RollbackPolicy {
+        window: Duration::from_secs(60),
+        max_failure_ratio: 0.5,
+        min_calls: 5,
+    };
+    let host = RunningHost::start_with(&env, options).await?;
+    create_many(&env, "app", HEALTHY, 1, &[]).await?;
+    create_many(
+        &env,
+        "tenant",
+        TENANT,
+        1,
+        &[("test.jinghzhu.io/misbehave", "panic")],
+    )
+    .await?;
+    let (v1, v2) = (digest_of(&v1_bytes), digest_of(&v2_bytes));
+    wait_for(
+        "each of the tenant's objects to fail under v1",
+        Duration::from_secs(60),
+        || async {
+            for i in 0..TENANT {
+                let events = env.events_of(&format!("tenant-{i:03}")).await?;
+                if !events
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("PluginFailed"))
+                {
+                    return Ok(false);
+                }
+            }
+            Ok(host.errors_by(&v1) >= TENANT as u64)
+        },
+    )
+    .await?;
+    wait_healthy(&env, HEALTHY, |m| !m.starts_with(V2_PREFIX)).await?;
+
+    // The tenant edits its objects twice a second throughout.
+    let editor = tokio::spawn(edit_twice_a_second(env.jinghzhus(), TENANT));
+    replace_file(&live, &v2_bytes);
+    wait_for("the swap to v2", Duration::from_secs(30), || async {
+        Ok(host.metrics.plugin_swaps.get() == 1)
+    })
+    .await?;
+    let v2_serving = wait_healthy(&env, HEALTHY, |m| m.starts_with(V2_PREFIX)).await;
+    assert_eq!(
+        host.metrics.plugin_rollbacks.get(),
+        0,
+        "v2 rolled back: {} failures under v2, {} calls",
+        host.errors_by(&v2),
+        host.calls_by(&v2)
+    );
+    v2_serving?;
+    // Half the window, with the tenant's objects failing under v2 all along.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(20) {
+        assert_eq!(
+            host.metrics.plugin_rollbacks.get(),
+            0,
+            "v2 rolled back: {} failures under v2, {} calls",
+            host.errors_by(&v2),
+            host.calls_by(&v2)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    editor.abort();
+    let (failures, calls) = (host.errors_by(&v2), host.calls_by(&v2));
+    println!("under v2 in 20 s: {failures} failed calls of {calls} (all the tenant's)");
+    assert!(
+        failures > 2 * HEALTHY as u64 && 2 * failures > calls,
+        "the tenant's objects kept failing under v2, more calls than not: {failures} of {calls}"
+    );
+    assert_eq!(host.plugin.current().digest(), v2, "v2 still serves");
+    env.wait_event(
+        "tenant-000",
+        "PluginFailed",
+        "misbehaving plugin: asked to panic",
+        Duration::from_secs(10),
+    )
+    .await?;
+    env.create("after-upgrade", 2, &[]).await?;
+    env.wait_converged("after-upgrade", 2, Duration::from_secs(60))
+        .await?;
+    host.stop().await;
+    Ok(())
+}
+
+/// Waits until the `count` objects named `app-…` run with a status message
+/// that satisfies `message_ok`.
+async fn wait_healthy(
+    env: &TestEnv,
+    count: usize,
+    message_ok: impl Fn(&str) -> bool,
+) -> anyhow::Result<()> {
+    wait_for(
+        "the healthy objects to converge",
+        Duration::from_secs(90),
+        || async {
+            let list = env.jinghzhus().list(&Default::default()).await?.items;
+            Ok(list
+                .iter()
+                .filter(|jz| jz.name_any().starts_with("app-"))
+                .filter(|jz| {
+                    jz.status.as_ref().is_some_and(|s| {
+                        s.state == "Running"
+                            && s.current == jz.spec.desired
+                            && message_ok(&s.message)
+                    })
+                })
+                .count()
+                == count)
+        },
+    )
+    .await
+}
+
+/// Bumps an annotation on `tenant-000…` twice a second until aborted.
+async fn edit_twice_a_second(api: Api<Jinghzhu>, count: usize) {
+    for round in 0u64.. {
+        for i in 0..count {
+            let patch = serde_json::json!({
+                "metadata": { "annotations": { "test.jinghzhu.io/edit": round.to_string() } }
+            });
+            let _ = api
+                .patch(
+                    &format!("tenant-{i:03}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

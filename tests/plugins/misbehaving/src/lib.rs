@@ -8,7 +8,9 @@
 //! every reconcile panics whatever the input (a broken plugin for hot-swap
 //! rollback tests), and `info().version` ends with `+always-trap`.
 //!
-//! Built with `bad-info`, `info()` reports a name the host refuses.
+//! Built with `bad-info`, `info()` reports a name the host refuses. Built
+//! with `v2`, it reconciles as the replicaset plugin's `v2` variant and its
+//! version ends with `+v2` (another digest that misbehaves alike).
 //!
 //! Build: `cargo build --release --target wasm32-wasip2 -p misbehaving-plugin`
 //! (and with `--features always-trap --target-dir <another dir>` for the
@@ -90,6 +92,8 @@ impl Guest for MisbehavingPlugin {
         }
         let suffix = if cfg!(feature = "always-trap") {
             "+always-trap"
+        } else if cfg!(feature = "v2") {
+            "+v2"
         } else {
             ""
         };
@@ -109,7 +113,12 @@ impl Guest for MisbehavingPlugin {
 
 /// What the plugin does for `input` (without the `always-trap` feature).
 pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
-    let normal = || replicaset_logic::reconcile_with(input, Variant::V1);
+    let variant = if cfg!(feature = "v2") {
+        Variant::V2
+    } else {
+        Variant::V1
+    };
+    let normal = || replicaset_logic::reconcile_with(input, variant);
     match Mode::of(&input.jinghzhu) {
         None => Ok(normal()),
         Some(Mode::Spin) => hazards::spin_forever(),
