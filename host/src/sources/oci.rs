@@ -46,8 +46,8 @@ use super::registry::{
     by_deadline,
 };
 use super::signature::{
-    CosignSignature, MAX_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_ANNOTATION, VerificationPolicy,
-    signature_tag,
+    CosignSignature, MAX_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_ANNOTATION, Subject,
+    VerificationPolicy, docker_reference, signature_tag,
 };
 use super::store::Store;
 use super::{OciError, rules, sha256_digest};
@@ -356,8 +356,13 @@ impl OciPuller {
                 let signatures = self
                     .signatures(reference, manifest_digest, deadline)
                     .await?;
+                let repository = docker_reference(&reference.registry, &reference.repository);
+                let subject = Subject {
+                    manifest_digest,
+                    repository: &repository,
+                };
                 let verified_by = policy
-                    .check(manifest_digest, &signatures)
+                    .check(&subject, &signatures)
                     .map_err(|err| OciError::new(err.rule, format!("{label}: {}", err.message)))?;
                 (signatures, verified_by)
             }
@@ -596,7 +601,13 @@ impl OciPuller {
         let layer = self.wasm_layer(&label, &stored.manifest)?;
         let verified_by = match &self.inner.verification {
             Some(policy) => policy
-                .check(&stored.manifest_digest, &stored.signatures)
+                .check(
+                    &Subject {
+                        manifest_digest: &stored.manifest_digest,
+                        repository: &docker_reference(&reference.registry, &reference.repository),
+                    },
+                    &stored.signatures,
+                )
                 .map_err(|err| OciError::new(err.rule, format!("{label}: {}", err.message)))?,
             None => Vec::new(),
         };

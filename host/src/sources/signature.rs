@@ -3,9 +3,13 @@
 //! The `.sig` tag convention: the signatures of manifest `sha256:<hex>` are
 //! the layers of the manifest tagged `sha256-<hex>.sig` in the same
 //! repository. Each layer is a "simple signing" payload (JSON whose
-//! `critical.image.docker-manifest-digest` names the signed manifest) and
-//! carries the annotation `dev.cosignproject.cosign/signature`: the base64
-//! of an ECDSA signature (DER) over the payload's bytes.
+//! `critical.image.docker-manifest-digest` names the signed manifest and
+//! `critical.identity.docker-reference` the repository it was signed for)
+//! and carries the annotation `dev.cosignproject.cosign/signature`: the
+//! base64 of an ECDSA signature (DER) over the payload's bytes. A signature
+//! counts only for the manifest *and the repository* it names (cosign's own
+//! rule): an artifact copied with its `.sig` into another repository is not
+//! signed there ([`Subject`]).
 //!
 //! A [`VerificationPolicy`] holds trusted [`Verifier`]s and a [`Threshold`]
 //! (all of them, any of them, or at least N, as Kubewarden's `allOf`,
@@ -64,19 +68,96 @@ struct Payload {
 #[derive(Deserialize)]
 struct Critical {
     image: Image,
+    identity: Option<Identity>,
 }
 #[derive(Deserialize)]
 struct Image {
     #[serde(rename = "docker-manifest-digest")]
     docker_manifest_digest: String,
 }
+#[derive(Deserialize)]
+struct Identity {
+    #[serde(rename = "docker-reference")]
+    docker_reference: Option<String>,
+}
+
+/// What a signature must be for: a manifest, in a repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subject<'a> {
+    /// The manifest digest (`sha256:<hex>`).
+    pub manifest_digest: &'a str,
+    /// The repository as cosign names it (`registry/repository`; see
+    /// [`docker_reference`]).
+    pub repository: &'a str,
+}
+
+/// The repository of `registry`/`repository` as cosign writes it in a
+/// payload's `docker-reference`: Docker Hub as `index.docker.io`, its
+/// official images under `library/`.
+pub fn docker_reference(registry: &str, repository: &str) -> String {
+    match registry {
+        "docker.io" | "index.docker.io" | "registry-1.docker.io" if !repository.contains('/') => {
+            format!("index.docker.io/library/{repository}")
+        }
+        "docker.io" | "index.docker.io" | "registry-1.docker.io" => {
+            format!("index.docker.io/{repository}")
+        }
+        _ => format!("{registry}/{repository}"),
+    }
+}
+
+/// A `docker-reference` without a tag or digest (older signers wrote one).
+fn repository_of(reference: &str) -> &str {
+    let name = reference.split('@').next().unwrap_or(reference);
+    match name.rfind(':') {
+        Some(colon) if !name[colon..].contains('/') => &name[..colon],
+        _ => name,
+    }
+}
 
 impl CosignSignature {
     /// The manifest digest the payload says was signed.
     pub fn signed_digest(&self) -> Result<String, String> {
-        serde_json::from_slice::<Payload>(&self.payload)
+        self.payload()
             .map(|p| p.critical.image.docker_manifest_digest)
+    }
+
+    /// The repository the payload says the manifest was signed for.
+    pub fn signed_repository(&self) -> Result<String, String> {
+        self.payload()?
+            .critical
+            .identity
+            .and_then(|identity| identity.docker_reference)
+            .map(|reference| repository_of(&reference).to_string())
+            .ok_or_else(|| {
+                "the payload names no repository (critical.identity.docker-reference)".to_string()
+            })
+    }
+
+    fn payload(&self) -> Result<Payload, String> {
+        serde_json::from_slice::<Payload>(&self.payload)
             .map_err(|err| format!("the payload is not a cosign simple-signing payload: {err}"))
+    }
+
+    /// Whether the (verified) payload is for `subject`: its manifest and
+    /// its repository; else why not.
+    pub fn check_subject(&self, subject: &Subject<'_>) -> Result<(), String> {
+        let signed = self.signed_digest()?;
+        if signed != subject.manifest_digest {
+            return Err(format!(
+                "the signature is for {signed}, not for {}",
+                subject.manifest_digest
+            ));
+        }
+        let repository = self.signed_repository()?;
+        if repository != subject.repository {
+            return Err(format!(
+                "the signature is for repository {repository}, not for {} (an artifact copied \
+                 with its signature into another repository is not signed there)",
+                subject.repository
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -87,8 +168,8 @@ pub trait Verifier: Send + Sync + fmt::Debug {
     /// A name for logs and refusals (a key file, a fingerprint, an identity).
     fn name(&self) -> &str;
     /// Ok when `signature` is valid, made by this verifier's signer, and its
-    /// payload names `manifest_digest`; else why not.
-    fn verify(&self, manifest_digest: &str, signature: &CosignSignature) -> Result<(), String>;
+    /// payload names `subject` (manifest and repository); else why not.
+    fn verify(&self, subject: &Subject<'_>, signature: &CosignSignature) -> Result<(), String>;
 }
 
 /// An ECDSA P-256 public key (the `cosign.pub` of `cosign generate-key-pair`).
@@ -140,7 +221,7 @@ impl Verifier for PublicKeyVerifier {
         &self.name
     }
 
-    fn verify(&self, manifest_digest: &str, signature: &CosignSignature) -> Result<(), String> {
+    fn verify(&self, subject: &Subject<'_>, signature: &CosignSignature) -> Result<(), String> {
         let der = base64::engine::general_purpose::STANDARD
             .decode(signature.signature.trim())
             .map_err(|err| format!("the signature is not base64: {err}"))?;
@@ -150,13 +231,7 @@ impl Verifier for PublicKeyVerifier {
             .verify(&signature.payload, &sig)
             .map_err(|_| "not signed by this key".to_string())?;
         // Only a valid signature's payload is worth reading.
-        let signed = signature.signed_digest()?;
-        if signed != manifest_digest {
-            return Err(format!(
-                "the signature is for {signed}, not for {manifest_digest}"
-            ));
-        }
-        Ok(())
+        signature.check_subject(subject)
     }
 }
 
@@ -268,13 +343,15 @@ impl VerificationPolicy {
         }
     }
 
-    /// Checks `signatures` of `manifest_digest`: the names of the satisfied
-    /// verifiers, or `oci/unsigned` (none at all) / `oci/signature`.
+    /// Checks `signatures` of `subject` (a manifest in a repository): the
+    /// names of the satisfied verifiers, or `oci/unsigned` (none at all) /
+    /// `oci/signature`.
     pub fn check(
         &self,
-        manifest_digest: &str,
+        subject: &Subject<'_>,
         signatures: &[CosignSignature],
     ) -> Result<Vec<String>, OciError> {
+        let manifest_digest = subject.manifest_digest;
         if signatures.is_empty() {
             return Err(OciError::new(
                 rules::UNSIGNED,
@@ -286,9 +363,9 @@ impl VerificationPolicy {
                 ),
             ));
         }
-        let mut satisfied = self.check_group(manifest_digest, signatures)?;
+        let mut satisfied = self.check_group(subject, signatures)?;
         if let Some(also) = &self.and_also {
-            for name in also.check(manifest_digest, signatures)? {
+            for name in also.check(subject, signatures)? {
                 if !satisfied.contains(&name) {
                     satisfied.push(name);
                 }
@@ -300,16 +377,17 @@ impl VerificationPolicy {
     /// [`VerificationPolicy::check`] of this group alone (not `and_also`).
     fn check_group(
         &self,
-        manifest_digest: &str,
+        subject: &Subject<'_>,
         signatures: &[CosignSignature],
     ) -> Result<Vec<String>, OciError> {
+        let manifest_digest = subject.manifest_digest;
         let mut satisfied = Vec::new();
         let mut missing = Vec::new();
         for verifier in &self.verifiers {
             let mut why = Vec::new();
             let ok = signatures.iter().any(|signature| {
                 verifier
-                    .verify(manifest_digest, signature)
+                    .verify(subject, signature)
                     .map_err(|err| why.push(err))
                     .is_ok()
             });
@@ -363,6 +441,10 @@ mod tests {
 
     const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
     const OTHER: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+    const SUBJECT: Subject<'static> = Subject {
+        manifest_digest: DIGEST,
+        repository: "reg/repo",
+    };
 
     /// A key made in the test from a seed (a P-256 scalar from its hash).
     fn key(seed: &str) -> SigningKey {
@@ -393,7 +475,7 @@ mod tests {
         let policy = VerificationPolicy::new(vec![verifier("alice", &alice)], Threshold::All)
             .expect("policy");
         let ok = policy
-            .check(DIGEST, &[sign(&alice, DIGEST)])
+            .check(&SUBJECT, &[sign(&alice, DIGEST)])
             .expect("verified");
         assert_eq!(ok, vec!["alice".to_string()]);
     }
@@ -405,17 +487,17 @@ mod tests {
         let policy = VerificationPolicy::new(vec![verifier("alice", &alice)], Threshold::All)
             .expect("policy");
         assert_eq!(
-            policy.check(DIGEST, &[]).expect_err("x").rule,
+            policy.check(&SUBJECT, &[]).expect_err("x").rule,
             rules::UNSIGNED
         );
         let err = policy
-            .check(DIGEST, &[sign(&mallory, DIGEST)])
+            .check(&SUBJECT, &[sign(&mallory, DIGEST)])
             .expect_err("unknown key");
         assert_eq!(err.rule, rules::SIGNATURE);
         assert!(err.message.contains("not signed by this key"), "{err}");
         // Alice signed another manifest: the payload names the wrong digest.
         let err = policy
-            .check(DIGEST, &[sign(&alice, OTHER)])
+            .check(&SUBJECT, &[sign(&alice, OTHER)])
             .expect_err("wrong digest");
         assert_eq!(err.rule, rules::SIGNATURE);
         assert!(err.message.contains("not for"), "{err}");
@@ -423,15 +505,97 @@ mod tests {
         let mut tampered = sign(&alice, OTHER);
         tampered.payload = simple_signing_payload("reg/repo", DIGEST);
         assert_eq!(
-            policy.check(DIGEST, &[tampered]).expect_err("x").rule,
+            policy.check(&SUBJECT, &[tampered]).expect_err("x").rule,
             rules::SIGNATURE
         );
         let mut garbage = sign(&alice, DIGEST);
         garbage.signature = "!!".into();
         assert_eq!(
-            policy.check(DIGEST, &[garbage]).expect_err("x").rule,
+            policy.check(&SUBJECT, &[garbage]).expect_err("x").rule,
             rules::SIGNATURE
         );
+    }
+
+    #[test]
+    fn a_signature_counts_only_in_the_repository_it_was_made_for() {
+        let alice = key("alice");
+        let policy = VerificationPolicy::new(vec![verifier("alice", &alice)], Threshold::All)
+            .expect("policy");
+        let signed_here = sign(&alice, DIGEST);
+        let copied = Subject {
+            manifest_digest: DIGEST,
+            repository: "reg/other",
+        };
+        let err = policy
+            .check(&copied, std::slice::from_ref(&signed_here))
+            .expect_err("copied into another repository");
+        assert_eq!(err.rule, rules::SIGNATURE);
+        assert!(
+            err.message
+                .contains("for repository reg/repo, not for reg/other"),
+            "{err}"
+        );
+        // A payload naming the repository with a tag still names it.
+        let payload = simple_signing_payload("reg/repo:v1", DIGEST);
+        let tagged = CosignSignature {
+            signature: base64::engine::general_purpose::STANDARD.encode(
+                {
+                    let sig: Signature = key("alice").sign(&payload);
+                    sig
+                }
+                .to_der()
+                .as_bytes(),
+            ),
+            payload,
+            annotations: BTreeMap::new(),
+        };
+        assert!(policy.check(&SUBJECT, &[tagged]).is_ok());
+        // A payload without an identity names no repository.
+        let payload =
+            serde_json::json!({"critical": {"image": {"docker-manifest-digest": DIGEST}}})
+                .to_string()
+                .into_bytes();
+        let anonymous = CosignSignature {
+            signature: base64::engine::general_purpose::STANDARD.encode(
+                {
+                    let sig: Signature = alice.sign(&payload);
+                    sig
+                }
+                .to_der()
+                .as_bytes(),
+            ),
+            payload,
+            annotations: BTreeMap::new(),
+        };
+        let err = policy
+            .check(&SUBJECT, &[anonymous])
+            .expect_err("no identity");
+        assert!(err.message.contains("names no repository"), "{err}");
+    }
+
+    #[test]
+    fn repositories_are_named_as_cosign_names_them() {
+        assert_eq!(
+            docker_reference("localhost:5000", "plugins/rs"),
+            "localhost:5000/plugins/rs"
+        );
+        assert_eq!(
+            docker_reference("docker.io", "team/rs"),
+            "index.docker.io/team/rs"
+        );
+        assert_eq!(
+            docker_reference("docker.io", "rs"),
+            "index.docker.io/library/rs"
+        );
+        assert_eq!(
+            repository_of("localhost:5000/plugins/rs:v1"),
+            "localhost:5000/plugins/rs"
+        );
+        assert_eq!(
+            repository_of("localhost:5000/plugins/rs"),
+            "localhost:5000/plugins/rs"
+        );
+        assert_eq!(repository_of("reg/rs@sha256:1111"), "reg/rs");
     }
 
     #[test]
@@ -441,19 +605,19 @@ mod tests {
         let only_a = [sign(&a, DIGEST)];
         let a_and_b = [sign(&a, DIGEST), sign(&b, DIGEST)];
         let all = VerificationPolicy::new(keys(), Threshold::All).expect("policy");
-        assert!(all.check(DIGEST, &a_and_b).is_err());
+        assert!(all.check(&SUBJECT, &a_and_b).is_err());
         let every = [sign(&a, DIGEST), sign(&b, DIGEST), sign(&c, DIGEST)];
-        assert_eq!(all.check(DIGEST, &every).expect("all").len(), 3);
+        assert_eq!(all.check(&SUBJECT, &every).expect("all").len(), 3);
         let any = VerificationPolicy::new(keys(), Threshold::Any).expect("policy");
-        assert!(any.check(DIGEST, &only_a).is_ok());
+        assert!(any.check(&SUBJECT, &only_a).is_ok());
         let two = VerificationPolicy::new(keys(), Threshold::AtLeast(2)).expect("policy");
-        assert!(two.check(DIGEST, &only_a).is_err());
+        assert!(two.check(&SUBJECT, &only_a).is_err());
         // The same key signing twice is still one key.
         assert!(
-            two.check(DIGEST, &[sign(&a, DIGEST), sign(&a, DIGEST)])
+            two.check(&SUBJECT, &[sign(&a, DIGEST), sign(&a, DIGEST)])
                 .is_err()
         );
-        assert_eq!(two.check(DIGEST, &a_and_b).expect("two"), vec!["a", "b"]);
+        assert_eq!(two.check(&SUBJECT, &a_and_b).expect("two"), vec!["a", "b"]);
         assert_eq!(
             VerificationPolicy::new(keys(), Threshold::AtLeast(4))
                 .expect_err("impossible")
@@ -480,20 +644,22 @@ mod tests {
             keys.iter().map(|k| sign(k, DIGEST)).collect()
         };
         assert_eq!(
-            policy.check(DIGEST, &signed(&[&a, &b, &d])).expect("both"),
+            policy
+                .check(&SUBJECT, &signed(&[&a, &b, &d]))
+                .expect("both"),
             vec!["a", "b", "d"]
         );
         let err = policy
-            .check(DIGEST, &signed(&[&a, &b]))
+            .check(&SUBJECT, &signed(&[&a, &b]))
             .expect_err("no anyOf key");
         assert_eq!(err.rule, rules::SIGNATURE);
         assert!(err.message.contains("not satisfied: c"), "{err}");
         let err = policy
-            .check(DIGEST, &signed(&[&a, &c, &d]))
+            .check(&SUBJECT, &signed(&[&a, &c, &d]))
             .expect_err("b missing");
         assert!(err.message.contains("not satisfied: b"), "{err}");
         assert_eq!(
-            policy.check(DIGEST, &[]).expect_err("unsigned").rule,
+            policy.check(&SUBJECT, &[]).expect_err("unsigned").rule,
             rules::UNSIGNED
         );
     }

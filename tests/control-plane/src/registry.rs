@@ -292,6 +292,26 @@ impl LocalRegistry {
         Self::run(cmd, "oras tag").map(drop)
     }
 
+    /// `oras cp <addr>/<source> <addr>/<target>`: copies a manifest (by tag
+    /// or digest) and its blobs within the registry, byte for byte (the
+    /// same manifest digest), e.g. an artifact and its `.sig` into another
+    /// repository.
+    pub fn oras_copy(&self, source: &str, target: &str) -> Result<()> {
+        let work = tempfile::tempdir()?;
+        let mut cmd = self.tool(ORAS, work.path())?;
+        cmd.args(["cp", "--from-ca-file"])
+            .arg(&self.ca_cert)
+            .arg("--to-ca-file")
+            .arg(&self.ca_cert)
+            .arg("--from-registry-config")
+            .arg(self.docker_config_file())
+            .arg("--to-registry-config")
+            .arg(self.docker_config_file())
+            .arg(self.name(source))
+            .arg(self.name(target));
+        Self::run(cmd, "oras cp").map(drop)
+    }
+
     /// The registry's log so far (access lines name every request).
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()

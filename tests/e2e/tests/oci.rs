@@ -50,7 +50,18 @@ fn source(
 
 /// The manifest digest `tag` names now.
 async fn digest_of_tag(registry: &LocalRegistry, tag: &str, opts: &OciOptions) -> String {
-    let reference = OciRef::parse(&format!("oci://{}/{REPO}:{tag}", registry.addr)).expect("ref");
+    digest_in(registry, REPO, tag, opts).await
+}
+
+/// The manifest digest `repository:tag` names now.
+async fn digest_in(
+    registry: &LocalRegistry,
+    repository: &str,
+    tag: &str,
+    opts: &OciOptions,
+) -> String {
+    let reference =
+        OciRef::parse(&format!("oci://{}/{repository}:{tag}", registry.addr)).expect("ref");
     OciPuller::new(opts.clone())
         .expect("puller")
         .resolve(&reference)
@@ -60,8 +71,18 @@ async fn digest_of_tag(registry: &LocalRegistry, tag: &str, opts: &OciOptions) -
 
 /// Waits for a refusal naming `rule` on `/status` and as a Warning Event.
 async fn wait_refusal(env: &TestEnv, host: &RunningHost, rule: &str) -> anyhow::Result<()> {
+    wait_refusal_saying(env, host, rule, "").await
+}
+
+/// [`wait_refusal`], whose text also says `needle`.
+async fn wait_refusal_saying(
+    env: &TestEnv,
+    host: &RunningHost,
+    rule: &str,
+    needle: &str,
+) -> anyhow::Result<()> {
     wait_for(
-        &format!("a refusal naming {rule}"),
+        &format!("a refusal naming {rule} (saying {needle:?})"),
         Duration::from_secs(30),
         || async {
             let seen = host
@@ -70,7 +91,7 @@ async fn wait_refusal(env: &TestEnv, host: &RunningHost, rule: &str) -> anyhow::
                 .map(|h| {
                     h.last_refusal
                         .as_ref()
-                        .is_some_and(|r| r.outcome.contains(rule))
+                        .is_some_and(|r| r.outcome.contains(rule) && r.outcome.contains(needle))
                 })
                 .unwrap_or(false);
             let event = env
@@ -80,7 +101,9 @@ async fn wait_refusal(env: &TestEnv, host: &RunningHost, rule: &str) -> anyhow::
                 .any(|e| {
                     e.type_.as_deref() == Some("Warning")
                         && e.reason.as_deref() == Some("PluginRefused")
-                        && e.message.as_deref().is_some_and(|m| m.contains(rule))
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains(rule) && m.contains(needle))
                 });
             Ok(seen && event)
         },
@@ -181,6 +204,35 @@ async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<
         v2_digest,
         "v2 keeps serving"
     );
+
+    // v3 signed by the trusted key in another repository, copied here with
+    // its signature: signed for that repository, not this one (issue 40,
+    // hazard 6; served before the payload's repository was compared).
+    const OTHER_REPO: &str = "plugins/other";
+    registry.oras_push(&format!("{OTHER_REPO}:v3"), &v3, true)?;
+    let m_other = digest_in(&registry, OTHER_REPO, "v3", &opts).await;
+    registry.cosign_sign(&key, OTHER_REPO, &m_other)?;
+    let sig_tag = wasm_operator::sources::signature::signature_tag(&m_other);
+    registry.oras_copy(
+        &format!("{OTHER_REPO}:{sig_tag}"),
+        &format!("{REPO}:{sig_tag}"),
+    )?;
+    registry.oras_copy(&format!("{OTHER_REPO}@{m_other}"), &format!("{REPO}:live"))?;
+    wait_refusal_saying(
+        &env,
+        &host,
+        rules::SIGNATURE,
+        &format!("is for repository {}/{OTHER_REPO}", registry.addr),
+    )
+    .await?;
+    assert_eq!(
+        host.plugin.current().digest(),
+        v2_digest,
+        "v2 keeps serving"
+    );
+    env.scale("web", 1).await?;
+    env.wait_converged("web", 1, Duration::from_secs(60))
+        .await?;
 
     // A signed artifact whose blob was changed in the registry's storage.
     let work = tempfile::tempdir()?;
