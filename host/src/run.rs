@@ -310,6 +310,7 @@ async fn plugin_side(
                     args.oci.oci_poll_interval,
                 )),
                 files: args.files.rules(),
+                allow_unsigned: args.oci.plugin_resource_allow_unsigned,
             },
             metrics.clone(),
         )

@@ -80,6 +80,9 @@ pub struct ResourceOptions {
     pub oci: Option<(OciOptions, Duration)>,
     /// Where a file source may be and how big (`--plugin-file-*`).
     pub files: FileRules,
+    /// With host keys, whether a source that carries no signature (a
+    /// ConfigMap, a file) may serve (`--plugin-resource-allow-unsigned`).
+    pub allow_unsigned: bool,
 }
 
 /// A refusal with the rule that made it.
@@ -104,6 +107,7 @@ impl RuleRefusal {
         match self.rule.as_str() {
             "plugin/digest-pin"
             | "verification/source"
+            | "verification/unsigned-source"
             | "verification/keys"
             | "verification/policy"
             | "oci/unsigned"
@@ -256,6 +260,7 @@ pub async fn start(
             pod_policy: options.pod_policy,
             oci: options.oci.clone(),
             files: options.files.clone(),
+            allow_unsigned: options.allow_unsigned,
             verified_by: Vec::new(),
         };
         tokio::spawn(driver.run());
@@ -291,6 +296,8 @@ pub struct Driver {
     pod_policy: PodPolicy,
     oci: Option<(OciOptions, Duration)>,
     files: FileRules,
+    /// With host keys, sources without signatures may serve.
+    allow_unsigned: bool,
     /// The keys that verified the newest OCI artifact.
     verified_by: Vec<String>,
 }
@@ -671,6 +678,21 @@ impl Driver {
                 "verification/source",
                 "spec.verification asks for signatures, but a ConfigMap or a file carries none: \
                  ship the plugin as an OCI artifact (spec.source.oci) or drop spec.verification",
+            );
+            self.refuse(resource, &digest, refusal, seen_at).await;
+            return;
+        }
+        let host_keys = self
+            .oci
+            .as_ref()
+            .is_some_and(|(options, _)| options.verification.is_some());
+        if host_keys && spec.source.oci.is_none() && !self.allow_unsigned {
+            let refusal = RuleRefusal::new(
+                "verification/unsigned-source",
+                "the host requires signed plugins (--plugin-verify-key), and a ConfigMap or a \
+                 file carries no signature: ship the plugin as an OCI artifact \
+                 (spec.source.oci), or the admin starts the host with \
+                 --plugin-resource-allow-unsigned",
             );
             self.refuse(resource, &digest, refusal, seen_at).await;
             return;

@@ -82,6 +82,12 @@ pub struct OciArgs {
     /// How many of the keys must have signed: all, any, or at-least=N.
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_VERIFY_POLICY", default_value = "all", value_parser = clap::value_parser!(Threshold))]
     pub plugin_verify_policy: Threshold,
+    /// With --plugin-verify-key, let a JinghzhuPlugin serve from a source
+    /// that carries no signature (a ConfigMap or a file). Unset (the
+    /// default), such a resource is refused (`verification/unsigned-source`):
+    /// a resource editor cannot loosen the signatures the admin requires.
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_RESOURCE_ALLOW_UNSIGNED")]
+    pub plugin_resource_allow_unsigned: bool,
 }
 
 /// File source flags of `wasm-operator run`.

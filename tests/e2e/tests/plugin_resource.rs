@@ -91,6 +91,8 @@ struct Setup<'a> {
     shadow: Option<&'a str>,
     /// `--pod-policy`.
     pod_policy: PodPolicy,
+    /// `--plugin-resource-allow-unsigned`.
+    allow_unsigned: bool,
 }
 
 /// A host serving the resource, as `run --plugin-resource` does (optionally
@@ -128,6 +130,7 @@ impl ResourceHost {
             oci,
             shadow,
             pod_policy,
+            allow_unsigned,
         } = setup;
         let metrics = Arc::new(Metrics::default());
         let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
@@ -143,6 +146,7 @@ impl ResourceHost {
                 pod_policy,
                 oci,
                 files: Default::default(),
+                allow_unsigned,
             },
             metrics.clone(),
         )
@@ -879,4 +883,74 @@ async fn wait_for_effective(env: &TestEnv, name: &str, policy: &str) -> anyhow::
         .effective_limits
         .map(|l| l.clamped)
         .unwrap_or_default())
+}
+
+/// A trusted key of the admin's (`--plugin-verify-key`): any P-256 public
+/// key will do, nothing here is signed.
+const ADMIN_KEY: &str = "-----BEGIN PUBLIC KEY-----
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEJh4Uk4899GBJjBONrLtoU5Ufvhhn
+hJXKUuHYSBNjl2ufrM3Y9Pa1goyqYsekz6aLqGn4GlTchKYO78S/gPTuOg==
+-----END PUBLIC KEY-----";
+
+/// Issue 40, hazard 7: with the host's verification keys, a resource whose
+/// source carries no signature (a ConfigMap) is refused by
+/// `verification/unsigned-source` (a resource editor cannot loosen what the
+/// admin requires; it was served as `NotRequired`), and serves once the
+/// admin opts in with `--plugin-resource-allow-unsigned`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_keys_refuse_an_unsigned_resource_source_unless_the_admin_allows_it()
+-> anyhow::Result<()> {
+    use wasm_operator::sources::signature::{
+        PublicKeyVerifier, Threshold, VerificationPolicy, Verifier,
+    };
+    let env = TestEnv::new("plugin-resource-unsigned").await?;
+    install_plugin_crd(&env).await?;
+    create_configmap(&env, "plugin", v1()).await?;
+    let name = env.namespace.clone();
+    let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    api.create(&PostParams::default(), &resource(&env, "plugin"))
+        .await?;
+    let admin: Arc<dyn Verifier> = Arc::new(PublicKeyVerifier::from_pem("admin", ADMIN_KEY)?);
+    let with_keys = |allow_unsigned| -> anyhow::Result<Setup<'static>> {
+        Ok(Setup {
+            oci: Some((
+                OciOptions {
+                    verification: Some(Arc::new(VerificationPolicy::new(
+                        vec![admin.clone()],
+                        Threshold::All,
+                    )?)),
+                    ..OciOptions::default()
+                },
+                Duration::from_secs(1),
+            )),
+            allow_unsigned,
+            ..Setup::default()
+        })
+    };
+    let host = ResourceHost::start_with(&env, &name, "replica-a", with_keys(false)?).await?;
+    wait_for("the unsigned-source refusal", CONVERGE, || async {
+        let status = status_of(&env, &name).await?;
+        Ok(
+            condition(&status, "Refused") == Some(("True", "UnsignedSource"))
+                && condition(&status, "Verified") == Some(("False", "UnsignedSource"))
+                && refusals_on(&env, &name)
+                    .await?
+                    .iter()
+                    .any(|m| m.contains("rule verification/unsigned-source")),
+        )
+    })
+    .await?;
+    assert!(host.active.serving().is_none(), "nothing unsigned serves");
+    host.stop().await;
+
+    // The admin opts in: the same resource serves.
+    let host = ResourceHost::start_with(&env, &name, "replica-a", with_keys(true)?).await?;
+    env.create("web", 2, &[]).await?;
+    env.wait_converged("web", 2, CONVERGE).await?;
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
+        Some(digest_of(&v1()))
+    );
+    host.stop().await;
+    Ok(())
 }
