@@ -75,9 +75,11 @@ pub struct ActivePlugin {
     /// Re-queues that were a first load ([`ActivePlugin::load_first`]), not a swap.
     first_loads: std::sync::atomic::AtomicU64,
     shadow: RwLock<Option<shadow::ShadowQueue>>,
-    /// Stricter pod policies asked for particular plugins (by digest):
-    /// a `JinghzhuPlugin`'s `spec.podPolicy` within the host's.
-    pod_policies: RwLock<HashMap<String, PodPolicy>>,
+    /// Stricter pod policies asked by `JinghzhuPlugin`s (by resource name:
+    /// the digest it serves and its `spec.podPolicy` within the host's).
+    /// Kept per resource, not per digest: two resources on one digest (an
+    /// active one and a shadow) each keep theirs, and the strictest holds.
+    pod_policies: RwLock<HashMap<String, (String, PodPolicy)>>,
     metrics: Arc<Metrics>,
 }
 
@@ -277,25 +279,31 @@ impl ActivePlugin {
             .map(|queue| queue.plugin().clone())
     }
 
-    /// Holds the plugin with `digest` to `policy` where it is stricter than
-    /// the host's (`None`: the host's policy alone). Set before the plugin
+    /// Records that `resource` serves the plugin with `digest` and asks for
+    /// `policy` where it is stricter than the host's (`None`: the host's
+    /// alone), replacing what `resource` asked before. Set before the plugin
     /// serves, so its first reconcile is already held to it.
-    pub fn narrow_pod_policy(&self, digest: &str, policy: Option<PodPolicy>) {
+    pub fn narrow_pod_policy(&self, resource: &str, digest: &str, policy: Option<PodPolicy>) {
         let mut policies = self.pod_policies.write().unwrap_or_else(|e| e.into_inner());
         match policy {
-            Some(policy) => policies.insert(digest.to_string(), policy),
-            None => policies.remove(digest),
+            Some(policy) => policies.insert(resource.to_string(), (digest.to_string(), policy)),
+            None => policies.remove(resource),
         };
     }
 
     /// The rules the output of the plugin with `digest` is held to: the
-    /// host's, with the pod policy narrowed where one was asked for it.
+    /// host's, with the pod policy narrowed to the strictest any resource
+    /// serving that digest asked for.
     pub fn policy_for<'a>(&self, digest: &str, host: &'a PolicyConfig) -> Cow<'a, PolicyConfig> {
         let narrowed = self
             .pod_policies
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(digest)
+            .values()
+            .filter(|(served, _)| served == digest)
+            .fold(None, |strictest: Option<PodPolicy>, (_, asked)| {
+                Some(strictest.map_or(*asked, |s| s.stricter_of(*asked)))
+            })
             .map(|asked| asked.stricter_of(host.policy));
         match narrowed {
             Some(policy) if policy != host.policy => Cow::Owned(PolicyConfig {
@@ -328,5 +336,50 @@ impl ActivePlugin {
             let policy = self.policy_for(queue.plugin().digest(), rules.1);
             queue.offer(jz, pods, key, active, (rules.0, &policy));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 40, hazard 7: a shadow resource on the active resource's digest
+    /// asked for a looser pod policy (or none) and, keyed by digest, erased
+    /// the active one's stricter policy. Kept per resource, the strictest
+    /// asked for a digest holds.
+    #[test]
+    fn pod_policies_are_kept_per_resource_and_the_strictest_holds() {
+        let slot = ActivePlugin::empty(RollbackPolicy::default(), Arc::new(Metrics::default()));
+        let host = PolicyConfig {
+            policy: PodPolicy::Baseline,
+            ..PolicyConfig::default()
+        };
+        slot.narrow_pod_policy("active", "sha256:aa", Some(PodPolicy::Template));
+        slot.narrow_pod_policy("shadow", "sha256:aa", Some(PodPolicy::Baseline));
+        assert_eq!(
+            slot.policy_for("sha256:aa", &host).policy,
+            PodPolicy::Template
+        );
+        slot.narrow_pod_policy("shadow", "sha256:aa", None);
+        assert_eq!(
+            slot.policy_for("sha256:aa", &host).policy,
+            PodPolicy::Template
+        );
+        // The active resource moves to another digest: its policy goes with it.
+        slot.narrow_pod_policy("active", "sha256:bb", Some(PodPolicy::Restricted));
+        assert_eq!(
+            slot.policy_for("sha256:aa", &host).policy,
+            PodPolicy::Baseline
+        );
+        assert_eq!(
+            slot.policy_for("sha256:bb", &host).policy,
+            PodPolicy::Restricted
+        );
+        // Never looser than the host's.
+        let strict_host = PolicyConfig::default();
+        assert_eq!(
+            slot.policy_for("sha256:bb", &strict_host).policy,
+            PodPolicy::Template
+        );
     }
 }

@@ -765,6 +765,7 @@ impl Driver {
         }
         // A stricter pod policy holds this plugin from its first reconcile.
         self.active.narrow_pod_policy(
+            &self.name,
             plugin.digest(),
             asked_pod_policy(spec).map(|asked| asked.stricter_of(self.pod_policy)),
         );
