@@ -225,16 +225,27 @@ async fn first_read(client: &Client, options: &PluginOptions) -> Result<FirstSou
                     // A signature may still come (cosign signs after the
                     // push), a misbehaving registry may recover: the
                     // watcher looks at this digest again.
-                    let rule = error.rule();
-                    if rule != crate::sources::rules::UNSIGNED
-                        && rule != crate::sources::rules::SIGNATURE
-                        && !error.is_misbehaving_registry()
-                    {
+                    if !sources::look_again(&error) {
                         out.oci_initial = digest.clone();
                     }
                     let reason = error.to_string();
                     out.source_refusal = Some((digest, reason.clone()));
                     sources::FirstRead::Missing(reason)
+                }
+                sources::OciFirstRead::LastKnownGood {
+                    pulled,
+                    digest,
+                    error,
+                } => {
+                    // The local copy serves; the refusal is reported (once
+                    // here; a digest looked at again is reported by the
+                    // watcher's first poll).
+                    if !sources::look_again(&error) {
+                        out.oci_initial = digest.clone();
+                        out.source_refusal = Some((digest, error.to_string()));
+                    }
+                    out.label = pulled.reference;
+                    sources::FirstRead::Bytes(pulled.bytes)
                 }
             }
         }
@@ -274,7 +285,22 @@ async fn serve_first(
                         "plugin loaded"
                     );
                     swapper::lock(history).not_serving = None;
+                    let keeping = plugin.describe();
                     plugins.active.load_first(plugin);
+                    // Served as the last known good: what the source offers
+                    // now was refused, and that is reported.
+                    if let Some((refused, reason)) = &source.source_refusal {
+                        let report = Refused {
+                            source: label,
+                            configmap: None,
+                            digest: if refused.is_empty() { label } else { refused },
+                            reason,
+                            seen_at,
+                            keeping: Some(keeping),
+                            regarding,
+                        };
+                        swapper::refused(report, Some(client), metrics, history).await;
+                    }
                 }
                 Err(refusal) => {
                     let reason = refusal.to_string();

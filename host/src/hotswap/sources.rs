@@ -363,6 +363,25 @@ pub enum OciFirstRead {
     },
     /// The registry cannot be reached and no local copy is kept: why.
     Missing(String),
+    /// The artifact the reference names now was refused, and the local copy
+    /// of the last artifact verified for it (re-verified with the current
+    /// keys) serves instead: last known good. The refusal is reported too.
+    LastKnownGood {
+        /// The local copy.
+        pulled: Pulled,
+        /// The refused artifact's manifest digest, if the reference resolved.
+        digest: String,
+        /// Why it was refused.
+        error: OciError,
+    },
+}
+
+/// Whether a refusal by `error` is looked at again at the next poll: a
+/// signature may come after the push, a misbehaving registry may recover.
+pub fn look_again(error: &OciError) -> bool {
+    error.rule == crate::sources::rules::UNSIGNED
+        || error.rule == crate::sources::rules::SIGNATURE
+        || error.is_misbehaving_registry()
 }
 
 /// The object an OCI source's refusals are recorded on when none is named:
@@ -383,7 +402,9 @@ pub fn own_pod() -> Option<ObjectReference> {
 
 /// Pulls the artifact `source` names; while the registry is unreachable or
 /// does not answer in time (`oci/deadline`), the local copy kept from an
-/// earlier pull (re-verified) serves instead.
+/// earlier pull (re-verified) serves instead; and when what it names is
+/// refused (unsigned, a bad signature, gone, too large…), that local copy
+/// serves as the last known good ([`OciFirstRead::LastKnownGood`]).
 pub async fn read_oci(source: &OciSource) -> OciFirstRead {
     let reference = &source.reference;
     let result = match source.puller.resolve(reference).await {
@@ -408,7 +429,22 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
         Err(failed) => failed,
     };
     if !error.is_transient() {
-        return OciFirstRead::Refused { digest, error };
+        return match source.puller.local_copy(reference) {
+            Ok(Some(pulled)) => {
+                tracing::warn!(
+                    reference = %pulled.reference,
+                    plugin = %pulled.layer_digest,
+                    error = %error,
+                    "what the OCI reference names now is refused; serving the last artifact verified for it (last known good)"
+                );
+                OciFirstRead::LastKnownGood {
+                    pulled,
+                    digest,
+                    error,
+                }
+            }
+            _ => OciFirstRead::Refused { digest, error },
+        };
     }
     match source.puller.local_copy(reference) {
         Ok(Some(pulled)) => {
@@ -431,28 +467,44 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
     }
 }
 
-/// The first pull of `source`, as a candidate to send (bytes or a
-/// refusal), and the manifest digest handled (empty: look again at the
-/// next poll).
-async fn first_pull(source: &OciSource) -> (Candidate, String) {
+/// The first pull of `source`, as candidates to send in order (bytes, a
+/// refusal, or the last known good's bytes and then the refusal, which
+/// stays reported), and the manifest digest handled (empty: look again at
+/// the next poll).
+async fn first_pull(source: &OciSource) -> (Vec<Candidate>, String) {
     let seen_at = std::time::Instant::now();
     match read_oci(source).await {
         OciFirstRead::Pulled(pulled) => {
             let digest = pulled.manifest_digest.clone();
-            (pulled_candidate(source, pulled, seen_at), digest)
+            (vec![pulled_candidate(source, pulled, seen_at)], digest)
         }
         OciFirstRead::Refused { digest, error } => {
-            // A signature may still come, a slow or misbehaving registry
-            // may recover: look at this digest again.
-            let again = error.rule == crate::sources::rules::UNSIGNED
-                || error.rule == crate::sources::rules::SIGNATURE
-                || error.is_misbehaving_registry();
-            let handled = if again { String::new() } else { digest.clone() };
+            let handled = if look_again(&error) {
+                String::new()
+            } else {
+                digest.clone()
+            };
             let candidate = refusal_candidate(source, digest, error.to_string(), seen_at);
-            (candidate, handled)
+            (vec![candidate], handled)
+        }
+        OciFirstRead::LastKnownGood {
+            pulled,
+            digest,
+            error,
+        } => {
+            let handled = if look_again(&error) {
+                String::new()
+            } else {
+                digest.clone()
+            };
+            let refusal = refusal_candidate(source, digest, error.to_string(), seen_at);
+            (
+                vec![pulled_candidate(source, pulled, seen_at), refusal],
+                handled,
+            )
         }
         OciFirstRead::Missing(why) => (
-            refusal_candidate(source, String::new(), why, seen_at),
+            vec![refusal_candidate(source, String::new(), why, seen_at)],
             String::new(),
         ),
     }
@@ -491,12 +543,14 @@ pub fn watch_oci(
         let mut last = match initial {
             Some(initial) => initial,
             None => {
-                let (candidate, handled) = first_pull(&source).await;
-                if let Some(refusal) = &candidate.refusal {
-                    last_problem = Some(refusal.reason.clone());
-                }
-                if tx.send(candidate).await.is_err() {
-                    return;
+                let (candidates, handled) = first_pull(&source).await;
+                for candidate in candidates {
+                    if let Some(refusal) = &candidate.refusal {
+                        last_problem = Some(refusal.reason.clone());
+                    }
+                    if tx.send(candidate).await.is_err() {
+                        return;
+                    }
                 }
                 handled
             }

@@ -269,6 +269,26 @@ async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<
     );
     assert_eq!(host.plugin.current().digest(), v2_digest, "v2 still serves");
 
+    // A publisher without the key pushes an unsigned artifact to the tag: a
+    // restarted host serves the last artifact it verified (v2, from its
+    // store, re-verified) and reports the refusal (issue 40, hazard 3: it
+    // served nothing, unready).
+    registry.oras_push(&format!("{REPO}:live"), &v3, false)?;
+    host.stop().await;
+    let mut host_options = HostOptions::file(&v1);
+    host_options.source =
+        PluginSource::Oci(Box::new(source(&registry, opts.clone(), &events_ref)?));
+    let host = RunningHost::start_with(&env, host_options).await?;
+    assert_eq!(
+        host.plugin.current().digest(),
+        v2_digest,
+        "the last known good serves"
+    );
+    wait_refusal(&env, &host, rules::UNSIGNED).await?;
+    env.scale("web", 2).await?;
+    env.wait_converged("web", 2, Duration::from_secs(60))
+        .await?;
+
     // The registry goes away; a restarted host serves v2 from its local copy.
     host.stop().await;
     let mut registry = registry;
