@@ -172,10 +172,19 @@ pub trait Verifier: Send + Sync + fmt::Debug {
     fn verify(&self, subject: &Subject<'_>, signature: &CosignSignature) -> Result<(), String>;
 }
 
+/// Most bytes of a key file (a PEM public key is a few hundred).
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
 /// An ECDSA P-256 public key (the `cosign.pub` of `cosign generate-key-pair`).
+/// One made from a file ([`PublicKeyVerifier::from_file`]) reads the file
+/// again at every verification: a key file rewritten (a mounted Secret
+/// updated to revoke a key) counts from the next artifact checked, and an
+/// unreadable one verifies nothing.
 pub struct PublicKeyVerifier {
     name: String,
     key: VerifyingKey,
+    /// The file the key is read from at each verification, if any.
+    file: Option<PathBuf>,
 }
 
 impl fmt::Debug for PublicKeyVerifier {
@@ -201,18 +210,51 @@ impl PublicKeyVerifier {
         Ok(Self {
             name: name.to_string(),
             key,
+            file: None,
         })
     }
 
-    /// A verifier for the PEM public key in `path`.
+    /// A verifier for the PEM public key in `path`, read now (a bad key
+    /// stops the start) and again at each verification.
     pub fn from_file(path: &Path) -> Result<Self, OciError> {
-        let pem = std::fs::read_to_string(path).map_err(|err| {
+        let mut verifier = Self::read_key(path)?;
+        verifier.file = Some(path.to_path_buf());
+        Ok(verifier)
+    }
+
+    fn read_key(path: &Path) -> Result<Self, OciError> {
+        let read = || -> std::io::Result<String> {
+            let file = std::fs::File::open(path)?;
+            let size = file.metadata()?.len();
+            if size > MAX_KEY_FILE_BYTES {
+                return Err(std::io::Error::other(format!(
+                    "{size} bytes, more than a key file's {MAX_KEY_FILE_BYTES}"
+                )));
+            }
+            let mut pem = String::new();
+            std::io::Read::read_to_string(
+                &mut std::io::Read::take(file, MAX_KEY_FILE_BYTES),
+                &mut pem,
+            )?;
+            Ok(pem)
+        };
+        let pem = read().map_err(|err| {
             OciError::new(
                 rules::CONFIG,
                 format!("reading the verification key {}: {err}", path.display()),
             )
         })?;
         Self::from_pem(&path.display().to_string(), &pem)
+    }
+
+    /// The key to verify with now: the file's current key, if from a file.
+    fn current_key(&self) -> Result<VerifyingKey, String> {
+        match &self.file {
+            None => Ok(self.key),
+            Some(path) => Self::read_key(path)
+                .map(|verifier| verifier.key)
+                .map_err(|err| format!("the key is not usable now: {}", err.message)),
+        }
     }
 }
 
@@ -227,7 +269,7 @@ impl Verifier for PublicKeyVerifier {
             .map_err(|err| format!("the signature is not base64: {err}"))?;
         let sig = Signature::from_der(&der)
             .map_err(|_| "the signature is not a DER ECDSA signature".to_string())?;
-        self.key
+        self.current_key()?
             .verify(&signature.payload, &sig)
             .map_err(|_| "not signed by this key".to_string())?;
         // Only a valid signature's payload is worth reading.
@@ -571,6 +613,36 @@ mod tests {
             .check(&SUBJECT, &[anonymous])
             .expect_err("no identity");
         assert!(err.message.contains("names no repository"), "{err}");
+    }
+
+    /// Issue 40, hazard 5: a key file rewritten (a mounted Secret updated to
+    /// revoke a key) counts from the next verification.
+    #[test]
+    fn a_key_file_is_read_again_at_each_verification() {
+        let (old, new) = (key("old"), key("new"));
+        let pem = |key: &SigningKey| {
+            key.verifying_key()
+                .to_public_key_pem(LineEnding::LF)
+                .expect("pem")
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cosign.pub");
+        std::fs::write(&path, pem(&old)).expect("write");
+        let verifier: Arc<dyn Verifier> =
+            Arc::new(PublicKeyVerifier::from_file(&path).expect("a key"));
+        let policy = VerificationPolicy::new(vec![verifier], Threshold::All).expect("policy");
+        assert!(policy.check(&SUBJECT, &[sign(&old, DIGEST)]).is_ok());
+        std::fs::write(&path, pem(&new)).expect("rewrite");
+        let err = policy
+            .check(&SUBJECT, &[sign(&old, DIGEST)])
+            .expect_err("the old key is revoked");
+        assert!(err.message.contains("not signed by this key"), "{err}");
+        assert!(policy.check(&SUBJECT, &[sign(&new, DIGEST)]).is_ok());
+        std::fs::remove_file(&path).expect("remove");
+        let err = policy
+            .check(&SUBJECT, &[sign(&new, DIGEST)])
+            .expect_err("no key file, no trust");
+        assert!(err.message.contains("not usable now"), "{err}");
     }
 
     #[test]

@@ -123,7 +123,7 @@ async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<
     std::fs::create_dir_all(&trusted_dir)?;
     std::fs::create_dir_all(&unknown_dir)?;
     let (key, public) = registry.cosign_key_pair(&trusted_dir)?;
-    let (unknown_key, _) = registry.cosign_key_pair(&unknown_dir)?;
+    let (unknown_key, unknown_public) = registry.cosign_key_pair(&unknown_dir)?;
     let store = tempfile::tempdir()?;
     let opts = options(&registry, store.path(), &public);
     // Refusals are recorded on this object (the host's Pod in a cluster).
@@ -233,6 +233,28 @@ async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<
     env.scale("web", 1).await?;
     env.wait_converged("web", 1, Duration::from_secs(60))
         .await?;
+
+    // The admin revokes the key: the key file now holds another one (as a
+    // mounted Secret updated). An artifact signed only by the revoked key
+    // is refused from the next check (issue 40, hazard 5: it served).
+    let trusted_pem = std::fs::read(&public)?;
+    std::fs::copy(&unknown_public, &public)?;
+    let v4 = plugin("misbehaving-plugin", &["v2"]);
+    registry.oras_push(&format!("{REPO}:revoked"), &v4, false)?;
+    let m_revoked = digest_of_tag(&registry, "revoked", &opts).await;
+    registry.cosign_sign(&key, REPO, &m_revoked)?;
+    registry.oras_tag(&format!("{REPO}:revoked"), "live")?;
+    wait_refusal_saying(&env, &host, rules::SIGNATURE, &m_revoked).await?;
+    assert_eq!(
+        host.plugin.current().digest(),
+        v2_digest,
+        "v2 keeps serving"
+    );
+    // Back to v2 before the key is: else the next poll looks at the revoked
+    // one's artifact again with the old key and serves it.
+    registry.oras_tag(&format!("{REPO}@{m2}"), "live")?;
+    tokio::time::sleep(2 * POLL).await;
+    std::fs::write(&public, trusted_pem)?;
 
     // A signed artifact whose blob was changed in the registry's storage.
     let work = tempfile::tempdir()?;
