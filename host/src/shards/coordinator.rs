@@ -192,7 +192,11 @@ impl Loop {
     }
 
     /// Whether another holder's Lease is still valid (its record changed
-    /// within its lease duration, as this replica saw it).
+    /// within its lease duration, as this replica saw it). The duration is
+    /// never taken as longer than this fleet's own (`--leader-elect-lease-
+    /// duration`): anyone who can write a Lease could otherwise write
+    /// `leaseDurationSeconds: 2147483647` and hold a shard, or count as a
+    /// member, for good.
     fn fresh(&self, lease: &Lease, now: Instant) -> bool {
         if holder(lease).is_empty() {
             return false;
@@ -202,7 +206,7 @@ impl Loop {
             .as_ref()
             .and_then(|s| s.lease_duration_seconds)
             .unwrap_or(1)
-            .max(1);
+            .clamp(1, self.cfg().lease_seconds().max(1));
         let seen = self
             .observed
             .get(&lease.name_any())

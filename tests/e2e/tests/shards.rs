@@ -682,3 +682,91 @@ fn url_escape(text: &str) -> String {
         })
         .collect()
 }
+
+/// Issue 40, hazard 11 (in part): Leases anyone with write access to them
+/// can forge. 20 ghost membership Leases that never renew and shard 0's
+/// Lease rewritten to a holder `ghost`, all with `leaseDurationSeconds:
+/// 2147483647`: the replicas count a Lease's duration as at most their own
+/// (4 s here), so the ghosts stop counting as members, shard 0 is taken
+/// back, every shard is held again and every object converges. Taking the
+/// forged duration at its word, the ghosts stayed members for good and the
+/// shards assigned to them were held by nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_leases_with_endless_durations_expire_after_the_fleets_own() -> Result<()> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use kube::api::PostParams;
+    use wasm_operator::shards::hash::member_lease_name;
+
+    let env = TestEnv::new("shards-forged").await?;
+    let created = CreatedPods::start(&env);
+    let a = Replica::start(&env, "replica-a").await?;
+    let b = Replica::start(&env, "replica-b").await?;
+    wait_balanced(&[&a, &b], Duration::from_secs(30)).await?;
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let now = || MicroTime(k8s_openapi::jiff::Timestamp::now());
+    for i in 0..20 {
+        let ghost = format!("ghost-{i}");
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(member_lease_name("wasm-operator", &ghost)),
+                labels: Some([(LEASE_KIND_LABEL.to_string(), "member".to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some(ghost),
+                lease_duration_seconds: Some(i32::MAX),
+                renew_time: Some(now()),
+                ..Default::default()
+            }),
+        };
+        leases.create(&PostParams::default(), &lease).await?;
+    }
+    let mut shard0 = leases.get("wasm-operator-shard-00").await?;
+    if let Some(spec) = shard0.spec.as_mut() {
+        spec.holder_identity = Some("ghost".into());
+        spec.lease_duration_seconds = Some(i32::MAX);
+        spec.renew_time = Some(now());
+    }
+    leases
+        .replace("wasm-operator-shard-00", &PostParams::default(), &shard0)
+        .await?;
+    let forged = Instant::now();
+    wait_for("the ghosts to be seen", Duration::from_secs(10), || async {
+        Ok(a.shards.metrics().members.get() == 22)
+    })
+    .await?;
+    create_objects(&env, 24, 1).await?;
+    // The ghosts are assigned shards nobody takes until they expire.
+    wait_for(
+        "a shard to be held by nobody",
+        Duration::from_secs(10),
+        || async { Ok(a.active().len() + b.active().len() < SHARDS as usize) },
+    )
+    .await?;
+    wait_balanced(&[&a, &b], Duration::from_secs(60)).await?;
+    println!(
+        "forged Leases: every shard held again by the two replicas {:?} after the forgery \
+         (lease {LEASE:?})",
+        forged.elapsed()
+    );
+    for replica in [&a, &b] {
+        assert_eq!(
+            replica.shards.metrics().members.get(),
+            2,
+            "{}: the ghosts are not members",
+            replica.name
+        );
+    }
+    let holders = shard_holders(&env.client, &env.namespace).await?;
+    assert!(
+        holders
+            .values()
+            .all(|h| h == "replica-a" || h == "replica-b"),
+        "{holders:?}"
+    );
+    wait_all_converged(&env, 1, &created).await?;
+    assert!(forged.elapsed() < Duration::from_secs(120));
+    a.stop().await;
+    b.stop().await;
+    Ok(())
+}
