@@ -296,6 +296,17 @@ pub async fn run(
     spawn_readiness(&watches, &ctx, config.health.clone());
     metrics.init_controller(config.workers);
     let queue = metrics.queue.clone();
+    queue.track_liveness({
+        let cache = watches.jinghzhu_cache.clone();
+        move |key| {
+            let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+            let mut object = kube::runtime::reflector::ObjectRef::<Jinghzhu>::new(name);
+            if !namespace.is_empty() {
+                object = object.within(namespace);
+            }
+            cache.get(&object).is_some()
+        }
+    });
     // The shard of an object, for the per-shard queue depth.
     let shard_of = {
         let shards = config.shards.clone();

@@ -757,7 +757,10 @@ impl PluginCall<'_> {
 ///   *Approximation*: client-go does not count an add of a key already
 ///   waiting; here every trigger counts. Timed re-queues (`requeue_after`,
 ///   backoff) are not counted.
-/// - `workqueue_depth`: keys triggered and not yet taken by a worker.
+/// - `workqueue_depth`: keys triggered and not yet taken by a worker, of
+///   objects the controller still has (a key whose object was deleted, or
+///   left this replica's shards, is dropped: see
+///   [`QueueTracker::track_liveness`]).
 ///   *Approximation*: keys waiting on a timer are not in it (as in client-go,
 ///   whose delaying queue adds them only when due), and kube-runtime's
 ///   debounce is not visible.
@@ -780,6 +783,18 @@ pub struct QueueTracker {
     /// `workqueue_work_duration_seconds`.
     pub work_duration: HistogramFamily<QueueLabels>,
     state: Mutex<QueueState>,
+    /// Whether a waiting key's object is still the controller's.
+    live: std::sync::OnceLock<Liveness>,
+}
+
+/// Says whether the object of a `namespace/name` key is still one the
+/// controller may reconcile (it is in its cache).
+pub struct Liveness(Box<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Liveness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Liveness(..)")
+    }
 }
 
 #[derive(Debug, Default)]
@@ -790,7 +805,12 @@ struct QueueState {
     next_id: u64,
     /// `--shards`, once the controller says so (0: unsharded).
     shard_count: u32,
+    /// When the keys of gone objects were last dropped.
+    pruned_at: Option<Instant>,
 }
+
+/// How often the waiting keys are checked for objects that are gone.
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `{shard}` of `wasm_operator_shard_queue_depth`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -810,6 +830,7 @@ impl Default for QueueTracker {
             queue_duration: Family::new_with_constructor(workqueue_histogram),
             work_duration: Family::new_with_constructor(workqueue_histogram),
             state: Mutex::new(QueueState::default()),
+            live: std::sync::OnceLock::new(),
         }
     }
 }
@@ -847,9 +868,31 @@ impl QueueTracker {
         self.lock().shard_count = count;
     }
 
+    /// From now on, waiting keys whose object `live` says is gone are
+    /// dropped when the depth is read: the controller never takes the key
+    /// of a deleted object (or of one that left this replica's shards), so
+    /// it would wait for good (300 objects created and deleted left a depth
+    /// of 300). The first call wins.
+    pub fn track_liveness(&self, live: impl Fn(&str) -> bool + Send + Sync + 'static) {
+        let _ = self.live.set(Liveness(Box::new(live)));
+    }
+
+    /// The state, with the keys of gone objects dropped (looked at most
+    /// once per [`PRUNE_EVERY`]: the depth is read on every pod batch).
+    fn pruned(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        let mut state = self.lock();
+        if let Some(Liveness(live)) = self.live.get()
+            && state.pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY)
+        {
+            state.waiting.retain(|key, _| live(key));
+            state.pruned_at = Some(Instant::now());
+        }
+        state
+    }
+
     /// Keys waiting for a worker.
     pub fn depth(&self) -> usize {
-        self.lock().waiting.len()
+        self.pruned().waiting.len()
     }
 
     fn started(&self, key: &str) -> WorkToken {
@@ -878,7 +921,7 @@ impl QueueTracker {
 impl Collector for QueueTracker {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let (depth, unfinished, longest, per_shard) = {
-            let state = self.lock();
+            let state = self.pruned();
             let now = Instant::now();
             let ages = state
                 .running
@@ -944,6 +987,20 @@ impl Collector for QueueTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_of_gone_objects_leave_the_depth() {
+        let metrics = Metrics::default();
+        metrics.queue.added("ns/kept".into());
+        metrics.queue.added("ns/deleted".into());
+        assert_eq!(metrics.queue.depth(), 2);
+        metrics.queue.track_liveness(|key| key == "ns/kept");
+        assert_eq!(metrics.queue.depth(), 1);
+        assert!(
+            encoded(&metrics)
+                .contains("workqueue_depth{name=\"jinghzhu\",controller=\"jinghzhu\"} 1")
+        );
+    }
 
     fn encoded(metrics: &Metrics) -> String {
         let mut registry = Registry::default();

@@ -564,3 +564,37 @@ async fn a_held_status_is_written_when_its_pods_stop_changing() -> anyhow::Resul
     host.stop().await;
     Ok(())
 }
+
+/// Issue 40, hazard 11 (in part): the queue's bookkeeping forgets deleted
+/// objects. 60 objects created and deleted at once (most before a worker
+/// took them) leave a `workqueue_depth` of 0: the controller never takes
+/// the key of an object that is gone, and counted, it stayed for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_objects_leave_the_queue_depth() -> anyhow::Result<()> {
+    let env = TestEnv::new("queue-forgets").await?;
+    let host = RunningHost::start(&env, &plugin("replicaset-plugin", &[])).await?;
+    let names: Vec<String> = (0..60).map(|i| format!("gone-{i:02}")).collect();
+    for name in &names {
+        env.create(name, 1, &[]).await?;
+        env.jinghzhus()
+            .delete(name, &DeleteParams::default())
+            .await?;
+    }
+    // The deletes' triggers arrive; then the depth drops back to 0.
+    wait_for(
+        "the depth to go back to 0",
+        Duration::from_secs(15),
+        || async {
+            let listed = env.jinghzhus().list(&Default::default()).await?.items;
+            Ok(listed.is_empty() && host.metrics.queue.depth() == 0)
+        },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(host.metrics.queue.depth(), 0, "still 0 a little later");
+    env.create("after", 1, &[]).await?;
+    env.wait_converged("after", 1, Duration::from_secs(60))
+        .await?;
+    host.stop().await;
+    Ok(())
+}
