@@ -443,8 +443,14 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .or(sharding.as_ref().map(|config| &config.lease))
         .map(|config| config.identity.clone())
         .unwrap_or_else(leader::default_identity);
-    let (plugins, delivery) =
-        plugin_side(&args, &client, runtime, &metrics, (policy.policy, replica)).await?;
+    let (plugins, delivery) = plugin_side(
+        &args,
+        &client,
+        runtime,
+        &metrics,
+        (policy.policy, replica.clone()),
+    )
+    .await?;
     let active = plugins.active.clone();
 
     let (leadership, elector, leader_info) = match election {
@@ -533,15 +539,24 @@ pub async fn run(args: RunArgs) -> Result<()> {
         shutdown_signal().await;
         let _ = stopped_at.send(tokio::time::Instant::now());
     };
-    controller::run(client, active.clone(), config, metrics, signal).await;
+    controller::run(client.clone(), active.clone(), config, metrics, signal).await;
     // The shadow's queue is work nobody waits for: drop it with the controller.
     active.set_shadow(None, 0);
+    let resources: Vec<&String> = args
+        .plugin_resource
+        .iter()
+        .chain(&args.shadow_plugin_resource)
+        .collect();
     let release = async {
         if let Some(coordinator) = coordinator {
             coordinator.release().await;
         }
         if let Some(elector) = elector {
             elector.release().await;
+        }
+        // This replica's entries in its resources' status go with it.
+        for name in resources {
+            crate::plugin_resource::status::StatusWriter::leave(&client, name, &replica).await;
         }
     };
     let timeout = Duration::from_secs(args.shutdown_timeout_secs);

@@ -6,8 +6,10 @@
 //! Each replica applies only its own entry of the `replicas` map list, so
 //! replicas never remove or overwrite each other's entries; the shared
 //! fields (conditions, digest, state) are applied with `force` and show the
-//! last writer's view. The entry of a replica that is gone stays (see
-//! docs/operating.md).
+//! last writer's view. A replica that stops gracefully removes its entry
+//! ([`StatusWriter::leave`]); the entry of a replica that crashed stays (see
+//! docs/operating.md). When the list is full (256 entries), the status is
+//! written without this replica's entry rather than not at all.
 
 use std::collections::BTreeMap;
 
@@ -163,16 +165,79 @@ impl StatusWriter {
             "status": strip_nulls(status),
         });
         let params = PatchParams::apply(&self.manager()).force();
-        if let Err(err) = self
+        let mut result = self
             .api
             .patch_status(&self.name, &params, &Patch::Apply(&body))
-            .await
+            .await;
+        if let Err(kube::Error::Api(status)) = &result
+            && status.code == 422
         {
+            // The replicas list may be full (its 256 items): the resource's
+            // conditions matter more than this replica's entry.
+            let mut without_entry = body.clone();
+            if let Some(status) = without_entry
+                .get_mut("status")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                status.remove("replicas");
+            }
+            tracing::warn!(resource = %self.name, error = %status.message, "the JinghzhuPlugin status was refused with this replica's entry (is status.replicas full?); writing it without");
+            result = self
+                .api
+                .patch_status(&self.name, &params, &Patch::Apply(&without_entry))
+                .await;
+        }
+        if let Err(err) = result {
             tracing::warn!(
                 resource = %self.name,
                 error = %err,
                 "could not write the JinghzhuPlugin status"
             );
+        }
+    }
+
+    /// Removes `replica`'s entry from the resource `name`'s `status.replicas`
+    /// (a replica stopping gracefully: its entry would otherwise stay for
+    /// good). A JSON patch guarded by a test of the entry's name, so an entry
+    /// that moved meanwhile is left alone. Errors are logged.
+    pub async fn leave(client: &Client, name: &str, replica: &str) {
+        let api: Api<JinghzhuPlugin> = Api::all(client.clone());
+        let index = match api.get_status(name).await {
+            Ok(resource) => resource
+                .status
+                .and_then(|s| s.replicas.iter().position(|r| r.name == replica)),
+            Err(err) => {
+                tracing::warn!(resource = %name, error = %err, "could not read the JinghzhuPlugin to remove this replica's entry");
+                return;
+            }
+        };
+        let Some(index) = index else { return };
+        let patch = serde_json::json!([
+            {"op": "test", "path": format!("/status/replicas/{index}/name"), "value": replica},
+            {"op": "remove", "path": format!("/status/replicas/{index}")},
+        ]);
+        let url = format!(
+            "/apis/{}/{}/{name}/status",
+            JinghzhuPlugin::api_version(&()),
+            JinghzhuPlugin::plural(&())
+        );
+        let request = http::Request::patch(url)
+            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+            .body(patch.to_string().into_bytes());
+        let request = match request {
+            Ok(request) => request,
+            Err(err) => {
+                tracing::warn!(error = %err, "building the patch that removes this replica's entry");
+                return;
+            }
+        };
+        match client.request::<JinghzhuPlugin>(request).await {
+            Ok(_) => {
+                tracing::info!(resource = %name, replica, "removed this replica's entry from the JinghzhuPlugin status")
+            }
+            Err(err) => {
+                tracing::warn!(resource = %name, error = %err, "could not remove this replica's entry from the JinghzhuPlugin status")
+            }
         }
     }
 

@@ -236,6 +236,25 @@ impl WatchedHost {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// Stops it as Kubernetes does (SIGTERM) and waits up to `within` for
+    /// it to exit; its exit status.
+    pub async fn terminate(mut self, within: Duration) -> Result<std::process::ExitStatus> {
+        self.watcher.abort();
+        let pid = libc::pid_t::try_from(self.pid).context("pid")?;
+        // SAFETY: `kill` only sends a signal to our own child process.
+        if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+            anyhow::bail!(
+                "SIGTERM to {}: {}",
+                self.name,
+                std::io::Error::last_os_error()
+            );
+        }
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .with_context(|| format!("{} did not exit within {within:?} of SIGTERM", self.name))?
+            .context("waiting for the host")
+    }
+
     /// Kills it (SIGKILL): what a crash or a liveness restart does.
     pub async fn kill(mut self) {
         self.watcher.abort();

@@ -629,3 +629,46 @@ async fn registry_text_is_escaped_and_redirects_stay_home() -> anyhow::Result<()
     check_host(&env, &mut host, 1).await?;
     Ok(())
 }
+
+/// Issue 40, hazard 11 (in part): a replica that stops gracefully removes
+/// its entry from the resource's `status.replicas` (it stayed for good, and
+/// with 256 entries left behind a new replica could never write its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_stops_leaves_the_resources_status() -> anyhow::Result<()> {
+    let env = TestEnv::new("leave-status").await?;
+    let registry = HostileRegistry::start().await?;
+    let name = resource_on_v1(&env).await?;
+    let (dir_a, dir_b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let flags = ["--plugin-resource", name.as_str()];
+    let start = |replica: &str, dir: &Path| {
+        WatchedHost::start(
+            Path::new(BIN),
+            replica,
+            dir,
+            &args(&env, dir, &registry, &flags),
+            &host_env(&env, replica),
+            WATCHDOG,
+        )
+    };
+    let a = start("host-a", dir_a.path())?;
+    let mut b = start("host-b", dir_b.path())?;
+    let entries = || async {
+        let status = status_of(&env, &name).await?;
+        let mut names: Vec<String> = status.replicas.into_iter().map(|r| r.name).collect();
+        names.sort();
+        anyhow::Ok(names)
+    };
+    wait_for("both replicas' entries", CONVERGE, || async {
+        Ok(entries().await? == ["host-a", "host-b"])
+    })
+    .await?;
+    let exit = a.terminate(Duration::from_secs(20)).await?;
+    assert!(exit.success(), "host-a exited with {exit}");
+    wait_for("host-a's entry to go", Duration::from_secs(10), || async {
+        Ok(entries().await? == ["host-b"])
+    })
+    .await?;
+    neighbour(&env, "after", 1).await?;
+    b.assert_alive_throughout()?;
+    Ok(())
+}
