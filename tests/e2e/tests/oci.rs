@@ -69,6 +69,33 @@ async fn digest_in(
         .expect("resolves")
 }
 
+/// A host serving the plugin `source` delivers (`fallback` is never read).
+async fn start_on_oci(
+    env: &TestEnv,
+    fallback: &Path,
+    source: OciSource,
+) -> anyhow::Result<RunningHost> {
+    let mut options = HostOptions::file(fallback);
+    options.source = PluginSource::Oci(Box::new(source));
+    RunningHost::start_with(env, options).await
+}
+
+/// Checks that `host` serves `digest` (`what`, for the message), then that
+/// `web` scales to `desired`.
+async fn serves_and_scales(
+    env: &TestEnv,
+    host: &RunningHost,
+    digest: &str,
+    desired: u32,
+    what: &str,
+) -> anyhow::Result<()> {
+    assert_eq!(host.plugin.current().digest(), digest, "{what} serves");
+    env.scale("web", desired).await?;
+    env.wait_converged("web", desired, Duration::from_secs(60))
+        .await?;
+    Ok(())
+}
+
 /// Waits for a refusal naming `rule` on `/status` and as a Warning Event.
 async fn wait_refusal(env: &TestEnv, host: &RunningHost, rule: &str) -> anyhow::Result<()> {
     wait_refusal_saying(env, host, rule, "").await
@@ -161,10 +188,7 @@ async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<
     let m1 = digest_of_tag(&registry, "live", &opts).await;
     registry.cosign_sign(&key, REPO, &m1)?;
 
-    let mut host_options = HostOptions::file(&v1);
-    host_options.source =
-        PluginSource::Oci(Box::new(source(&registry, opts.clone(), &events_ref)?));
-    let host = RunningHost::start_with(&env, host_options).await?;
+    let host = start_on_oci(&env, &v1, source(&registry, opts.clone(), &events_ref)?).await?;
     env.create("web", 2, &[]).await?;
     env.wait_converged("web", 2, Duration::from_secs(60))
         .await?;
@@ -225,14 +249,7 @@ async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<
         &format!("is for repository {}/{OTHER_REPO}", registry.addr),
     )
     .await?;
-    assert_eq!(
-        host.plugin.current().digest(),
-        v2_digest,
-        "v2 keeps serving"
-    );
-    env.scale("web", 1).await?;
-    env.wait_converged("web", 1, Duration::from_secs(60))
-        .await?;
+    serves_and_scales(&env, &host, &v2_digest, 1, "v2").await?;
 
     // The admin revokes the key: the key file now holds another one (as a
     // mounted Secret updated). An artifact signed only by the revoked key
@@ -297,36 +314,16 @@ async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<
     // served nothing, unready).
     registry.oras_push(&format!("{REPO}:live"), &v3, false)?;
     host.stop().await;
-    let mut host_options = HostOptions::file(&v1);
-    host_options.source =
-        PluginSource::Oci(Box::new(source(&registry, opts.clone(), &events_ref)?));
-    let host = RunningHost::start_with(&env, host_options).await?;
-    assert_eq!(
-        host.plugin.current().digest(),
-        v2_digest,
-        "the last known good serves"
-    );
+    let host = start_on_oci(&env, &v1, source(&registry, opts.clone(), &events_ref)?).await?;
     wait_refusal(&env, &host, rules::UNSIGNED).await?;
-    env.scale("web", 2).await?;
-    env.wait_converged("web", 2, Duration::from_secs(60))
-        .await?;
+    serves_and_scales(&env, &host, &v2_digest, 2, "the last known good").await?;
 
     // The registry goes away; a restarted host serves v2 from its local copy.
     host.stop().await;
     let mut registry = registry;
     registry.stop();
-    let mut host_options = HostOptions::file(&v1);
-    host_options.source =
-        PluginSource::Oci(Box::new(source(&registry, opts.clone(), &events_ref)?));
-    let host = RunningHost::start_with(&env, host_options).await?;
-    assert_eq!(
-        host.plugin.current().digest(),
-        v2_digest,
-        "the local copy serves"
-    );
-    env.scale("web", 3).await?;
-    env.wait_converged("web", 3, Duration::from_secs(60))
-        .await?;
+    let host = start_on_oci(&env, &v1, source(&registry, opts.clone(), &events_ref)?).await?;
+    serves_and_scales(&env, &host, &v2_digest, 3, "the local copy").await?;
     assert!(host.calls_by(&v2_digest) > 0);
     host.stop().await;
     Ok(())
