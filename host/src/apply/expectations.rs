@@ -99,6 +99,30 @@ impl State {
     }
 }
 
+/// Creates sent and not all answered yet (see
+/// [`Expectations::send_creations`]).
+#[derive(Debug)]
+pub struct CreatesInFlight<'a> {
+    expectations: &'a Expectations,
+    owner: &'a str,
+    unanswered: usize,
+}
+
+impl CreatesInFlight<'_> {
+    /// One create was answered (its outcome is recorded by the caller).
+    pub fn answered(&mut self) {
+        self.unanswered = self.unanswered.saturating_sub(1);
+    }
+}
+
+impl Drop for CreatesInFlight<'_> {
+    fn drop(&mut self) {
+        for _ in 0..self.unanswered {
+            self.expectations.maybe_sent(self.owner);
+        }
+    }
+}
+
 /// What [`Expectations::check`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Check {
@@ -204,6 +228,21 @@ impl Expectations {
     /// before sending them.
     pub fn expect_creations(&self, owner: &str, count: usize) {
         self.with_pending(owner, |p| p.in_flight = p.in_flight.saturating_add(count));
+    }
+
+    /// [`Expectations::expect_creations`], returning a guard that counts
+    /// the answers ([`CreatesInFlight::answered`]): if it is dropped before
+    /// every create was answered (the reconcile was cancelled mid-flight,
+    /// as when its shard is lost), the rest count as maybe sent, settled by
+    /// a read at the object's next reconcile. (Left unanswered, they held
+    /// the object until the expectations timeout, 300 s.)
+    pub fn send_creations<'a>(&'a self, owner: &'a str, count: usize) -> CreatesInFlight<'a> {
+        self.expect_creations(owner, count);
+        CreatesInFlight {
+            expectations: self,
+            owner,
+            unanswered: count,
+        }
     }
 
     /// A create for `owner` returned the pod `uid`.
@@ -571,6 +610,23 @@ mod tests {
             "the snapshot shows it live"
         );
         assert!(e.satisfied("k", |_| None));
+    }
+
+    /// A reconcile cancelled while its creates were on the wire (its shard
+    /// lost): they count as maybe sent, so the next reconcile settles them
+    /// by a read instead of waiting 300 s (a soak object waited so).
+    #[test]
+    fn creates_cancelled_in_flight_are_maybe_sent() {
+        let e = fresh();
+        {
+            let mut in_flight = e.send_creations("k", 3);
+            in_flight.answered();
+            e.created("k", "u1");
+        }
+        assert_eq!(e.unknown_creates("k"), 2);
+        let released = e.settle_by_read("k", ["u1"], |uid| uid == "u1");
+        assert_eq!(released, 2, "the read shows neither: both released");
+        assert!(e.satisfied("k", |uid| (uid == "u1").then_some(false)));
     }
 
     #[test]

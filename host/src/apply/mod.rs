@@ -511,9 +511,9 @@ async fn send_creates(
         sent += count;
         batch = batch.saturating_mul(2);
         fenced(target, "create")?;
-        target
+        let mut in_flight = target
             .expectations
-            .expect_creations(target.owner_uid, now.len());
+            .send_creations(target.owner_uid, now.len());
         let results = join_all(now.iter().map(|(create, spec)| {
             let body = serde_json::to_vec(&pod_to_create(
                 create,
@@ -526,6 +526,7 @@ async fn send_creates(
         }))
         .await;
         for result in results {
+            in_flight.answered();
             match result {
                 Ok(pod) => {
                     match pod.uid() {
