@@ -142,6 +142,12 @@ pub struct RunArgs {
     /// …within this many seconds after the swap.
     #[arg(long, env = "WASM_OPERATOR_ROLLBACK_WINDOW_SECS", default_value_t = 60)]
     pub rollback_window_secs: u64,
+    /// Let a source move back to an older version of the plugin that serves
+    /// (same name, a lower semantic version). Off: such a candidate is
+    /// refused (`plugin/downgrade`), so a tag moved back to an older signed
+    /// artifact does not serve it again.
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_ALLOW_DOWNGRADE")]
+    pub plugin_allow_downgrade: bool,
     /// Most pods one reconcile may create.
     #[arg(long, env = "WASM_OPERATOR_MAX_CREATES", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=5000))]
     pub max_creates: u64,
@@ -452,6 +458,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     )
     .await?;
     let active = plugins.active.clone();
+    active.allow_downgrades(args.plugin_allow_downgrade);
 
     let (leadership, elector, leader_info) = match election {
         Some(config) => {

@@ -28,6 +28,49 @@ pub enum Refusal {
     /// It loaded, but failed the smoke reconcile.
     #[error("failed the smoke reconcile: {0}")]
     SmokeTest(String),
+    /// An older version of the plugin that serves (same name, a lower
+    /// version), and downgrades are not allowed.
+    #[error(
+        "downgrade (rule plugin/downgrade): {candidate} is an older version of {serving}, which \
+         serves; a source moved back (a tag to an older signed artifact) is refused unless the \
+         admin starts the host with --plugin-allow-downgrade"
+    )]
+    Downgrade {
+        /// The plugin that serves (`name@version (sha256:…)`).
+        serving: String,
+        /// The candidate.
+        candidate: String,
+    },
+}
+
+/// `major.minor.patch` of a semantic version, and whether it is a
+/// pre-release (`-…`, before the release of the same numbers); build
+/// metadata (`+…`) does not count. `None`: not such a version.
+fn version_key(version: &str) -> Option<((u64, u64, u64), bool)> {
+    let version = version.split('+').next().unwrap_or(version).trim();
+    let (numbers, pre) = match version.split_once('-') {
+        Some((numbers, _)) => (numbers, true),
+        None => (version, false),
+    };
+    let mut parts = numbers.split('.').map(|part| part.parse::<u64>().ok());
+    let key = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some((key, pre))
+}
+
+/// Whether `candidate` is an older version of the plugin `serving` (same
+/// name, both versions semantic, the candidate's lower). Other names or
+/// versions that do not parse are not judged.
+pub fn is_downgrade(serving: &LoadedPlugin, candidate: &LoadedPlugin) -> bool {
+    let (old, new) = (serving.info(), candidate.info());
+    if old.name != new.name {
+        return false;
+    }
+    match (version_key(&old.version), version_key(&new.version)) {
+        (Some((old, old_pre)), Some((new, new_pre))) => {
+            new < old || (new == old && new_pre && !old_pre)
+        }
+        _ => false,
+    }
 }
 
 /// Checks `bytes` and returns the loaded plugin if it may serve.
@@ -83,5 +126,21 @@ async fn smoke_test(plugin: &Arc<LoadedPlugin>) -> Result<(), Refusal> {
         Ok(_) => Ok(()),
         Err(err) if err.is_returned_error() => Ok(()),
         Err(err) => Err(Refusal::SmokeTest(err.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::version_key;
+
+    #[test]
+    fn versions_compare_as_semver_without_build_metadata() {
+        assert_eq!(version_key("0.1.0"), Some(((0, 1, 0), false)));
+        assert_eq!(version_key("0.1.0+v2"), Some(((0, 1, 0), false)));
+        assert_eq!(version_key("1.2.3-rc.1"), Some(((1, 2, 3), true)));
+        assert_eq!(version_key("1.2"), None);
+        assert_eq!(version_key("1.2.3.4"), None);
+        assert_eq!(version_key("v1.2.3"), None);
+        assert!(version_key("0.0.9").map(|k| k.0) < version_key("0.1.0").map(|k| k.0));
     }
 }

@@ -70,6 +70,9 @@ pub struct ActivePlugin {
     probation: Mutex<Option<probation::Probation>>,
     /// Objects whose latest reconcile failed, and under which plugin.
     failing: Mutex<probation::FailingObjects>,
+    /// Whether an older version of the serving plugin may be swapped in
+    /// (`--plugin-allow-downgrade`; off by default).
+    downgrades_allowed: std::sync::atomic::AtomicBool,
     policy: RollbackPolicy,
     generation: watch::Sender<u64>,
     /// Re-queues that were a first load ([`ActivePlugin::load_first`]), not a swap.
@@ -102,6 +105,7 @@ impl ActivePlugin {
             previous: Mutex::new(None),
             probation: Mutex::new(None),
             failing: Mutex::new(probation::FailingObjects::default()),
+            downgrades_allowed: std::sync::atomic::AtomicBool::new(false),
             policy,
             generation: watch::Sender::new(0),
             first_loads: std::sync::atomic::AtomicU64::new(0),
@@ -148,6 +152,31 @@ impl ActivePlugin {
             }
         }
         self.swap(plugin);
+    }
+
+    /// Lets an older version of the serving plugin be swapped in
+    /// (`--plugin-allow-downgrade`).
+    pub fn allow_downgrades(&self, allowed: bool) {
+        self.downgrades_allowed
+            .store(allowed, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The downgrade rule for a vetted `candidate`: refused when it is an
+    /// older version of the plugin that serves
+    /// ([`candidate::is_downgrade`]) and downgrades are not allowed.
+    pub fn check_downgrade(&self, candidate: &LoadedPlugin) -> Result<(), candidate::Refusal> {
+        let allowed = self
+            .downgrades_allowed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        match self.serving() {
+            Some(serving) if !allowed && candidate::is_downgrade(&serving, candidate) => {
+                Err(candidate::Refusal::Downgrade {
+                    serving: serving.describe(),
+                    candidate: candidate.describe(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Makes `plugin` the active one (it has passed every check already).

@@ -190,7 +190,8 @@ pub async fn run(
             &candidate.source,
             pinned_sha256.as_deref(),
         )
-        .await;
+        .await
+        .and_then(|plugin| active.check_downgrade(&plugin).map(|()| plugin));
         let at_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())

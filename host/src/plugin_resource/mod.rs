@@ -137,6 +137,7 @@ pub fn rule_of(refusal: &Refusal) -> RuleRefusal {
         Refusal::DigestMismatch { .. } => "plugin/digest-pin",
         Refusal::Load(_) => "plugin/load",
         Refusal::SmokeTest(_) => "plugin/smoke-reconcile",
+        Refusal::Downgrade { .. } => "plugin/downgrade",
     };
     RuleRefusal::new(rule, refusal.to_string())
 }
@@ -747,7 +748,12 @@ impl Driver {
             config.memory_limit_bytes,
             self.pod_policy,
         );
-        let vetted = vet(&self.runtime, &bytes, from, pinned).await;
+        let vetted = vet(&self.runtime, &bytes, from, pinned)
+            .await
+            .and_then(|plugin| match self.role {
+                PluginMode::Active => self.active.check_downgrade(&plugin).map(|()| plugin),
+                PluginMode::Shadow => Ok(plugin),
+            });
         let mut plugin = match vetted {
             Ok(plugin) => plugin,
             Err(refusal) => {

@@ -520,3 +520,57 @@ async fn edit_twice_a_second(api: Api<Jinghzhu>, count: usize) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// Issue 40, hazard 6 (the downgrade policy): a source moving back to an
+/// older version of the plugin that serves (same name, a lower version) is
+/// refused by `plugin/downgrade` and the serving plugin keeps serving;
+/// once the admin allows downgrades (`--plugin-allow-downgrade`) the older
+/// build offered again serves. (A tag moved back to an older signed version
+/// served again, and nothing said whether that was allowed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_version_of_the_serving_plugin_is_refused_unless_allowed() -> anyhow::Result<()> {
+    let env = TestEnv::new("downgrade").await?;
+    let dir = tempfile::tempdir()?;
+    let live = dir.path().join("plugin.wasm");
+    let current = std::fs::read(plugin("misbehaving-plugin", &[]))?;
+    let older = std::fs::read(plugin("misbehaving-plugin", &["older"]))?;
+    std::fs::write(&live, &current)?;
+    let host = RunningHost::start(&env, &live).await?;
+    env.create("web", 1, &[]).await?;
+    env.wait_converged("web", 1, Duration::from_secs(60))
+        .await?;
+
+    replace_file(&live, &older);
+    wait_for(
+        "the downgrade's refusal",
+        Duration::from_secs(30),
+        || async { Ok(host.metrics.plugin_swaps_refused.get() == 1) },
+    )
+    .await?;
+    let refusal = host
+        .history
+        .lock()
+        .map_err(|_| anyhow::anyhow!("history lock"))?
+        .last_refusal
+        .as_ref()
+        .map(|r| r.outcome.clone())
+        .unwrap_or_default();
+    assert!(refusal.contains("plugin/downgrade"), "{refusal}");
+    assert_eq!(host.plugin.current().digest(), digest_of(&current));
+    env.scale("web", 2).await?;
+    env.wait_converged("web", 2, Duration::from_secs(60))
+        .await?;
+
+    // The admin allows downgrades: the older build offered again serves
+    // (the file moves away from it and back: a source offers what changed).
+    host.plugin.allow_downgrades(true);
+    replace_file(&live, &current);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    replace_file(&live, &older);
+    wait_for("the allowed downgrade", Duration::from_secs(30), || async {
+        Ok(host.plugin.current().digest() == digest_of(&older))
+    })
+    .await?;
+    host.stop().await;
+    Ok(())
+}

@@ -10,7 +10,8 @@
 //!
 //! Built with `bad-info`, `info()` reports a name the host refuses. Built
 //! with `v2`, it reconciles as the replicaset plugin's `v2` variant and its
-//! version ends with `+v2` (another digest that misbehaves alike).
+//! version ends with `+v2` (another digest that misbehaves alike); with
+//! `older`, its version is 0.0.1 (a downgrade of the default build).
 //!
 //! Build: `cargo build --release --target wasm32-wasip2 -p misbehaving-plugin`
 //! (and with `--features always-trap --target-dir <another dir>` for the
@@ -97,10 +98,12 @@ impl Guest for MisbehavingPlugin {
         } else {
             ""
         };
-        PluginInfo::new(
-            PLUGIN_NAME,
-            format!("{}{suffix}", env!("CARGO_PKG_VERSION")),
-        )
+        let version = if cfg!(feature = "older") {
+            "0.0.1"
+        } else {
+            env!("CARGO_PKG_VERSION")
+        };
+        PluginInfo::new(PLUGIN_NAME, format!("{version}{suffix}"))
     }
 
     fn reconcile(input: ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
