@@ -19,6 +19,8 @@
 //!
 //! - [`policy`]: which pod specs, labels and annotations a plugin may propose.
 //! - [`validate`](mod@validate): the bounds and rules a proposal must pass.
+//! - [`status_rules`]: a proposed status's observable fields against what
+//!   the host observed.
 //! - [`names`]: Kubernetes' syntax rules for names and labels.
 //! - [`expectations`]: creates and deletes sent and not yet seen in the cache.
 //! - [`own_writes`]: our status writes, whose watch echo queues nothing.
@@ -66,6 +68,7 @@ pub mod fence;
 pub mod names;
 pub mod own_writes;
 pub mod policy;
+pub mod status_rules;
 pub mod validate;
 
 use std::collections::BTreeMap;

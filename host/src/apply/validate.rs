@@ -11,7 +11,8 @@
 //! 2. [`validate`] on the converted proposal: names and labels valid and
 //!    free, each distinct pod spec parsed once and checked against the pod
 //!    policy ([`super::policy`]), deletes naming live pods this Jinghzhu
-//!    controls, Event reasons well-formed.
+//!    controls, Event reasons well-formed, and the status's observable
+//!    fields what the host observed ([`super::status_rules`]).
 //!
 //! Every broken rule is reported with a stable rule id (e.g.
 //! `limits/creates-beyond-desired`, `restricted/capabilities`), at most a
@@ -560,6 +561,11 @@ pub fn validate(
     }
     for message in crate::event_reasons::refused(&proposal.events) {
         broken.push(crate::event_reasons::RULE, || message);
+    }
+    if let Some(status) = &proposal.status {
+        for violation in super::status_rules::check(jz, owned, status) {
+            broken.push(violation.rule, || violation.message);
+        }
     }
     broken.finish()?;
     Ok(Validated { specs })

@@ -537,3 +537,7 @@ mod pod_metadata;
 mod pod_policy;
 #[path = "containment/wasi_host_work.rs"]
 mod wasi_host_work;
+
+// Containment, round three (issue 40): one module per hazard.
+#[path = "containment/status_truth.rs"]
+mod status_truth;

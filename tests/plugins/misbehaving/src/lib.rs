@@ -83,6 +83,9 @@ pub const FOREIGN_LABEL_KEY: &str = "plugin.jinghzhu.io/role";
 /// A value scoped to another object (`database`), under the shared prefix.
 pub const FOREIGN_LABEL_VALUE: &str = "database_primary";
 
+/// The pods `lie-status` claims (someone else's: the misbehaving object has none).
+pub const FOREIGN_PODS: [&str; 3] = ["database-0", "database-1", "database-2"];
+
 /// The plugin: implements the exported `reconciler` interface.
 pub struct MisbehavingPlugin;
 
@@ -112,6 +115,46 @@ impl Guest for MisbehavingPlugin {
         }
         reconcile(&input)
     }
+}
+
+/// `lie-status[:<field>]` (see [`Mode::LieStatus`]): `normal` with a
+/// status that lies about `field` (or the whole lie).
+fn lie_about_status(
+    input: &ReconcileInput,
+    field: &str,
+    normal: ReconcileOutput,
+) -> ReconcileOutput {
+    let mut out = normal;
+    let mut status = out
+        .status
+        .take()
+        .or_else(|| input.jinghzhu.status.clone())
+        .unwrap_or_else(|| {
+            jinghzhu_plugin_sdk::status::build(Vec::<String>::new(), "Pending", "", None)
+        });
+    match field {
+        "current" => status.current = status.current.saturating_add(1),
+        "pod-list" => {
+            status.pod_list = FOREIGN_PODS
+                .iter()
+                .take(status.pod_list.len().max(1))
+                .map(|p| p.to_string())
+                .collect()
+        }
+        "generation" => status.observed_generation = Some(i64::MAX),
+        _ => {
+            out.create_pods.clear();
+            out.delete_pods.clear();
+            status = jinghzhu_plugin_sdk::status::build(
+                FOREIGN_PODS,
+                "Running",
+                "3/3 pods, 3/3 ready",
+                Some(i64::MAX),
+            );
+        }
+    }
+    out.status = Some(status);
+    out
 }
 
 /// What the plugin does for `input` (without the `always-trap` feature).
@@ -333,6 +376,7 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
             }
             Ok(out)
         }
+        Some(Mode::LieStatus(field)) => Ok(lie_about_status(input, &field, normal())),
         Some(Mode::SquatNames) => {
             let mut out = normal();
             for (i, create) in out.create_pods.iter_mut().enumerate() {

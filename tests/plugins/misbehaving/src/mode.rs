@@ -118,6 +118,13 @@ pub enum Mode {
     /// `squat-names`: the normal output, but each created pod is named
     /// `<name>-db-<i>` (names of a Jinghzhu `<name>-db`'s pods).
     SquatNames,
+    /// `lie-status[:<field>]`: a status whose observable fields say what
+    /// the host did not observe (issue 40, hazard 10). Without `<field>`,
+    /// no creates or deletes and the status `current: 3`, a `podList` of
+    /// [`crate::FOREIGN_PODS`], `state: Running` and `observedGeneration:
+    /// 2^63-1`. With `current`, `pod-list` or `generation`: the normal
+    /// output (its creates too), with only that field of its status a lie.
+    LieStatus(String),
     /// Any other value: logs a warning and behaves normally.
     Unknown(String),
 }
@@ -167,6 +174,10 @@ impl Mode {
             }
             "fat-annotations" => Mode::FatAnnotations(crate::FAT_ANNOTATION_BYTES),
             "empty-spec" => Mode::EmptySpec,
+            "lie-status" => Mode::LieStatus(String::new()),
+            other if other.starts_with("lie-status:") => {
+                Mode::LieStatus(other["lie-status:".len()..].to_owned())
+            }
             other if other.starts_with("fat-annotations:") => {
                 match other["fat-annotations:".len()..].parse() {
                     Ok(bytes) => Mode::FatAnnotations(bytes),
@@ -229,6 +240,8 @@ mod tests {
             ("drop-template-metadata", Mode::DropTemplateMetadata),
             ("foreign-label-value", Mode::ForeignLabelValue),
             ("squat-names", Mode::SquatNames),
+            ("lie-status", Mode::LieStatus(String::new())),
+            ("lie-status:current", Mode::LieStatus("current".into())),
             ("other", Mode::Unknown("other".into())),
         ];
         for (value, mode) in cases {
