@@ -749,7 +749,8 @@ async fn send_create(
 /// The status to write for `proposal` when it differs from the stored one:
 /// the proposal's (or the stored one) with the host's own fields, the
 /// `readyReplicas` of `owned` and the plugin `stamp` (see
-/// [`crate::observed::status_to_write`]).
+/// [`crate::observed::status_to_write`]). A status that differs from the
+/// stored one only in its stamp is not written (see [`stamp_only`]).
 pub fn status_change(
     jz: &Jinghzhu,
     owned: &[Pod],
@@ -758,6 +759,28 @@ pub fn status_change(
 ) -> Option<JinghzhuStatus> {
     crate::observed::status_to_write(jz.status.as_ref(), proposal.status.as_ref(), owned, stamp)
         .filter(|status| jz.status.as_ref() != Some(status))
+        .filter(|status| !stamp_only(jz.status.as_ref(), status))
+}
+
+/// True when `status` differs from the `stored` one in `reconciledBy`
+/// alone, `stored` having a stamp already (issue 40, hazard 8): a plugin
+/// swapped in that reaches the same outcome (a tag moved between two builds
+/// of one plugin, a rollback, a flapping tag) costs no status write per
+/// object; the stamp names the plugin whose proposal last changed the
+/// status and follows with the next write that changes something. A status
+/// without a stamp yet gets one.
+pub fn stamp_only(stored: Option<&JinghzhuStatus>, status: &JinghzhuStatus) -> bool {
+    let Some(stored) = stored else {
+        return false;
+    };
+    stored.reconciled_by.is_some()
+        && JinghzhuStatus {
+            reconciled_by: None,
+            ..stored.clone()
+        } == JinghzhuStatus {
+            reconciled_by: None,
+            ..status.clone()
+        }
 }
 
 /// The Pod to send for `create`, whose validated spec is `spec`: the
@@ -910,12 +933,28 @@ mod tests {
         // Stored as the host would write it: nothing to write.
         jz.status = crate::observed::status_to_write(None, Some(&proposed), &[], STAMP);
         assert_eq!(cost(&jz, &proposal, STAMP), 0);
-        // Another plugin's proposal restamps it; a delete and its Event add two.
+        // Another plugin reaching the same outcome writes nothing (the
+        // stamp alone is no change); a delete and its Event cost two.
+        const OTHER: &str = "other@1.0.0 (sha256:f00)";
+        assert_eq!(cost(&jz, &proposal, OTHER), 0);
         let proposal = ProposedActions {
             delete_pods: vec!["web-1".into()],
             ..proposal
         };
-        assert_eq!(cost(&jz, &proposal, "other@1.0.0 (sha256:f00)"), 3);
+        assert_eq!(cost(&jz, &proposal, OTHER), 2);
+        // A change of outcome is written, with the new stamp.
+        let moved = ProposedActions {
+            status: Some(JinghzhuStatus {
+                message: "changed".into(),
+                ..proposed.clone()
+            }),
+            ..ProposedActions::default()
+        };
+        let written = status_change(&jz, &[], &moved, OTHER).expect("a write");
+        assert_eq!(written.reconciled_by.as_deref(), Some(OTHER));
+        // A stored status without a stamp (an older host's) gets one.
+        jz.status.as_mut().expect("stored").reconciled_by = None;
+        assert_eq!(cost(&jz, &ProposedActions::default(), OTHER), 1);
     }
 
     #[test]
