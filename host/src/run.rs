@@ -148,6 +148,12 @@ pub struct RunArgs {
     /// artifact does not serve it again.
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_ALLOW_DOWNGRADE")]
     pub plugin_allow_downgrade: bool,
+    /// Shortest time between two plugin swaps, in seconds: a source that
+    /// moves again sooner (a flapping tag) is held until then and only its
+    /// newest plugin is offered; the ones in between are coalesced, counted
+    /// and reported (rule swap/min-interval). 0: never held.
+    #[arg(long, env = "WASM_OPERATOR_MIN_SWAP_INTERVAL_SECS", default_value_t = crate::hotswap::damper::DEFAULT_MIN_SWAP_INTERVAL.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub min_swap_interval_secs: u64,
     /// Most pods one reconcile may create.
     #[arg(long, env = "WASM_OPERATOR_MAX_CREATES", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=5000))]
     pub max_creates: u64,
@@ -459,6 +465,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     .await?;
     let active = plugins.active.clone();
     active.allow_downgrades(args.plugin_allow_downgrade);
+    active.set_min_swap_interval(Duration::from_secs(args.min_swap_interval_secs));
 
     let (leadership, elector, leader_info) = match election {
         Some(config) => {

@@ -225,6 +225,8 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
         "swaps": state.active.swaps_so_far(),
         "lastSwap": history.last_swap,
         "lastRefusal": history.last_refusal,
+        "swapsCoalesced": history.swaps_coalesced,
+        "lastCoalesced": history.last_coalesced,
         "metricsAddr": state.bound.to_string(),
         "ready": state.health.caches_synced() && serving,
         "leaderElection": state.leader.as_ref().map(|info| serde_json::json!({

@@ -14,8 +14,13 @@
 //! running, unready, and serves the first good plugin its source delivers
 //! (issue 22, hazard 6). The shadow candidate, if any, runs in its own
 //! bounded queue ([`shadow::ShadowQueue`]), never inside a reconcile.
+//!
+//! Swaps are damped ([`damper`]): a candidate arriving within the minimum
+//! swap interval of the last swap (or rollback) waits for it to end, and
+//! only the newest of those that came meanwhile is offered.
 
 pub mod candidate;
+pub mod damper;
 pub mod probation;
 pub mod setup;
 pub mod shadow;
@@ -25,7 +30,7 @@ pub mod swapper;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::Pod;
@@ -83,6 +88,8 @@ pub struct ActivePlugin {
     /// Kept per resource, not per digest: two resources on one digest (an
     /// active one and a shadow) each keep theirs, and the strictest holds.
     pod_policies: RwLock<HashMap<String, (String, PodPolicy)>>,
+    /// The last swap or rollback, and the shortest time between two.
+    swap_clock: Mutex<(Option<Instant>, Duration)>,
     metrics: Arc<Metrics>,
 }
 
@@ -111,8 +118,28 @@ impl ActivePlugin {
             first_loads: std::sync::atomic::AtomicU64::new(0),
             shadow: RwLock::new(None),
             pod_policies: RwLock::new(HashMap::new()),
+            swap_clock: Mutex::new((None, damper::DEFAULT_MIN_SWAP_INTERVAL)),
             metrics,
         }
+    }
+
+    /// Sets the shortest time between two swaps (`--min-swap-interval`;
+    /// zero: swaps are never held).
+    pub fn set_min_swap_interval(&self, interval: Duration) {
+        self.swap_clock.lock().unwrap_or_else(|e| e.into_inner()).1 = interval;
+    }
+
+    /// How long a candidate arriving now waits before it may be swapped
+    /// in: what is left of the minimum interval since the last swap or
+    /// rollback (zero when none happened yet or the interval has passed).
+    pub fn swap_wait(&self) -> Duration {
+        let (last, interval) = *self.swap_clock.lock().unwrap_or_else(|e| e.into_inner());
+        last.map_or(Duration::ZERO, |at| interval.saturating_sub(at.elapsed()))
+    }
+
+    /// Starts the minimum interval again: a swap or a rollback happened.
+    fn swapped_now(&self) {
+        self.swap_clock.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(Instant::now());
     }
 
     /// The plugin a reconcile starting now uses; `None` while no plugin
@@ -186,6 +213,7 @@ impl ActivePlugin {
             current.replace(plugin.clone())
         };
         self.metrics.plugin_serving.set(1);
+        self.swapped_now();
         let Some(old) = old else {
             // The first good plugin after a refused start: nothing to roll
             // back to, so no probation.
@@ -286,6 +314,7 @@ impl ActivePlugin {
                 *current = Some(previous);
             }
             self.metrics.plugin_rollbacks.inc();
+            self.swapped_now();
             self.generation.send_modify(|g| *g += 1);
         }
     }

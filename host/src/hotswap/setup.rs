@@ -34,7 +34,7 @@ use tokio::sync::mpsc;
 
 use super::candidate::vet;
 use super::swapper::{self, Refused, SwapHistory};
-use super::{ActivePlugin, RollbackPolicy, sources};
+use super::{ActivePlugin, RollbackPolicy, damper, sources};
 use crate::runtime::{Runtime, digest_of};
 use crate::telemetry::metrics::Metrics;
 
@@ -412,6 +412,18 @@ pub async fn deliver(
     let initial_digest = serve_first(client, &runtime, &options, &metrics, plugins, first).await;
     start_shadow(&runtime, &options, &metrics, plugins).await?;
     let (tx, rx) = mpsc::channel(4);
+    // A source moving faster than the minimum swap interval is damped
+    // between the source and the swapper (see `damper`).
+    let last = (!initial_digest.is_empty()).then(|| initial_digest.clone());
+    let rx = damper::damped(
+        rx,
+        damper::Damping {
+            active: plugins.active.clone(),
+            history: plugins.history.clone(),
+            metrics: metrics.clone(),
+        },
+        last,
+    );
     match options.source {
         PluginSource::File(path) => {
             let rules = crate::sources::bounded::FileRules {

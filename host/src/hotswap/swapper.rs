@@ -33,6 +33,11 @@ pub struct SwapHistory {
     pub not_serving: Option<String>,
     /// The shadow plugin refused at start, if it was.
     pub shadow_refusal: Option<SwapRecord>,
+    /// Candidates coalesced so far ([`super::damper`]).
+    pub swaps_coalesced: u64,
+    /// The last candidate coalesced: never swapped in, a newer one (or the
+    /// plugin serving) took its place.
+    pub last_coalesced: Option<SwapRecord>,
 }
 
 /// One swap or refusal.

@@ -51,7 +51,7 @@ use crate::hotswap::candidate::{Refusal, vet};
 use crate::hotswap::setup::Plugins;
 use crate::hotswap::sources::{self, Candidate, FirstRead};
 use crate::hotswap::swapper::{self, Refused, SwapHistory, SwapRecord};
-use crate::hotswap::{ActivePlugin, RollbackPolicy};
+use crate::hotswap::{ActivePlugin, RollbackPolicy, damper};
 use crate::runtime::{LoadedPlugin, Runtime, digest_of};
 use crate::sources::bounded::{FileRefusal, FileRules};
 use crate::sources::signature::{PublicKeyVerifier, Threshold, VerificationPolicy, Verifier};
@@ -442,6 +442,7 @@ impl Driver {
         let first = self
             .open_source(&spec.source, spec.verification.as_ref(), tx)
             .await;
+        let rx = self.damped(rx, &first);
         let mut next = Current {
             resource: resource.clone(),
             source: key,
@@ -489,6 +490,32 @@ impl Driver {
                 self.refuse(&resource, "", refusal, seen_at).await;
             }
         }
+    }
+
+    /// The source's later candidates, damped by the minimum swap interval
+    /// when this driver serves the active plugin (see
+    /// [`crate::hotswap::damper`]); a shadow's swaps re-queue nothing.
+    fn damped(
+        &self,
+        rx: mpsc::Receiver<Candidate>,
+        first: &Result<Opened, RuleRefusal>,
+    ) -> mpsc::Receiver<Candidate> {
+        if self.role != PluginMode::Active {
+            return rx;
+        }
+        let last = match first {
+            Ok(Opened::Bytes(bytes)) => Some(digest_of(bytes)),
+            _ => None,
+        };
+        damper::damped(
+            rx,
+            damper::Damping {
+                active: self.active.clone(),
+                history: self.history.clone(),
+                metrics: self.metrics.clone(),
+            },
+            last,
+        )
     }
 
     /// Reads the source once and starts watching it (changes arrive on `tx`).

@@ -187,6 +187,10 @@ pub struct Metrics {
     pub plugin_swaps_refused: Counter,
     /// Automatic rollbacks.
     pub plugin_rollbacks: Counter,
+    /// Plugin candidates not swapped in because a newer one from the same
+    /// source came within `--min-swap-interval` of the last swap, or the
+    /// source was back at what serves when the interval ended.
+    pub plugin_swaps_coalesced: Counter,
     /// 1 while a shadow plugin is configured.
     pub shadow_active: Gauge,
     /// Reconciles where the shadow plugin proposed something else.
@@ -249,6 +253,7 @@ impl Default for Metrics {
             plugin_swaps: Counter::default(),
             plugin_swaps_refused: Counter::default(),
             plugin_rollbacks: Counter::default(),
+            plugin_swaps_coalesced: Counter::default(),
             shadow_active: Gauge::default(),
             shadow_differences: Counter::default(),
             shadow_dropped: Counter::default(),
@@ -366,6 +371,11 @@ impl Metrics {
             "plugin_rollbacks",
             "Automatic rollbacks",
             self.plugin_rollbacks.clone(),
+        );
+        r.register(
+            "plugin_swaps_coalesced",
+            "Plugin candidates coalesced: a newer one came within --min-swap-interval of the last swap, or the source was back at what serves (rule swap/min-interval)",
+            self.plugin_swaps_coalesced.clone(),
         );
         r.register(
             "shadow_active",

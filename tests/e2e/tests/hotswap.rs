@@ -571,6 +571,119 @@ async fn an_older_version_of_the_serving_plugin_is_refused_unless_allowed() -> a
         Ok(host.plugin.current().digest() == digest_of(&older))
     })
     .await?;
+
+/// `bytes` (a component) with a custom section `name` holding `payload`
+/// appended: another digest, the same plugin.
+fn with_custom_section(bytes: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section
+    leb128(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Issue 40, hazard 8: a plugin source flipping between two builds of the
+/// same plugin (two digests, one outcome) every second over converged
+/// objects. A swap whose plugin reaches the same outcome writes no status
+/// (the `reconciledBy` stamp alone is no change), and moves within the
+/// minimum swap interval of the last swap are coalesced (counted in
+/// `wasm_operator_plugin_swaps_coalesced_total`, shown on `/status` under
+/// `swap/min-interval`): at most one swap per interval, not one per move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flapping_plugin_source_costs_no_status_writes_and_few_swaps() -> anyhow::Result<()> {
+    const OBJECTS: usize = 30;
+    const FLIPS: usize = 11;
+    let env = TestEnv::new("flap").await?;
+    let dir = tempfile::tempdir()?;
+    let live = dir.path().join("plugin.wasm");
+    let a = v1();
+    let b = with_custom_section(&a, "build", b"a second build of the same plugin");
+    let (a_digest, b_digest) = (digest_of(&a), digest_of(&b));
+    std::fs::write(&live, &a)?;
+    let host = RunningHost::start_with(&env, HostOptions::file(&live)).await?;
+    create_many(&env, "jz", OBJECTS, 1, &[]).await?;
+    wait_all(&env, OBJECTS, Duration::from_secs(120), |_| true).await?;
+    // Settled: the last status writes and reconciles of the creates are done.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let patches = host.metrics.status_patches.get();
+    let reconciles = host.metrics.reconciles.get();
+    let started = Instant::now();
+
+    // Flip every second: b, a, b, …, ending on b.
+    for flip in 0..FLIPS {
+        replace_file(&live, if flip % 2 == 0 { &b } else { &a });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // The newest offer serves once the interval since the last swap ends.
+    wait_for(
+        "the last build to serve",
+        Duration::from_secs(60),
+        || async { Ok(host.plugin.current().digest() == b_digest) },
+    )
+    .await?;
+    wait_for(
+        "every object reconciled by it",
+        Duration::from_secs(60),
+        || async { Ok(host.calls_by(&b_digest) >= OBJECTS as u64) },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    env.create("good", 2, &[]).await?;
+    env.wait_converged("good", 2, Duration::from_secs(60))
+        .await?;
+
+    let swaps = host.metrics.plugin_swaps.get();
+    let coalesced = host.metrics.plugin_swaps_coalesced.get();
+    // The good object's own writes (its status, as its pods come up) aside.
+    let writes = host.metrics.status_patches.get() - patches;
+    let calls = host.metrics.reconciles.get() - reconciles;
+    let history = host.history.lock().map(|h| h.clone()).unwrap_or_default();
+    eprintln!(
+        "flapping source: {FLIPS} moves in {:?} over {OBJECTS} converged objects: {swaps} swaps, \
+         {coalesced} coalesced, {writes} status writes (the good neighbour's included), \
+         {calls} reconciles; last coalesced: {:?}",
+        started.elapsed(),
+        history.last_coalesced.as_ref().map(|r| &r.outcome)
+    );
+    assert!(
+        swaps <= 3,
+        "{swaps} swaps for {FLIPS} moves within ~2 intervals"
+    );
+    assert!(coalesced >= 6, "{coalesced} coalesced");
+    assert_eq!(history.swaps_coalesced, coalesced);
+    assert!(
+        history
+            .last_coalesced
+            .is_some_and(|r| r.outcome.contains("swap/min-interval")),
+        "the coalescing is reported on /status under its rule"
+    );
+    // The neighbour's status takes a few writes; the 30 converged objects none.
+    assert!(
+        writes <= 4,
+        "{writes} status writes: the swaps restamped the converged objects"
+    );
+    let pods = env.pods().list(&Default::default()).await?.items;
+    assert_eq!(
+        pods.len(),
+        OBJECTS + 2,
+        "no pod beyond what the objects ask"
+    );
+    assert_eq!(host.errors_by(&a_digest) + host.errors_by(&b_digest), 0);
     host.stop().await;
     Ok(())
 }
