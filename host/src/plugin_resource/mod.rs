@@ -25,7 +25,10 @@
 //! 4. **Serve**: swap it into the active slot (the existing vet → switch →
 //!    rollback path: a plugin failing after the swap is rolled back and the
 //!    replica's entry shows the digest served again), or make it the shadow
-//!    for a resource named by `--shadow-plugin-resource`. `Serving`.
+//!    for a resource named by `--shadow-plugin-resource`. `Serving`. The
+//!    active resource's source is damped ([`crate::hotswap::damper`]): its
+//!    moves within `--min-swap-interval-secs` of the last swap are
+//!    coalesced; a spec edit is not held.
 //!
 //! Any refusal leaves what serves serving, sets `Refused` (reason: the
 //! rule), `lastRefusal`, a `PluginRefused` Warning Event on the resource
