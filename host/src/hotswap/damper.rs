@@ -182,3 +182,106 @@ fn coalesced(damping: &Damping, candidate: &Candidate, digest: &str, why: &str) 
         candidate.seen_at,
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::hotswap::RollbackPolicy;
+    use crate::hotswap::sources::SourceRefusal;
+
+    fn candidate(bytes: &[u8]) -> Candidate {
+        Candidate {
+            bytes: bytes.to_vec(),
+            source: "file:/plugin.wasm".into(),
+            configmap: None,
+            regarding: None,
+            refusal: None,
+            verified_by: Vec::new(),
+            seen_at: Instant::now(),
+        }
+    }
+
+    fn damping(interval: Duration) -> Damping {
+        let metrics = Arc::new(Metrics::default());
+        let active = Arc::new(ActivePlugin::empty(
+            RollbackPolicy::default(),
+            metrics.clone(),
+        ));
+        active.set_min_swap_interval(interval);
+        Damping {
+            active,
+            history: Arc::default(),
+            metrics,
+        }
+    }
+
+    #[tokio::test]
+    async fn moves_within_the_interval_are_coalesced_to_the_newest() {
+        let damping = damping(Duration::from_millis(300));
+        let (tx, input) = mpsc::channel(8);
+        let mut out = damped(input, damping.clone(), None);
+        // No swap yet: the first move passes at once.
+        tx.send(candidate(b"a")).await.expect("send");
+        let first = tokio::time::timeout(Duration::from_millis(100), out.recv())
+            .await
+            .expect("at once")
+            .expect("a candidate");
+        assert_eq!(first.bytes, b"a");
+        // It was swapped in: three moves within the interval, one offered.
+        damping.active.swapped_now();
+        let swapped = Instant::now();
+        for bytes in [b"b", b"c", b"d"] {
+            tx.send(candidate(bytes)).await.expect("send");
+        }
+        let newest = out.recv().await.expect("the newest");
+        assert_eq!(newest.bytes, b"d");
+        assert!(swapped.elapsed() >= Duration::from_millis(250));
+        assert_eq!(damping.metrics.plugin_swaps_coalesced.get(), 2);
+        let history = lock(&damping.history).clone();
+        assert_eq!(history.swaps_coalesced, 2);
+        assert!(
+            history
+                .last_coalesced
+                .is_some_and(|r| r.outcome.contains(RULE) && r.digest == digest_of(b"c"))
+        );
+        // A refusal during a hold passes at once and drops the held one.
+        damping.active.swapped_now();
+        tx.send(candidate(b"e")).await.expect("send");
+        let mut refused = candidate(b"");
+        refused.refusal = Some(SourceRefusal {
+            digest: "sha256:f00".into(),
+            reason: "[oci/unsigned] no signature".into(),
+        });
+        tx.send(refused).await.expect("send");
+        let next = tokio::time::timeout(Duration::from_millis(150), out.recv())
+            .await
+            .expect("the refusal is not held")
+            .expect("a candidate");
+        assert!(next.refusal.is_some());
+        assert_eq!(damping.metrics.plugin_swaps_coalesced.get(), 3);
+        // The source ends: so does the forwarder.
+        drop(tx);
+        assert!(out.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn no_interval_holds_nothing() {
+        let damping = damping(Duration::ZERO);
+        damping.active.swapped_now();
+        let (tx, input) = mpsc::channel(8);
+        let mut out = damped(input, damping.clone(), None);
+        for bytes in [b"a", b"b"] {
+            tx.send(candidate(bytes)).await.expect("send");
+        }
+        for bytes in [b"a", b"b"] {
+            let next = tokio::time::timeout(Duration::from_millis(100), out.recv())
+                .await
+                .expect("at once")
+                .expect("a candidate");
+            assert_eq!(next.bytes, bytes);
+        }
+        assert_eq!(damping.metrics.plugin_swaps_coalesced.get(), 0);
+    }
+}
