@@ -571,6 +571,9 @@ async fn an_older_version_of_the_serving_plugin_is_refused_unless_allowed() -> a
         Ok(host.plugin.current().digest() == digest_of(&older))
     })
     .await?;
+    host.stop().await;
+    Ok(())
+}
 
 /// `bytes` (a component) with a custom section `name` holding `payload`
 /// appended: another digest, the same plugin.
