@@ -556,27 +556,35 @@ pub async fn run(args: RunArgs) -> Result<()> {
     controller::run(client.clone(), active.clone(), config, metrics, signal).await;
     // The shadow's queue is work nobody waits for: drop it with the controller.
     active.set_shadow(None, 0);
-    let resources: Vec<&String> = args
-        .plugin_resource
-        .iter()
-        .chain(&args.shadow_plugin_resource)
-        .collect();
-    let release = async {
-        if let Some(coordinator) = coordinator {
-            coordinator.release().await;
-        }
-        if let Some(elector) = elector {
-            elector.release().await;
-        }
-        // This replica's entries in its resources' status go with it.
-        for name in resources {
-            crate::plugin_resource::status::StatusWriter::leave(&client, name, &replica).await;
-        }
-    };
+    let release = release_all(&args, &client, &replica, coordinator, elector);
     let timeout = Duration::from_secs(args.shutdown_timeout_secs);
     release_leases_within(stopping, timeout, release).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What a stopping replica gives back: its shard and leader Leases, and its
+/// entries in its `JinghzhuPlugin`s' status.
+async fn release_all(
+    args: &RunArgs,
+    client: &kube::Client,
+    replica: &str,
+    coordinator: Option<crate::shards::Coordinator>,
+    elector: Option<Elector>,
+) {
+    if let Some(coordinator) = coordinator {
+        coordinator.release().await;
+    }
+    if let Some(elector) = elector {
+        elector.release().await;
+    }
+    let resources = args
+        .plugin_resource
+        .iter()
+        .chain(&args.shadow_plugin_resource);
+    for name in resources {
+        crate::plugin_resource::status::StatusWriter::leave(client, name, replica).await;
+    }
 }
 
 /// Runs `release` (the Leases' release) until `timeout` has passed since

@@ -296,17 +296,7 @@ pub async fn run(
     spawn_readiness(&watches, &ctx, config.health.clone());
     metrics.init_controller(config.workers);
     let queue = metrics.queue.clone();
-    queue.track_liveness({
-        let cache = watches.jinghzhu_cache.clone();
-        move |key| {
-            let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-            let mut object = kube::runtime::reflector::ObjectRef::<Jinghzhu>::new(name);
-            if !namespace.is_empty() {
-                object = object.within(namespace);
-            }
-            cache.get(&object).is_some()
-        }
-    });
+    track_queue_liveness(&queue, watches.jinghzhu_cache.clone());
     // The shard of an object, for the per-shard queue depth.
     let shard_of = {
         let shards = config.shards.clone();
@@ -666,6 +656,22 @@ fn track_triggers(
     Box::pin(
         jinghzhus.inspect_ok(move |jz| queue.added_in_shard(watch::object_key(jz), shard_of(jz))),
     )
+}
+
+/// The queue's depth counts only keys of objects the cache still holds
+/// (see [`metrics::QueueTracker::track_liveness`]).
+fn track_queue_liveness(
+    queue: &metrics::QueueTracker,
+    cache: kube::runtime::reflector::Store<Jinghzhu>,
+) {
+    queue.track_liveness(move |key| {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let mut object = kube::runtime::reflector::ObjectRef::<Jinghzhu>::new(name);
+        if !namespace.is_empty() {
+            object = object.within(namespace);
+        }
+        cache.get(&object).is_some()
+    });
 }
 
 /// Marks the host ready once both caches have had their initial list.

@@ -704,73 +704,10 @@ impl Driver {
             "Resolved",
             &format!("{from}: {digest} ({} bytes)", bytes.len()),
         );
-        if spec.verification.is_some() && spec.source.oci.is_none() {
-            let refusal = RuleRefusal::new(
-                "verification/source",
-                "spec.verification asks for signatures, but a ConfigMap or a file carries none: \
-                 ship the plugin as an OCI artifact (spec.source.oci) or drop spec.verification",
-            );
-            self.refuse(resource, &digest, refusal, seen_at).await;
-            return;
-        }
-        let host_keys = self
-            .oci
-            .as_ref()
-            .is_some_and(|(options, _)| options.verification.is_some());
-        if host_keys && spec.source.oci.is_none() && !self.allow_unsigned {
-            let refusal = RuleRefusal::new(
-                "verification/unsigned-source",
-                "the host requires signed plugins (--plugin-verify-key), and a ConfigMap or a \
-                 file carries no signature: ship the plugin as an OCI artifact \
-                 (spec.source.oci), or the admin starts the host with \
-                 --plugin-resource-allow-unsigned",
-            );
-            self.refuse(resource, &digest, refusal, seen_at).await;
+        if !self.check_trust(resource, &digest, seen_at).await {
             return;
         }
         let pinned = spec.digest.as_deref();
-        let signed = spec.source.oci.is_some()
-            && (spec.verification.is_some()
-                || self
-                    .oci
-                    .as_ref()
-                    .is_some_and(|(options, _)| options.verification.is_some()));
-        if signed {
-            // The puller refuses what the policy does not accept: these
-            // bytes passed it.
-            let by = if self.verified_by.is_empty() {
-                "the policy".to_string()
-            } else {
-                self.verified_by.join(", ")
-            };
-            self.writer.set(
-                "Verified",
-                true,
-                "Signed",
-                &format!(
-                    "cosign signatures verified by {by}{}",
-                    match pinned {
-                        Some(pin) => format!("; the bytes are {pin}, as spec.digest pins"),
-                        None => String::new(),
-                    }
-                ),
-            );
-        } else {
-            match pinned {
-                Some(pin) => self.writer.set(
-                    "Verified",
-                    true,
-                    "DigestPinned",
-                    &format!("the bytes are {pin}, as spec.digest pins"),
-                ),
-                None => self.writer.set(
-                    "Verified",
-                    false,
-                    "NotRequired",
-                    "neither spec.digest nor spec.verification is set: the bytes are not checked",
-                ),
-            }
-        }
         let config = self.runtime.config();
         let effective = effective_limits(
             spec,
@@ -828,6 +765,82 @@ impl Driver {
             .set("Refused", false, "Accepted", &format!("{digest} accepted"));
         self.report_serving();
         self.writer.write().await;
+    }
+
+    /// The trust checks of new bytes for `resource` before they are
+    /// compiled: signatures asked of a source that carries none, unsigned
+    /// sources while the host requires signatures; then the `Verified`
+    /// condition says what vouches for the bytes. False: refused.
+    async fn check_trust(
+        &mut self,
+        resource: &JinghzhuPlugin,
+        digest: &str,
+        seen_at: Instant,
+    ) -> bool {
+        let spec = &resource.spec;
+        if spec.verification.is_some() && spec.source.oci.is_none() {
+            let refusal = RuleRefusal::new(
+                "verification/source",
+                "spec.verification asks for signatures, but a ConfigMap or a file carries none: \
+                 ship the plugin as an OCI artifact (spec.source.oci) or drop spec.verification",
+            );
+            self.refuse(resource, digest, refusal, seen_at).await;
+            return false;
+        }
+        let host_keys = self
+            .oci
+            .as_ref()
+            .is_some_and(|(options, _)| options.verification.is_some());
+        if host_keys && spec.source.oci.is_none() && !self.allow_unsigned {
+            let refusal = RuleRefusal::new(
+                "verification/unsigned-source",
+                "the host requires signed plugins (--plugin-verify-key), and a ConfigMap or a \
+                 file carries no signature: ship the plugin as an OCI artifact \
+                 (spec.source.oci), or the admin starts the host with \
+                 --plugin-resource-allow-unsigned",
+            );
+            self.refuse(resource, digest, refusal, seen_at).await;
+            return false;
+        }
+        let pinned = spec.digest.as_deref();
+        let signed = spec.source.oci.is_some() && (spec.verification.is_some() || host_keys);
+        if signed {
+            // The puller refuses what the policy does not accept: these
+            // bytes passed it.
+            let by = if self.verified_by.is_empty() {
+                "the policy".to_string()
+            } else {
+                self.verified_by.join(", ")
+            };
+            self.writer.set(
+                "Verified",
+                true,
+                "Signed",
+                &format!(
+                    "cosign signatures verified by {by}{}",
+                    match pinned {
+                        Some(pin) => format!("; the bytes are {pin}, as spec.digest pins"),
+                        None => String::new(),
+                    }
+                ),
+            );
+        } else {
+            match pinned {
+                Some(pin) => self.writer.set(
+                    "Verified",
+                    true,
+                    "DigestPinned",
+                    &format!("the bytes are {pin}, as spec.digest pins"),
+                ),
+                None => self.writer.set(
+                    "Verified",
+                    false,
+                    "NotRequired",
+                    "neither spec.digest nor spec.verification is set: the bytes are not checked",
+                ),
+            }
+        }
+        true
     }
 
     fn serve(&mut self, plugin: Arc<LoadedPlugin>, from: &str, digest: &str, seen_at: Instant) {
