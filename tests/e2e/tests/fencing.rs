@@ -611,7 +611,9 @@ async fn apply_through_a_slow_proxy(
                 "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]
             }
         }],
-        "status": {"current": 1, "state": "Running", "message": "one pod"}
+        // What the plugin saw (no pod yet): status/observed-fields holds
+        // `current` to it.
+        "status": {"current": 0, "state": "Pending", "message": "creating one pod"}
     }))?;
     // The pod's spec is the test's own: `baseline` takes it as it is.
     let policy = PolicyConfig {

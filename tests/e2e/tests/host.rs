@@ -516,12 +516,15 @@ async fn status_steps_are_coalesced_into_fewer_writes() -> anyhow::Result<()> {
          {without} without ({} held)",
         coalesced.metrics.status_held.get()
     );
+    // Measured: 24–25 against 79–84 alone, 38–42 against 77–81 beside a
+    // CI run (steps of readiness spread past the window under load), so
+    // the bounds are a third fewer and three per object.
     assert!(
-        with_window < without,
-        "the window saved no write: {with_window} with it, {without} without"
+        3 * with_window <= 2 * without,
+        "the window saved less than a third: {with_window} with it, {without} without"
     );
     assert!(
-        with_window <= 2 * OBJECTS as u64,
+        with_window <= 3 * OBJECTS as u64,
         "{with_window} status patches for {OBJECTS} objects"
     );
     coalesced.stop().await;
