@@ -117,6 +117,20 @@ impl Guest for MisbehavingPlugin {
     }
 }
 
+/// The status `out` proposes, taken out of it to be altered: else the
+/// object's own, else an empty pending one.
+fn take_status(
+    input: &ReconcileInput,
+    out: &mut ReconcileOutput,
+) -> jinghzhu_plugin_sdk::types::JinghzhuStatus {
+    out.status
+        .take()
+        .or_else(|| input.jinghzhu.status.clone())
+        .unwrap_or_else(|| {
+            jinghzhu_plugin_sdk::status::build(Vec::<String>::new(), "Pending", "", None)
+        })
+}
+
 /// `lie-status[:<field>]` (see [`Mode::LieStatus`]): `normal` with a
 /// status that lies about `field` (or the whole lie).
 fn lie_about_status(
@@ -125,13 +139,7 @@ fn lie_about_status(
     normal: ReconcileOutput,
 ) -> ReconcileOutput {
     let mut out = normal;
-    let mut status = out
-        .status
-        .take()
-        .or_else(|| input.jinghzhu.status.clone())
-        .unwrap_or_else(|| {
-            jinghzhu_plugin_sdk::status::build(Vec::<String>::new(), "Pending", "", None)
-        });
+    let mut status = take_status(input, &mut out);
     match field {
         "current" => status.current = status.current.saturating_add(1),
         "pod-list" => {
@@ -231,13 +239,7 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
         }
         Some(Mode::VolatileStatus) => {
             let mut out = normal();
-            let mut status = out
-                .status
-                .take()
-                .or_else(|| input.jinghzhu.status.clone())
-                .unwrap_or_else(|| {
-                    jinghzhu_plugin_sdk::status::build(Vec::<String>::new(), "Pending", "", None)
-                });
+            let mut status = take_status(input, &mut out);
             status.message = format!(
                 "observed at {}.{:09}",
                 input.now.seconds, input.now.nanoseconds
@@ -248,13 +250,7 @@ pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileErr
         }
         Some(Mode::Remember) => {
             let mut out = normal();
-            let mut status = out
-                .status
-                .take()
-                .or_else(|| input.jinghzhu.status.clone())
-                .unwrap_or_else(|| {
-                    jinghzhu_plugin_sdk::status::build(Vec::<String>::new(), "Pending", "", None)
-                });
+            let mut status = take_status(input, &mut out);
             let (global, heap) = hazards::count_this_call();
             status.message = format!("calls seen by this instance: global {global}, heap {heap}");
             out.status = Some(status);
