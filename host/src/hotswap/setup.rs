@@ -225,9 +225,7 @@ async fn first_read(client: &Client, options: &PluginOptions) -> Result<FirstSou
                     // A signature may still come (cosign signs after the
                     // push), a misbehaving registry may recover: the
                     // watcher looks at this digest again.
-                    if !sources::look_again(&error) {
-                        out.oci_initial = digest.clone();
-                    }
+                    out.oci_initial = sources::handled_after(&error, &digest);
                     let reason = error.to_string();
                     out.source_refusal = Some((digest, reason.clone()));
                     sources::FirstRead::Missing(reason)

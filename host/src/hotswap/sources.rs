@@ -384,6 +384,16 @@ pub fn look_again(error: &OciError) -> bool {
         || error.is_misbehaving_registry()
 }
 
+/// The manifest digest handled after `digest` was refused by `error`: none
+/// (looked at again at the next poll, see [`look_again`]) or `digest`.
+pub fn handled_after(error: &OciError, digest: &str) -> String {
+    if look_again(error) {
+        String::new()
+    } else {
+        digest.to_string()
+    }
+}
+
 /// The object an OCI source's refusals are recorded on when none is named:
 /// the host's own Pod (`POD_NAME`, `POD_NAMESPACE`, as the Deployment sets them).
 pub fn own_pod() -> Option<ObjectReference> {
@@ -428,26 +438,12 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
         }
         Err(failed) => failed,
     };
-    if !error.is_transient() {
-        return match source.puller.local_copy(reference) {
-            Ok(Some(pulled)) => {
-                tracing::warn!(
-                    reference = %pulled.reference,
-                    plugin = %pulled.layer_digest,
-                    error = %error,
-                    "what the OCI reference names now is refused; serving the last artifact verified for it (last known good)"
-                );
-                OciFirstRead::LastKnownGood {
-                    pulled,
-                    digest,
-                    error,
-                }
-            }
-            _ => OciFirstRead::Refused { digest, error },
-        };
-    }
-    match source.puller.local_copy(reference) {
-        Ok(Some(pulled)) => {
+    // Unreachable or too slow: the local copy serves. Refused: the local
+    // copy serves as the last known good (a refusal of the copy itself,
+    // e.g. by a revoked key, leaves the source's refusal to report).
+    let transient = error.is_transient();
+    match (source.puller.local_copy(reference), transient) {
+        (Ok(Some(pulled)), true) => {
             tracing::warn!(
                 reference = %pulled.reference,
                 plugin = %pulled.layer_digest,
@@ -456,11 +452,24 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
             );
             OciFirstRead::Pulled(pulled)
         }
-        Ok(None) if error.is_unreachable() => {
+        (Ok(Some(pulled)), false) => {
+            tracing::warn!(
+                reference = %pulled.reference,
+                plugin = %pulled.layer_digest,
+                error = %error,
+                "what the OCI reference names now is refused; serving the last artifact verified for it (last known good)"
+            );
+            OciFirstRead::LastKnownGood {
+                pulled,
+                digest,
+                error,
+            }
+        }
+        (Ok(None), true) if error.is_unreachable() => {
             OciFirstRead::Missing(format!("{error}; no local copy is kept yet"))
         }
-        Ok(None) => OciFirstRead::Refused { digest, error },
-        Err(refused) => OciFirstRead::Refused {
+        (Ok(None), _) | (Err(_), false) => OciFirstRead::Refused { digest, error },
+        (Err(refused), true) => OciFirstRead::Refused {
             digest: String::new(),
             error: refused,
         },
@@ -479,11 +488,7 @@ async fn first_pull(source: &OciSource) -> (Vec<Candidate>, String) {
             (vec![pulled_candidate(source, pulled, seen_at)], digest)
         }
         OciFirstRead::Refused { digest, error } => {
-            let handled = if look_again(&error) {
-                String::new()
-            } else {
-                digest.clone()
-            };
+            let handled = handled_after(&error, &digest);
             let candidate = refusal_candidate(source, digest, error.to_string(), seen_at);
             (vec![candidate], handled)
         }
@@ -492,11 +497,7 @@ async fn first_pull(source: &OciSource) -> (Vec<Candidate>, String) {
             digest,
             error,
         } => {
-            let handled = if look_again(&error) {
-                String::new()
-            } else {
-                digest.clone()
-            };
+            let handled = handled_after(&error, &digest);
             let refusal = refusal_candidate(source, digest, error.to_string(), seen_at);
             (
                 vec![pulled_candidate(source, pulled, seen_at), refusal],
@@ -625,11 +626,7 @@ async fn poll_once(
         }
         // A signature may be pushed after the artifact, a registry may
         // recover: look again at each poll, but report each reason once.
-        Err(error)
-            if error.rule == crate::sources::rules::UNSIGNED
-                || error.rule == crate::sources::rules::SIGNATURE
-                || error.is_misbehaving_registry() =>
-        {
+        Err(error) if look_again(&error) => {
             return report_once(last_problem, digest, &error);
         }
         Err(error) if error.is_unreachable() => {
