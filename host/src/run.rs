@@ -467,19 +467,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     active.allow_downgrades(args.plugin_allow_downgrade);
     active.set_min_swap_interval(Duration::from_secs(args.min_swap_interval_secs));
 
-    let (leadership, elector, leader_info) = match election {
-        Some(config) => {
-            let info = LeaderInfo {
-                identity: config.identity.clone(),
-                lease: format!("{}/{}", config.namespace, config.lease_name),
-            };
-            let status = metrics.leader_status_of(&config.lease_name);
-            let (leadership, elector) =
-                Elector::start(client.clone(), config, status).map_err(|err| anyhow!(err))?;
-            (leadership, Some(elector), Some(info))
-        }
-        None => (Leadership::always(), None, None),
-    };
+    let (leadership, elector, leader_info) = start_election(&client, &metrics, election)?;
     // Sharded: join the shard Leases (shards are synced once the controller runs).
     let (shards, coordinator) = match sharding {
         Some(config) => {
@@ -561,6 +549,26 @@ pub async fn run(args: RunArgs) -> Result<()> {
     release_leases_within(stopping, timeout, release).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// With `--leader-elect`: the elector on its Lease, the leadership it
+/// grants and what `/status` says of it; without, leadership always.
+fn start_election(
+    client: &Client,
+    metrics: &Metrics,
+    election: Option<LeaderElectionConfig>,
+) -> Result<(Leadership, Option<Elector>, Option<LeaderInfo>)> {
+    let Some(config) = election else {
+        return Ok((Leadership::always(), None, None));
+    };
+    let info = LeaderInfo {
+        identity: config.identity.clone(),
+        lease: format!("{}/{}", config.namespace, config.lease_name),
+    };
+    let status = metrics.leader_status_of(&config.lease_name);
+    let (leadership, elector) =
+        Elector::start(client.clone(), config, status).map_err(|err| anyhow!(err))?;
+    Ok((leadership, Some(elector), Some(info)))
 }
 
 /// What a stopping replica gives back: its shard and leader Leases, and its
