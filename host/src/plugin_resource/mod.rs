@@ -17,7 +17,8 @@
 //!    at once, and replacing the source aborts that task, a pull in flight
 //!    with it.
 //! 2. **Verify**: the `spec.digest` pin; signatures for OCI sources
-//!    (`spec.verification`; a ConfigMap or file carries none, so asking for
+//!    (`spec.verification`, its keys read from Secrets again every poll
+//!    interval: [`keys`]; a ConfigMap or file carries none, so asking for
 //!    verification of one is refused). `Verified`.
 //! 3. **Compile** and smoke-reconcile ([`crate::hotswap::candidate::vet`]),
 //!    then narrow the limits to `spec.limits` clamped by the host's flags.
@@ -34,6 +35,7 @@
 //! rule), `lastRefusal`, a `PluginRefused` Warning Event on the resource
 //! naming the rule, and the usual log line, counter and `/status` entry.
 
+pub mod keys;
 pub mod status;
 
 use std::sync::{Arc, Mutex};
@@ -57,9 +59,10 @@ use crate::hotswap::swapper::{self, Refused, SwapHistory, SwapRecord};
 use crate::hotswap::{ActivePlugin, RollbackPolicy, damper};
 use crate::runtime::{LoadedPlugin, Runtime, digest_of};
 use crate::sources::bounded::{FileRefusal, FileRules};
-use crate::sources::signature::{PublicKeyVerifier, Threshold, VerificationPolicy, Verifier};
+use crate::sources::signature::{Threshold, VerificationPolicy, Verifier};
 use crate::sources::{OciOptions, OciPuller, OciRef};
 use crate::telemetry::metrics::Metrics;
+use keys::SecretKey;
 use status::{Serving, StatusWriter};
 
 /// How the host picks its resources.
@@ -599,7 +602,7 @@ impl Driver {
         let reference = OciRef::parse(&text).map_err(|e| RuleRefusal::new(e.rule, e.message))?;
         let mut options = options;
         if let Some(spec) = verification {
-            options.verification = Some(Arc::new(self.policy_of(spec).await?));
+            options.verification = Some(Arc::new(self.policy_of(spec, poll_interval).await?));
         }
         let puller = OciPuller::new(options).map_err(|e| RuleRefusal::new(e.rule, e.message))?;
         let source = sources::OciSource {
@@ -613,39 +616,18 @@ impl Driver {
         Ok(Opened::Pulling(sources::watch_oci(source, None, tx)))
     }
 
-    /// The signature policy `spec` asks for, with the keys read from their Secrets.
-    async fn policy_of(&self, spec: &VerificationSpec) -> Result<VerificationPolicy, RuleRefusal> {
+    /// The signature policy `spec` asks for, with the keys read from their
+    /// Secrets and re-read every `refresh` ([`keys`]).
+    async fn policy_of(
+        &self,
+        spec: &VerificationSpec,
+        refresh: Duration,
+    ) -> Result<VerificationPolicy, RuleRefusal> {
         let mut keys: Vec<(String, Arc<dyn Verifier>)> = Vec::new();
         for key in &spec.keys {
-            let api: Api<k8s_openapi::api::core::v1::Secret> =
-                Api::namespaced(self.client.clone(), &key.secret_ref.namespace);
-            let where_ = format!(
-                "Secret {}/{} key {:?}",
-                key.secret_ref.namespace, key.secret_ref.name, key.secret_ref.key
-            );
-            let secret = api.get(&key.secret_ref.name).await.map_err(|err| {
-                RuleRefusal::new(
-                    "verification/keys",
-                    format!("reading the {where_} of key {:?}: {err}", key.name),
-                )
-            })?;
-            let pem = secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get(&key.secret_ref.key))
-                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-                .ok_or_else(|| {
-                    RuleRefusal::new(
-                        "verification/keys",
-                        format!("the {where_} of key {:?} is not there", key.name),
-                    )
-                })?;
-            let verifier = PublicKeyVerifier::from_pem(&key.name, &pem).map_err(|e| {
-                RuleRefusal::new(
-                    "verification/keys",
-                    format!("key {:?} ({where_}): {}", key.name, e.message),
-                )
-            })?;
+            let verifier = SecretKey::open(&self.client, key, refresh)
+                .await
+                .map_err(|why| RuleRefusal::new("verification/keys", why))?;
             keys.push((key.name.clone(), Arc::new(verifier)));
         }
         let pick = |names: &[String]| -> Result<Vec<Arc<dyn Verifier>>, RuleRefusal> {

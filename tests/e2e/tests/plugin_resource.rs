@@ -633,15 +633,16 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
 
     // allOf and anyOf together: v2 signed by the release key only is
     // refused while the policy also wants one of anyOf (the QA key) ...
-    let m2 = wasm_operator::sources::OciPuller::new(OciOptions {
+    let resolver = wasm_operator::sources::OciPuller::new(OciOptions {
         ca_files: vec![registry.ca_cert.clone()],
         docker_config: Some(std::fs::read(registry.docker_config_file())?),
         ..OciOptions::default()
-    })?
-    .resolve(&wasm_operator::sources::OciRef::parse(&format!(
-        "oci://{reference}"
-    ))?)
-    .await?;
+    })?;
+    let m2 = resolver
+        .resolve(&wasm_operator::sources::OciRef::parse(&format!(
+            "oci://{reference}"
+        ))?)
+        .await?;
     let qa_dir = keys.path().join("qa");
     std::fs::create_dir_all(&qa_dir)?;
     let (qa_key, qa_public) = registry.cosign_key_pair(&qa_dir)?;
@@ -722,6 +723,55 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
         verified.contains("release") && verified.contains("qa-team"),
         "{verified}"
     );
+
+    // The release key rotated in its Secret, no spec change (issue 40,
+    // hazard 5: the key was read once, and the revoked key kept counting).
+    // v3 signed by the old release key and QA is refused ...
+    let new_dir = keys.path().join("release-2");
+    std::fs::create_dir_all(&new_dir)?;
+    let (new_key, new_public) = registry.cosign_key_pair(&new_dir)?;
+    let rotated =
+        serde_json::json!({"stringData": {"cosign.pub": std::fs::read_to_string(&new_public)?}});
+    Api::<Secret>::namespaced(env.client.clone(), &env.namespace)
+        .patch(
+            "release-key",
+            &PatchParams::default(),
+            &Patch::Merge(&rotated),
+        )
+        .await?;
+    // Refreshed within a poll interval (1 s here); a margin for the read.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let v3 = plugin("misbehaving-plugin", &["v2"]);
+    let v3_digest = digest_of(&std::fs::read(&v3)?);
+    registry.oras_push(&format!("{REPO}:v3"), &v3, false)?;
+    let m3 = resolver
+        .resolve(&wasm_operator::sources::OciRef::parse(&format!(
+            "oci://{}/{REPO}:v3",
+            registry.addr
+        ))?)
+        .await?;
+    registry.cosign_sign(&key, REPO, &m3)?;
+    registry.cosign_sign(&qa_key, REPO, &m3)?;
+    registry.oras_tag(&format!("{REPO}:v3"), "live")?;
+    wait_for(
+        "v3, signed by the revoked release key, refused",
+        CONVERGE,
+        || async {
+            Ok(refusals_on(&env, &name)
+                .await?
+                .iter()
+                .any(|m| m.contains("rule oci/signature") && m.contains(&m3)))
+        },
+    )
+    .await?;
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
+        Some(v2_digest.clone()),
+        "v2 keeps serving"
+    );
+    // ... and serves once signed by the key the Secret holds now.
+    registry.cosign_sign(&new_key, REPO, &m3)?;
+    wait_replicas_on(&env, &name, &["replica-a"], &v3_digest).await?;
     host.stop().await;
     delete_resource(&env, &name).await;
     Ok(())
