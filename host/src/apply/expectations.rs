@@ -123,6 +123,40 @@ impl Drop for CreatesInFlight<'_> {
     }
 }
 
+/// A delete sent and not answered yet (see [`Expectations::send_deletion`]).
+#[derive(Debug)]
+pub struct DeleteInFlight<'a> {
+    expectations: &'a Expectations,
+    owner: &'a str,
+    uid: &'a str,
+    answered: bool,
+}
+
+impl DeleteInFlight<'_> {
+    /// The delete was made (or the pod was already gone or replaced).
+    pub fn answered(mut self) {
+        self.answered = true;
+    }
+
+    /// The delete certainly failed: the pod stays, nothing is awaited.
+    pub fn failed(mut self) {
+        self.answered = true;
+        self.expectations.with_pending(self.owner, |p| {
+            p.deletes.remove(self.uid);
+        });
+    }
+}
+
+impl Drop for DeleteInFlight<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.expectations.with_pending(self.owner, |p| {
+                p.maybe_deleted.insert(self.uid.to_string());
+            });
+        }
+    }
+}
+
 /// What [`Expectations::check`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Check {
@@ -165,6 +199,8 @@ struct Pending {
     deletes: HashSet<String>,
     /// Of `in_flight`, creates whose outcome is unknown (maybe sent).
     maybe_sent: usize,
+    /// Of `deletes`, deletes whose outcome is unknown (sent, no answer).
+    maybe_deleted: HashSet<String>,
     since: Option<Instant>,
     /// When a reconcile was first held back by this entry.
     waiting_since: Option<Instant>,
@@ -271,38 +307,54 @@ impl Expectations {
         });
     }
 
-    /// How many creates of `owner` have an unknown outcome (to settle by a
-    /// read before the next reconcile of `owner` acts).
-    pub fn unknown_creates(&self, owner: &str) -> usize {
-        self.lock().owners.get(owner).map_or(0, |p| p.maybe_sent)
+    /// How many creates and deletes of `owner` have an unknown outcome (to
+    /// settle by a read before the next reconcile of `owner` acts).
+    pub fn unknown_outcomes(&self, owner: &str) -> usize {
+        self.lock()
+            .owners
+            .get(owner)
+            .map_or(0, |p| p.maybe_sent + p.maybe_deleted.len())
     }
 
-    /// Settles `owner`'s maybe-sent creates by a read of the API server.
-    /// `listed` are the UIDs of the pods the API server has for `owner` (a
-    /// quorum read sent after those creates were answered); `cached(uid)`
-    /// says whether the snapshot the reconcile works on holds that pod. A
-    /// listed pod that is neither cached nor an awaited create of ours may
-    /// be one of them (made, its answer lost): that many keep counting
-    /// until the watch shows them. The rest were not made and are released.
-    /// Returns how many were released.
+    /// Settles `owner`'s creates and deletes with an unknown outcome by a
+    /// read of the API server. `listed` are the pods the API server has for
+    /// `owner` (UID, and whether it is terminating; a quorum read sent
+    /// after those requests ended); `cached(uid)` says whether the snapshot
+    /// the reconcile works on holds that pod.
+    ///
+    /// Creates: a listed pod that is neither cached nor an awaited create
+    /// of ours may be one of them (made, its answer lost): that many keep
+    /// counting until the watch shows them; the rest were not made and are
+    /// released. Deletes: a pod listed live was not deleted and is
+    /// released; one gone or terminating was, and is awaited as any delete
+    /// of ours. Returns how many were released.
     pub fn settle_by_read<'a>(
         &self,
         owner: &str,
-        listed: impl IntoIterator<Item = &'a str>,
+        listed: impl IntoIterator<Item = (&'a str, bool)>,
         cached: impl Fn(&str) -> bool,
     ) -> usize {
         let mut state = self.lock();
         let Some(p) = state.owners.get_mut(owner) else {
             return 0;
         };
+        let listed: Vec<(&str, bool)> = listed.into_iter().collect();
         let unexplained = listed
-            .into_iter()
-            .filter(|uid| !cached(uid) && !p.creates.contains(*uid))
+            .iter()
+            .filter(|(uid, _)| !cached(uid) && !p.creates.contains(*uid))
             .count();
         let released = p.maybe_sent.saturating_sub(unexplained);
         p.in_flight = p.in_flight.saturating_sub(released);
         p.maybe_sent -= released;
-        released
+        let not_deleted: Vec<String> = p
+            .maybe_deleted
+            .drain()
+            .filter(|uid| listed.contains(&(uid.as_str(), false)))
+            .collect();
+        for uid in &not_deleted {
+            p.deletes.remove(uid);
+        }
+        released + not_deleted.len()
     }
 
     /// The watch showed a pod `uid` controlled by `owner` for the first time.
@@ -333,6 +385,25 @@ impl Expectations {
     /// Records that we deleted the pod `uid` of `owner`.
     pub fn expect_deleted(&self, owner: &str, uid: &str) {
         self.with_pending(owner, |p| p.deletes.insert(uid.to_string()));
+    }
+
+    /// Records that the pod `uid` of `owner` is about to be deleted, and
+    /// returns a guard for the answer: [`DeleteInFlight::answered`] keeps
+    /// the delete awaited, [`DeleteInFlight::failed`] drops it. Dropped
+    /// without either (the reconcile was cancelled with the request on the
+    /// wire, as when its shard is lost), the delete counts as maybe made,
+    /// settled by a read at the object's next reconcile
+    /// ([`Expectations::settle_by_read`]). Recorded only after the answer,
+    /// a cancelled delete left nothing behind, and the next reconcile could
+    /// delete another pod in its place.
+    pub fn send_deletion<'a>(&'a self, owner: &'a str, uid: &'a str) -> DeleteInFlight<'a> {
+        self.expect_deleted(owner, uid);
+        DeleteInFlight {
+            expectations: self,
+            owner,
+            uid,
+            answered: false,
+        }
     }
 
     /// The watch saw pod `uid` disappear: a create of ours that no snapshot
@@ -367,6 +438,8 @@ impl Expectations {
         };
         p.creates.retain(|uid| cached(uid).is_none());
         p.deletes.retain(|uid| cached(uid) == Some(false));
+        let deletes = &p.deletes;
+        p.maybe_deleted.retain(|uid| deletes.contains(uid));
         let now = Instant::now();
         let expired = p
             .since
@@ -485,15 +558,15 @@ mod tests {
         e.created("k", "u1");
         e.maybe_sent("k");
         e.maybe_sent("k");
-        assert_eq!(e.unknown_creates("k"), 2);
+        assert_eq!(e.unknown_outcomes("k"), 2);
         assert!(
             !e.satisfied("k", |uid| (uid == "u1").then_some(false)),
             "until settled, the maybe-sent creates still count"
         );
         // The API server has only u1 (answered, in the snapshot): neither
         // maybe-sent create was made.
-        assert_eq!(e.settle_by_read("k", ["u1"], |uid| uid == "u1"), 2);
-        assert_eq!(e.unknown_creates("k"), 0);
+        assert_eq!(e.settle_by_read("k", [("u1", false)], |uid| uid == "u1"), 2);
+        assert_eq!(e.unknown_outcomes("k"), 0);
         assert!(e.satisfied("k", |uid| (uid == "u1").then_some(false)));
         assert!(e.is_empty());
     }
@@ -506,12 +579,15 @@ mod tests {
         e.maybe_sent("k");
         // The API server has u0 (cached before), and u7 that nothing here
         // explains: one of the two was made.
-        assert_eq!(e.settle_by_read("k", ["u0", "u7"], |uid| uid == "u0"), 1);
+        assert_eq!(
+            e.settle_by_read("k", [("u0", false), ("u7", false)], |uid| uid == "u0"),
+            1
+        );
         assert_eq!(e.pending("k"), (1, 0), "the one that was made still counts");
         assert!(!e.satisfied("k", |uid| (uid == "u0").then_some(false)));
         // The watch shows it; a snapshot with it satisfies.
         e.observe_added("k", "u7");
-        assert_eq!(e.unknown_creates("k"), 0);
+        assert_eq!(e.unknown_outcomes("k"), 0);
         assert!(e.satisfied("k", |_| Some(false)));
     }
 
@@ -529,7 +605,7 @@ mod tests {
             "one in flight, one to see in a snapshot"
         );
         // A read then lists it: the other one was not made.
-        assert_eq!(e.settle_by_read("k", ["u1"], |_| false), 1);
+        assert_eq!(e.settle_by_read("k", [("u1", false)], |_| false), 1);
         assert!(
             !e.satisfied("k", |_| None),
             "the read releases the unseen one, not the one the watch showed"
@@ -623,10 +699,38 @@ mod tests {
             in_flight.answered();
             e.created("k", "u1");
         }
-        assert_eq!(e.unknown_creates("k"), 2);
-        let released = e.settle_by_read("k", ["u1"], |uid| uid == "u1");
+        assert_eq!(e.unknown_outcomes("k"), 2);
+        let released = e.settle_by_read("k", [("u1", false)], |uid| uid == "u1");
         assert_eq!(released, 2, "the read shows neither: both released");
         assert!(e.satisfied("k", |uid| (uid == "u1").then_some(false)));
+    }
+
+    #[test]
+    fn deletes_cancelled_in_flight_are_settled_by_a_read() {
+        let e = fresh();
+        let live = |uid: &str| (uid == "p1" || uid == "p2").then_some(false);
+        // Cancelled with both deletes on the wire: both awaited, unknown.
+        drop(e.send_deletion("k", "p1"));
+        drop(e.send_deletion("k", "p2"));
+        assert_eq!(e.unknown_outcomes("k"), 2);
+        assert!(!e.satisfied("k", live), "a cancelled delete still holds");
+        // The read: p1 terminating (deleted), p2 live (never deleted).
+        let released = e.settle_by_read("k", [("p1", true), ("p2", false)], |_| true);
+        assert_eq!(released, 1);
+        assert_eq!(e.unknown_outcomes("k"), 0);
+        assert_eq!(e.pending("k"), (0, 1), "p1's delete is awaited");
+        assert!(e.satisfied("k", |uid| (uid == "p2").then_some(false)));
+    }
+
+    #[test]
+    fn an_answered_delete_is_awaited_and_a_failed_one_is_not() {
+        let e = fresh();
+        e.send_deletion("k", "p1").answered();
+        e.send_deletion("k", "p2").failed();
+        assert_eq!(e.unknown_outcomes("k"), 0);
+        assert_eq!(e.pending("k"), (0, 1));
+        assert!(!e.satisfied("k", |_| Some(false)));
+        assert!(e.satisfied("k", |uid| (uid == "p2").then_some(false)));
     }
 
     #[test]

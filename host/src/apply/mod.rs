@@ -844,13 +844,20 @@ async fn delete_pods(
             ..DeleteParams::default()
         };
         fenced(target, "delete").map_err(DeleteStop::Fenced)?;
+        // Awaited from before it is sent: a reconcile cancelled with the
+        // delete on the wire leaves it as maybe made, not forgotten.
+        let sending = target.expectations.send_deletion(target.owner_uid, &uid);
         match pods.delete(name, &params).await {
-            Ok(_) => {}
+            Ok(_) => sending.answered(),
             // Already gone, or replaced by another pod of the same name: fine.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(source) => return Err(DeleteStop::Failed(name.clone(), source)),
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                sending.answered()
+            }
+            Err(source) => {
+                sending.failed();
+                return Err(DeleteStop::Failed(name.clone(), source));
+            }
         }
-        target.expectations.expect_deleted(target.owner_uid, &uid);
         target.metrics.pods_deleted.inc();
         applied.deleted.push(name.clone());
     }

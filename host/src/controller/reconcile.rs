@@ -148,7 +148,7 @@ pub async fn reconcile_fenced(
     let Some(object) = read_object(&ctx, dispatched).await? else {
         return Ok(Action::await_change());
     };
-    settle_unknown_creates(&ctx, &object).await;
+    settle_unknown_outcomes(&ctx, &object).await;
     if let Some(wait) = wait_for_own_changes(&ctx, &object) {
         return Ok(wait);
     }
@@ -278,16 +278,17 @@ async fn read_object(
     Ok(Some(Object { jz, uid, key, pods }))
 }
 
-/// Step 1, continued: creates of this object whose outcome is unknown
-/// (maybe sent) are settled by a read of the API server (its pods, by the
-/// owner label, controlled by its UID): those it shows no pod for were not
-/// made and stop holding the object (see
+/// Step 1, continued: creates and deletes of this object whose outcome is
+/// unknown (maybe sent) are settled by a read of the API server (its pods,
+/// by the owner label, controlled by its UID): creates it shows no pod for
+/// were not made, deletes of pods it shows live were not made, and neither
+/// holds the object any more (see
 /// [`Expectations::settle_by_read`]). When the read fails too, the object
 /// keeps waiting; if the server could not be reached it is stranded
 /// ([`super::recovery`]): queued again as soon as the server answers.
-async fn settle_unknown_creates(ctx: &Context, object: &Object) {
+async fn settle_unknown_outcomes(ctx: &Context, object: &Object) {
     let expectations = &ctx.objects.expectations;
-    let unknown = expectations.unknown_creates(&object.uid);
+    let unknown = expectations.unknown_outcomes(&object.uid);
     if unknown == 0 {
         return;
     }
@@ -305,7 +306,7 @@ async fn settle_unknown_creates(ctx: &Context, object: &Object) {
     {
         Ok(listed) => listed,
         Err(err) => {
-            tracing::debug!(object = %object.key, error = %shown(&err.to_string()), "could not read the pods to settle creates with an unknown outcome");
+            tracing::debug!(object = %object.key, error = %shown(&err.to_string()), "could not read the pods to settle creates or deletes with an unknown outcome");
             if !matches!(err, kube::Error::Api(_)) {
                 ctx.recovery
                     .strand(&object.uid, ObjectRef::from_obj(object.jz.as_ref()));
@@ -322,12 +323,15 @@ async fn settle_unknown_creates(ctx: &Context, object: &Object) {
         .items
         .iter()
         .filter(|p| is_controlled_by(*p, &object.uid))
-        .filter_map(|p| p.metadata.uid.as_deref());
+        .filter_map(|p| {
+            let terminating = p.metadata.deletion_timestamp.is_some();
+            p.metadata.uid.as_deref().map(|uid| (uid, terminating))
+        });
     let released = expectations.settle_by_read(&object.uid, owned, |uid| cached.contains(uid));
     if released > 0 {
-        tracing::info!(object = %object.key, unknown, not_made = released, "creates with an unknown outcome were not made (a read of the API server shows no such pod); proposing them again");
+        tracing::info!(object = %object.key, unknown, not_made = released, "creates or deletes with an unknown outcome were not made (a read of the API server shows no such pod, or the pod live); proposing them again");
     } else {
-        tracing::debug!(object = %object.key, unknown, "creates with an unknown outcome may have been made; waiting for the watch to show them");
+        tracing::debug!(object = %object.key, unknown, "creates or deletes with an unknown outcome may have been made; waiting for the watch to show them");
     }
 }
 
