@@ -881,18 +881,45 @@ async fn a_stricter_pod_policy_on_the_resource_holds_its_plugin() -> anyhow::Res
     });
     let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
     api.create(&PostParams::default(), &restricted).await?;
+    // A shadow resource on the same bytes (so the same digest) asking for
+    // no pod policy: it must not loosen the active resource's (issue 40,
+    // hazard 7: the policies were kept per digest, and the shadow's erased
+    // the active one's).
+    let shadow_name = format!("{name}-shadow");
+    let mut shadow = resource(&env, "plugin");
+    shadow.metadata.name = Some(shadow_name.clone());
+    shadow.spec.mode = PluginMode::Shadow;
+    api.create(&PostParams::default(), &shadow).await?;
     let host = ResourceHost::start_with(
         &env,
         &name,
         "replica-a",
         Setup {
             pod_policy: PodPolicy::Baseline,
+            shadow: Some(&shadow_name),
             ..Setup::default()
         },
     )
     .await?;
     let status = wait_for_effective(&env, &name, "restricted").await?;
     assert!(status.is_empty(), "nothing clamped: {status}");
+    let digest = digest_of(&std::fs::read(plugin("misbehaving-plugin", &[]))?);
+    wait_replicas_on(&env, &shadow_name, &["replica-a"], &digest).await?;
+    // The shadow vetted again after the active resource: its narrowing is
+    // the latest.
+    let generation = api
+        .patch(
+            &shadow_name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": {"limits": {"timeoutMs": 900}}})),
+        )
+        .await?
+        .metadata
+        .generation;
+    wait_for("the shadow resource vetted again", CONVERGE, || async {
+        Ok(status_of(&env, &shadow_name).await?.observed_generation >= generation)
+    })
+    .await?;
 
     env.create("good", 1, &[]).await?;
     env.create("root", 1, &[(MISBEHAVE, "escalate:run-as-root")])
@@ -910,6 +937,7 @@ async fn a_stricter_pod_policy_on_the_resource_holds_its_plugin() -> anyhow::Res
     wait_for_effective(&env, &name, "baseline").await?;
     host.stop().await;
     delete_resource(&env, &name).await;
+    delete_resource(&env, &shadow_name).await;
     Ok(())
 }
 
