@@ -104,6 +104,8 @@ pub struct PerObject {
     pub logs: crate::telemetry::log_limit::LogLimit,
     /// Status changes held for a window.
     pub status_window: status_window::StatusWindow,
+    /// The plugin slot, whose rollback judge remembers failing objects.
+    plugin: Option<Arc<ActivePlugin>>,
 }
 
 impl PerObject {
@@ -122,7 +124,14 @@ impl PerObject {
             own_writes: own_writes::OwnWrites::default(),
             logs: Default::default(),
             status_window: status_window::StatusWindow::new(status_window),
+            plugin: None,
         }
+    }
+
+    /// Forgets objects in `plugin`'s rollback bookkeeping too.
+    pub fn with_plugin(mut self, plugin: Arc<ActivePlugin>) -> Self {
+        self.plugin = Some(plugin);
+        self
     }
 
     /// Drops everything kept for the Jinghzhu `uid`.
@@ -133,6 +142,9 @@ impl PerObject {
         self.own_writes.forget(uid);
         self.logs.forget(uid);
         self.status_window.forget(uid);
+        if let Some(plugin) = &self.plugin {
+            plugin.forget_object(uid);
+        }
     }
 }
 
@@ -231,11 +243,14 @@ pub async fn run(
             leadership.stop_new_work();
         }
     };
-    let objects = Arc::new(PerObject::new(
-        config.expectations_timeout,
-        config.budget,
-        config.status_window,
-    ));
+    let objects = Arc::new(
+        PerObject::new(
+            config.expectations_timeout,
+            config.budget,
+            config.status_window,
+        )
+        .with_plugin(plugin.clone()),
+    );
     let selection = config.shards.as_ref().map(|shards| {
         tokio::sync::watch::Sender::new(watch::Selection {
             generation: 0,

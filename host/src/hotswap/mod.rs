@@ -28,7 +28,7 @@ pub mod sources;
 pub mod swapper;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,7 @@ use crate::apply::Limits;
 use crate::apply::policy::{PodPolicy, PolicyConfig};
 use crate::crd::Jinghzhu;
 use crate::runtime::LoadedPlugin;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, PluginCallLabels};
 
 /// When to roll back to the previous plugin: judged per object, over the
 /// objects that were not failing under the previous plugin (see
@@ -90,7 +90,24 @@ pub struct ActivePlugin {
     pod_policies: RwLock<HashMap<String, (String, PodPolicy)>>,
     /// The last swap or rollback, and the shortest time between two.
     swap_clock: Mutex<(Option<Instant>, Duration)>,
+    /// Plugins that stopped serving whose metric series are still kept,
+    /// oldest first (see [`ActivePlugin::retire`]).
+    retired: Mutex<VecDeque<PluginCallLabels>>,
     metrics: Arc<Metrics>,
+}
+
+/// Plugins no longer serving whose per-plugin metric series (calls,
+/// errors, durations, outcomes) are kept, so a dashboard still shows the
+/// last few versions; older ones' series are dropped, so a long life of
+/// pushes does not grow `/metrics` without end.
+pub const RETIRED_PLUGIN_SERIES_KEPT: usize = 4;
+
+impl std::fmt::Debug for ActivePlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActivePlugin")
+            .field("serving", &self.serving().map(|p| p.describe()))
+            .finish_non_exhaustive()
+    }
 }
 
 impl ActivePlugin {
@@ -119,6 +136,7 @@ impl ActivePlugin {
             shadow: RwLock::new(None),
             pod_policies: RwLock::new(HashMap::new()),
             swap_clock: Mutex::new((None, damper::DEFAULT_MIN_SWAP_INTERVAL)),
+            retired: Mutex::new(VecDeque::new()),
             metrics,
         }
     }
@@ -237,7 +255,14 @@ impl ActivePlugin {
             .failing_under(old.digest());
         *self.probation.lock().unwrap_or_else(|e| e.into_inner()) =
             Some(probation::Probation::start(plugin.digest(), inherited));
-        *self.previous.lock().unwrap_or_else(|e| e.into_inner()) = Some(old);
+        let displaced = self
+            .previous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(old);
+        if let Some(displaced) = displaced {
+            self.retire(&displaced);
+        }
         self.metrics.plugin_swaps.inc();
         self.generation.send_modify(|g| *g += 1);
     }
@@ -309,13 +334,58 @@ impl ActivePlugin {
                 back_to = %previous.describe(),
                 "plugin fails on too many objects after the swap; rolling back (objects failing before the swap are not judged)"
             );
-            {
+            let failed = {
                 let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-                *current = Some(previous);
+                current.replace(previous)
+            };
+            if let Some(failed) = failed {
+                self.retire(&failed);
             }
             self.metrics.plugin_rollbacks.inc();
             self.swapped_now();
             self.generation.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// Forgets the object `uid` (deleted, or no longer this replica's) in
+    /// the rollback judge's memory of failing objects.
+    pub fn forget_object(&self, uid: &str) {
+        self.failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(uid);
+    }
+
+    /// `plugin` stopped serving (displaced as the previous plugin, or
+    /// rolled back): its metric series are kept among the last
+    /// [`RETIRED_PLUGIN_SERIES_KEPT`] retired plugins, and the oldest beyond
+    /// those are dropped, unless that digest serves again (as the active,
+    /// previous or shadow plugin).
+    fn retire(&self, plugin: &LoadedPlugin) {
+        let labels = Metrics::plugin_labels(plugin);
+        let dropped: Vec<PluginCallLabels> = {
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            retired.retain(|kept| kept != &labels);
+            retired.push_back(labels);
+            let excess = retired.len().saturating_sub(RETIRED_PLUGIN_SERIES_KEPT);
+            retired.drain(..excess).collect()
+        };
+        let in_use: Vec<String> = [
+            self.serving(),
+            self.previous
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            self.shadow(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p.digest().to_string())
+        .collect();
+        for labels in dropped {
+            if !in_use.contains(&labels.digest) {
+                self.metrics.forget_plugin(&labels);
+            }
         }
     }
 

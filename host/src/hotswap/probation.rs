@@ -38,6 +38,13 @@ impl FailingObjects {
         }
     }
 
+    /// Forgets `object` (deleted, or no longer this replica's): a deleted
+    /// object's failure would otherwise hold one of the
+    /// [`MAX_FAILING_OBJECTS`] places for good.
+    pub fn forget(&mut self, object: &str) {
+        self.by_object.remove(object);
+    }
+
     /// The objects whose latest reconcile failed under plugin `digest`.
     pub fn failing_under(&self, digest: &str) -> HashSet<String> {
         self.by_object
@@ -136,6 +143,18 @@ impl Probation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forgotten_object_is_not_remembered_as_failing() {
+        let mut failing = FailingObjects::default();
+        failing.record("gone", "sha256:a", false);
+        failing.record("kept", "sha256:a", false);
+        failing.forget("gone");
+        assert_eq!(
+            failing.failing_under("sha256:a"),
+            HashSet::from(["kept".to_string()])
+        );
+    }
 
     #[test]
     fn an_object_counts_once_however_often_it_is_reconciled() {

@@ -580,13 +580,38 @@ impl Metrics {
     pub fn plugin_call(&self, plugin: &LoadedPlugin) -> PluginCall<'_> {
         PluginCall {
             metrics: self,
-            labels: PluginCallLabels {
-                plugin: plugin.info().name.clone(),
-                version: plugin.info().version.clone(),
-                digest: plugin.digest().to_string(),
-            },
+            labels: Self::plugin_labels(plugin),
             started: Instant::now(),
             recorded_duration: false,
+        }
+    }
+
+    /// The `{plugin,version,digest}` labels of `plugin`'s series.
+    pub fn plugin_labels(plugin: &LoadedPlugin) -> PluginCallLabels {
+        PluginCallLabels {
+            plugin: plugin.info().name.clone(),
+            version: plugin.info().version.clone(),
+            digest: plugin.digest().to_string(),
+        }
+    }
+
+    /// Drops the series of the plugin `labels` names: its calls, errors,
+    /// call durations and outcomes (see
+    /// [`crate::hotswap::RETIRED_PLUGIN_SERIES_KEPT`]).
+    pub fn forget_plugin(&self, labels: &PluginCallLabels) {
+        let by_digest = PluginLabels {
+            plugin: labels.digest.clone(),
+        };
+        self.plugin_calls.remove(&by_digest);
+        self.plugin_errors.remove(&by_digest);
+        self.plugin_call_duration.remove(labels);
+        for outcome in PluginOutcome::ALL {
+            self.plugin_call_outcomes.remove(&PluginOutcomeLabels {
+                plugin: labels.plugin.clone(),
+                version: labels.version.clone(),
+                digest: labels.digest.clone(),
+                outcome: outcome.label().to_string(),
+            });
         }
     }
 
@@ -692,6 +717,18 @@ pub enum PluginOutcome {
 }
 
 impl PluginOutcome {
+    /// Every outcome.
+    pub const ALL: [PluginOutcome; 8] = [
+        PluginOutcome::Ok,
+        PluginOutcome::Error,
+        PluginOutcome::Deadline,
+        PluginOutcome::Memory,
+        PluginOutcome::Trap,
+        PluginOutcome::Host,
+        PluginOutcome::Rejected,
+        PluginOutcome::OutputTooLarge,
+    ];
+
     /// The `outcome` label value.
     pub fn label(self) -> &'static str {
         match self {

@@ -690,3 +690,55 @@ async fn a_flapping_plugin_source_costs_no_status_writes_and_few_swaps() -> anyh
     host.stop().await;
     Ok(())
 }
+
+/// Issue 40, "bookkeeping that forgets": every plugin that ever served kept
+/// its per-plugin metric series (calls, errors, durations, outcomes) for
+/// the life of the host, so a long life of pushes grew `/metrics` without
+/// end. The serving and previous plugins and the last
+/// `RETIRED_PLUGIN_SERIES_KEPT` retired ones keep theirs; older ones' go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_series_of_long_retired_plugins_are_dropped() -> anyhow::Result<()> {
+    use wasm_operator::hotswap::RETIRED_PLUGIN_SERIES_KEPT;
+    use wasm_operator::telemetry::metrics::PluginLabels;
+    let builds: Vec<Vec<u8>> = (0..RETIRED_PLUGIN_SERIES_KEPT + 4)
+        .map(|i| with_custom_section(&v1(), "build", format!("build {i}").as_bytes()))
+        .collect();
+    let env = TestEnv::new("series").await?;
+    let dir = tempfile::tempdir()?;
+    let live = dir.path().join("plugin.wasm");
+    std::fs::write(&live, &builds[0])?;
+    let host = RunningHost::start_with(&env, HostOptions::file(&live)).await?;
+    host.plugin.set_min_swap_interval(Duration::ZERO);
+    env.create("web", 1, &[]).await?;
+    env.wait_converged("web", 1, Duration::from_secs(60))
+        .await?;
+    let calls = |digest: &str| {
+        host.metrics
+            .plugin_calls
+            .get(&PluginLabels {
+                plugin: digest.to_string(),
+            })
+            .map(|c| c.get())
+    };
+    for build in &builds[1..] {
+        replace_file(&live, build);
+        let digest = digest_of(build);
+        // A swap re-queues the object: the new build is called.
+        wait_for(
+            "the build serving and called",
+            Duration::from_secs(60),
+            || async { Ok(host.plugin.current().digest() == digest && calls(&digest).is_some()) },
+        )
+        .await?;
+    }
+    let digests: Vec<String> = builds.iter().map(|b| digest_of(b)).collect();
+    let (dropped, kept) = digests.split_at(2);
+    for digest in dropped {
+        assert_eq!(calls(digest), None, "{digest}'s series dropped");
+    }
+    for digest in kept {
+        assert!(calls(digest).is_some(), "{digest}'s series kept");
+    }
+    host.stop().await;
+    Ok(())
+}
