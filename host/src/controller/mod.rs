@@ -211,6 +211,126 @@ impl Default for ControllerConfig {
     }
 }
 
+/// What a reconcile passes first: its shard's hold when sharded, else the
+/// leadership (which, on a new term, waits for the pod cache to catch up).
+fn reconcile_gate(
+    client: &Client,
+    config: &ControllerConfig,
+    watches: &watch::Watches,
+) -> Arc<Gate> {
+    if let Some(shards) = config.shards.clone() {
+        return Arc::new(Gate::Shards(shards));
+    }
+    let pods_api: Api<Pod> = match config.namespace.as_deref() {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    Arc::new(Gate::Leader(Arc::new(LeaderGate::new(
+        config.leadership.clone(),
+        pods_api,
+        MANAGED_BY_SELECTOR,
+        watches.pod_cache.clone(),
+    ))))
+}
+
+/// The shard of an object, for the per-shard queue depth (`None` unsharded).
+fn shard_of_objects(
+    shards: Option<Shards>,
+    queue: &metrics::QueueTracker,
+) -> impl Fn(&Jinghzhu) -> Option<u32> + Clone + Send + Sync + 'static {
+    if let Some(shards) = &shards {
+        queue.set_shard_count(shards.count());
+    }
+    move |jz: &Jinghzhu| -> Option<u32> {
+        let shards = shards.as_ref()?;
+        jz.metadata.uid.as_deref().map(|uid| shards.shard_of(uid))
+    }
+}
+
+/// Sharded: the labeller and the task that syncs taken shards (both stop
+/// when the returned value is dropped); `None` without shards.
+fn start_shard_tasks(
+    client: &Client,
+    config: &ControllerConfig,
+    selection: Option<tokio::sync::watch::Sender<watch::Selection>>,
+    watches: &watch::Watches,
+    objects: &Arc<PerObject>,
+) -> Option<(Labeller, AbortOnDrop)> {
+    let (Some(shards), Some(selection), Some(synced)) =
+        (&config.shards, selection, &watches.synced)
+    else {
+        return None;
+    };
+    let labeller = Labeller::start(client, config.namespace.as_deref(), shards);
+    let sync = tokio::spawn(tracing::Instrument::in_current_span(shard_sync(
+        shards.clone(),
+        selection,
+        synced.clone(),
+        labeller.ready(),
+        watches.jinghzhu_cache.clone(),
+        objects.clone(),
+    )));
+    Some((labeller, AbortOnDrop(sync)))
+}
+
+/// The owners pod events queue, counted as queued when their owner's batch
+/// window closes, so the depth is the backlog of objects due, not those
+/// gathering events.
+fn queued_pod_triggers(
+    pods: watch::ObjectStream<crate::cached_pod::CachedPod>,
+    batch: pod_batch::PodBatchConfig,
+    queue: &Arc<metrics::QueueTracker>,
+    cache: kube::runtime::reflector::Store<Jinghzhu>,
+    shard_of: impl Fn(&Jinghzhu) -> Option<u32> + Send + 'static,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<Jinghzhu>> + Send + 'static {
+    let depth = {
+        let queue = queue.clone();
+        move || queue.depth()
+    };
+    let queue = queue.clone();
+    pod_batch::owner_triggers(pods, batch, depth).inspect(move |owner| {
+        let shard = cache.get(owner).and_then(|jz| shard_of(&jz));
+        queue.added_in_shard(
+            format!(
+                "{}/{}",
+                owner.namespace.as_deref().unwrap_or_default(),
+                owner.name
+            ),
+            shard,
+        )
+    })
+}
+
+/// Drives the controller's reconciles until they end or the shutdown's
+/// cut-off, beating the heartbeat (from this task, so a wedged driver
+/// stops it); whatever still runs then is cancelled.
+async fn drive<T, E: std::error::Error + 'static>(
+    results: impl futures::Stream<
+        Item = Result<T, kube::runtime::controller::Error<E, kube::runtime::watcher::Error>>,
+    >,
+    health: &crate::telemetry::health::Health,
+    stopping: tokio::sync::watch::Receiver<Option<tokio::time::Instant>>,
+    timeout: Duration,
+) {
+    let mut results = Box::pin(results);
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
+    let mut cut_off = std::pin::pin!(cut_off(stopping, timeout));
+    loop {
+        tokio::select! {
+            result = results.next() => match result {
+                Some(Err(err)) => reconcile::log_controller_error(&err),
+                Some(Ok(_)) => {}
+                None => break,
+            },
+            _ = heartbeat.tick() => health.beat(),
+            () = &mut cut_off => {
+                tracing::warn!(timeout = ?timeout, "shutting down: reconciles still running are cancelled");
+                break;
+            }
+        }
+    }
+}
+
 /// Runs the controller until `shutdown` resolves, then lets running
 /// reconciles finish and records the Events still queued, all within
 /// [`ControllerConfig::shutdown_timeout`].
@@ -268,31 +388,8 @@ pub async fn run(
         config.list_bounds.clone(),
     );
     // Sharded: label what lacks the label, and sync taken shards (both stop with this function).
-    let _shard_tasks = match (&config.shards, selection, &watches.synced) {
-        (Some(shards), Some(selection), Some(synced)) => {
-            let labeller = Labeller::start(&client, config.namespace.as_deref(), shards);
-            let sync = tokio::spawn(tracing::Instrument::in_current_span(shard_sync(
-                shards.clone(),
-                selection,
-                synced.clone(),
-                labeller.ready(),
-                watches.jinghzhu_cache.clone(),
-                objects.clone(),
-            )));
-            Some((labeller, AbortOnDrop(sync)))
-        }
-        _ => None,
-    };
-    let pods_api: Api<Pod> = match config.namespace.as_deref() {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    let gate = Arc::new(LeaderGate::new(
-        config.leadership.clone(),
-        pods_api,
-        MANAGED_BY_SELECTOR,
-        watches.pod_cache.clone(),
-    ));
+    let _shard_tasks = start_shard_tasks(&client, &config, selection, &watches, &objects);
+    let gate = reconcile_gate(&client, &config, &watches);
     let recovery = Arc::new(recovery::Recovery::default());
     let ctx = Arc::new(Context {
         client,
@@ -312,40 +409,15 @@ pub async fn run(
     metrics.init_controller(config.workers);
     let queue = metrics.queue.clone();
     track_queue_liveness(&queue, watches.jinghzhu_cache.clone());
-    // The shard of an object, for the per-shard queue depth.
-    let shard_of = {
-        let shards = config.shards.clone();
-        if let Some(shards) = &shards {
-            queue.set_shard_count(shards.count());
-        }
-        move |jz: &Jinghzhu| -> Option<u32> {
-            let shards = shards.as_ref()?;
-            jz.metadata.uid.as_deref().map(|uid| shards.shard_of(uid))
-        }
-    };
-    // Pod events count as queued when their owner's batch window closes, so
-    // the depth is the backlog of objects due, not those gathering events.
+    let shard_of = shard_of_objects(config.shards.clone(), &queue);
     let jinghzhus = track_triggers(watches.jinghzhus, queue.clone(), shard_of.clone());
-    let pod_triggers = pod_batch::owner_triggers(watches.pods, config.pod_batch, {
-        let queue = queue.clone();
-        move || queue.depth()
-    })
-    .inspect({
-        let queue = queue.clone();
-        let cache = watches.jinghzhu_cache.clone();
-        let shard_of = shard_of.clone();
-        move |owner| {
-            let shard = cache.get(owner).and_then(|jz| shard_of(&jz));
-            queue.added_in_shard(
-                format!(
-                    "{}/{}",
-                    owner.namespace.as_deref().unwrap_or_default(),
-                    owner.name
-                ),
-                shard,
-            )
-        }
-    });
+    let pod_triggers = queued_pod_triggers(
+        watches.pods,
+        config.pod_batch,
+        &queue,
+        watches.jinghzhu_cache.clone(),
+        shard_of.clone(),
+    );
     let requeue_all = requeue_all_triggers(
         &plugin,
         &config,
@@ -353,10 +425,6 @@ pub async fn run(
         queue,
         shard_of,
     );
-    let gate = Arc::new(match config.shards.clone() {
-        Some(shards) => Gate::Shards(shards),
-        None => Gate::Leader(gate),
-    });
     let recovered = recovery.requeues(ctx.client.clone(), ctx.objects.clone());
     let results = Controller::for_stream(jinghzhus, watches.jinghzhu_cache)
         .reconcile_on(pod_triggers)
@@ -369,27 +437,8 @@ pub async fn run(
             reconcile::error_policy,
             ctx,
         );
-    // The heartbeat beats from the task that drives the controller.
-    let mut results = Box::pin(results);
-    let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
     let timeout = config.shutdown_timeout;
-    let mut cut_off = std::pin::pin!(cut_off(stopping.clone(), timeout));
-    loop {
-        tokio::select! {
-            result = results.next() => match result {
-                Some(Err(err)) => reconcile::log_controller_error(&err),
-                Some(Ok(_)) => {}
-                None => break,
-            },
-            _ = heartbeat.tick() => config.health.beat(),
-            () = &mut cut_off => {
-                tracing::warn!(timeout = ?timeout, "shutting down: reconciles still running are cancelled");
-                break;
-            }
-        }
-    }
-    // Cancels whatever still runs.
-    drop(results);
+    drive(results, &config.health, stopping.clone(), timeout).await;
     let stopped_at = *stopping.borrow();
     let drain = stopped_at.map_or(EVENT_DRAIN_TIMEOUT, |at| {
         (at + timeout)

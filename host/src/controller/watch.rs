@@ -62,7 +62,8 @@ use crate::telemetry::metrics::WatchLabels;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
-type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
+/// A watch stream of `K`s, boxed.
+pub type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
 
 /// The two watch streams (to hand to the controller) and their caches.
 pub struct Watches {
