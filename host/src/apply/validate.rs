@@ -234,6 +234,17 @@ pub fn check_bounds(
             )
         });
     }
+    check_create_sizes(out, &budget, &mut broken);
+    if let Some(status) = &out.status {
+        check_status_sizes(status, limits, &mut broken);
+    }
+    check_events(out, limits, &mut broken);
+    broken.finish()
+}
+
+/// [`check_bounds`], each create: spec size, label counts, metadata bytes
+/// and name length.
+fn check_create_sizes(out: &wit::ReconcileOutput, budget: &MetadataBudget, broken: &mut Broken) {
     for (i, create) in out.create_pods.iter().enumerate() {
         if create.spec_json.len() > MAX_SPEC_BYTES {
             broken.push("limits/spec-size", || {
@@ -268,39 +279,45 @@ pub fn check_bounds(
             });
         }
     }
-    if let Some(status) = &out.status {
-        if status.state.len() > MAX_STATE_LEN {
-            broken.push("limits/status-size", || {
-                format!("status.state is longer than {MAX_STATE_LEN} bytes")
-            });
-        }
-        if status.message.len() > MAX_MESSAGE_LEN {
-            broken.push("limits/status-size", || {
-                format!("status.message is longer than {MAX_MESSAGE_LEN} bytes")
-            });
-        }
-        if status.pod_list.len() > limits.max_pods_per_object {
-            broken.push("limits/status-size", || {
-                format!(
-                    "status.podList has {} entries, more than the pod limit of {}",
-                    status.pod_list.len(),
-                    limits.max_pods_per_object
-                )
-            });
-        }
-        if status
-            .pod_list
-            .iter()
-            .any(|n| n.len() > names::MAX_NAME_LEN)
-        {
-            broken.push("limits/status-size", || {
-                format!(
-                    "status.podList has a name longer than {}",
-                    names::MAX_NAME_LEN
-                )
-            });
-        }
+}
+
+/// [`check_bounds`], the status: state, message and pod list sizes.
+fn check_status_sizes(status: &wit::JinghzhuStatus, limits: &Limits, broken: &mut Broken) {
+    if status.state.len() > MAX_STATE_LEN {
+        broken.push("limits/status-size", || {
+            format!("status.state is longer than {MAX_STATE_LEN} bytes")
+        });
     }
+    if status.message.len() > MAX_MESSAGE_LEN {
+        broken.push("limits/status-size", || {
+            format!("status.message is longer than {MAX_MESSAGE_LEN} bytes")
+        });
+    }
+    if status.pod_list.len() > limits.max_pods_per_object {
+        broken.push("limits/status-size", || {
+            format!(
+                "status.podList has {} entries, more than the pod limit of {}",
+                status.pod_list.len(),
+                limits.max_pods_per_object
+            )
+        });
+    }
+    if status
+        .pod_list
+        .iter()
+        .any(|n| n.len() > names::MAX_NAME_LEN)
+    {
+        broken.push("limits/status-size", || {
+            format!(
+                "status.podList has a name longer than {}",
+                names::MAX_NAME_LEN
+            )
+        });
+    }
+}
+
+/// [`check_bounds`], the Events: how many, and each one's size.
+fn check_events(out: &wit::ReconcileOutput, limits: &Limits, broken: &mut Broken) {
     if out.events.len() > limits.max_events {
         broken.push("limits/events", || {
             format!(
@@ -319,7 +336,6 @@ pub fn check_bounds(
             });
         }
     }
-    broken.finish()
 }
 
 /// What one object's pods carry of labels and annotations the plugin wrote:
