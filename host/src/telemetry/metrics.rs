@@ -320,6 +320,12 @@ impl Metrics {
             "Lists abandoned at a bound (pages, items, bytes, repeated_token), by resource; retried with backoff",
             self.list_refused.clone(),
         );
+        self.register_plugins(r);
+        self.register_writes(r);
+    }
+
+    /// The plugin's series: calls, outcomes, swaps, rollbacks, the shadow.
+    fn register_plugins(&self, r: &mut Registry) {
         r.register(
             "plugin_calls",
             "Plugin reconcile calls",
@@ -329,33 +335,6 @@ impl Metrics {
             "plugin_errors",
             "Failed plugin reconcile calls",
             self.plugin_errors.clone(),
-        );
-        r.register(
-            "rejected_outputs",
-            "Plugin outputs rejected by validation",
-            self.rejected_outputs.clone(),
-        );
-        r.register(
-            "apply_errors",
-            "API errors while applying",
-            self.apply_errors.clone(),
-        );
-        r.register(
-            "write_budget_exceeded",
-            "Proposals held back because their object's write budget was spent",
-            self.budget_exceeded.clone(),
-        );
-        r.register("pods_created", "Pods created", self.pods_created.clone());
-        r.register("pods_deleted", "Pods deleted", self.pods_deleted.clone());
-        r.register(
-            "status_patches",
-            "Status patches written",
-            self.status_patches.clone(),
-        );
-        r.register(
-            "status_held",
-            "Status changes held for their object's coalescing window (--status-coalesce-ms)",
-            self.status_held.clone(),
         );
         r.register(
             "plugin_swaps",
@@ -403,6 +382,47 @@ impl Metrics {
             self.plugin_serving.clone(),
         );
         r.register(
+            "plugin_call_duration_seconds",
+            "Duration of plugin reconcile calls, by plugin name, version and digest",
+            self.plugin_call_duration.clone(),
+        );
+        r.register(
+            "plugin_call_outcomes",
+            "Plugin reconcile calls by outcome (ok, error, deadline, memory, trap, host, rejected)",
+            self.plugin_call_outcomes.clone(),
+        );
+    }
+
+    /// What the host wrote, held back or could not write.
+    fn register_writes(&self, r: &mut Registry) {
+        r.register(
+            "rejected_outputs",
+            "Plugin outputs rejected by validation",
+            self.rejected_outputs.clone(),
+        );
+        r.register(
+            "apply_errors",
+            "API errors while applying",
+            self.apply_errors.clone(),
+        );
+        r.register(
+            "write_budget_exceeded",
+            "Proposals held back because their object's write budget was spent",
+            self.budget_exceeded.clone(),
+        );
+        r.register("pods_created", "Pods created", self.pods_created.clone());
+        r.register("pods_deleted", "Pods deleted", self.pods_deleted.clone());
+        r.register(
+            "status_patches",
+            "Status patches written",
+            self.status_patches.clone(),
+        );
+        r.register(
+            "status_held",
+            "Status changes held for their object's coalescing window (--status-coalesce-ms)",
+            self.status_held.clone(),
+        );
+        r.register(
             "events_dropped",
             "Events not recorded because the Event queue was full",
             self.events_dropped.clone(),
@@ -426,16 +446,6 @@ impl Metrics {
             "fenced_writes",
             "Writes not sent because the leadership or shard they were for had lapsed on this host's monotonic clock, by verb and hold",
             self.fenced_writes.clone(),
-        );
-        r.register(
-            "plugin_call_duration_seconds",
-            "Duration of plugin reconcile calls, by plugin name, version and digest",
-            self.plugin_call_duration.clone(),
-        );
-        r.register(
-            "plugin_call_outcomes",
-            "Plugin reconcile calls by outcome (ok, error, deadline, memory, trap, host, rejected)",
-            self.plugin_call_outcomes.clone(),
         );
     }
 
