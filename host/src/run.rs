@@ -408,13 +408,9 @@ fn check_instance_pool(args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs the host until Ctrl-C or SIGTERM. On a signal, reconciles that are
-/// running finish, the Lease (if held) is released, and the host exits,
-/// all within `--shutdown-timeout-secs` (what still runs then is cancelled).
-pub async fn run(args: RunArgs) -> Result<()> {
-    let policy = args.policy.config()?;
-    let max_creates = usize::try_from(args.max_creates).unwrap_or(usize::MAX);
-    // One reconcile's writes: its creates, a delete Event, its Events and status.
+/// One reconcile's writes (its creates, a delete Event, its Events and
+/// status) must fit in `--write-burst`.
+fn check_write_burst(args: &RunArgs) -> Result<()> {
     let one_reconcile = args.max_creates + Limits::default().max_events as u64 + 3;
     if u64::from(args.write_burst) < one_reconcile {
         bail!(
@@ -424,6 +420,59 @@ pub async fn run(args: RunArgs) -> Result<()> {
             args.max_creates
         );
     }
+    Ok(())
+}
+
+/// The controller's settings from the flags; `holds_leases` when electing
+/// or sharded (the shutdown leaves time to release them).
+fn controller_config(
+    args: &RunArgs,
+    policy: crate::apply::policy::PolicyConfig,
+    (leadership, health, shards): (Leadership, Arc<Health>, Option<crate::shards::Shards>),
+    holds_leases: bool,
+    list_bounds: crate::list_bounds::ListBounds,
+) -> ControllerConfig {
+    ControllerConfig {
+        namespace: args.namespace.clone(),
+        workers: args.workers,
+        pod_batch: crate::controller::pod_batch::PodBatchConfig {
+            window: Duration::from_millis(args.pod_batch_ms),
+            max_window: Duration::from_millis(args.pod_batch_max_ms),
+            workers: args.workers,
+        },
+        status_window: Duration::from_millis(args.status_coalesce_ms),
+        limits: Limits {
+            max_creates: usize::try_from(args.max_creates).unwrap_or(usize::MAX),
+            max_surge: usize::try_from(args.max_surge).unwrap_or(usize::MAX),
+            min_requeue: Duration::from_millis(args.min_requeue_ms),
+            pod_metadata_budget: usize::try_from(args.pod_metadata_budget_kib * 1024)
+                .unwrap_or(usize::MAX),
+            plugin_key_prefixes: policy.allowed_label_prefixes.clone(),
+            ..Limits::default()
+        },
+        policy,
+        budget: BudgetConfig {
+            burst: args.write_burst,
+            per_minute: args.writes_per_minute,
+        },
+        leadership,
+        health,
+        shards,
+        shutdown_timeout: controller_share(
+            Duration::from_secs(args.shutdown_timeout_secs),
+            holds_leases,
+        ),
+        list_bounds,
+        ..ControllerConfig::default()
+    }
+}
+
+/// Runs the host until Ctrl-C or SIGTERM. On a signal, reconciles that are
+/// running finish, the Lease (if held) is released, and the host exits,
+/// all within `--shutdown-timeout-secs` (what still runs then is cancelled).
+pub async fn run(args: RunArgs) -> Result<()> {
+    let policy = args.policy.config()?;
+    check_write_burst(&args)?;
     check_instance_pool(&args)?;
     let election = args.leader_election.config();
     if let Some(config) = &election {
@@ -495,39 +544,13 @@ pub async fn run(args: RunArgs) -> Result<()> {
         deliver_in_background(&client, &metrics, &plugins, delivery);
     }
 
-    let config = ControllerConfig {
-        namespace: args.namespace.clone(),
-        workers: args.workers,
-        pod_batch: crate::controller::pod_batch::PodBatchConfig {
-            window: Duration::from_millis(args.pod_batch_ms),
-            max_window: Duration::from_millis(args.pod_batch_max_ms),
-            workers: args.workers,
-        },
-        status_window: Duration::from_millis(args.status_coalesce_ms),
-        limits: Limits {
-            max_creates,
-            max_surge: usize::try_from(args.max_surge).unwrap_or(usize::MAX),
-            min_requeue: Duration::from_millis(args.min_requeue_ms),
-            pod_metadata_budget: usize::try_from(args.pod_metadata_budget_kib * 1024)
-                .unwrap_or(usize::MAX),
-            plugin_key_prefixes: policy.allowed_label_prefixes.clone(),
-            ..Limits::default()
-        },
+    let config = controller_config(
+        &args,
         policy,
-        budget: BudgetConfig {
-            burst: args.write_burst,
-            per_minute: args.writes_per_minute,
-        },
-        leadership,
-        health,
-        shards,
-        shutdown_timeout: controller_share(
-            Duration::from_secs(args.shutdown_timeout_secs),
-            elector.is_some() || coordinator.is_some(),
-        ),
+        (leadership, health, shards),
+        elector.is_some() || coordinator.is_some(),
         list_bounds,
-        ..ControllerConfig::default()
-    };
+    );
     tracing::info!(
         namespace = args.namespace.as_deref().unwrap_or("<all>"),
         workers = args.workers,
