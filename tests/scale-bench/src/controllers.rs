@@ -39,6 +39,12 @@ pub enum ControllerKind {
     /// executable named by [`BASELINE_HOST_VAR`] (e.g. a release build of
     /// an older commit), to compare two builds side by side in one run.
     HostBaseline,
+    /// `host` with its log off (`RUST_LOG=off`): beside `host`, the CPU
+    /// its logs at the default level cost.
+    HostSilent,
+    /// `host` logging at debug (`RUST_LOG=debug`: every reconcile's lines,
+    /// as the host logged at info before issue 42): the CPU verbose logs cost.
+    HostDebug,
     /// `tests/peers/kube-rs --floor`: no logic, only the writes converging
     /// needs (a create per pod, one Event per scale, one final status per
     /// object), as fast as the API server takes them.
@@ -59,7 +65,18 @@ impl ControllerKind {
             ControllerKind::HostGo => "host-go",
             ControllerKind::ControllerRuntime => "controller-runtime",
             ControllerKind::HostBaseline => "host-baseline",
+            ControllerKind::HostSilent => "host-silent",
+            ControllerKind::HostDebug => "host-debug",
             ControllerKind::Floor => "floor",
+        }
+    }
+
+    /// The log filter this kind runs with (`RUST_LOG`), if not its default.
+    pub fn log_filter(self) -> Option<&'static str> {
+        match self {
+            ControllerKind::HostSilent => Some("off"),
+            ControllerKind::HostDebug => Some("debug"),
+            _ => None,
         }
     }
 }
@@ -74,6 +91,8 @@ impl ControllerKind {
                 | ControllerKind::HostJs
                 | ControllerKind::HostGo
                 | ControllerKind::HostBaseline
+                | ControllerKind::HostSilent
+                | ControllerKind::HostDebug
         )
     }
 }
@@ -102,7 +121,9 @@ pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
         | ControllerKind::HostPython
         | ControllerKind::HostJs
         | ControllerKind::HostGo
-        | ControllerKind::HostBaseline => {
+        | ControllerKind::HostBaseline
+        | ControllerKind::HostSilent
+        | ControllerKind::HostDebug => {
             let program = match kind {
                 ControllerKind::HostBaseline => {
                     let path = std::env::var_os(BASELINE_HOST_VAR).with_context(|| {
@@ -206,6 +227,9 @@ impl Running {
         // To look into a run: the hosts' log filter (e.g.
         // `info,wasm_operator::controller::reconcile=debug`).
         if let Ok(filter) = std::env::var("SCALE_BENCH_HOST_LOG") {
+            cmd.env("RUST_LOG", filter);
+        }
+        if let Some(filter) = built.kind.log_filter() {
             cmd.env("RUST_LOG", filter);
         }
         let name = match sharding {

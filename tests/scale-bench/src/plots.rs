@@ -44,6 +44,8 @@ fn colour(kind: ControllerKind) -> RGBColor {
         ControllerKind::HostGo => RGBColor(0x17, 0xbe, 0xcf),
         ControllerKind::HostBaseline => RGBColor(0x7f, 0x7f, 0x7f),
         ControllerKind::ControllerRuntime => RGBColor(0xd6, 0x27, 0x28),
+        ControllerKind::HostSilent => RGBColor(0xae, 0xc7, 0xe8),
+        ControllerKind::HostDebug => RGBColor(0x08, 0x30, 0x6b),
         ControllerKind::Floor => RGBColor(0x00, 0x00, 0x00),
     }
 }

@@ -146,6 +146,22 @@ pub fn floor_table(runs: &[RunResult]) -> Option<String> {
     ratios_against(runs, ControllerKind::Floor)
 }
 
+/// What the host's logs cost: `host-silent` (logs off) and `host-debug`
+/// divided by `host` (its default level) at the same N; `None` unless one
+/// of them ran.
+pub fn log_cost_table(runs: &[RunResult]) -> Option<String> {
+    let log_kinds = [ControllerKind::HostSilent, ControllerKind::HostDebug];
+    let runs: Vec<RunResult> = runs
+        .iter()
+        .filter(|r| r.controller == ControllerKind::Host || log_kinds.contains(&r.controller))
+        .cloned()
+        .collect();
+    if !runs.iter().any(|r| log_kinds.contains(&r.controller)) {
+        return None;
+    }
+    ratios_against(&runs, ControllerKind::Host)
+}
+
 /// Each controller's figures divided by `base`'s run at the same N, nodes
 /// and round; `None` without such pairs.
 fn ratios_against(runs: &[RunResult], base_kind: ControllerKind) -> Option<String> {
@@ -527,6 +543,14 @@ fn markdown_text(report: &Report) -> String {
         );
         md.push_str(&ratios);
     }
+    if let Some(ratios) = log_cost_table(&report.runs) {
+        md.push_str(
+            "\n## What the logs cost: ratios to the host at its default level (same N)\n\n\
+             `host-silent` runs with `RUST_LOG=off`, `host-debug` with `RUST_LOG=debug` (every \
+             reconcile's lines).\n\n",
+        );
+        md.push_str(&ratios);
+    }
     if let Some(linearity) = linearity_table(&report.runs) {
         md.push_str(
             "\n## Linearity (the largest N against the smallest, round by round)\n\n\
@@ -648,6 +672,35 @@ mod tests {
             .collect();
         // 10/5, 30/10, and the third host against the last floor: 40/10.
         assert_eq!(converge, ["2.00×", "3.00×", "4.00×"]);
+    }
+
+    #[test]
+    fn the_log_cost_table_compares_the_log_levels_with_the_host_only() {
+        let run = |kind, cpu| RunResult {
+            controller: kind,
+            ..result(1, cpu, 1.0)
+        };
+        let plain = vec![
+            run(ControllerKind::Host, 2.0),
+            run(ControllerKind::Floor, 1.0),
+        ];
+        assert!(log_cost_table(&plain).is_none(), "no log-level runs");
+        let runs = vec![
+            run(ControllerKind::Host, 2.0),
+            run(ControllerKind::HostSilent, 1.5),
+            run(ControllerKind::Floor, 1.0),
+            run(ControllerKind::HostDebug, 3.0),
+        ];
+        let table = log_cost_table(&runs).expect("pairs");
+        let cpu: Vec<(&str, &str)> = table
+            .lines()
+            .skip(2)
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (cells[1], cells[5])
+            })
+            .collect();
+        assert_eq!(cpu, [("host-silent", "0.75×"), ("host-debug", "1.50×")]);
     }
 
     #[test]
