@@ -20,8 +20,9 @@ use crate::apply::Limits;
 use crate::apply::policy::PolicyArgs;
 use crate::controller::budget::BudgetConfig;
 use crate::controller::{self, ControllerConfig};
-use crate::hotswap::RollbackPolicy;
+use crate::hotswap::router::PluginRouter;
 use crate::hotswap::setup::{self, PluginOptions, PluginSource, Plugins};
+use crate::hotswap::{ActivePlugin, RollbackPolicy};
 use crate::leader::lease::parse_duration;
 use crate::leader::{self, Elector, LeaderElectionConfig, Leadership};
 use crate::runtime::compiler::{DEFAULT_COMPILE_MEMORY_MIB, DEFAULT_COMPILE_TIMEOUT};
@@ -148,6 +149,12 @@ pub struct RunArgs {
     /// artifact does not serve it again.
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_ALLOW_DOWNGRADE")]
     pub plugin_allow_downgrade: bool,
+    /// Serve every `JinghzhuPlugin` with `spec.selector` for the Jinghzhus
+    /// it selects, each in a slot of its own beside the default plugin
+    /// (`--plugin` or `--plugin-resource`). Needs the JinghzhuPlugin CRD and
+    /// `list`/`watch` on JinghzhuPlugins.
+    #[arg(long, env = "WASM_OPERATOR_TENANT_PLUGINS")]
+    pub tenant_plugins: bool,
     /// Shortest time between two plugin swaps, in seconds: a source that
     /// moves again sooner (a flapping tag) is held until then and only its
     /// newest plugin is offered; the ones in between are coalesced, counted
@@ -286,6 +293,69 @@ fn oci_source(args: &RunArgs, reference: &str) -> Result<PluginSource> {
     )))
 }
 
+/// How the host follows `JinghzhuPlugin`s: the one `name`d (`""`: none)
+/// and the tenants', from the flags.
+fn resource_options(
+    args: &RunArgs,
+    name: &str,
+    policy: crate::apply::policy::PodPolicy,
+    replica: String,
+) -> Result<crate::plugin_resource::ResourceOptions> {
+    Ok(crate::plugin_resource::ResourceOptions {
+        name: name.to_string(),
+        shadow: args.shadow_plugin_resource.clone(),
+        // The Lease identity when electing, so both name one replica.
+        replica,
+        shadow_queue: usize::from(args.shadow_queue),
+        rollback: RollbackPolicy {
+            window: Duration::from_secs(args.rollback_window_secs),
+            max_failure_ratio: args.rollback_failure_ratio,
+            ..RollbackPolicy::default()
+        },
+        pod_policy: policy,
+        oci: Some((
+            args.oci
+                .options(args.runtime.config().cache_dir.as_deref())?,
+            args.oci.oci_poll_interval,
+        )),
+        files: args.files.rules(),
+        allow_unsigned: args.oci.plugin_resource_allow_unsigned,
+    })
+}
+
+/// `--tenant-plugins`: the router handing each object its slot, with the
+/// tenants followed in a task of their own (see
+/// [`crate::plugin_resource::tenants`]); without it, the default slot only.
+async fn plugin_router(
+    args: &RunArgs,
+    client: &Client,
+    runtime: Arc<Runtime>,
+    metrics: &Arc<Metrics>,
+    (active, policy, replica): (Arc<ActivePlugin>, crate::apply::policy::PodPolicy, String),
+) -> Result<Arc<PluginRouter>> {
+    let router = Arc::new(PluginRouter::new(active));
+    if args.tenant_plugins {
+        crate::plugin_resource::check_tenant_access(client).await?;
+        crate::plugin_resource::tenants::start(
+            client,
+            runtime,
+            resource_options(
+                args,
+                args.plugin_resource.as_deref().unwrap_or_default(),
+                policy,
+                replica,
+            )?,
+            crate::plugin_resource::tenants::SlotSettings {
+                allow_downgrade: args.plugin_allow_downgrade,
+                min_swap_interval: Duration::from_secs(args.min_swap_interval_secs),
+            },
+            metrics.clone(),
+            router.clone(),
+        );
+    }
+    Ok(router)
+}
+
 /// The plugin side `run` asks for: a `JinghzhuPlugin`'s drivers (started:
 /// they pull and compile in tasks of their own), or the empty slot of a
 /// `--plugin` / `--plugin-configmap` source and what [`setup::deliver`]
@@ -304,26 +374,7 @@ async fn plugin_side(
         let plugins = crate::plugin_resource::start(
             client,
             runtime,
-            crate::plugin_resource::ResourceOptions {
-                name: name.clone(),
-                shadow: args.shadow_plugin_resource.clone(),
-                // The Lease identity when electing, so both name one replica.
-                replica,
-                shadow_queue: usize::from(args.shadow_queue),
-                rollback: RollbackPolicy {
-                    window: Duration::from_secs(args.rollback_window_secs),
-                    max_failure_ratio: args.rollback_failure_ratio,
-                    ..RollbackPolicy::default()
-                },
-                pod_policy: policy,
-                oci: Some((
-                    args.oci
-                        .options(args.runtime.config().cache_dir.as_deref())?,
-                    args.oci.oci_poll_interval,
-                )),
-                files: args.files.rules(),
-                allow_unsigned: args.oci.plugin_resource_allow_unsigned,
-            },
+            resource_options(args, name, policy, replica)?,
             metrics.clone(),
         )
         .await?;
@@ -507,7 +558,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let (plugins, delivery) = plugin_side(
         &args,
         &client,
-        runtime,
+        runtime.clone(),
         &metrics,
         (policy.policy, replica.clone()),
     )
@@ -515,6 +566,15 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let active = plugins.active.clone();
     active.allow_downgrades(args.plugin_allow_downgrade);
     active.set_min_swap_interval(Duration::from_secs(args.min_swap_interval_secs));
+
+    let router = plugin_router(
+        &args,
+        &client,
+        runtime,
+        &metrics,
+        (active.clone(), policy.policy, replica.clone()),
+    )
+    .await?;
 
     let (leadership, elector, leader_info) = start_election(&client, &metrics, election)?;
     // Sharded: join the shard Leases (shards are synced once the controller runs).
@@ -564,7 +624,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         shutdown_signal().await;
         let _ = stopped_at.send(tokio::time::Instant::now());
     };
-    controller::run(client.clone(), active.clone(), config, metrics, signal).await;
+    controller::run_routed(client.clone(), router, config, metrics, signal).await;
     // The shadow's queue is work nobody waits for: drop it with the controller.
     active.set_shadow(None, 0);
     let release = release_all(&args, &client, &replica, coordinator, elector);

@@ -77,6 +77,7 @@ use crate::apply::policy::PolicyConfig;
 use crate::apply::{expectations, own_writes};
 use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
+use crate::hotswap::router::PluginRouter;
 use crate::leader::Leadership;
 use crate::leader::catch_up::LeaderGate;
 use crate::ownership::{MANAGED_BY_SELECTOR, SHARD_LABEL};
@@ -104,8 +105,8 @@ pub struct PerObject {
     pub logs: crate::telemetry::log_limit::LogLimit,
     /// Status changes held for a window.
     pub status_window: status_window::StatusWindow,
-    /// The plugin slot, whose rollback judge remembers failing objects.
-    plugin: Option<Arc<ActivePlugin>>,
+    /// The plugin slots, whose rollback judges remember failing objects.
+    plugin: Option<Arc<PluginRouter>>,
 }
 
 impl PerObject {
@@ -128,8 +129,8 @@ impl PerObject {
         }
     }
 
-    /// Forgets objects in `plugin`'s rollback bookkeeping too.
-    pub fn with_plugin(mut self, plugin: Arc<ActivePlugin>) -> Self {
+    /// Forgets objects in the slots' rollback bookkeeping too.
+    pub fn with_plugin(mut self, plugin: Arc<PluginRouter>) -> Self {
         self.plugin = Some(plugin);
         self
     }
@@ -341,6 +342,19 @@ pub async fn run(
     metrics: Arc<metrics::Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let router = Arc::new(PluginRouter::new(plugin));
+    run_routed(client, router, config, metrics, shutdown).await;
+}
+
+/// [`run`] with plugin slots per object: the default one and the tenants'
+/// ([`crate::hotswap::router`]).
+pub async fn run_routed(
+    client: Client,
+    plugin: Arc<PluginRouter>,
+    config: ControllerConfig,
+    metrics: Arc<metrics::Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let writer = event_writer::EventWriter::new(
         client.clone(),
         event_writer::Reporter {
@@ -452,7 +466,7 @@ pub async fn run(
 /// the plugin, this host becoming the leader, a shard turning active here.
 /// Each counts the objects as queued in `queue` (by their `shard_of`).
 fn requeue_all_triggers(
-    plugin: &ActivePlugin,
+    plugin: &PluginRouter,
     config: &ControllerConfig,
     cache: kube::runtime::reflector::Store<Jinghzhu>,
     queue: Arc<metrics::QueueTracker>,

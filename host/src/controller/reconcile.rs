@@ -34,6 +34,7 @@ use crate::apply::{self, Applied, ApplyError, Limits, Validated, validate};
 use crate::cached_pod::CachedPod;
 use crate::crd::{Jinghzhu, JinghzhuStatus};
 use crate::hotswap::ActivePlugin;
+use crate::hotswap::router::PluginRouter;
 use crate::ownership::{MANAGED_BY_SELECTOR, OWNER_LABEL, is_controlled_by};
 use crate::plugin_text::shown;
 use crate::runtime::{LoadedPlugin, PluginError, RawProposal, reclaim};
@@ -53,8 +54,9 @@ pub struct Context {
     pub pod_owners: OwnerIndex,
     /// Opens once the pod cache has had its initial list.
     pub pods_ready: CacheReady,
-    /// The plugin reconciles run with (swappable).
-    pub plugin: Arc<ActivePlugin>,
+    /// Which plugin slot each object is reconciled with (the default's, or
+    /// a tenant's); each slot is swappable.
+    pub plugin: Arc<PluginRouter>,
     /// Expectations, backoff and write budget, per Jinghzhu UID.
     pub objects: Arc<PerObject>,
     /// Where Events go (queued; never waited for).
@@ -154,19 +156,22 @@ pub async fn reconcile_fenced(
     }
     check_own_template(&ctx, &object)?;
     let started = Instant::now();
-    let Some(plugin) = ctx.plugin.serving() else {
-        // The plugin offered at start was refused: the host is unready and
-        // reconciles nothing; the first good plugin re-queues every object.
-        tracing::debug!(object = %object.key, "no plugin serves yet; waiting for a good one");
+    let route = ctx.plugin.route(&object.jz);
+    let slot = &route.slot;
+    let Some(plugin) = slot.serving() else {
+        // The plugin offered at start was refused: the slot serves nothing
+        // (the host is unready if it is the default's); the first good
+        // plugin re-queues every object.
+        tracing::debug!(object = %object.key, tenant = ?route.tenant, "no plugin serves yet; waiting for a good one");
         return Ok(Action::await_change());
     };
     // 2. Call the plugin.
-    let (raw, call) = call_plugin(&ctx, &plugin, &object).await?;
+    let (raw, call) = call_plugin(&ctx, slot, &plugin, &object).await?;
     // 3. Check its whole proposal, then the object's write budget.
-    let (proposal, validated) = check_proposal(&ctx, &object, plugin.digest(), raw, call)?;
+    let (proposal, validated) = check_proposal(&ctx, slot, &object, plugin.digest(), raw, call)?;
     // The shadow gets a copy of the input in its own bounded queue and is
     // held to the same rules there; it never delays this reconcile.
-    ctx.plugin.offer_shadow(
+    slot.offer_shadow(
         &object.jz,
         &object.pods,
         &object.key,
@@ -428,6 +433,7 @@ fn template_allowed(jz: &Jinghzhu) -> Result<(), String> {
 /// call is logged, reported in a `PluginFailed` Event and returned.
 async fn call_plugin<'m>(
     ctx: &'m Context,
+    slot: &ActivePlugin,
     plugin: &Arc<LoadedPlugin>,
     object: &Object,
 ) -> Result<(RawProposal, PluginCall<'m>), ReconcileError> {
@@ -452,7 +458,7 @@ async fn call_plugin<'m>(
         .reconcile_raw(object.jz.as_ref(), &object.pods, &object.key)
         .await;
     call.returned();
-    ctx.plugin.record_outcome(&object.uid, &digest, raw.is_ok());
+    slot.record_outcome(&object.uid, &digest, raw.is_ok());
     let err = match raw {
         Ok(raw) => return Ok((raw, call)),
         Err(err) => err,
@@ -484,6 +490,7 @@ async fn call_plugin<'m>(
 /// and nothing of it is applied.
 fn check_proposal(
     ctx: &Context,
+    slot: &ActivePlugin,
     object: &Object,
     digest: &str,
     raw: RawProposal,
@@ -493,7 +500,7 @@ fn check_proposal(
     let checked = validate::check_bounds(&raw.output, &object.jz, &object.pods, &ctx.limits)
         .and_then(|()| {
             let proposal = raw.into_actions();
-            let policy = ctx.plugin.policy_for(digest, &ctx.policy);
+            let policy = slot.policy_for(digest, &ctx.policy);
             let validated = validate::validate(&object.jz, &object.pods, &proposal, &policy)?;
             Ok((proposal, validated))
         });

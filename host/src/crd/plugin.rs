@@ -57,6 +57,27 @@ pub struct JinghzhuPluginSpec {
     /// The pod policy this plugin needs, within what the host allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_policy: Option<PodPolicySpec>,
+    /// A tenant plugin: the Jinghzhus it serves, beside the host's default
+    /// plugin (hosts started with `--tenant-plugins`). Where two resources
+    /// select one object, one naming namespaces beats one selecting by
+    /// labels alone, then the oldest, then the first by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<ObjectSelectorSpec>,
+}
+
+/// The Jinghzhus a tenant plugin serves: those of `namespaces` (any when
+/// empty) whose labels match `labels` (any when unset); at least one of
+/// the two.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectSelectorSpec {
+    /// Only Jinghzhus of these namespaces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub namespaces: Vec<String>,
+    /// Only Jinghzhus with these labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
 
 /// Exactly one place the bytes come from.

@@ -22,6 +22,7 @@
 pub mod candidate;
 pub mod damper;
 pub mod probation;
+pub mod router;
 pub mod setup;
 pub mod shadow;
 pub mod sources;

@@ -37,6 +37,7 @@
 
 pub mod keys;
 pub mod status;
+pub mod tenants;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -226,6 +227,28 @@ pub async fn check_access(client: &Client, name: &str) -> Result<()> {
     }
 }
 
+/// Checks JinghzhuPlugins can be listed (`--tenant-plugins` follows them
+/// all); errors say what to do.
+pub async fn check_tenant_access(client: &Client) -> Result<()> {
+    let api: Api<JinghzhuPlugin> = Api::all(client.clone());
+    match api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => bail!(
+            "--tenant-plugins needs the JinghzhuPlugin CRD: run `wasm-operator crd | kubectl apply -f -` \
+             (or `kubectl apply -f examples/crd.yaml`)"
+        ),
+        Err(kube::Error::Api(status)) if status.code == 403 => bail!(
+            "--tenant-plugins: this host's account may not list JinghzhuPlugins ({}): bind it to the \
+             ClusterRole in examples/deploy/rbac.yaml",
+            status.message
+        ),
+        Err(err) => bail!("listing JinghzhuPlugins for --tenant-plugins: {err}"),
+    }
+}
+
 /// Starts the drivers of the active resource (and the shadow's): the slot
 /// starts empty and the first good plugin the resource names serves.
 pub async fn start(
@@ -254,22 +277,14 @@ pub async fn start(
             .map(|name| (name, PluginMode::Shadow)),
     );
     for (name, role) in roles {
-        let driver = Driver {
-            client: client.clone(),
-            runtime: runtime.clone(),
-            active: active.clone(),
-            history: history.clone(),
-            metrics: metrics.clone(),
-            role,
-            writer: StatusWriter::new(client.clone(), &name, &options.replica),
-            name,
-            shadow_queue: options.shadow_queue,
-            pod_policy: options.pod_policy,
-            oci: options.oci.clone(),
-            files: options.files.clone(),
-            allow_unsigned: options.allow_unsigned,
-            verified_by: Vec::new(),
-        };
+        let driver = Driver::new(
+            client,
+            &runtime,
+            &options,
+            (active.clone(), history.clone()),
+            &metrics,
+            (name, role),
+        );
         tokio::spawn(driver.run());
     }
     Ok(Plugins { active, history })
@@ -329,6 +344,34 @@ struct Current {
 }
 
 impl Driver {
+    /// A driver for the resource `name` in `role`, swapping into `slot`
+    /// (with its swap history).
+    pub fn new(
+        client: &Client,
+        runtime: &Arc<Runtime>,
+        options: &ResourceOptions,
+        (active, history): (Arc<ActivePlugin>, Arc<Mutex<SwapHistory>>),
+        metrics: &Arc<Metrics>,
+        (name, role): (String, PluginMode),
+    ) -> Self {
+        Self {
+            client: client.clone(),
+            runtime: runtime.clone(),
+            active,
+            history,
+            metrics: metrics.clone(),
+            role,
+            writer: StatusWriter::new(client.clone(), &name, &options.replica),
+            name,
+            shadow_queue: options.shadow_queue,
+            pod_policy: options.pod_policy,
+            oci: options.oci.clone(),
+            files: options.files.clone(),
+            allow_unsigned: options.allow_unsigned,
+            verified_by: Vec::new(),
+        }
+    }
+
     /// Runs until the host stops.
     pub async fn run(mut self) {
         let api: Api<JinghzhuPlugin> = Api::all(self.client.clone());

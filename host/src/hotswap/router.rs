@@ -1,0 +1,361 @@
+//! Which plugin serves which Jinghzhu: the default slot (the plugin of
+//! `--plugin` or `--plugin-resource`) and the tenant plugins, each a
+//! `JinghzhuPlugin` with `spec.selector`, served for the objects it
+//! selects (`--tenant-plugins`). Each tenant has a slot of its own
+//! ([`ActivePlugin`]): its own vetting, limits, pod policy, swaps and
+//! rollbacks, so one tenant's failures never touch another's objects.
+//!
+//! One rule settles overlaps, computed from the resources alone, so every
+//! replica (and every shard holder) routes an object the same way: a
+//! resource that names namespaces beats one that selects by labels across
+//! the cluster; among equals the oldest (`creationTimestamp`) wins, then
+//! the name. Objects no resource selects get the default slot.
+
+use std::sync::{Arc, RwLock};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::core::{Selector, SelectorExt};
+use tokio::sync::watch;
+
+use super::ActivePlugin;
+use crate::crd::Jinghzhu;
+use crate::crd::plugin::ObjectSelectorSpec;
+
+/// The objects a tenant resource selects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    /// Only objects of these namespaces (any namespace when empty).
+    namespaces: Vec<String>,
+    /// Only objects with these labels (any when `None`).
+    labels: Option<Selector>,
+}
+
+impl Selection {
+    /// The selection `spec` describes; an error names what is wrong with it.
+    pub fn from_spec(spec: &ObjectSelectorSpec) -> Result<Self, String> {
+        let labels = spec
+            .labels
+            .clone()
+            .map(Selector::try_from)
+            .transpose()
+            .map_err(|err| format!("spec.selector.labels: {err}"))?;
+        if spec.namespaces.is_empty() && labels.is_none() {
+            return Err(
+                "spec.selector selects every object: name namespaces, labels or both".into(),
+            );
+        }
+        Ok(Self {
+            namespaces: spec.namespaces.clone(),
+            labels,
+        })
+    }
+
+    /// Whether `jz` is selected.
+    pub fn matches(&self, jz: &Jinghzhu) -> bool {
+        let namespace = jz.namespace().unwrap_or_default();
+        if !self.namespaces.is_empty() && !self.namespaces.contains(&namespace) {
+            return false;
+        }
+        self.labels
+            .as_ref()
+            .is_none_or(|selector| selector.matches(jz.labels()))
+    }
+
+    /// A selection by namespace takes precedence over a cluster-wide one.
+    fn namespaced(&self) -> bool {
+        !self.namespaces.is_empty()
+    }
+}
+
+/// A tenant resource and its slot.
+pub struct Tenant {
+    /// The resource's name.
+    pub name: String,
+    created: Option<Time>,
+    selection: Selection,
+    /// Its plugin slot.
+    pub slot: Arc<ActivePlugin>,
+    /// Forwards the slot's swaps to the router's (stopped with the tenant).
+    forwarding: tokio::task::AbortHandle,
+}
+
+impl Drop for Tenant {
+    fn drop(&mut self) {
+        self.forwarding.abort();
+    }
+}
+
+/// Where an object is reconciled.
+#[derive(Clone)]
+pub struct Route {
+    /// The tenant resource serving it (`None`: the default slot).
+    pub tenant: Option<String>,
+    /// The slot its plugin comes from.
+    pub slot: Arc<ActivePlugin>,
+}
+
+/// The default slot and the tenants' (see the module documentation).
+pub struct PluginRouter {
+    default: Arc<ActivePlugin>,
+    /// In order of precedence.
+    tenants: RwLock<Vec<Tenant>>,
+    /// Counts the changes that re-route or re-serve objects: a swap in any
+    /// slot, a tenant added, removed or re-selected.
+    generation: watch::Sender<u64>,
+    _default_forwarding: AbortOnDrop,
+}
+
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Bumps `generation` at each swap of `slot`.
+fn forward_swaps(slot: &ActivePlugin, generation: watch::Sender<u64>) -> tokio::task::AbortHandle {
+    let mut swaps = slot.swaps().boxed();
+    tokio::spawn(async move {
+        while swaps.next().await.is_some() {
+            generation.send_modify(|g| *g += 1);
+        }
+    })
+    .abort_handle()
+}
+
+impl PluginRouter {
+    /// A router serving every object from `default` until tenants come.
+    /// Call within a Tokio runtime (it forwards the slots' swaps).
+    pub fn new(default: Arc<ActivePlugin>) -> Self {
+        let generation = watch::Sender::new(0);
+        let forwarding = forward_swaps(&default, generation.clone());
+        Self {
+            default,
+            tenants: RwLock::new(Vec::new()),
+            generation,
+            _default_forwarding: AbortOnDrop(forwarding),
+        }
+    }
+
+    /// The default slot.
+    pub fn default_slot(&self) -> &Arc<ActivePlugin> {
+        &self.default
+    }
+
+    /// Where `jz` is reconciled.
+    pub fn route(&self, jz: &Jinghzhu) -> Route {
+        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        match tenants.iter().find(|t| t.selection.matches(jz)) {
+            Some(tenant) => Route {
+                tenant: Some(tenant.name.clone()),
+                slot: tenant.slot.clone(),
+            },
+            None => Route {
+                tenant: None,
+                slot: self.default.clone(),
+            },
+        }
+    }
+
+    /// Adds the tenant `name` (or changes its selection), serving from `slot`.
+    pub fn upsert(
+        &self,
+        name: &str,
+        created: Option<Time>,
+        selection: Selection,
+        slot: &Arc<ActivePlugin>,
+    ) {
+        {
+            let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+            if let Some(tenant) = tenants.iter_mut().find(|t| t.name == name) {
+                if tenant.selection == selection && Arc::ptr_eq(&tenant.slot, slot) {
+                    return;
+                }
+                tenant.selection = selection;
+                tenant.created = created;
+            } else {
+                tenants.push(Tenant {
+                    name: name.to_string(),
+                    created,
+                    selection,
+                    slot: slot.clone(),
+                    forwarding: forward_swaps(slot, self.generation.clone()),
+                });
+            }
+            tenants.sort_by_key(precedence);
+        }
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// Removes the tenant `name`: its objects go back to the default slot.
+    pub fn remove(&self, name: &str) {
+        let removed = {
+            let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+            let before = tenants.len();
+            tenants.retain(|t| t.name != name);
+            before != tenants.len()
+        };
+        if removed {
+            self.generation.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// The tenants' names, in order of precedence.
+    pub fn tenant_names(&self) -> Vec<String> {
+        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        tenants.iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// A stream that yields once per change re-serving objects (a swap in
+    /// any slot, a tenant added, removed or re-selected): the controller
+    /// re-queues every object on it.
+    pub fn swaps(&self) -> impl Stream<Item = ()> + Send + 'static {
+        let mut rx = self.generation.subscribe();
+        rx.mark_unchanged();
+        futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        })
+    }
+
+    /// Forgets the object `uid` in every slot's bookkeeping.
+    pub fn forget_object(&self, uid: &str) {
+        self.default.forget_object(uid);
+        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        for tenant in tenants.iter() {
+            tenant.slot.forget_object(uid);
+        }
+    }
+}
+
+/// The order of precedence: namespaced first, then the oldest, then by name.
+fn precedence(tenant: &Tenant) -> (bool, Option<k8s_openapi::jiff::Timestamp>, String) {
+    (
+        !tenant.selection.namespaced(),
+        tenant.created.as_ref().map(|t| t.0),
+        tenant.name.clone(),
+    )
+}
+
+impl std::fmt::Debug for PluginRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginRouter")
+            .field("tenants", &self.tenant_names())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotswap::RollbackPolicy;
+    use crate::telemetry::metrics::Metrics;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+    fn slot() -> Arc<ActivePlugin> {
+        Arc::new(ActivePlugin::empty(
+            RollbackPolicy::default(),
+            Arc::new(Metrics::default()),
+        ))
+    }
+
+    fn object(namespace: &str, labels: &[(&str, &str)]) -> Jinghzhu {
+        let mut jz = Jinghzhu::new("web", Default::default());
+        jz.metadata.namespace = Some(namespace.into());
+        jz.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        jz
+    }
+
+    fn selection(namespaces: &[&str], labels: &[(&str, &str)]) -> Selection {
+        let labels = (!labels.is_empty()).then(|| LabelSelector {
+            match_labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..LabelSelector::default()
+        });
+        Selection::from_spec(&ObjectSelectorSpec {
+            namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+            labels,
+        })
+        .expect("a selection")
+    }
+
+    fn at(seconds: i64) -> Option<Time> {
+        Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(seconds).expect("a time"),
+        ))
+    }
+
+    #[test]
+    fn a_selector_must_select_something_narrower_than_everything() {
+        let everything = Selection::from_spec(&ObjectSelectorSpec::default());
+        assert!(everything.is_err(), "{everything:?}");
+    }
+
+    #[tokio::test]
+    async fn namespaces_beat_labels_then_the_oldest_wins_and_the_rest_is_the_default() {
+        let default = slot();
+        let router = PluginRouter::new(default.clone());
+        let (team_a, team_b, by_label, younger) = (slot(), slot(), slot(), slot());
+        // Added out of order: precedence does not depend on it.
+        router.upsert(
+            "by-label",
+            at(10),
+            selection(&[], &[("team", "a")]),
+            &by_label,
+        );
+        router.upsert("younger-a", at(30), selection(&["ns-a"], &[]), &younger);
+        router.upsert("team-a", at(20), selection(&["ns-a"], &[]), &team_a);
+        router.upsert("team-b", at(40), selection(&["ns-b"], &[]), &team_b);
+        assert_eq!(
+            router.tenant_names(),
+            ["team-a", "younger-a", "team-b", "by-label"]
+        );
+        let route = |jz: &Jinghzhu| router.route(jz).tenant;
+        assert_eq!(
+            route(&object("ns-a", &[("team", "a")])).as_deref(),
+            Some("team-a")
+        );
+        assert_eq!(route(&object("ns-b", &[])).as_deref(), Some("team-b"));
+        assert_eq!(
+            route(&object("ns-c", &[("team", "a")])).as_deref(),
+            Some("by-label")
+        );
+        assert_eq!(route(&object("ns-c", &[("team", "b")])), None);
+        assert!(Arc::ptr_eq(
+            &router.route(&object("ns-c", &[])).slot,
+            &default
+        ));
+        // Removed: its objects fall to the next in line.
+        router.remove("team-a");
+        assert_eq!(route(&object("ns-a", &[])).as_deref(), Some("younger-a"));
+    }
+
+    #[tokio::test]
+    async fn changes_that_reroute_objects_are_swaps_for_the_controller() {
+        let router = PluginRouter::new(slot());
+        let mut swaps = Box::pin(router.swaps());
+        let tenant = slot();
+        router.upsert("t", at(1), selection(&["ns"], &[]), &tenant);
+        tokio::time::timeout(std::time::Duration::from_secs(1), swaps.next())
+            .await
+            .expect("a tenant added re-queues");
+        // The same selection again changes nothing.
+        router.upsert("t", at(1), selection(&["ns"], &[]), &tenant);
+        router.remove("t");
+        tokio::time::timeout(std::time::Duration::from_secs(1), swaps.next())
+            .await
+            .expect("a tenant removed re-queues");
+    }
+}

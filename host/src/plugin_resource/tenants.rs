@@ -1,0 +1,183 @@
+//! Tenant plugins (`--tenant-plugins`): every `JinghzhuPlugin` with
+//! `spec.selector` serves the Jinghzhus it selects, beside the default
+//! plugin. Each is followed by a [`Driver`] of its own (source, pin,
+//! signatures, limits, pod policy, status and Events, as for
+//! `--plugin-resource`) swapping into a slot of its own, which the
+//! [`PluginRouter`] hands the objects it selects; a resource deleted, or
+//! its selector removed, gives its objects back to the default plugin.
+//!
+//! The resources named by `--plugin-resource` and `--shadow-plugin-resource`
+//! are never tenants, and neither is a resource in `mode: shadow`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client, ResourceExt};
+
+use super::{Driver, ResourceOptions};
+use crate::crd::plugin::{JinghzhuPlugin, PluginMode};
+use crate::hotswap::ActivePlugin;
+use crate::hotswap::router::{PluginRouter, Selection};
+use crate::hotswap::swapper::SwapHistory;
+use crate::runtime::Runtime;
+use crate::telemetry::metrics::Metrics;
+
+/// How every tenant's slot is set up (the host's swap flags).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotSettings {
+    /// `--plugin-allow-downgrade`.
+    pub allow_downgrade: bool,
+    /// `--min-swap-interval-secs`.
+    pub min_swap_interval: Duration,
+}
+
+/// A tenant being served: its slot and its driver's task.
+struct Serving {
+    slot: Arc<ActivePlugin>,
+    driver: tokio::task::AbortHandle,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// Follows every `JinghzhuPlugin` and serves the tenants among them.
+pub struct Tenants {
+    client: Client,
+    runtime: Arc<Runtime>,
+    options: ResourceOptions,
+    settings: SlotSettings,
+    metrics: Arc<Metrics>,
+    router: Arc<PluginRouter>,
+    serving: HashMap<String, Serving>,
+}
+
+/// Starts following the tenant resources (until the host stops).
+pub fn start(
+    client: &Client,
+    runtime: Arc<Runtime>,
+    options: ResourceOptions,
+    settings: SlotSettings,
+    metrics: Arc<Metrics>,
+    router: Arc<PluginRouter>,
+) {
+    let tenants = Tenants {
+        client: client.clone(),
+        runtime,
+        options,
+        settings,
+        metrics,
+        router,
+        serving: HashMap::new(),
+    };
+    tokio::spawn(tenants.run());
+}
+
+impl Tenants {
+    async fn run(mut self) {
+        let api: Api<JinghzhuPlugin> = Api::all(self.client.clone());
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        // Names seen since the last (re)list began: the rest were deleted.
+        let mut listed: HashSet<String> = HashSet::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Init) => listed.clear(),
+                Ok(Event::InitApply(resource)) => {
+                    listed.insert(resource.name_any());
+                    self.on_resource(&resource);
+                }
+                Ok(Event::InitDone) => {
+                    let gone: Vec<String> = self
+                        .serving
+                        .keys()
+                        .filter(|name| !listed.contains(*name))
+                        .cloned()
+                        .collect();
+                    for name in gone {
+                        self.stop(&name, "deleted");
+                    }
+                }
+                Ok(Event::Apply(resource)) => self.on_resource(&resource),
+                Ok(Event::Delete(resource)) => self.stop(&resource.name_any(), "deleted"),
+                Err(err) => {
+                    tracing::warn!(error = %err, "JinghzhuPlugin watch (tenant plugins) error; retrying");
+                }
+            }
+        }
+    }
+
+    /// Serves `resource` for its objects if it is a tenant, else stops it.
+    fn on_resource(&mut self, resource: &JinghzhuPlugin) {
+        let name = resource.name_any();
+        if name == self.options.name || self.options.shadow.as_deref() == Some(&name) {
+            return;
+        }
+        let Some(selector) = &resource.spec.selector else {
+            self.stop(&name, "its spec.selector was removed");
+            return;
+        };
+        if resource.spec.mode == PluginMode::Shadow {
+            self.stop(&name, "it is a shadow");
+            return;
+        }
+        let selection = match Selection::from_spec(selector) {
+            Ok(selection) => selection,
+            Err(why) => {
+                tracing::warn!(resource = %name, reason = %why, "a tenant plugin's selector is not usable; its objects stay with the default plugin");
+                self.stop(&name, "its selector is not usable");
+                return;
+            }
+        };
+        let slot = match self.serving.get(&name) {
+            Some(serving) => serving.slot.clone(),
+            None => self.serve(&name),
+        };
+        self.router
+            .upsert(&name, resource.creation_timestamp(), selection, &slot);
+    }
+
+    /// Starts a slot and a driver for the tenant `name`.
+    fn serve(&mut self, name: &str) -> Arc<ActivePlugin> {
+        let slot = Arc::new(ActivePlugin::empty(
+            self.options.rollback.clone(),
+            self.metrics.clone(),
+        ));
+        slot.allow_downgrades(self.settings.allow_downgrade);
+        slot.set_min_swap_interval(self.settings.min_swap_interval);
+        let driver = Driver::new(
+            &self.client,
+            &self.runtime,
+            &self.options,
+            (slot.clone(), Arc::new(Mutex::new(SwapHistory::default()))),
+            &self.metrics,
+            (name.to_string(), PluginMode::Active),
+        );
+        let task = tokio::spawn(driver.run()).abort_handle();
+        tracing::info!(resource = %name, "tenant plugin resource: serving it for the objects it selects");
+        self.serving.insert(
+            name.to_string(),
+            Serving {
+                slot: slot.clone(),
+                driver: task,
+            },
+        );
+        slot
+    }
+
+    /// Stops serving the tenant `name` (if it was): its objects go back to
+    /// the default plugin.
+    fn stop(&mut self, name: &str, why: &str) {
+        if self.serving.remove(name).is_some() {
+            self.router.remove(name);
+            tracing::info!(resource = %name, reason = why, "tenant plugin resource no longer served; its objects go back to the default plugin");
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! Tenant plugins (`--tenant-plugins`, issue 41) on the real control
+//! plane: two `JinghzhuPlugin`s selecting two namespaces serve their own
+//! plugins, a third namespace gets the default plugin, and one tenant's
+//! broken plugin touches no other tenant's objects.
+//!
+//! The host watches every namespace here, so this binary holds this one
+//! test (each test binary has a control plane of its own).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, PostParams};
+use tokio::sync::oneshot;
+use wasm_operator::controller::{self, ControllerConfig};
+use wasm_operator::crd::plugin::{
+    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, ObjectSelectorSpec, PluginSourceSpec,
+};
+use wasm_operator::hotswap::RollbackPolicy;
+use wasm_operator::hotswap::router::PluginRouter;
+use wasm_operator::hotswap::setup::{self, PluginOptions, PluginSource};
+use wasm_operator::plugin_resource::ResourceOptions;
+use wasm_operator::plugin_resource::tenants::{self, SlotSettings};
+use wasm_operator::runtime::{Runtime, RuntimeConfig, digest_of};
+use wasm_operator::telemetry::metrics::Metrics;
+
+const CONVERGE: Duration = Duration::from_secs(90);
+const V2_PREFIX: &str = "[v2] ";
+const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
+
+/// A tenant resource serving the ConfigMap `plugin` of `env`'s namespace to
+/// the objects of that namespace.
+fn tenant(env: &TestEnv, name: &str) -> JinghzhuPlugin {
+    let mut resource = JinghzhuPlugin::new(
+        name,
+        JinghzhuPluginSpec {
+            source: PluginSourceSpec {
+                config_map: Some(ConfigMapSourceSpec {
+                    namespace: env.namespace.clone(),
+                    name: "plugin".into(),
+                    key: "plugin.wasm".into(),
+                }),
+                ..PluginSourceSpec::default()
+            },
+            selector: Some(ObjectSelectorSpec {
+                namespaces: vec![env.namespace.clone()],
+                labels: None,
+            }),
+            ..JinghzhuPluginSpec::default()
+        },
+    );
+    resource.metadata.name = Some(name.into());
+    resource
+}
+
+async fn create_configmap(env: &TestEnv, bytes: Vec<u8>) -> anyhow::Result<()> {
+    Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
+        .create(&PostParams::default(), &plugin_configmap("plugin", bytes))
+        .await?;
+    Ok(())
+}
+
+/// A host as `run --plugin FILE --tenant-plugins` wires it, watching every
+/// namespace.
+struct TenantHost {
+    router: Arc<PluginRouter>,
+    shutdown: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TenantHost {
+    async fn start(env: &TestEnv, default_plugin: &std::path::Path) -> anyhow::Result<Self> {
+        let metrics = Arc::new(Metrics::default());
+        let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
+        let plugins = setup::start(
+            &env.client,
+            runtime.clone(),
+            PluginOptions {
+                source: PluginSource::File(default_plugin.to_path_buf()),
+                pinned_sha256: None,
+                shadow: None,
+                shadow_pinned_sha256: None,
+                shadow_queue: 8,
+                rollback: RollbackPolicy::default(),
+                max_file_bytes: wasm_operator::sources::bounded::FileRules::default().max_bytes,
+            },
+            metrics.clone(),
+        )
+        .await?;
+        let router = Arc::new(PluginRouter::new(plugins.active.clone()));
+        tenants::start(
+            &env.client,
+            runtime,
+            ResourceOptions {
+                name: String::new(),
+                shadow: None,
+                replica: "replica-a".into(),
+                shadow_queue: 8,
+                rollback: RollbackPolicy::default(),
+                pod_policy: Default::default(),
+                oci: None,
+                files: Default::default(),
+                allow_unsigned: false,
+            },
+            SlotSettings {
+                allow_downgrade: false,
+                min_swap_interval: Duration::ZERO,
+            },
+            metrics.clone(),
+            router.clone(),
+        );
+        let (shutdown, stopped) = oneshot::channel();
+        let task = tokio::spawn(controller::run_routed(
+            env.client.clone(),
+            router.clone(),
+            ControllerConfig {
+                namespace: None,
+                ..ControllerConfig::default()
+            },
+            metrics,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Ok(Self {
+            router,
+            shutdown,
+            task,
+        })
+    }
+
+    async fn stop(mut self) {
+        let _ = self.shutdown.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
+    }
+}
+
+/// The status message of `name` in `env`'s namespace.
+async fn message(env: &TestEnv, name: &str) -> anyhow::Result<String> {
+    let jz = env.jinghzhus().get(name).await?;
+    Ok(jz.status.map(|s| s.message).unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() -> anyhow::Result<()>
+{
+    let (team_a, team_b, others) = (
+        TestEnv::new("tenant-a").await?,
+        TestEnv::new("tenant-b").await?,
+        TestEnv::new("tenant-none").await?,
+    );
+    e2e_tests::install_plugin_crd(&team_a.client).await?;
+    let v1 = plugin("replicaset-plugin", &[]);
+    let v2 = std::fs::read(plugin("replicaset-plugin", &["v2"]))?;
+    let broken = std::fs::read(plugin("misbehaving-plugin", &[]))?;
+    create_configmap(&team_a, v2.clone()).await?;
+    create_configmap(&team_b, broken.clone()).await?;
+    let resources: Api<JinghzhuPlugin> = Api::all(team_a.client.clone());
+    let (a_name, b_name) = (team_a.namespace.clone(), team_b.namespace.clone());
+    resources
+        .create(&PostParams::default(), &tenant(&team_a, &a_name))
+        .await?;
+    resources
+        .create(&PostParams::default(), &tenant(&team_b, &b_name))
+        .await?;
+    let host = TenantHost::start(&others, &v1).await?;
+    wait_for("both tenants served", CONVERGE, || async {
+        let names = host.router.tenant_names();
+        Ok(names.contains(&a_name) && names.contains(&b_name))
+    })
+    .await?;
+
+    // Team A's objects get v2, the others' the default v1; team B's plugin
+    // fails on its objects (they ask it to).
+    team_a.create("web", 2, &[]).await?;
+    others.create("web", 2, &[]).await?;
+    team_b.create("web", 2, &[(MISBEHAVE, "error")]).await?;
+    team_a.wait_converged("web", 2, CONVERGE).await?;
+    others.wait_converged("web", 2, CONVERGE).await?;
+    assert!(message(&team_a, "web").await?.starts_with(V2_PREFIX));
+    assert!(!message(&others, "web").await?.starts_with(V2_PREFIX));
+    team_b
+        .wait_event("web", "PluginFailed", "", CONVERGE)
+        .await?;
+    assert!(
+        team_b.owned_pods("web").await?.is_empty(),
+        "B's plugin failed"
+    );
+
+    // Team B's failures touch nobody else: A and the default keep serving
+    // what they served (no rollback), and keep converging.
+    team_a.scale("web", 3).await?;
+    others.scale("web", 3).await?;
+    team_a.wait_converged("web", 3, CONVERGE).await?;
+    others.wait_converged("web", 3, CONVERGE).await?;
+    let route = |env: &TestEnv| {
+        let mut jz = wasm_operator::crd::Jinghzhu::new("web", Default::default());
+        jz.metadata.namespace = Some(env.namespace.clone());
+        host.router.route(&jz)
+    };
+    assert_eq!(
+        route(&team_a)
+            .slot
+            .serving()
+            .map(|p| p.digest().to_string()),
+        Some(digest_of(&v2))
+    );
+    assert_eq!(
+        route(&others)
+            .slot
+            .serving()
+            .map(|p| p.digest().to_string()),
+        Some(digest_of(&std::fs::read(&v1)?))
+    );
+    assert_eq!(
+        route(&team_b)
+            .slot
+            .serving()
+            .map(|p| p.digest().to_string()),
+        Some(digest_of(&broken))
+    );
+
+    // Team A's resource deleted: its objects go back to the default (v1).
+    resources.delete(&a_name, &DeleteParams::default()).await?;
+    wait_for(
+        "team A's object reconciled by v1 again",
+        CONVERGE,
+        || async { Ok(!message(&team_a, "web").await?.starts_with(V2_PREFIX)) },
+    )
+    .await?;
+    team_a.wait_converged("web", 3, CONVERGE).await?;
+    host.stop().await;
+    resources.delete(&b_name, &DeleteParams::default()).await?;
+    Ok(())
+}
