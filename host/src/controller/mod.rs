@@ -77,7 +77,7 @@ use crate::apply::policy::PolicyConfig;
 use crate::apply::{expectations, own_writes};
 use crate::crd::Jinghzhu;
 use crate::hotswap::ActivePlugin;
-use crate::hotswap::router::PluginRouter;
+use crate::hotswap::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::leader::Leadership;
 use crate::leader::catch_up::LeaderGate;
 use crate::ownership::{MANAGED_BY_SELECTOR, SHARD_LABEL};
@@ -232,6 +232,20 @@ fn reconcile_gate(
         MANAGED_BY_SELECTOR,
         watches.pod_cache.clone(),
     ))))
+}
+
+/// Counts the objects of the cache each plugin resource selects and
+/// serves, every [`OBJECT_COUNT_INTERVAL`] (their status shows it).
+async fn count_objects(
+    router: Arc<PluginRouter>,
+    cache: kube::runtime::reflector::Store<Jinghzhu>,
+) {
+    let mut ticks = tokio::time::interval(OBJECT_COUNT_INTERVAL);
+    loop {
+        ticks.tick().await;
+        let objects = cache.state();
+        router.count(objects.iter().map(|jz| jz.as_ref()));
+    }
 }
 
 /// The shard of an object, for the per-shard queue depth (`None` unsharded).
@@ -420,6 +434,10 @@ pub async fn run_routed(
         metrics: metrics.clone(),
     });
     spawn_readiness(&watches, &ctx, config.health.clone());
+    let _counting = AbortOnDrop(tokio::spawn(count_objects(
+        plugin.clone(),
+        watches.jinghzhu_cache.clone(),
+    )));
     metrics.init_controller(config.workers);
     let queue = metrics.queue.clone();
     track_queue_liveness(&queue, watches.jinghzhu_cache.clone());

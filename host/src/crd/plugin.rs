@@ -357,6 +357,15 @@ pub struct ReplicaStatus {
     /// The generation it last acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// A tenant plugin (`spec.selector`): the Jinghzhus of this replica's
+    /// cache its selector matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects_selected: Option<i64>,
+    /// Of those, the ones it serves (the rest go to a resource that takes
+    /// precedence); for the host's default resource, the objects no tenant
+    /// serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects_served: Option<i64>,
 }
 
 fn digest_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -69,6 +69,20 @@ impl Selection {
     }
 }
 
+/// How often the controller counts the objects each resource selects and
+/// serves ([`PluginRouter::count`]), and tenants' drivers report them.
+pub const OBJECT_COUNT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How many objects a resource selects and serves (see
+/// [`PluginRouter::count`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectCounts {
+    /// Matched by its selector.
+    pub selected: u64,
+    /// Routed to it (not taken by a resource of higher precedence).
+    pub served: u64,
+}
+
 /// A tenant resource and its slot.
 pub struct Tenant {
     /// The resource's name.
@@ -77,6 +91,8 @@ pub struct Tenant {
     selection: Selection,
     /// Its plugin slot.
     pub slot: Arc<ActivePlugin>,
+    /// Its objects at the last count.
+    counts: ObjectCounts,
     /// Forwards the slot's swaps to the router's (stopped with the tenant).
     forwarding: tokio::task::AbortHandle,
 }
@@ -104,6 +120,8 @@ pub struct PluginRouter {
     /// Counts the changes that re-route or re-serve objects: a swap in any
     /// slot, a tenant added, removed or re-selected.
     generation: watch::Sender<u64>,
+    /// The default slot's objects at the last count (`selected`: all).
+    default_counts: std::sync::Mutex<ObjectCounts>,
     _default_forwarding: AbortOnDrop,
 }
 
@@ -136,6 +154,7 @@ impl PluginRouter {
             default,
             tenants: RwLock::new(Vec::new()),
             generation,
+            default_counts: std::sync::Mutex::new(ObjectCounts::default()),
             _default_forwarding: AbortOnDrop(forwarding),
         }
     }
@@ -182,6 +201,7 @@ impl PluginRouter {
                     created,
                     selection,
                     slot: slot.clone(),
+                    counts: ObjectCounts::default(),
                     forwarding: forward_swaps(slot, self.generation.clone()),
                 });
             }
@@ -219,6 +239,58 @@ impl PluginRouter {
             rx.changed().await.ok()?;
             Some(((), rx))
         })
+    }
+
+    /// Counts, for each tenant, the `objects` its selector matches and
+    /// those routed to it, and the objects left to the default slot; read
+    /// back with [`PluginRouter::counts`].
+    pub fn count<'a>(&self, objects: impl IntoIterator<Item = &'a Jinghzhu>) {
+        let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+        let mut counts = vec![ObjectCounts::default(); tenants.len()];
+        let mut default = ObjectCounts::default();
+        for jz in objects {
+            default.selected += 1;
+            let mut served = false;
+            for (tenant, counts) in tenants.iter().zip(counts.iter_mut()) {
+                if tenant.selection.matches(jz) {
+                    counts.selected += 1;
+                    if !served {
+                        counts.served += 1;
+                        served = true;
+                    }
+                }
+            }
+            if !served {
+                default.served += 1;
+            }
+        }
+        for (tenant, counts) in tenants.iter_mut().zip(counts) {
+            tenant.counts = counts;
+        }
+        *self
+            .default_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = default;
+    }
+
+    /// The objects the tenant `name` selects and serves at the last count;
+    /// `None` (the default slot's): every object, and those no tenant serves.
+    pub fn counts(&self, tenant: Option<&str>) -> Option<ObjectCounts> {
+        match tenant {
+            None => Some(
+                *self
+                    .default_counts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()),
+            ),
+            Some(name) => self
+                .tenants
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.counts),
+        }
     }
 
     /// Forgets the object `uid` in every slot's bookkeeping.
@@ -337,6 +409,42 @@ mod tests {
             &router.route(&object("ns-c", &[])).slot,
             &default
         ));
+        let objects = [
+            object("ns-a", &[("team", "a")]),
+            object("ns-a", &[]),
+            object("ns-c", &[("team", "a")]),
+            object("ns-c", &[]),
+        ];
+        router.count(objects.iter());
+        let counts = |name| router.counts(name).expect("counted");
+        assert_eq!(
+            counts(Some("team-a")),
+            ObjectCounts {
+                selected: 2,
+                served: 2
+            }
+        );
+        assert_eq!(
+            counts(Some("younger-a")),
+            ObjectCounts {
+                selected: 2,
+                served: 0
+            }
+        );
+        assert_eq!(
+            counts(Some("by-label")),
+            ObjectCounts {
+                selected: 2,
+                served: 1
+            }
+        );
+        assert_eq!(
+            counts(None),
+            ObjectCounts {
+                selected: 4,
+                served: 1
+            }
+        );
         // Removed: its objects fall to the next in line.
         router.remove("team-a");
         assert_eq!(route(&object("ns-a", &[])).as_deref(), Some("younger-a"));

@@ -54,6 +54,7 @@ use crate::crd::plugin::{
     VerificationSpec,
 };
 use crate::hotswap::candidate::{Refusal, vet};
+use crate::hotswap::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::hotswap::setup::Plugins;
 use crate::hotswap::sources::{self, Candidate, FirstRead};
 use crate::hotswap::swapper::{self, Refused, SwapHistory, SwapRecord};
@@ -322,6 +323,8 @@ pub struct Driver {
     allow_unsigned: bool,
     /// The keys that verified the newest OCI artifact.
     verified_by: Vec<String>,
+    /// A tenant's driver: the router counting its objects, for its entry.
+    counting: Option<Arc<PluginRouter>>,
 }
 
 /// Aborts a source's task when dropped (with the [`Current`] it belongs to).
@@ -369,6 +372,7 @@ impl Driver {
             files: options.files.clone(),
             allow_unsigned: options.allow_unsigned,
             verified_by: Vec::new(),
+            counting: None,
         }
     }
 
@@ -382,6 +386,7 @@ impl Driver {
             .boxed();
         let mut swaps = self.active.swaps().boxed();
         let mut current: Option<Current> = None;
+        let mut count_ticks = tokio::time::interval(OBJECT_COUNT_INTERVAL);
         loop {
             let content = async {
                 match current.as_mut().and_then(|c| c.content.as_mut()) {
@@ -428,12 +433,27 @@ impl Driver {
                         None => if let Some(c) = current.as_mut() { c.content = None },
                     }
                 }
+                _ = count_ticks.tick(), if self.counting.is_some() => self.report_objects().await,
                 Some(()) = swaps.next(), if self.role == PluginMode::Active => {
                     // A swap, or a rollback: the entry shows what serves now.
                     self.report_serving();
                     self.writer.write().await;
                 }
             }
+        }
+    }
+
+    /// A tenant's entry shows the objects it selects and serves on this
+    /// replica, written when the count changed.
+    async fn report_objects(&mut self) {
+        let counted = self
+            .counting
+            .as_ref()
+            .and_then(|router| router.counts(Some(&self.name)));
+        if let Some(objects) = counted
+            && self.writer.set_objects(objects)
+        {
+            self.writer.write().await;
         }
     }
 

@@ -21,7 +21,13 @@ use kube::{Client, Resource};
 use crate::crd::plugin::{
     EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaStatus,
 };
+use crate::hotswap::router::ObjectCounts;
 use crate::plugin_text;
+
+/// A count as the status stores it (Kubernetes has no unsigned integers).
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
 
 /// The condition types, in the order they are written.
 pub const CONDITION_TYPES: [&str; 5] = ["Resolved", "Verified", "Compiled", "Serving", "Refused"];
@@ -56,6 +62,7 @@ pub struct StatusWriter {
     generation: Option<i64>,
     effective: Option<EffectiveLimits>,
     last_refusal: Option<PluginRefusal>,
+    objects: Option<ObjectCounts>,
 }
 
 impl StatusWriter {
@@ -73,7 +80,16 @@ impl StatusWriter {
             generation: None,
             effective: None,
             last_refusal: None,
+            objects: None,
         }
+    }
+
+    /// The objects this replica sees the resource select and serve.
+    /// Returns whether they changed.
+    pub fn set_objects(&mut self, objects: ObjectCounts) -> bool {
+        let changed = self.objects != Some(objects);
+        self.objects = Some(objects);
+        changed
     }
 
     /// The field manager of this replica.
@@ -156,6 +172,8 @@ impl StatusWriter {
                 since: self.since.clone(),
                 state: self.state.clone(),
                 observed_generation: self.generation,
+                objects_selected: self.objects.map(|o| count(o.selected)),
+                objects_served: self.objects.map(|o| count(o.served)),
             }],
         });
         let body = serde_json::json!({

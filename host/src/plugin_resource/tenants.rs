@@ -152,7 +152,7 @@ impl Tenants {
         ));
         slot.allow_downgrades(self.settings.allow_downgrade);
         slot.set_min_swap_interval(self.settings.min_swap_interval);
-        let driver = Driver::new(
+        let mut driver = Driver::new(
             &self.client,
             &self.runtime,
             &self.options,
@@ -160,6 +160,7 @@ impl Tenants {
             &self.metrics,
             (name.to_string(), PluginMode::Active),
         );
+        driver.counting = Some(self.router.clone());
         let task = tokio::spawn(driver.run()).abort_handle();
         tracing::info!(resource = %name, "tenant plugin resource: serving it for the objects it selects");
         self.serving.insert(

@@ -188,6 +188,23 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
         "B's plugin failed"
     );
 
+    // Each tenant's entry counts the objects it selects and serves.
+    for name in [&a_name, &b_name] {
+        wait_for(
+            "the tenant's objects counted in its status",
+            CONVERGE,
+            || async {
+                let status = resources.get_status(name).await?.status.unwrap_or_default();
+                Ok(status.replicas.iter().any(|r| {
+                    r.name == "replica-a"
+                        && r.objects_selected == Some(1)
+                        && r.objects_served == Some(1)
+                }))
+            },
+        )
+        .await?;
+    }
+
     // Team B's failures touch nobody else: A and the default keep serving
     // what they served (no rollback), and keep converging.
     team_a.scale("web", 3).await?;
