@@ -1,7 +1,8 @@
 //! Tenant plugins (`--tenant-plugins`, issue 41) on the real control
-//! plane: two `JinghzhuPlugin`s selecting two namespaces serve their own
-//! plugins, a third namespace gets the default plugin, and one tenant's
-//! broken plugin touches no other tenant's objects.
+//! plane, two replicas sharing the objects by shard: two `JinghzhuPlugin`s
+//! selecting two namespaces serve their own plugins, a third namespace gets
+//! the default plugin, and one tenant's broken plugin touches no other
+//! tenant's objects.
 //!
 //! The host watches every namespace here, so this binary holds this one
 //! test (each test binary has a control plane of its own).
@@ -20,9 +21,11 @@ use wasm_operator::crd::plugin::{
 use wasm_operator::hotswap::RollbackPolicy;
 use wasm_operator::hotswap::router::PluginRouter;
 use wasm_operator::hotswap::setup::{self, PluginOptions, PluginSource};
+use wasm_operator::leader::LeaderElectionConfig;
 use wasm_operator::plugin_resource::ResourceOptions;
 use wasm_operator::plugin_resource::tenants::{self, SlotSettings};
 use wasm_operator::runtime::{Runtime, RuntimeConfig, digest_of};
+use wasm_operator::shards::{Coordinator, ShardConfig};
 use wasm_operator::telemetry::metrics::Metrics;
 
 const CONVERGE: Duration = Duration::from_secs(90);
@@ -61,16 +64,36 @@ async fn create_configmap(env: &TestEnv, bytes: Vec<u8>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A host as `run --plugin FILE --tenant-plugins` wires it, watching every
-/// namespace.
+/// A host as `run --plugin FILE --tenant-plugins --shards 4` wires it,
+/// watching every namespace, its shard Leases in `env`'s namespace.
 struct TenantHost {
     router: Arc<PluginRouter>,
+    coordinator: Coordinator,
     shutdown: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl TenantHost {
-    async fn start(env: &TestEnv, default_plugin: &std::path::Path) -> anyhow::Result<Self> {
+    async fn start(
+        env: &TestEnv,
+        default_plugin: &std::path::Path,
+        replica: &str,
+    ) -> anyhow::Result<Self> {
+        let (shards, coordinator) = Coordinator::start(
+            env.client.clone(),
+            ShardConfig {
+                count: 4,
+                lease: LeaderElectionConfig {
+                    lease_name: "wasm-operator".into(),
+                    namespace: env.namespace.clone(),
+                    identity: replica.to_string(),
+                    lease_duration: Duration::from_secs(4),
+                    renew_deadline: Duration::from_secs(3),
+                    retry_period: Duration::from_secs(1),
+                },
+            },
+        )
+        .map_err(anyhow::Error::msg)?;
         let metrics = Arc::new(Metrics::default());
         let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
         let plugins = setup::start(
@@ -95,7 +118,7 @@ impl TenantHost {
             ResourceOptions {
                 name: String::new(),
                 shadow: None,
-                replica: "replica-a".into(),
+                replica: replica.to_string(),
                 shadow_queue: 8,
                 rollback: RollbackPolicy::default(),
                 pod_policy: Default::default(),
@@ -116,6 +139,7 @@ impl TenantHost {
             router.clone(),
             ControllerConfig {
                 namespace: None,
+                shards: Some(shards),
                 ..ControllerConfig::default()
             },
             metrics,
@@ -125,6 +149,7 @@ impl TenantHost {
         ));
         Ok(Self {
             router,
+            coordinator,
             shutdown,
             task,
         })
@@ -133,6 +158,7 @@ impl TenantHost {
     async fn stop(mut self) {
         let _ = self.shutdown.send(());
         let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
+        self.coordinator.release().await;
     }
 }
 
@@ -164,12 +190,20 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
     resources
         .create(&PostParams::default(), &tenant(&team_b, &b_name))
         .await?;
-    let host = TenantHost::start(&others, &v1).await?;
-    wait_for("both tenants served", CONVERGE, || async {
-        let names = host.router.tenant_names();
-        Ok(names.contains(&a_name) && names.contains(&b_name))
-    })
-    .await?;
+    // Two replicas sharing the objects by shard: each routes every object
+    // the same way (the rule reads the resources alone).
+    let replicas = [
+        TenantHost::start(&others, &v1, "replica-a").await?,
+        TenantHost::start(&others, &v1, "replica-b").await?,
+    ];
+    for host in &replicas {
+        wait_for("both tenants served", CONVERGE, || async {
+            let names = host.router.tenant_names();
+            Ok(names.contains(&a_name) && names.contains(&b_name))
+        })
+        .await?;
+    }
+    let host = &replicas[0];
 
     // Team A's objects get v2, the others' the default v1; team B's plugin
     // fails on its objects (they ask it to).
@@ -188,18 +222,20 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
         "B's plugin failed"
     );
 
-    // Each tenant's entry counts the objects it selects and serves.
+    // Each tenant's entries count the objects it selects and serves, each
+    // replica its own shards' (one object each here, on one replica).
     for name in [&a_name, &b_name] {
         wait_for(
             "the tenant's objects counted in its status",
             CONVERGE,
             || async {
                 let status = resources.get_status(name).await?.status.unwrap_or_default();
-                Ok(status.replicas.iter().any(|r| {
-                    r.name == "replica-a"
-                        && r.objects_selected == Some(1)
-                        && r.objects_served == Some(1)
-                }))
+                let sum = |f: fn(&wasm_operator::crd::plugin::ReplicaStatus) -> Option<i64>| {
+                    status.replicas.iter().filter_map(f).sum::<i64>()
+                };
+                Ok(status.replicas.len() == 2
+                    && sum(|r| r.objects_selected) == 1
+                    && sum(|r| r.objects_served) == 1)
             },
         )
         .await?;
@@ -247,7 +283,9 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
     )
     .await?;
     team_a.wait_converged("web", 3, CONVERGE).await?;
-    host.stop().await;
+    let [first, second] = replicas;
+    first.stop().await;
+    second.stop().await;
     resources.delete(&b_name, &DeleteParams::default()).await?;
     Ok(())
 }
