@@ -239,12 +239,26 @@ fn reconcile_gate(
 async fn count_objects(
     router: Arc<PluginRouter>,
     cache: kube::runtime::reflector::Store<Jinghzhu>,
+    metrics: Arc<metrics::Metrics>,
 ) {
     let mut ticks = tokio::time::interval(OBJECT_COUNT_INTERVAL);
+    let mut tenants: Vec<String> = Vec::new();
     loop {
         ticks.tick().await;
         let objects = cache.state();
         router.count(objects.iter().map(|jz| jz.as_ref()));
+        let now = router.tenant_names();
+        for gone in tenants.iter().filter(|name| !now.contains(name)) {
+            metrics.forget_plugin_objects(gone);
+        }
+        let names = std::iter::once(None).chain(now.iter().map(|n| Some(n.as_str())));
+        for name in names {
+            if let Some(counts) = router.counts(name) {
+                let resource = name.unwrap_or_default();
+                metrics.set_plugin_objects(resource, counts.selected, counts.served);
+            }
+        }
+        tenants = now;
     }
 }
 
@@ -437,6 +451,7 @@ pub async fn run_routed(
     let _counting = AbortOnDrop(tokio::spawn(count_objects(
         plugin.clone(),
         watches.jinghzhu_cache.clone(),
+        metrics.clone(),
     )));
     metrics.init_controller(config.workers);
     let queue = metrics.queue.clone();

@@ -73,6 +73,15 @@ pub struct FencedLabels {
     pub hold: String,
 }
 
+/// `{resource,count}` of `wasm_operator_plugin_objects`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginObjectsLabels {
+    /// The tenant `JinghzhuPlugin` (empty: the default plugin).
+    pub resource: String,
+    /// `selected` (its selector matches) or `served` (routed to it).
+    pub count: String,
+}
+
 /// `{kind}` of `wasm_operator_watch_lists_total`: `jinghzhu` or `pod`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WatchLabels {
@@ -212,6 +221,8 @@ pub struct Metrics {
     /// Writes not sent because the leadership or shard they were for had
     /// lapsed on this host's clock (see `apply::fence`).
     pub fenced_writes: Family<FencedLabels, Counter>,
+    /// Objects of this replica's cache each plugin selects and serves.
+    pub plugin_objects: Family<PluginObjectsLabels, Gauge>,
 
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: Family<ResultLabels, Counter>,
@@ -264,6 +275,7 @@ impl Default for Metrics {
             expectation_timeouts: Counter::default(),
             write_failures: Family::default(),
             fenced_writes: Family::default(),
+            plugin_objects: Family::default(),
             budget_exceeded: Counter::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
@@ -387,10 +399,38 @@ impl Metrics {
             self.plugin_call_duration.clone(),
         );
         r.register(
+            "plugin_objects",
+            "Jinghzhus of this replica's cache each plugin resource selects and serves, by resource (empty: the default plugin) and count (selected, served)",
+            self.plugin_objects.clone(),
+        );
+        r.register(
             "plugin_call_outcomes",
             "Plugin reconcile calls by outcome (ok, error, deadline, memory, trap, host, rejected)",
             self.plugin_call_outcomes.clone(),
         );
+    }
+
+    /// Records the objects `resource` (empty: the default plugin) selects
+    /// and serves on this replica.
+    pub fn set_plugin_objects(&self, resource: &str, selected: u64, served: u64) {
+        for (count, value) in [("selected", selected), ("served", served)] {
+            self.plugin_objects
+                .get_or_create(&PluginObjectsLabels {
+                    resource: resource.to_string(),
+                    count: count.to_string(),
+                })
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Drops the series of a tenant `resource` no longer served.
+    pub fn forget_plugin_objects(&self, resource: &str) {
+        for count in ["selected", "served"] {
+            self.plugin_objects.remove(&PluginObjectsLabels {
+                resource: resource.to_string(),
+                count: count.to_string(),
+            });
+        }
     }
 
     /// What the host wrote, held back or could not write.

@@ -26,7 +26,7 @@ use wasm_operator::plugin_resource::ResourceOptions;
 use wasm_operator::plugin_resource::tenants::{self, SlotSettings};
 use wasm_operator::runtime::{Runtime, RuntimeConfig, digest_of};
 use wasm_operator::shards::{Coordinator, ShardConfig};
-use wasm_operator::telemetry::metrics::Metrics;
+use wasm_operator::telemetry::metrics::{Metrics, PluginObjectsLabels};
 
 const CONVERGE: Duration = Duration::from_secs(90);
 const V2_PREFIX: &str = "[v2] ";
@@ -68,6 +68,7 @@ async fn create_configmap(env: &TestEnv, bytes: Vec<u8>) -> anyhow::Result<()> {
 /// watching every namespace, its shard Leases in `env`'s namespace.
 struct TenantHost {
     router: Arc<PluginRouter>,
+    metrics: Arc<Metrics>,
     coordinator: Coordinator,
     shutdown: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
@@ -142,13 +143,14 @@ impl TenantHost {
                 shards: Some(shards),
                 ..ControllerConfig::default()
             },
-            metrics,
+            metrics.clone(),
             async move {
                 let _ = stopped.await;
             },
         ));
         Ok(Self {
             router,
+            metrics: metrics.clone(),
             coordinator,
             shutdown,
             task,
@@ -240,6 +242,28 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
         )
         .await?;
     }
+
+    // The same counts as metrics, summed over the replicas.
+    let served = |resource: &str| -> i64 {
+        replicas
+            .iter()
+            .filter_map(|r| {
+                r.metrics
+                    .plugin_objects
+                    .get(&PluginObjectsLabels {
+                        resource: resource.to_string(),
+                        count: "served".into(),
+                    })
+                    .map(|g| g.get())
+            })
+            .sum()
+    };
+    wait_for(
+        "the objects served counted in the metrics",
+        CONVERGE,
+        || async { Ok(served(&a_name) == 1 && served(&b_name) == 1 && served("") >= 1) },
+    )
+    .await?;
 
     // Team B's failures touch nobody else: A and the default keep serving
     // what they served (no rollback), and keep converging.
