@@ -158,7 +158,8 @@ pub async fn reconcile_fenced(
     let started = Instant::now();
     let route = ctx.plugin.route(&object.jz);
     let slot = &route.slot;
-    let Some(plugin) = slot.serving() else {
+    // A canary rollout's cohort gets the canary, the rest the stable plugin.
+    let Some(plugin) = slot.plugin_for(&object.uid) else {
         // The plugin offered at start was refused: the slot serves nothing
         // (the host is unready if it is the default's); the first good
         // plugin re-queues every object.

@@ -29,6 +29,9 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode"}"#,
     printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.digest"}"#,
     printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Rollout","type":"string","jsonPath":".status.rollout.phase"}"#,
+    printcolumn = r#"{"name":"Weight","type":"integer","jsonPath":".status.rollout.weight"}"#,
+    printcolumn = r#"{"name":"Canary","type":"string","priority":1,"jsonPath":".status.rollout.canary"}"#,
     printcolumn = r#"{"name":"Plugin","type":"string","priority":1,"jsonPath":".status.plugin"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
@@ -63,6 +66,90 @@ pub struct JinghzhuPluginSpec {
     /// labels alone, then the oldest, then the first by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<ObjectSelectorSpec>,
+    /// Roll a new artifact out as a canary: it serves a growing cohort of
+    /// the objects, step by step, each step judged against the stable
+    /// plugin; without it a new artifact serves every object at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
+}
+
+/// A canary rollout's steps and the criterion that aborts it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    /// The cohort at each step, in percent of the objects (a stable hash of
+    /// each object's UID picks them); 100 is added as the last step.
+    #[serde(default = "default_steps")]
+    #[schemars(length(min = 1, max = 20))]
+    pub steps: Vec<u32>,
+    /// How long each step is held before it is judged.
+    #[serde(default = "default_step_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub step_seconds: u32,
+    /// Fewest canary reconciles in a step before it is judged.
+    #[serde(default = "default_min_reconciles")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub min_reconciles: u32,
+    /// Abort when the share of canary objects failing exceeds the stable
+    /// plugin's share over the other objects by more than this many
+    /// percentage points.
+    #[serde(default = "default_max_failure_increase")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_failure_increase_percent: u32,
+    /// Hold the rollout at its step.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+fn default_steps() -> Vec<u32> {
+    vec![1, 5, 25, 100]
+}
+
+fn default_step_seconds() -> u32 {
+    60
+}
+
+fn default_min_reconciles() -> u32 {
+    5
+}
+
+fn default_max_failure_increase() -> u32 {
+    10
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        Self {
+            steps: default_steps(),
+            step_seconds: default_step_seconds(),
+            min_reconciles: default_min_reconciles(),
+            max_failure_increase_percent: default_max_failure_increase(),
+            paused: false,
+        }
+    }
+}
+
+/// A canary rollout as the last writer sees it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// `Progressing`, `Paused`, `Promoted` or `Aborted`.
+    pub phase: String,
+    /// The stable plugin's digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable: Option<String>,
+    /// The canary's digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<String>,
+    /// The canary's cohort now, in percent.
+    #[serde(default)]
+    pub weight: u32,
+    /// `step/steps`, e.g. `2/4`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// What happened last, with its figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// The Jinghzhus a tenant plugin serves: those of `namespaces` (any when
@@ -277,6 +364,9 @@ pub struct JinghzhuPluginStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "replicas_schema")]
     pub replicas: Vec<ReplicaStatus>,
+    /// The canary rollout, while one goes on and after it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
 }
 
 /// One condition (the shape of `metav1.Condition`).

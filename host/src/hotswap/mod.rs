@@ -19,9 +19,11 @@
 //! swap interval of the last swap (or rollback) waits for it to end, and
 //! only the newest of those that came meanwhile is offered.
 
+pub mod canary;
 pub mod candidate;
 pub mod damper;
 pub mod probation;
+pub mod rollout;
 pub mod router;
 pub mod setup;
 pub mod shadow;
@@ -94,6 +96,10 @@ pub struct ActivePlugin {
     /// Plugins that stopped serving whose metric series are still kept,
     /// oldest first (see [`ActivePlugin::retire`]).
     retired: Mutex<VecDeque<PluginCallLabels>>,
+    /// A canary rollout going on ([`rollout`]).
+    canary: RwLock<Option<canary::Canary>>,
+    /// The digest of the last canary aborted (not rolled out again until a retry).
+    aborted: Mutex<Option<String>>,
     metrics: Arc<Metrics>,
 }
 
@@ -138,6 +144,8 @@ impl ActivePlugin {
             pod_policies: RwLock::new(HashMap::new()),
             swap_clock: Mutex::new((None, damper::DEFAULT_MIN_SWAP_INTERVAL)),
             retired: Mutex::new(VecDeque::new()),
+            canary: RwLock::new(None),
+            aborted: Mutex::new(None),
             metrics,
         }
     }
@@ -227,6 +235,8 @@ impl ActivePlugin {
 
     /// Makes `plugin` the active one (it has passed every check already).
     pub fn swap(&self, plugin: Arc<LoadedPlugin>) {
+        // A plugin swapped in directly ends any rollout.
+        *self.canary.write().unwrap_or_else(|e| e.into_inner()) = None;
         let old = {
             let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
             current.replace(plugin.clone())
@@ -295,6 +305,7 @@ impl ActivePlugin {
     /// `digest`; rolls back if too many of the objects judged under the
     /// plugin swapped in last fail within the window ([`probation`]).
     pub fn record_outcome(&self, object: &str, digest: &str, ok: bool) {
+        self.record_for_rollout(object, digest, ok);
         self.failing
             .lock()
             .unwrap_or_else(|e| e.into_inner())

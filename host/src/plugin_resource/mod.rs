@@ -36,6 +36,7 @@
 //! naming the rule, and the usual log line, counter and `/status` entry.
 
 pub mod keys;
+pub mod rollout;
 pub mod status;
 pub mod tenants;
 
@@ -121,6 +122,7 @@ impl RuleRefusal {
             | "oci/unsigned"
             | "oci/signature" => "Verified",
             "plugin/load" | "plugin/smoke-reconcile" => "Compiled",
+            rule if rule.starts_with("rollout/") => "Rollout",
             _ => "Resolved",
         }
     }
@@ -387,6 +389,7 @@ impl Driver {
         let mut swaps = self.active.swaps().boxed();
         let mut current: Option<Current> = None;
         let mut count_ticks = tokio::time::interval(OBJECT_COUNT_INTERVAL);
+        let mut rollout_ticks = tokio::time::interval(rollout::ROLLOUT_TICK);
         loop {
             let content = async {
                 match current.as_mut().and_then(|c| c.content.as_mut()) {
@@ -434,6 +437,9 @@ impl Driver {
                     }
                 }
                 _ = count_ticks.tick(), if self.counting.is_some() => self.report_objects().await,
+                _ = rollout_ticks.tick(), if self.role == PluginMode::Active => {
+                    self.on_rollout_tick(current.as_ref().map(|c| c.resource.clone())).await;
+                }
                 Some(()) = swaps.next(), if self.role == PluginMode::Active => {
                     // A swap, or a rollback: the entry shows what serves now.
                     self.report_serving();
@@ -460,6 +466,13 @@ impl Driver {
     /// A new generation of the spec.
     async fn on_spec(&mut self, resource: Arc<JinghzhuPlugin>, current: &mut Option<Current>) {
         self.writer.observe(resource.metadata.generation);
+        // An edit of spec.rollout is the explicit retry of an aborted canary.
+        if current
+            .as_ref()
+            .is_some_and(|c| c.resource.spec.rollout != resource.spec.rollout)
+        {
+            self.active.retry_aborted();
+        }
         let spec = &resource.spec;
         let label = source_label(&spec.source);
         // An OCI puller carries its signature policy: new keys, new source.
@@ -805,7 +818,11 @@ impl Driver {
             ),
         );
         self.writer.set_effective(Some(effective));
-        self.serve(plugin, from, &digest, seen_at);
+        match self.offer_canary(resource, &plugin, seen_at).await {
+            rollout::Offer::Serve => self.serve(plugin, from, &digest, seen_at),
+            rollout::Offer::Canary => {}
+            rollout::Offer::Refused => return,
+        }
         self.writer
             .set("Refused", false, "Accepted", &format!("{digest} accepted"));
         self.report_serving();

@@ -19,7 +19,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 
 use crate::crd::plugin::{
-    EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaStatus,
+    EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaStatus, RolloutStatus,
 };
 use crate::hotswap::router::ObjectCounts;
 use crate::plugin_text;
@@ -30,7 +30,9 @@ fn count(n: u64) -> i64 {
 }
 
 /// The condition types, in the order they are written.
-pub const CONDITION_TYPES: [&str; 5] = ["Resolved", "Verified", "Compiled", "Serving", "Refused"];
+pub const CONDITION_TYPES: [&str; 6] = [
+    "Resolved", "Verified", "Compiled", "Serving", "Refused", "Rollout",
+];
 
 /// Now, as Kubernetes writes times (RFC 3339, seconds).
 pub fn now() -> String {
@@ -63,6 +65,7 @@ pub struct StatusWriter {
     effective: Option<EffectiveLimits>,
     last_refusal: Option<PluginRefusal>,
     objects: Option<ObjectCounts>,
+    rollout: Option<RolloutStatus>,
 }
 
 impl StatusWriter {
@@ -81,7 +84,13 @@ impl StatusWriter {
             effective: None,
             last_refusal: None,
             objects: None,
+            rollout: None,
         }
+    }
+
+    /// The canary rollout to show (`status.rollout`).
+    pub fn set_rollout(&mut self, rollout: Option<RolloutStatus>) {
+        self.rollout = rollout;
     }
 
     /// The objects this replica sees the resource select and serve.
@@ -165,6 +174,7 @@ impl StatusWriter {
             "state": self.state,
             "effectiveLimits": self.effective,
             "lastRefusal": self.last_refusal,
+            "rollout": self.rollout,
             "replicas": [ReplicaStatus {
                 name: self.replica.clone(),
                 digest: self.serving.digest.clone(),
