@@ -10,6 +10,9 @@
 //! - [`plugin_text`]: escaping and bounding text from a plugin or a Jinghzhu
 //!   author before it reaches a log line, an Event or a metric label.
 //! - [`event_reasons`]: the Event reasons the host reserves for itself.
+//! - [`disk`]: files the host keeps and trusts later (the precompiled
+//!   cache, the OCI store): private directories, keyed files, bounds in
+//!   bytes and what is pinned.
 //! - [`runtime`]: the Wasm side: engine, loading, limits, calling `reconcile`.
 //! - [`controller`]: the Kubernetes side: informers, workqueue, reconcile loop.
 //! - [`apply`]: validating and applying a proposal, and remembering what was
@@ -36,6 +39,7 @@ pub mod cached_pod;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod disk;
 pub mod event_reasons;
 pub mod hotswap;
 pub mod leader;

@@ -2,8 +2,9 @@
 //! switched atomically between reconciles.
 //!
 //! What it may import: `apply/` (a candidate is held to the same rules),
-//! `telemetry/`, `runtime/` and the shared types (`actions`, `crd`,
-//! `plugin_text`). Never `controller/`, `serve.rs` or `run.rs`: they use it.
+//! `telemetry/`, `runtime/`, `disk` (it pins the plugins it holds, so the
+//! precompiled cache and the OCI store never evict them) and the shared
+//! types (`actions`, `crd`, `plugin_text`). Never `controller/`, `serve.rs` or `run.rs`: they use it.
 //!
 //! A reconcile clones the current `Arc` at its start and finishes on that
 //! plugin even if a swap happens meanwhile; every later reconcile gets the
@@ -100,6 +101,9 @@ pub struct ActivePlugin {
     canary: RwLock<Option<canary::Canary>>,
     /// The digest of the last canary aborted (not rolled out again until a retry).
     aborted: Mutex<Option<String>>,
+    /// The digests of the current, previous and shadow plugins, which the
+    /// bounded directories keep ([`crate::disk::pins`]).
+    pins: crate::disk::pins::PinHolder,
     metrics: Arc<Metrics>,
 }
 
@@ -123,6 +127,7 @@ impl ActivePlugin {
         let slot = Self::empty(policy, metrics);
         *slot.current.write().unwrap_or_else(|e| e.into_inner()) = Some(plugin);
         slot.metrics.plugin_serving.set(1);
+        slot.repin();
         slot
     }
 
@@ -146,8 +151,34 @@ impl ActivePlugin {
             retired: Mutex::new(VecDeque::new()),
             canary: RwLock::new(None),
             aborted: Mutex::new(None),
+            pins: crate::disk::pins::PinHolder::new(),
             metrics,
         }
+    }
+
+    /// Pins the plugins this slot holds (current, previous, shadow) so the
+    /// precompiled cache and the OCI store never evict them; called after
+    /// each change of any of them.
+    fn repin(&self) {
+        let digests = [
+            self.serving(),
+            self.previous
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            self.shadow(),
+            self.canary
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map(|canary| canary.plugin.clone()),
+        ];
+        self.pins.set(
+            digests
+                .into_iter()
+                .flatten()
+                .map(|plugin| plugin.digest().to_string()),
+        );
     }
 
     /// Sets the shortest time between two swaps (`--min-swap-interval`;
@@ -201,6 +232,8 @@ impl ActivePlugin {
                 self.metrics.plugin_serving.set(1);
                 self.first_loads
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                drop(current);
+                self.repin();
                 self.generation.send_modify(|g| *g += 1);
                 return;
             }
@@ -244,6 +277,7 @@ impl ActivePlugin {
         self.metrics.plugin_serving.set(1);
         self.swapped_now();
         let Some(old) = old else {
+            self.repin();
             // The first good plugin after a refused start: nothing to roll
             // back to, so no probation.
             tracing::info!(
@@ -274,6 +308,7 @@ impl ActivePlugin {
         if let Some(displaced) = displaced {
             self.retire(&displaced);
         }
+        self.repin();
         self.metrics.plugin_swaps.inc();
         self.generation.send_modify(|g| *g += 1);
     }
@@ -353,6 +388,7 @@ impl ActivePlugin {
             if let Some(failed) = failed {
                 self.retire(&failed);
             }
+            self.repin();
             self.metrics.plugin_rollbacks.inc();
             self.swapped_now();
             self.generation.send_modify(|g| *g += 1);
@@ -408,6 +444,7 @@ impl ActivePlugin {
         let queue =
             plugin.map(|plugin| shadow::ShadowQueue::start(plugin, queue, self.metrics.clone()));
         *self.shadow.write().unwrap_or_else(|e| e.into_inner()) = queue;
+        self.repin();
     }
 
     /// The shadow plugin, if one runs.

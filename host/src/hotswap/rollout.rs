@@ -100,6 +100,7 @@ impl ActivePlugin {
         );
         *canary = Some(started);
         drop(canary);
+        self.repin();
         self.generation.send_modify(|g| *g += 1);
         Ok(CanaryStart::Started)
     }

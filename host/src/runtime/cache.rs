@@ -16,23 +16,30 @@
 //! - files are opened without following symlinks, and must be regular files
 //!   of the host's user that nobody else can write.
 //!
+//! These checks are [`crate::disk::private`]'s, shared with the OCI store
+//! (which uses the same key). The cache is bounded: after each artifact it
+//! stores, the least recently used artifacts (by mtime, set on each load)
+//! are removed until all add up to `--precompiled-cache-max-mib`
+//! ([`DEFAULT_MAX_BYTES`]); the plugins a hot-swap slot serves, had before
+//! or shadows ([`crate::disk::pins`]) are never removed.
+//!
 //! The file name binds the sha256 of the component's bytes and a hash of
 //! [`Engine::precompile_compatibility_hash`] (wasmtime version, target, and
 //! every setting that affects generated code), so an artifact is only ever
 //! offered to an engine that could have produced it. Files are written to a
 //! temporary name in the same directory and renamed into place.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::hash::{Hash, Hasher};
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::disk::private::{self, Key};
+use crate::disk::{pins, prune};
 
 /// How a plugin's component was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,21 +50,22 @@ pub enum LoadOutcome {
     FromCache,
 }
 
+/// Default bound of the cache's artifacts (`--precompiled-cache-max-mib`):
+/// with the default OCI store bound (64 MiB) well under the shipped
+/// `emptyDir`'s 256 MiB, and room for three precompiled Python plugins
+/// (~36 MB each: serving, previous, shadow).
+pub const DEFAULT_MAX_BYTES: u64 = 128 << 20;
+
 /// The on-disk cache of precompiled components (or none).
 #[derive(Debug, Clone)]
 pub struct PrecompiledCache {
     dir: Option<PathBuf>,
     key_file: Option<PathBuf>,
+    /// The artifacts' bound in bytes (pinned ones excepted).
+    max_bytes: u64,
     /// The checked directory's key, once (None inside: the cache is unusable).
-    key: std::sync::Arc<OnceLock<Option<[u8; KEY_LEN]>>>,
+    key: std::sync::Arc<OnceLock<Option<Key>>>,
 }
-
-/// Bytes of the HMAC key.
-const KEY_LEN: usize = 32;
-/// Name of the key file inside the cache directory.
-const KEY_FILE: &str = ".key";
-
-type HmacSha256 = Hmac<Sha256>;
 
 impl PrecompiledCache {
     /// A cache in `dir`; `None` disables caching. The key is kept in the
@@ -72,8 +80,21 @@ impl PrecompiledCache {
         Self {
             dir,
             key_file,
+            max_bytes: DEFAULT_MAX_BYTES,
             key: std::sync::Arc::new(OnceLock::new()),
         }
+    }
+
+    /// The same cache, keeping its artifacts under `max_bytes` (least
+    /// recently used go first; the pinned plugins' never).
+    pub fn bounded(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// The key file given (`--precompiled-cache-key-file`), if any.
+    pub fn key_file(&self) -> Option<&Path> {
+        self.key_file.as_deref()
     }
 
     /// The default directory: `$XDG_CACHE_HOME/wasm-operator/precompiled`, or
@@ -100,7 +121,7 @@ impl PrecompiledCache {
 
     /// The key, after checking the directory once (`None`: do not use the
     /// cache; the reason was logged).
-    fn key(&self) -> Option<&[u8; KEY_LEN]> {
+    fn key(&self) -> Option<&Key> {
         self.key
             .get_or_init(|| {
                 let dir = self.dir.as_ref()?;
@@ -147,7 +168,10 @@ impl PrecompiledCache {
                     // read into memory first rather than mapped, so nothing
                     // done to the file later can change code in use.
                     match unsafe { Component::deserialize(engine, &precompiled) } {
-                        Ok(component) => return Ok((component, LoadOutcome::FromCache)),
+                        Ok(component) => {
+                            private::touch(path);
+                            return Ok((component, LoadOutcome::FromCache));
+                        }
                         Err(err) => tracing::warn!(
                             path = %path.display(),
                             error = %format!("{err:#}"),
@@ -175,7 +199,54 @@ impl PrecompiledCache {
                 "could not store the precompiled plugin (continuing without the cache)"
             );
         }
+        if let Some(dir) = self.dir.as_deref()
+            && key.is_some()
+        {
+            prune_dir(dir, self.max_bytes, &pins::pinned());
+        }
         Ok((component, LoadOutcome::Compiled))
+    }
+}
+
+/// Removes the least recently used artifacts of `dir` until they add up
+/// to at most `max_bytes`, never one of a `pinned` plugin (by the
+/// `sha256:<hex>` of its component; the file name starts with the hex).
+/// Only `*.cwasm` files count: the key, temporary files and the OCI store
+/// (`oci/`, bounded on its own) are not the cache's.
+pub fn prune_dir(dir: &Path, max_bytes: u64, pinned: &std::collections::BTreeSet<String>) {
+    let Ok(listing) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths = Vec::new();
+    let mut entries = Vec::new();
+    for item in listing.flatten() {
+        let name = item.file_name().to_string_lossy().into_owned();
+        let Ok(meta) = fs::symlink_metadata(item.path()) else {
+            continue;
+        };
+        if !name.ends_with(".cwasm") || name.starts_with('.') || meta.is_dir() {
+            continue;
+        }
+        let digest = format!("sha256:{}", name.split('-').next().unwrap_or_default());
+        entries.push(prune::Entry {
+            bytes: meta.len(),
+            last_used: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+            pinned: pinned.contains(&digest),
+        });
+        paths.push(item.path());
+    }
+    for i in prune::choose(&entries, max_bytes) {
+        match fs::remove_file(&paths[i]) {
+            Ok(()) => tracing::info!(
+                path = %paths[i].display(),
+                bytes = entries[i].bytes,
+                bound = max_bytes,
+                "evicted a precompiled plugin from the cache (least recently used; over --precompiled-cache-max-mib)"
+            ),
+            Err(err) => {
+                tracing::warn!(path = %paths[i].display(), error = %err, "could not evict a precompiled plugin")
+            }
+        }
     }
 }
 
@@ -227,161 +298,32 @@ pub fn engine_key(engine: &Engine) -> String {
 
 /// First bytes of every cache file, then the HMAC, then the artifact.
 const FILE_MAGIC: &[u8] = b"wasm-operator precompiled v2\n";
-const MAC_LEN: usize = 32;
-
-/// The effective user id of the host.
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
+/// Largest artifact read back (a precompiled 20 MB Python component is ~36 MB).
+const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
 
 /// Makes sure `dir` is a private directory of ours and returns the key.
-fn prepare(dir: &Path, key_file: Option<&Path>) -> Result<[u8; KEY_LEN], String> {
-    if fs::symlink_metadata(dir).is_err() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| format!("cannot create it: {e}"))?;
-    }
-    let meta = fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
-    if meta.file_type().is_symlink() || !meta.is_dir() {
-        return Err("it is a symlink or not a directory".into());
-    }
-    if meta.uid() != euid() {
-        return Err(format!(
-            "it is owned by uid {}, not by the host's user ({})",
-            meta.uid(),
-            euid()
-        ));
-    }
-    if meta.mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot make it private (0700): {e}"))?;
-        tracing::warn!(dir = %dir.display(), "precompiled cache directory was accessible to others; made it 0700");
-    }
-    match key_file {
-        Some(file) => {
-            let bytes = read_private(file, false)?;
-            if bytes.len() < KEY_LEN {
-                return Err(format!(
-                    "the key file {} holds {} bytes; it needs at least {KEY_LEN}",
-                    file.display(),
-                    bytes.len()
-                ));
-            }
-            let mut key = [0u8; KEY_LEN];
-            key.copy_from_slice(&Sha256::digest(&bytes));
-            Ok(key)
-        }
-        None => dir_key(&dir.join(KEY_FILE)),
-    }
+fn prepare(dir: &Path, key_file: Option<&Path>) -> Result<Key, String> {
+    private::private_dir(dir, "precompiled cache")?;
+    private::key(dir, key_file)
 }
 
-/// The key kept in the directory, created (random, `0600`) if missing.
-fn dir_key(path: &Path) -> Result<[u8; KEY_LEN], String> {
-    let mut key = [0u8; KEY_LEN];
-    match OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
-        Ok(mut file) => {
-            File::open("/dev/urandom")
-                .and_then(|mut random| random.read_exact(&mut key))
-                .map_err(|e| format!("cannot read random bytes for the key: {e}"))?;
-            file.write_all(&key)
-                .and_then(|()| file.sync_all())
-                .map_err(|e| format!("cannot write the key: {e}"))?;
-            Ok(key)
-        }
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            let bytes = read_private(path, true)?;
-            if bytes.len() != KEY_LEN {
-                return Err(format!(
-                    "{} is not a key of {KEY_LEN} bytes",
-                    path.display()
-                ));
-            }
-            key.copy_from_slice(&bytes);
-            Ok(key)
-        }
-        Err(err) => Err(format!("cannot create the key {}: {err}", path.display())),
-    }
-}
-
-/// Reads a regular file of the host's user without following symlinks;
-/// nobody else may write it (nor read it, when `secret`).
-fn read_private(path: &Path, secret: bool) -> Result<Vec<u8>, String> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| format!("cannot open {} (symlinks are refused): {e}", path.display()))?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    let forbidden = if secret { 0o077 } else { 0o022 };
-    if !meta.is_file() || meta.uid() != euid() || meta.mode() & forbidden != 0 {
-        return Err(format!(
-            "{} is not a regular file of the host's user that only it can {}",
-            path.display(),
-            if secret { "access" } else { "write" }
-        ));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    Ok(bytes)
-}
-
-/// The MAC of an artifact stored under `path`: over the file name and the
-/// artifact, so an artifact cannot be moved to another name either.
-fn mac(key: &[u8; KEY_LEN], path: &Path, artifact: &[u8]) -> Result<HmacSha256, String> {
-    let mut mac = HmacSha256::new_from_slice(key).map_err(|e| e.to_string())?;
-    let name = path
-        .file_name()
+/// The name an artifact's MAC is over: its file name, so an artifact
+/// cannot be moved to another name either.
+fn mac_name(path: &Path) -> String {
+    path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    mac.update(&(name.len() as u64).to_le_bytes());
-    mac.update(name.as_bytes());
-    mac.update(artifact);
-    Ok(mac)
+        .unwrap_or_default()
 }
 
 /// The artifact in a cache file, if the file is ours and its MAC holds.
-fn read_artifact(path: &Path, key: &[u8; KEY_LEN]) -> Result<Vec<u8>, String> {
-    let file = read_private(path, false)?;
-    let rest = file
-        .strip_prefix(FILE_MAGIC)
-        .ok_or("not a wasm-operator cache file (or an older format)")?;
-    if rest.len() < MAC_LEN {
-        return Err("truncated".into());
-    }
-    let (tag, artifact) = rest.split_at(MAC_LEN);
-    mac(key, path, artifact)?.verify_slice(tag).map_err(|_| {
-        "its HMAC does not match: not written by this host, or modified".to_string()
-    })?;
-    Ok(artifact.to_vec())
+fn read_artifact(path: &Path, key: &Key) -> Result<Vec<u8>, String> {
+    private::read_keyed(path, &mac_name(path), FILE_MAGIC, key, MAX_ARTIFACT_BYTES)
 }
 
 /// Writes a cache file atomically: a temporary file in the same directory,
 /// synced, then renamed over `path`.
-fn store(path: &Path, artifact: &[u8], key: &[u8; KEY_LEN]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tag = mac(key, path, artifact)
-        .map_err(std::io::Error::other)?
-        .finalize()
-        .into_bytes();
-    let mut file = tempfile::Builder::new()
-        .prefix(".partial-")
-        .permissions(fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)?;
-    file.write_all(FILE_MAGIC)?;
-    file.write_all(&tag)?;
-    file.write_all(artifact)?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+fn store(path: &Path, artifact: &[u8], key: &Key) -> std::io::Result<()> {
+    private::write_keyed(path, &mac_name(path), FILE_MAGIC, artifact, key)
 }
 
 /// Feeds `Hash` output into sha256, for a stable on-disk key.
@@ -398,5 +340,45 @@ impl Hasher for Sha256Hasher {
 
     fn write(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    /// Issue 40: eight swaps left eight artifacts in the cache (nothing
+    /// evicted). Past the bound the least recently used go, never a pinned
+    /// plugin's, and nothing but `*.cwasm` artifacts is touched.
+    #[test]
+    fn the_cache_evicts_the_least_recently_used_but_never_a_pinned_plugin() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let artifact = |n: usize, age_secs: u64| {
+            let path = dir.path().join(format!("{n:064x}-0123456789abcdef.cwasm"));
+            fs::write(&path, vec![0u8; 1000]).expect("write");
+            let when = SystemTime::now() - Duration::from_secs(age_secs);
+            fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(when))
+                .expect("mtime");
+            path
+        };
+        // Oldest first: 0 (pinned: still serving), 1, 2, 3, 4 (newest).
+        let paths: Vec<PathBuf> = (0..5).map(|n| artifact(n, 100 - 10 * n as u64)).collect();
+        fs::write(dir.path().join(".key"), [0u8; 32]).expect("key");
+        fs::create_dir(dir.path().join("oci")).expect("store");
+        fs::write(dir.path().join("oci").join("big"), vec![0u8; 10_000]).expect("store file");
+        let pinned = BTreeSet::from([format!("sha256:{:064x}", 0)]);
+        prune_dir(dir.path(), 3000, &pinned);
+        let left: Vec<bool> = paths.iter().map(|p| p.exists()).collect();
+        assert_eq!(left, [true, false, false, true, true]);
+        assert!(dir.path().join(".key").exists() && dir.path().join("oci/big").exists());
+        // Under the bound: nothing goes.
+        prune_dir(dir.path(), 3000, &pinned);
+        assert!(paths[3].exists() && paths[4].exists());
     }
 }

@@ -31,6 +31,9 @@ pub struct RuntimeConfig {
     /// A file holding the key precompiled artifacts are signed with
     /// (`None`: a random key kept in the cache directory).
     pub cache_key_file: Option<PathBuf>,
+    /// Bound of the precompiled cache's artifacts in bytes (least recently
+    /// used go first; the pinned plugins' never).
+    pub cache_max_bytes: u64,
     /// How instances get their memory.
     pub allocator: InstanceAllocator,
     /// Where plugins are compiled (this process, or a child with limits).
@@ -45,6 +48,7 @@ impl Default for RuntimeConfig {
             output_limit_bytes: DEFAULT_OUTPUT_LIMIT_BYTES,
             cache_dir: PrecompiledCache::default_dir(),
             cache_key_file: None,
+            cache_max_bytes: super::cache::DEFAULT_MAX_BYTES,
             allocator: InstanceAllocator::default(),
             compiler: Compiler::default(),
         }
@@ -128,6 +132,11 @@ pub struct RuntimeArgs {
         conflicts_with = "cache_dir"
     )]
     pub no_precompiled_cache: bool,
+    /// Most MiB the precompiled cache keeps: past it, after each new
+    /// artifact, the least recently used go (never the plugin serving, the
+    /// previous one or the shadow).
+    #[arg(long, env = "WASM_OPERATOR_PRECOMPILED_CACHE_MAX_MIB", default_value_t = super::cache::DEFAULT_MAX_BYTES >> 20, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub precompiled_cache_max_mib: u64,
     /// Plugin instances that may be alive at once, from a pool reserved at
     /// start (a fresh instance from the pool is ~3x cheaper). Must cover
     /// --workers (twice with --shadow-plugin) plus 4. 0 allocates every
@@ -153,6 +162,7 @@ impl RuntimeArgs {
                     .or_else(PrecompiledCache::default_dir)
             },
             cache_key_file: self.precompiled_cache_key_file.clone(),
+            cache_max_bytes: self.precompiled_cache_max_mib << 20,
             allocator: match self.plugin_instance_pool {
                 0 => InstanceAllocator::OnDemand,
                 max_instances => InstanceAllocator::Pooling { max_instances },

@@ -52,7 +52,8 @@ impl Runtime {
             cache: PrecompiledCache::with_key_file(
                 config.cache_dir.clone(),
                 config.cache_key_file.clone(),
-            ),
+            )
+            .bounded(config.cache_max_bytes),
             config,
         })
     }

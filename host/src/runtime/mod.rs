@@ -3,7 +3,7 @@
 //! in a fresh sandboxed instance per reconcile.
 //!
 //! What it may import: only the shared types below it (`actions`, `crd`,
-//! `plugin_text`). Everything that judges or applies a plugin's output
+//! `plugin_text`) and `disk` (the precompiled cache's checks and bound). Everything that judges or applies a plugin's output
 //! (`apply/`, `hotswap/`, `controller/`) and `telemetry/` sit above it.
 //!
 //! - [`config`]: limits, allocator, cache location, and their CLI flags.
