@@ -280,9 +280,7 @@ impl LeaderElectionArgs {
 /// `--plugin-verify-*` flags; refusals are recorded on the host's own Pod.
 fn oci_source(args: &RunArgs, reference: &str) -> Result<PluginSource> {
     let reference = crate::sources::OciRef::parse(reference)?;
-    let options = args
-        .oci
-        .options(args.runtime.config().cache_dir.as_deref())?;
+    let options = args.oci.options(&args.runtime.config())?;
     Ok(PluginSource::Oci(Box::new(
         crate::hotswap::sources::OciSource {
             reference,
@@ -314,8 +312,7 @@ fn resource_options(
         },
         pod_policy: policy,
         oci: Some((
-            args.oci
-                .options(args.runtime.config().cache_dir.as_deref())?,
+            args.oci.options(&args.runtime.config())?,
             args.oci.oci_poll_interval,
         )),
         files: args.files.rules(),

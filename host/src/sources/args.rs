@@ -3,14 +3,16 @@
 //! interval, the local store and the signature policy; and those of file
 //! sources (where a `JinghzhuPlugin`'s file may be, how big).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::bounded::{DEFAULT_MAX_FILE_MIB, FileRules};
 use super::oci::DEFAULT_MAX_ARTIFACT_BYTES;
 use super::signature::{Threshold, VerificationPolicy};
+use super::store::StoreKey;
 use super::{OciError, OciOptions, rules};
+use crate::runtime::RuntimeConfig;
 
 /// OCI source flags of `wasm-operator run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,6 +71,11 @@ pub struct OciArgs {
     /// the registry is down (default: `oci/` in the precompiled cache directory).
     #[arg(long, env = "WASM_OPERATOR_OCI_STORE_DIR", value_name = "DIR")]
     pub oci_store_dir: Option<PathBuf>,
+    /// Most MiB the OCI store keeps: past it, after each pull, the least
+    /// recently used artifacts go (never one a reference resolves to last,
+    /// nor the plugin serving, the previous one or the shadow).
+    #[arg(long, env = "WASM_OPERATOR_OCI_STORE_MAX_MIB", default_value_t = super::store::DEFAULT_MAX_BYTES >> 20, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub oci_store_max_mib: u64,
     /// A trusted cosign public key (PEM, ECDSA P-256); repeat for more. With
     /// any key, an OCI plugin must carry signatures that satisfy
     /// --plugin-verify-policy before it is compiled.
@@ -160,9 +167,11 @@ impl OciArgs {
     }
 
     /// The puller options the flags ask for; the store defaults to `oci/`
-    /// under `precompiled_dir` (none when the precompiled cache is off and
-    /// no --oci-store-dir is given).
-    pub fn options(&self, precompiled_dir: Option<&Path>) -> Result<OciOptions, OciError> {
+    /// under the precompiled cache directory of `runtime` (none when the
+    /// precompiled cache is off and no --oci-store-dir is given) and is
+    /// signed with the cache's key.
+    pub fn options(&self, runtime: &RuntimeConfig) -> Result<OciOptions, OciError> {
+        let precompiled_dir = runtime.cache_dir.as_deref();
         let docker_config = self
             .oci_docker_config
             .as_ref()
@@ -187,6 +196,11 @@ impl OciArgs {
                 .oci_store_dir
                 .clone()
                 .or_else(|| precompiled_dir.map(|dir| dir.join("oci"))),
+            store_key: StoreKey {
+                file: runtime.cache_key_file.clone(),
+                dir: runtime.cache_dir.clone(),
+            },
+            store_max_bytes: self.oci_store_max_mib << 20,
             verification: self.verification()?,
         })
     }
@@ -234,7 +248,19 @@ mod tests {
         assert_eq!(run.oci.plugin_verify_keys.len(), 2);
         assert_eq!(run.oci.plugin_verify_policy, Threshold::AtLeast(2));
         // Key files that do not exist are a config error naming the file.
-        let err = run.oci.options(None).expect_err("no such key");
+        assert_eq!(
+            run.oci.oci_store_max_mib,
+            super::super::store::DEFAULT_MAX_BYTES >> 20
+        );
+        assert_eq!(
+            run.runtime.precompiled_cache_max_mib,
+            crate::runtime::cache::DEFAULT_MAX_BYTES >> 20
+        );
+        let no_cache = RuntimeConfig {
+            cache_dir: None,
+            ..RuntimeConfig::default()
+        };
+        let err = run.oci.options(&no_cache).expect_err("no such key");
         assert_eq!(err.rule, rules::CONFIG);
         assert!(err.message.contains("a.pub"), "{err}");
         assert!(

@@ -12,7 +12,8 @@
 //! which check refused the artifact.
 //!
 //! What it may import: `runtime` (the precompiled cache's directory, next to
-//! which artifacts are kept). Used by `hotswap` (the OCI source), `run` and
+//! which artifacts are kept, and its key) and `disk` (the store's checks,
+//! bound and pins). Used by `hotswap` (the OCI source), `run` and
 //! `cli` (flags, `push`).
 
 pub mod args;

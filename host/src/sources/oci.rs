@@ -49,7 +49,7 @@ use super::signature::{
     CosignSignature, MAX_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_ANNOTATION, Subject,
     VerificationPolicy, docker_reference, signature_tag,
 };
-use super::store::Store;
+use super::store::{self, Store, StoreKey};
 use super::{OciError, rules, sha256_digest};
 
 /// Largest artifact pulled unless `--oci-max-artifact-mib` says otherwise.
@@ -86,6 +86,10 @@ pub struct OciOptions {
     pub docker_config: Option<Vec<u8>>,
     /// Where pulled artifacts are kept by digest (`None`: nowhere).
     pub store_dir: Option<PathBuf>,
+    /// The key the store's files are signed with (the precompiled cache's).
+    pub store_key: StoreKey,
+    /// The store's bound in bytes (`--oci-store-max-mib`).
+    pub store_max_bytes: u64,
     /// The signatures an artifact needs (`None`: none checked).
     pub verification: Option<Arc<VerificationPolicy>>,
     /// Hosts (`host[:port]`) a registry may redirect downloads to, besides itself.
@@ -107,6 +111,8 @@ impl Default for OciOptions {
             ca_files: Vec::new(),
             docker_config: None,
             store_dir: None,
+            store_key: StoreKey::default(),
+            store_max_bytes: store::DEFAULT_MAX_BYTES,
             verification: None,
         }
     }
@@ -237,7 +243,17 @@ impl OciPuller {
             },
             credentials.clone(),
         )?;
-        let store = options.store_dir.clone().map(Store::open).transpose()?;
+        let store = options.store_dir.clone().and_then(|dir| {
+            Store::open(dir.clone(), &options.store_key, options.store_max_bytes)
+                .map_err(|why| {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        reason = %why,
+                        "not using the OCI store: pulled artifacts are not kept, a restart needs the registry"
+                    );
+                })
+                .ok()
+        });
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
