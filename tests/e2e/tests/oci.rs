@@ -642,3 +642,187 @@ async fn measure_pull_verify_compile_of_a_20_mb_component() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// `wasm` with a custom section naming `n` appended: the same plugin under
+/// another digest (a new push of the same code).
+fn variant(wasm: &[u8], n: u32) -> Vec<u8> {
+    const NAME: &[u8] = b"wasm-operator-test-variant";
+    let mut out = wasm.to_vec();
+    out.push(0); // a custom section
+    out.push((1 + NAME.len() + 4) as u8); // its size (one LEB128 byte)
+    out.push(NAME.len() as u8);
+    out.extend_from_slice(NAME);
+    out.extend_from_slice(&n.to_le_bytes());
+    out
+}
+
+/// Bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|listing| {
+            listing
+                .flatten()
+                .map(|entry| match entry.metadata() {
+                    Ok(meta) if meta.is_dir() => bytes_under(&entry.path()),
+                    Ok(meta) => meta.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Copies every file of the store at `from` into the store at `to`, over
+/// what is there (a planted artifact).
+fn plant(from: &Path, to: &Path) -> anyhow::Result<()> {
+    for sub in ["refs", "manifests", "signatures", "blobs"] {
+        for entry in std::fs::read_dir(from.join(sub))? {
+            let entry = entry?;
+            let target = to.join(sub).join(entry.file_name());
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// An in-process host following `live` (swaps not held), with a precompiled
+/// cache of its own in `cache`.
+async fn host_on_store(
+    env: &TestEnv,
+    fallback: &Path,
+    cache: &Path,
+    live: &OciRef,
+    opts: OciOptions,
+) -> anyhow::Result<RunningHost> {
+    let mut host_options = HostOptions::file(fallback);
+    host_options.runtime.cache_dir = Some(cache.to_path_buf());
+    host_options.source = PluginSource::Oci(Box::new(OciSource {
+        reference: live.clone(),
+        puller: OciPuller::new(opts)?,
+        poll_interval: POLL,
+        events_on: None,
+    }));
+    let host = RunningHost::start_with(env, host_options).await?;
+    host.plugin.set_min_swap_interval(Duration::ZERO);
+    Ok(host)
+}
+
+/// Issue 40: the OCI store was served without the precompiled cache's
+/// protections and never pruned. Many pushes to the followed tag keep the
+/// store under its bound, and the plugin serving still restarts from the
+/// store with the registry down; an artifact planted in the store (signed
+/// with another key, as anyone without the host's key must) is not served:
+/// the host serves nothing while the registry is down, then pulls again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_oci_store_is_bounded_and_a_planted_copy_is_not_served() -> anyhow::Result<()> {
+    let env = TestEnv::new("oci-store").await?;
+    let mut registry = LocalRegistry::start(RegistryOptions::default())?;
+    let work = tempfile::tempdir()?;
+    let store = work.path().join("store");
+    let v1_path = plugin("replicaset-plugin", &[]);
+    let v1 = std::fs::read(&v1_path)?;
+    // Room for three artifacts of this plugin, not for the eight pushed.
+    let bound = 3 * v1.len() as u64 + 16 * 1024;
+    let opts = OciOptions {
+        max_artifact_bytes: 16 << 20,
+        ca_files: vec![registry.ca_cert.clone()],
+        store_dir: Some(store.clone()),
+        store_max_bytes: bound,
+        ..OciOptions::default()
+    };
+    let live = OciRef::parse(&format!("oci://{}/{REPO}:live", registry.addr))?;
+    let cache = work.path().join("precompiled");
+    let start = |opts: OciOptions| host_on_store(&env, &v1_path, &cache, &live, opts);
+
+    // Eight pushes to `live`, each served in turn.
+    registry.oras_push(&format!("{REPO}:live"), &v1_path, true)?;
+    let host = start(opts.clone()).await?;
+    env.create("web", 1, &[]).await?;
+    env.wait_converged("web", 1, Duration::from_secs(60))
+        .await?;
+    let mut last = digest_of(&v1);
+    for n in 1..=8u32 {
+        let bytes = variant(&v1, n);
+        let path = work.path().join(format!("v1-{n}.wasm"));
+        std::fs::write(&path, &bytes)?;
+        registry.oras_push(&format!("{REPO}:live"), &path, true)?;
+        last = digest_of(&bytes);
+        wait_for(
+            &format!("push {n} serving"),
+            Duration::from_secs(60),
+            || async { Ok(host.plugin.serving().is_some_and(|p| p.digest() == last)) },
+        )
+        .await?;
+    }
+    let used = bytes_under(&store);
+    println!(
+        "OCI store after 9 pushes of a {} KiB plugin: {} KiB (bound {} KiB)",
+        v1.len() >> 10,
+        used >> 10,
+        bound >> 10
+    );
+    // The bound, plus the refs and the key (a few hundred bytes).
+    anyhow::ensure!(
+        used <= bound + 4096,
+        "the store holds {used} bytes, over its {bound}-byte bound"
+    );
+
+    // The registry goes away: a restarted host serves the last push from the store.
+    host.stop().await;
+    registry.stop();
+    let host = start(opts.clone()).await?;
+    serves_and_scales(&env, &host, &last, 2, "the last push, from the store").await?;
+    host.stop().await;
+
+    // An artifact planted in the store by someone without the host's key
+    // (the v2 plugin under the followed tag, in a store of their own, its
+    // files copied over the host's): not served. The host serves nothing
+    // while the registry is down, and the planted files are gone.
+    let v2 = std::fs::read(plugin("replicaset-plugin", &["v2"]))?;
+    let (v2_digest, size) = (digest_of(&v2), v2.len());
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json",
+                   "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
+                   "size": 2},
+        "layers": [{"mediaType": "application/wasm", "digest": v2_digest, "size": size}],
+    })
+    .to_string()
+    .into_bytes();
+    let theirs = wasm_operator::sources::store::Store::open(
+        work.path().join("theirs"),
+        &wasm_operator::sources::store::StoreKey::default(),
+        u64::MAX,
+    )
+    .map_err(anyhow::Error::msg)?;
+    theirs.save(
+        &live,
+        &digest_of(&manifest),
+        &manifest,
+        &v2_digest,
+        &v2,
+        &[],
+    )?;
+    plant(theirs.dir(), &store)?;
+    let host = start(opts.clone()).await?;
+    anyhow::ensure!(
+        host.plugin.serving().is_none(),
+        "a planted artifact serves: {:?}",
+        host.plugin.serving().map(|p| p.describe())
+    );
+    anyhow::ensure!(
+        std::fs::read_dir(store.join("refs"))?.count() == 0,
+        "the planted ref was removed"
+    );
+    // The registry is back: the host pulls again and serves the last push.
+    registry.restart()?;
+    wait_for(
+        "the last push serving again",
+        Duration::from_secs(60),
+        || async { Ok(host.plugin.serving().is_some_and(|p| p.digest() == last)) },
+    )
+    .await?;
+    host.stop().await;
+    Ok(())
+}
