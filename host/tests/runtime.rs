@@ -794,3 +794,36 @@ fn no_state_survives_from_one_call_to_the_next() {
         }
     }
 }
+
+/// Issue 40: the bounded directories (precompiled cache, OCI store) must
+/// never evict what a hot-swap slot holds. The slot pins the plugin it
+/// serves and the previous one (its rollback target), follows a rollback,
+/// and its pins go with it.
+#[test]
+fn a_slot_pins_the_plugins_it_serves_and_can_roll_back_to() {
+    use wasm_operator::disk::pins::pinned;
+    use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
+    use wasm_operator::telemetry::metrics::Metrics;
+    let runtime = Runtime::new(config()).expect("runtime");
+    let v1 = load(&runtime, &replicaset(Toolchain::Wasip2)).expect("v1");
+    let v2 = load(&runtime, &misbehaving()).expect("v2");
+    let (d1, d2) = (v1.digest().to_string(), v2.digest().to_string());
+    let policy = RollbackPolicy {
+        min_calls: 1,
+        max_failure_ratio: 0.0,
+        ..RollbackPolicy::default()
+    };
+    let slot = ActivePlugin::new(v1, policy, Arc::new(Metrics::default()));
+    assert!(pinned().contains(&d1) && !pinned().contains(&d2));
+    slot.swap(v2);
+    assert!(
+        pinned().contains(&d1) && pinned().contains(&d2),
+        "serving and previous"
+    );
+    // v2 fails: rolled back to v1, which has no previous.
+    slot.record_outcome("uid-1", &d2, false);
+    assert_eq!(slot.current().digest(), d1);
+    assert!(pinned().contains(&d1) && !pinned().contains(&d2));
+    drop(slot);
+    assert!(!pinned().contains(&d1), "a dropped slot pins nothing");
+}

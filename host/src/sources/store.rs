@@ -601,9 +601,23 @@ mod tests {
     #[test]
     fn the_store_stays_under_its_bound_and_keeps_what_is_pinned() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let bound = 10 * 1024;
+        // Room for four artifacts of ~3.3 KiB.
+        let bound = 14 * 1024;
         let store = open(dir.path(), bound);
         let live = reference("live");
+        // Another reference, saved once and never used again: its last
+        // known good is the least recently used artifact, and kept.
+        let (manifest, blob, stable_md, stable_bd) = artifact(100, 3000);
+        store
+            .save(
+                &reference("stable"),
+                &stable_md,
+                &manifest,
+                &stable_bd,
+                &blob,
+                &[],
+            )
+            .expect("saves");
         let mut saved: Vec<(String, String)> = Vec::new();
         let holder = pins::PinHolder::new();
         for seed in 0..12u8 {
@@ -638,6 +652,10 @@ mod tests {
             store.blob(&saved[0].1, 1 << 20).is_some(),
             "the pinned one is kept"
         );
+        let stable = store
+            .load(&reference("stable"))
+            .expect("the other reference's last known good");
+        assert_eq!(stable.manifest_digest, stable_md);
         assert!(
             store.blob(&saved[5].1, 1 << 20).is_some(),
             "the one used again is kept"
