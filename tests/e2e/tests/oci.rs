@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -734,19 +735,24 @@ async fn the_oci_store_is_bounded_and_a_planted_copy_is_not_served() -> anyhow::
     let cache = work.path().join("precompiled");
     let start = |opts: OciOptions| host_on_store(&env, &v1_path, &cache, &live, opts);
 
-    // Eight pushes to `live`, each served in turn.
-    registry.oras_push(&format!("{REPO}:live"), &v1_path, true)?;
-    let host = start(opts.clone()).await?;
-    env.create("web", 1, &[]).await?;
-    env.wait_converged("web", 1, Duration::from_secs(60))
-        .await?;
-    let mut last = digest_of(&v1);
-    for n in 1..=8u32 {
+    // Nine pushes to `live`, each served in turn. Variants of v1 that only
+    // this test serves: the pins are process-wide, and other tests of this
+    // binary serve v1 itself at the same time (its copy here would be kept).
+    let mut host = None;
+    let mut last = String::new();
+    for n in 0..=8u32 {
         let bytes = variant(&v1, n);
         let path = work.path().join(format!("v1-{n}.wasm"));
         std::fs::write(&path, &bytes)?;
         registry.oras_push(&format!("{REPO}:live"), &path, true)?;
         last = digest_of(&bytes);
+        if n == 0 {
+            host = Some(start(opts.clone()).await?);
+            env.create("web", 1, &[]).await?;
+            env.wait_converged("web", 1, Duration::from_secs(60))
+                .await?;
+        }
+        let host = host.as_ref().context("started")?;
         wait_for(
             &format!("push {n} serving"),
             Duration::from_secs(60),
@@ -768,7 +774,7 @@ async fn the_oci_store_is_bounded_and_a_planted_copy_is_not_served() -> anyhow::
     );
 
     // The registry goes away: a restarted host serves the last push from the store.
-    host.stop().await;
+    host.context("started")?.stop().await;
     registry.stop();
     let host = start(opts.clone()).await?;
     serves_and_scales(&env, &host, &last, 2, "the last push, from the store").await?;
