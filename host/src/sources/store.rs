@@ -15,9 +15,9 @@
 //! store is not used, with a warning); every file is opened without
 //! following symlinks, must be a regular file of the host's user nobody
 //! else can write, and carries an HMAC-SHA256 over its path in the store
-//! and its content under the precompiled cache's key (`--precompiled-cache-
-//! key-file`, else the cache directory's `.key`; a store without a cache
-//! keeps its own `.key`). A file failing any check is treated as absent and
+//! and its content under the precompiled cache's key
+//! (`--precompiled-cache-key-file`, else the cache directory's `.key`; a
+//! store without a cache keeps its own `.key`). A file failing any check is treated as absent and
 //! removed, with a warning naming it. On top of that the manifest and blob
 //! must hash to their names, and the caller checks the layout, size and
 //! signatures again under the current policy. Files are written to a
