@@ -140,43 +140,80 @@ fn dir_key(path: &Path) -> Result<Key, String> {
     Ok(key)
 }
 
+/// Why a private file was not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// It cannot be read now (gone, no descriptor left, an I/O error):
+    /// nothing says it is not the host's.
+    Unreadable(String),
+    /// It is not what the host wrote: a symlink, not a regular file,
+    /// someone else's or writable by others, over its size, another format
+    /// or a MAC that does not hold. Never to be used.
+    Untrusted(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Unreadable(why) | ReadError::Untrusted(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<ReadError> for String {
+    fn from(err: ReadError) -> Self {
+        err.to_string()
+    }
+}
+
 /// Opens `path` for reading without following symlinks; it must be a
 /// regular file of the host's user that nobody else may write (nor read,
 /// when `secret`).
-fn open_private(path: &Path, secret: bool) -> Result<(File, fs::Metadata), String> {
+fn open_private(path: &Path, secret: bool) -> Result<(File, fs::Metadata), ReadError> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| format!("cannot open {} (symlinks are refused): {e}", path.display()))?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            let why = format!("cannot open {} (symlinks are refused): {e}", path.display());
+            match e.raw_os_error() {
+                Some(libc::ELOOP) => ReadError::Untrusted(why),
+                _ => ReadError::Unreadable(why),
+            }
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ReadError::Unreadable(format!("{}: {e}", path.display())))?;
     let forbidden = if secret { 0o077 } else { 0o022 };
     if !meta.is_file() || meta.uid() != euid() || meta.mode() & forbidden != 0 {
-        return Err(format!(
+        return Err(ReadError::Untrusted(format!(
             "{} is not a regular file of the host's user that only it can {}",
             path.display(),
             if secret { "access" } else { "write" }
-        ));
+        )));
     }
     Ok((file, meta))
 }
 
 /// Reads a private file ([`open_private`]) of at most `max_bytes`.
-pub fn read_private(path: &Path, secret: bool, max_bytes: u64) -> Result<Vec<u8>, String> {
+pub fn read_private(path: &Path, secret: bool, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
     let (file, meta) = open_private(path, secret)?;
     if meta.len() > max_bytes {
-        return Err(format!(
+        return Err(ReadError::Untrusted(format!(
             "{} holds {} bytes, more than the {max_bytes} expected",
             path.display(),
             meta.len()
-        ));
+        )));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| ReadError::Unreadable(format!("{}: {e}", path.display())))?;
     if bytes.len() as u64 > max_bytes {
-        return Err(format!("{} grew while read", path.display()));
+        return Err(ReadError::Untrusted(format!(
+            "{} grew while read",
+            path.display()
+        )));
     }
     Ok(bytes)
 }
@@ -227,19 +264,21 @@ pub fn read_keyed(
     magic: &[u8],
     key: &Key,
     max_content: u64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, ReadError> {
     let overhead = (magic.len() + MAC_LEN) as u64;
     let file = read_private(path, false, max_content.saturating_add(overhead))?;
-    let rest = file
-        .strip_prefix(magic)
-        .ok_or("not a file of this kind written by wasm-operator (or an older format)")?;
+    let untrusted = |why: &str| ReadError::Untrusted(why.to_string());
+    let rest = file.strip_prefix(magic).ok_or_else(|| {
+        untrusted("not a file of this kind written by wasm-operator (or an older format)")
+    })?;
     if rest.len() < MAC_LEN {
-        return Err("truncated".into());
+        return Err(untrusted("truncated"));
     }
     let (tag, content) = rest.split_at(MAC_LEN);
-    mac(key, name, content)?.verify_slice(tag).map_err(|_| {
-        "its HMAC does not match: not written by this host, or modified".to_string()
-    })?;
+    mac(key, name, content)
+        .map_err(|e| untrusted(&e))?
+        .verify_slice(tag)
+        .map_err(|_| untrusted("its HMAC does not match: not written by this host, or modified"))?;
     Ok(content.to_vec())
 }
 
@@ -291,10 +330,19 @@ mod tests {
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&path, &link).expect("symlink");
         let err = read_keyed(&link, "f", b"m\n", &secret(), 64).expect_err("symlink");
-        assert!(err.contains("symlinks are refused"), "{err}");
+        assert!(
+            matches!(&err, ReadError::Untrusted(why) if why.contains("symlinks are refused")),
+            "{err}"
+        );
         fs::set_permissions(&path, fs::Permissions::from_mode(0o622)).expect("chmod");
         let err = read_keyed(&path, "f", b"m\n", &secret(), 64).expect_err("writable");
-        assert!(err.contains("only it can write"), "{err}");
+        assert!(
+            matches!(&err, ReadError::Untrusted(why) if why.contains("only it can write")),
+            "{err}"
+        );
+        // A file that is not there is unreadable, not untrusted.
+        let gone = read_keyed(&dir.path().join("gone"), "gone", b"m\n", &secret(), 64);
+        assert!(matches!(gone, Err(ReadError::Unreadable(_))));
     }
 
     #[test]

@@ -316,7 +316,7 @@ fn mac_name(path: &Path) -> String {
 }
 
 /// The artifact in a cache file, if the file is ours and its MAC holds.
-fn read_artifact(path: &Path, key: &Key) -> Result<Vec<u8>, String> {
+fn read_artifact(path: &Path, key: &Key) -> Result<Vec<u8>, private::ReadError> {
     private::read_keyed(path, &mac_name(path), FILE_MAGIC, key, MAX_ARTIFACT_BYTES)
 }
 

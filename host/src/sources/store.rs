@@ -157,7 +157,8 @@ impl Store {
     }
 
     /// The content of `rel` if it is there and passes every check; a file
-    /// that fails one is removed (with a warning naming it) and is absent.
+    /// that fails one is removed (with a warning naming it) and is absent
+    /// (one that cannot be read now is absent and kept).
     fn read(&self, rel: &str, max_bytes: u64) -> Option<Vec<u8>> {
         let path = self.path(rel);
         let meta = fs::symlink_metadata(&path).ok()?;
@@ -168,8 +169,14 @@ impl Store {
         }
         match private::read_keyed(&path, rel, FILE_MAGIC, &self.key, max_bytes) {
             Ok(content) => Some(content),
-            Err(why) => {
+            Err(private::ReadError::Untrusted(why)) => {
                 self.discard(rel, &why);
+                None
+            }
+            Err(private::ReadError::Unreadable(why)) => {
+                // Not proven bad (a descriptor limit, an I/O error): absent
+                // this time, kept.
+                tracing::warn!(file = %path.display(), reason = %why, "cannot read a file of the OCI store; treated as absent");
                 None
             }
         }
