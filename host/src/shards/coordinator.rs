@@ -5,7 +5,9 @@
 //! (`<prefix>-member-<hash of identity>`, holder = identity), counts the
 //! live replicas (membership Leases whose record changed within their lease
 //! duration, judged on this replica's clock as [`crate::leader::lease`]
-//! does), computes the assignment ([`super::assign`]) and, shard by shard:
+//! does), leaves out the ghosts among them (members that never take the
+//! free shards they are given, see [`super::ghosts`]), computes the
+//! assignment ([`super::assign`]) and, shard by shard:
 //! - renews the shard Leases it holds (`<prefix>-shard-07`, holder =
 //!   identity, so `kubectl get leases` shows who owns what), each once
 //!   [`shard_renew_interval`] has passed since its last renewal (every
@@ -18,6 +20,13 @@
 //!   expired (unchanged for its lease duration), with a `replace` carrying
 //!   the `resourceVersion` it read, so two replicas never both win.
 //!
+//! A Lease's duration counts as at most the fleet's own, and a shard
+//! Lease's holder that is not a live member extends nothing by renewing it:
+//! it expires a lease duration after this replica first saw that holder
+//! (see `Loop::fresh`). The steps of a round are named: `list`, `observe`,
+//! `member_write`, `members` (the ghost rule), `plan` per shard, `send`,
+//! `record`.
+//!
 //! A shard whose renewal has not succeeded within the renew deadline
 //! (counted from when the last successful one was sent) is dropped at once
 //! and its running reconciles cancelled, as a leader's term ends in
@@ -26,7 +35,7 @@
 //! one round trip; a crashed replica's shards are taken over within the
 //! lease duration plus a retry period of its last renewal.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +50,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use super::ghosts::{Ghosts, ShardView, ghost_grace};
 use super::hash::{label_value, member_lease_name, shard_lease_name};
 use super::{Phase, Shards, assign};
 use crate::leader::lease::{LeaderElectionConfig, jittered};
@@ -126,6 +136,10 @@ impl Coordinator {
             shards: shards.clone(),
             observed: HashMap::new(),
             renewed_at: HashMap::new(),
+            holder_seen: HashMap::new(),
+            ghosts: Ghosts::default(),
+            rejoin: false,
+            last_ghosts: BTreeSet::new(),
         };
         let task = tokio::spawn(state.run(stop_rx, wake));
         Ok((
@@ -176,6 +190,33 @@ struct Loop {
     observed: HashMap<String, (String, Instant)>,
     /// Per held shard: when its last successful renewal was sent.
     renewed_at: HashMap<u32, Instant>,
+    /// Per Lease name: its holder and when this replica first saw it hold it.
+    holder_seen: HashMap<String, (String, Instant)>,
+    /// The ghost rule's state ([`super::ghosts`]).
+    ghosts: Ghosts,
+    /// Re-acquire the membership Lease at the next renewal.
+    rejoin: bool,
+    /// The ghosts of the last round (logged when they change).
+    last_ghosts: BTreeSet<String>,
+}
+
+/// The members of one round.
+struct MemberView {
+    /// Live membership Leases' holders (and this replica unless stopping).
+    live: BTreeSet<String>,
+    /// Of those, the ones not judged ghosts: the assignment's members.
+    admitted: BTreeSet<String>,
+    /// When the Leases of the round were listed.
+    listed_at: Instant,
+}
+
+/// A Lease's kind label (`shard`, `member`).
+fn kind_of(lease: &Lease) -> &str {
+    lease
+        .labels()
+        .get(LEASE_KIND_LABEL)
+        .map(String::as_str)
+        .unwrap_or_default()
 }
 
 fn holder(lease: &Lease) -> &str {
@@ -196,9 +237,14 @@ impl Loop {
     /// never taken as longer than this fleet's own (`--leader-elect-lease-
     /// duration`): anyone who can write a Lease could otherwise write
     /// `leaseDurationSeconds: 2147483647` and hold a shard, or count as a
-    /// member, for good.
-    fn fresh(&self, lease: &Lease, now: Instant) -> bool {
-        if holder(lease).is_empty() {
+    /// member, for good. With `members` (a shard Lease), a holder that is
+    /// not among them (no live membership Lease) extends nothing by
+    /// renewing: its hold counts from when this replica first saw it hold
+    /// the Lease. A working replica renews its membership in the same loop
+    /// as its shards, so it is always a member while it holds one.
+    fn fresh(&self, lease: &Lease, now: Instant, members: Option<&BTreeSet<String>>) -> bool {
+        let held_by = holder(lease);
+        if held_by.is_empty() {
             return false;
         }
         let seconds = lease
@@ -207,10 +253,13 @@ impl Loop {
             .and_then(|s| s.lease_duration_seconds)
             .unwrap_or(1)
             .clamp(1, self.cfg().lease_seconds().max(1));
-        let seen = self
-            .observed
-            .get(&lease.name_any())
-            .map_or(now, |(_, at)| *at);
+        let name = lease.name_any();
+        let stranger = members.is_some_and(|m| !m.contains(held_by));
+        let seen = if stranger {
+            self.holder_seen.get(&name).map_or(now, |(_, at)| *at)
+        } else {
+            self.observed.get(&name).map_or(now, |(_, at)| *at)
+        };
         now < seen + Duration::from_secs(u64::try_from(seconds).unwrap_or(1))
     }
 
@@ -272,31 +321,65 @@ impl Loop {
     /// nothing is held any more.
     async fn round(&mut self, renew: bool, stopping: bool) -> bool {
         let started = Instant::now();
-        let cfg = self.cfg().clone();
-        let listed = tokio::time::timeout(
-            cfg.renew_deadline,
-            self.api
-                .list(&ListParams::default().labels(LEASE_KIND_LABEL)),
-        )
-        .await;
-        let leases: HashMap<String, Lease> = match listed {
-            Ok(Ok(list)) => list.items.into_iter().map(|l| (l.name_any(), l)).collect(),
-            Ok(Err(err)) => {
-                tracing::warn!(error = %err, "sharding: listing the Leases failed; retrying");
-                self.expire_unrenewed();
-                return self.shards.held().is_empty();
-            }
-            Err(_) => {
-                tracing::warn!("sharding: listing the Leases timed out; retrying");
-                self.expire_unrenewed();
-                return self.shards.held().is_empty();
-            }
+        let Some(leases) = self.list().await else {
+            self.expire_unrenewed();
+            return self.shards.held().is_empty();
         };
         // A change is observed when the list showing it arrives, not when it
         // was sent (a holder may have renewed in between): another holder's
         // expiry is never counted from too early.
         let listed_at = Instant::now();
-        for (name, lease) in &leases {
+        self.observe(&leases, listed_at);
+        let member_write = (renew && !stopping).then(|| self.member_write(&leases));
+        let view = self.members(&leases, listed_at, stopping);
+        let desired = assign::assign(self.config.count, &view.admitted)
+            .remove(&self.cfg().identity)
+            .unwrap_or_default();
+        let mut ops: Vec<BoxFuture<'static, Written>> = Vec::new();
+        for shard in 0..self.config.count {
+            let assigned = desired.contains(&shard) && !stopping;
+            ops.extend(self.plan(shard, &leases, &view, assigned, renew, started));
+        }
+        let results = self.send(member_write, ops).await;
+        self.record(results);
+        self.expire_unrenewed();
+        tracing::debug!(
+            renew,
+            stopping,
+            members = view.admitted.len(),
+            ghosts = view.live.len() - view.admitted.len(),
+            desired = desired.len(),
+            held = self.shards.held().len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "sharding: round done"
+        );
+        self.shards.held().is_empty()
+    }
+
+    /// Lists the Leases of the protocol (`None`: failed or timed out).
+    async fn list(&self) -> Option<HashMap<String, Lease>> {
+        let listed = tokio::time::timeout(
+            self.cfg().renew_deadline,
+            self.api
+                .list(&ListParams::default().labels(LEASE_KIND_LABEL)),
+        )
+        .await;
+        match listed {
+            Ok(Ok(list)) => Some(list.items.into_iter().map(|l| (l.name_any(), l)).collect()),
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "sharding: listing the Leases failed; retrying");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("sharding: listing the Leases timed out; retrying");
+                None
+            }
+        }
+    }
+
+    /// Records when each Lease's record, and each holder, was first seen.
+    fn observe(&mut self, leases: &HashMap<String, Lease>, listed_at: Instant) {
+        for (name, lease) in leases {
             let rv = lease.resource_version().unwrap_or_default();
             match self.observed.get(name) {
                 Some((seen, _)) if *seen == rv => {}
@@ -304,125 +387,204 @@ impl Loop {
                     self.observed.insert(name.clone(), (rv, listed_at));
                 }
             }
+            let now_held_by = holder(lease);
+            match self.holder_seen.get(name) {
+                Some((seen, _)) if seen == now_held_by => {}
+                _ => {
+                    self.holder_seen
+                        .insert(name.clone(), (now_held_by.to_string(), listed_at));
+                }
+            }
         }
         self.observed.retain(|name, _| leases.contains_key(name));
+        self.holder_seen.retain(|name, _| leases.contains_key(name));
+    }
 
-        let identity = cfg.identity.clone();
-        let seconds = cfg.lease_seconds();
-        let kind_of = |l: &Lease| {
-            l.labels()
-                .get(LEASE_KIND_LABEL)
-                .cloned()
-                .unwrap_or_default()
-        };
+    /// The renewal of this replica's membership Lease (re-acquired, with a
+    /// new `acquireTime`, when [`super::ghosts`] says the others judge it a
+    /// ghost).
+    fn member_write(
+        &mut self,
+        leases: &HashMap<String, Lease>,
+    ) -> BoxFuture<'static, Result<Lease, String>> {
+        let cfg = self.cfg().clone();
+        let name = member_lease_name(&cfg.lease_name, &cfg.identity);
+        let existing = leases.get(&name);
+        let mut lease = existing
+            .cloned()
+            .unwrap_or_else(|| self.new_lease(name.clone(), "member", None));
+        let mut previous = existing.and_then(|l| l.spec.clone());
+        if std::mem::take(&mut self.rejoin)
+            && let Some(spec) = previous.as_mut()
+        {
+            tracing::warn!(
+                "sharding: this replica took none of its free shards for the ghost grace; re-acquiring its membership Lease so the others count it again"
+            );
+            spec.holder_identity = None; // a new acquisition
+        }
+        lease.spec = Some(self.lease_spec(previous.as_ref(), &cfg.identity, cfg.lease_seconds()));
+        Box::pin(Self::write(self.api.clone(), lease, existing.is_none()))
+    }
 
-        // Membership.
-        let member_name = member_lease_name(&cfg.lease_name, &identity);
-        let mut ops: Vec<BoxFuture<'static, Written>> = Vec::new();
-        let mut member_write: Option<BoxFuture<'static, Result<Lease, String>>> = None;
-        if !stopping && renew {
-            let existing = leases.get(&member_name);
-            let mut lease = existing
-                .cloned()
-                .unwrap_or_else(|| self.new_lease(member_name.clone(), "member", None));
-            lease.spec =
-                Some(self.lease_spec(existing.and_then(|l| l.spec.as_ref()), &identity, seconds));
-            member_write = Some(Box::pin(Self::write(
-                self.api.clone(),
-                lease,
-                existing.is_none(),
-            )));
-        }
-        let mut members: BTreeSet<String> = BTreeSet::new();
-        if !stopping {
-            members.insert(identity.clone());
-        }
+    /// The live members (membership Leases still valid, and this replica
+    /// unless it stops) and, of those, the ones not judged ghosts
+    /// ([`super::ghosts`]): the assignment is computed over those.
+    fn members(
+        &mut self,
+        leases: &HashMap<String, Lease>,
+        listed_at: Instant,
+        stopping: bool,
+    ) -> MemberView {
+        let cfg = self.cfg().clone();
+        let mut live: BTreeMap<String, String> = BTreeMap::new();
         for lease in leases.values() {
-            if kind_of(lease) == "member" && self.fresh(lease, listed_at) {
-                members.insert(holder(lease).to_string());
+            if kind_of(lease) == "member" && self.fresh(lease, listed_at, None) {
+                let record = lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.acquire_time.as_ref())
+                    .map(|t| t.0.to_string())
+                    .unwrap_or_default();
+                live.insert(holder(lease).to_string(), record);
             }
         }
-        self.shards.set_members(members.iter().cloned().collect());
-        let desired = assign::assign(self.config.count, &members)
-            .remove(&identity)
-            .unwrap_or_default();
+        if !stopping {
+            live.entry(cfg.identity.clone()).or_default();
+        }
+        let names: BTreeSet<String> = live.keys().cloned().collect();
+        let views: Vec<ShardView> = (0..self.config.count)
+            .map(|shard| {
+                let lease = leases.get(&shard_lease_name(&cfg.lease_name, shard));
+                ShardView {
+                    holder: lease.map(holder).unwrap_or_default().to_string(),
+                    free: lease.is_none_or(|l| !self.fresh(l, listed_at, Some(&names))),
+                }
+            })
+            .collect();
+        let grace = ghost_grace(cfg.lease_duration);
+        let verdict = self
+            .ghosts
+            .judge(listed_at, &cfg.identity, &live, &views, grace);
+        self.rejoin |= verdict.rejoin;
+        if verdict.ghosts != self.last_ghosts {
+            tracing::warn!(
+                ghosts = ?verdict.ghosts,
+                grace = ?grace,
+                rule = super::ghosts::RULE,
+                "sharding: members that took none of their free shards for the ghost grace are left out of the assignment"
+            );
+            self.last_ghosts = verdict.ghosts.clone();
+        }
+        let admitted: BTreeSet<String> = names.difference(&verdict.ghosts).cloned().collect();
+        self.shards.set_members(admitted.iter().cloned().collect());
+        self.shards
+            .metrics()
+            .ghosts
+            .set(verdict.ghosts.len() as i64);
+        MemberView {
+            live: names,
+            admitted,
+            listed_at,
+        }
+    }
 
-        for shard in 0..self.config.count {
-            let name = shard_lease_name(&cfg.lease_name, shard);
-            let lease = leases.get(&name);
-            let held_by = lease.map(holder).unwrap_or_default();
-            match self.shards.phase(shard) {
-                Some(_) if held_by != identity => {
-                    tracing::error!(shard, lease = %name, holder = held_by, "sharding: the shard's Lease is not ours any more; reconciles of it stop");
-                    self.shards.cut(shard);
-                    self.shards.remove(shard, "lost");
-                    self.renewed_at.remove(&shard);
-                }
-                Some(phase) => {
-                    let Some(lease) = lease else { continue };
-                    if !desired.contains(&shard) || stopping {
-                        let (since, inflight) = self.shards.drain(shard).unwrap_or_default();
-                        if inflight == 0 {
-                            let mut released = lease.clone();
-                            let mut spec = released.spec.clone().unwrap_or_default();
-                            spec.holder_identity = Some(String::new());
-                            spec.lease_duration_seconds = Some(1);
-                            spec.renew_time = Some(MicroTime(Timestamp::now()));
-                            released.spec = Some(spec);
-                            let api = self.api.clone();
-                            ops.push(Box::pin(async move {
-                                let sent = Instant::now();
-                                let result = Self::write(api, released, false).await;
-                                (Op::Release(shard), result, sent)
-                            }));
-                            continue;
-                        }
-                        if since > DRAIN_TIMEOUT && phase == Phase::Draining {
-                            tracing::warn!(shard, inflight, timeout = ?DRAIN_TIMEOUT, "sharding: reconciles of a draining shard still run; cancelling them");
-                            self.shards.cut(shard);
-                        }
+    /// What to write for one shard: renew, release or take its Lease (or
+    /// nothing); drops a shard whose Lease is not ours any more.
+    fn plan(
+        &mut self,
+        shard: u32,
+        leases: &HashMap<String, Lease>,
+        view: &MemberView,
+        assigned: bool,
+        renew: bool,
+        started: Instant,
+    ) -> Option<BoxFuture<'static, Written>> {
+        let cfg = self.cfg().clone();
+        let name = shard_lease_name(&cfg.lease_name, shard);
+        let lease = leases.get(&name);
+        let held_by = lease.map(holder).unwrap_or_default();
+        match self.shards.phase(shard) {
+            Some(_) if held_by != cfg.identity => {
+                tracing::error!(shard, lease = %name, holder = held_by, "sharding: the shard's Lease is not ours any more; reconciles of it stop");
+                self.shards.cut(shard);
+                self.shards.remove(shard, "lost");
+                self.renewed_at.remove(&shard);
+                None
+            }
+            Some(phase) => self.plan_held(shard, lease?, phase, assigned, renew, started),
+            None if assigned => {
+                let (next, create) = match lease {
+                    None => (self.new_lease(name, "shard", Some(shard)), true),
+                    Some(l) if !self.fresh(l, view.listed_at, Some(&view.live)) => {
+                        (l.clone(), false)
                     }
-                    let due = self
-                        .renewed_at
-                        .get(&shard)
-                        .is_none_or(|at| started >= *at + shard_renew_interval(&cfg));
-                    if renew && due {
-                        let mut renewed = lease.clone();
-                        renewed.spec =
-                            Some(self.lease_spec(lease.spec.as_ref(), &identity, seconds));
-                        let api = self.api.clone();
-                        ops.push(Box::pin(async move {
-                            let sent = Instant::now();
-                            let result = Self::write(api, renewed, false).await;
-                            (Op::Renew(shard), result, sent)
-                        }));
-                    }
-                }
-                None if desired.contains(&shard) && !stopping => {
-                    let (mut next, create) = match lease {
-                        None => (self.new_lease(name.clone(), "shard", Some(shard)), true),
-                        Some(l) if held_by.is_empty() || !self.fresh(l, listed_at) => {
-                            (l.clone(), false)
-                        }
-                        Some(_) => continue, // held by a live replica; it hands over
-                    };
-                    next.spec = Some(self.lease_spec(
-                        lease.and_then(|l| l.spec.as_ref()),
-                        &identity,
-                        seconds,
-                    ));
-                    let api = self.api.clone();
-                    ops.push(Box::pin(async move {
-                        let sent = Instant::now();
-                        let result = Self::write(api, next, create).await;
-                        (Op::Take(shard), result, sent)
-                    }));
-                }
-                None => {}
+                    Some(_) => return None, // held by a live replica; it hands over
+                };
+                Some(self.send_op(Op::Take(shard), next, create))
+            }
+            None => None,
+        }
+    }
+
+    /// A held shard: released once drained when it is not ours to hold
+    /// any more, else renewed when due.
+    fn plan_held(
+        &mut self,
+        shard: u32,
+        lease: &Lease,
+        phase: Phase,
+        assigned: bool,
+        renew: bool,
+        started: Instant,
+    ) -> Option<BoxFuture<'static, Written>> {
+        let cfg = self.cfg().clone();
+        if !assigned {
+            let (since, inflight) = self.shards.drain(shard).unwrap_or_default();
+            if inflight == 0 {
+                let mut released = lease.clone();
+                let mut spec = released.spec.clone().unwrap_or_default();
+                spec.holder_identity = Some(String::new());
+                spec.lease_duration_seconds = Some(1);
+                spec.renew_time = Some(MicroTime(Timestamp::now()));
+                released.spec = Some(spec);
+                let api = self.api.clone();
+                return Some(Box::pin(async move {
+                    let sent = Instant::now();
+                    let result = Self::write(api, released, false).await;
+                    (Op::Release(shard), result, sent)
+                }));
+            }
+            if since > DRAIN_TIMEOUT && phase == Phase::Draining {
+                tracing::warn!(shard, inflight, timeout = ?DRAIN_TIMEOUT, "sharding: reconciles of a draining shard still run; cancelling them");
+                self.shards.cut(shard);
             }
         }
+        let due = self
+            .renewed_at
+            .get(&shard)
+            .is_none_or(|at| started >= *at + shard_renew_interval(&cfg));
+        (renew && due).then(|| self.send_op(Op::Renew(shard), lease.clone(), false))
+    }
 
-        let limit = cfg.renew_deadline;
+    /// A take or renewal of `lease` with this replica as holder.
+    fn send_op(&self, op: Op, mut lease: Lease, create: bool) -> BoxFuture<'static, Written> {
+        let cfg = self.cfg();
+        lease.spec = Some(self.lease_spec(lease.spec.as_ref(), &cfg.identity, cfg.lease_seconds()));
+        let api = self.api.clone();
+        Box::pin(async move {
+            let sent = Instant::now();
+            let result = Self::write(api, lease, create).await;
+            (op, result, sent)
+        })
+    }
+
+    /// Sends the round's writes together, each within the renew deadline.
+    async fn send(
+        &self,
+        member_write: Option<BoxFuture<'static, Result<Lease, String>>>,
+        ops: Vec<BoxFuture<'static, Written>>,
+    ) -> Vec<Result<Written, tokio::time::error::Elapsed>> {
+        let limit = self.cfg().renew_deadline;
         let member = async {
             match member_write {
                 Some(write) => Some(tokio::time::timeout(limit, write).await),
@@ -443,11 +605,17 @@ impl Loop {
             }
             _ => {}
         }
+        results
+    }
+
+    /// Takes in the outcome of the round's shard writes.
+    fn record(&mut self, results: Vec<Result<Written, tokio::time::error::Elapsed>>) {
+        let cfg = self.cfg().clone();
         for result in results {
             // A hold counts from when its renewal was sent (not from the
             // round's start): a slow list does not shorten it.
             let Ok((op, result, sent)) = result else {
-                continue; // timed out: the deadline check below decides
+                continue; // timed out: the deadline check decides
             };
             match (op, result) {
                 (Op::Renew(shard), Ok(_)) => {
@@ -476,17 +644,6 @@ impl Loop {
                 }
             }
         }
-        self.expire_unrenewed();
-        tracing::debug!(
-            renew,
-            stopping,
-            members = members.len(),
-            desired = desired.len(),
-            held = self.shards.held().len(),
-            took_ms = started.elapsed().as_millis() as u64,
-            "sharding: round done"
-        );
-        self.shards.held().is_empty()
     }
 
     /// Drops every held shard whose last successful renewal is older than

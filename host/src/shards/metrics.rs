@@ -9,7 +9,10 @@
 //!   be renewed in time, or another replica holds it);
 //! - `wasm_operator_shard_objects{shard}`: Jinghzhus of each held shard in
 //!   this replica's cache;
-//! - `wasm_operator_shard_members`: live replicas this replica sees;
+//! - `wasm_operator_shard_members`: live replicas this replica sees (the
+//!   assignment's members: ghosts left out);
+//! - `wasm_operator_shard_ghost_members`: live membership Leases judged
+//!   ghosts ([`super::ghosts`]);
 //! - `wasm_operator_shard_skipped_reconciles_total`: reconciles skipped
 //!   because this replica does not (or no longer, or not yet) own the
 //!   object's shard;
@@ -68,8 +71,10 @@ pub struct ShardMetrics {
     pub handovers: Family<HandoverLabels, Counter>,
     /// Cached Jinghzhus per held shard.
     pub objects: Family<ShardLabels, Gauge>,
-    /// Live replicas seen.
+    /// Live replicas seen (ghosts left out).
     pub members: Gauge,
+    /// Live membership Leases judged ghosts.
+    pub ghosts: Gauge,
     /// Reconciles skipped for a shard not (or not yet) owned.
     pub skipped: Counter,
     /// Labels written by the labeller.
@@ -103,6 +108,11 @@ impl ShardMetrics {
             "wasm_operator_shard_members",
             "Live replicas this replica sees",
             self.members.clone(),
+        );
+        registry.register(
+            "wasm_operator_shard_ghost_members",
+            "Live membership Leases left out of the assignment as ghosts (they took none of their free shards for three lease durations)",
+            self.ghosts.clone(),
         );
         registry.register(
             "wasm_operator_shard_skipped_reconciles",

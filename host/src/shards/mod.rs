@@ -12,6 +12,8 @@
 //! - [`hash`]: the shard of an object (FNV-1a 64 of its UID, mod N), the
 //!   label, Lease names and selectors.
 //! - [`assign`]: which replica should hold which shard (fair, stable).
+//! - [`ghosts`]: which live members are left out of the assignment (they
+//!   never take the shards they are given).
 //! - [`coordinator`]: the loop on the Leases: membership, acquiring,
 //!   renewing, draining and releasing shards.
 //! - [`labeller`]: writes the shard label on Jinghzhus and on pods that lack
@@ -41,6 +43,7 @@
 
 pub mod assign;
 pub mod coordinator;
+pub mod ghosts;
 pub mod hash;
 pub mod labeller;
 pub mod metrics;

@@ -770,3 +770,114 @@ async fn forged_leases_with_endless_durations_expire_after_the_fleets_own() -> R
     b.stop().await;
     Ok(())
 }
+
+/// Renews a forged membership Lease for `ghost` every second (a process
+/// whose Lease loop alone survives, or someone with write access to
+/// Leases), with the fleet's own duration, until aborted.
+fn forge_member(env: &TestEnv, ghost: &str) -> tokio::task::JoinHandle<()> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use kube::api::PostParams;
+    use wasm_operator::shards::hash::member_lease_name;
+
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let name = member_lease_name("wasm-operator", ghost);
+    let ghost = ghost.to_string();
+    tokio::spawn(async move {
+        loop {
+            let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+            let spec = k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some(ghost.clone()),
+                lease_duration_seconds: Some(LEASE.as_secs() as i32),
+                renew_time: Some(now.clone()),
+                acquire_time: Some(now),
+                ..Default::default()
+            };
+            match leases.get_opt(&name).await {
+                Ok(Some(mut lease)) => {
+                    // The same record renewed: only its renewTime moves.
+                    if let Some(old) = lease.spec.as_mut() {
+                        old.renew_time = spec.renew_time;
+                    }
+                    let _ = leases.replace(&name, &PostParams::default(), &lease).await;
+                }
+                Ok(None) => {
+                    let lease = Lease {
+                        metadata: ObjectMeta {
+                            name: Some(name.clone()),
+                            labels: Some(
+                                [(LEASE_KIND_LABEL.to_string(), "member".to_string())].into(),
+                            ),
+                            ..ObjectMeta::default()
+                        },
+                        spec: Some(spec),
+                    };
+                    let _ = leases.create(&PostParams::default(), &lease).await;
+                }
+                Err(_) => {}
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+/// Issue 40, hazard 11: a membership Lease renewed every second by
+/// something that takes no shard is counted as a member at first, so the
+/// shards assigned to it are released and held by nobody; after three
+/// lease durations of that it is a ghost, left out of the assignment, and
+/// the two replicas hold every shard again (before: held by nobody for as
+/// long as the forger renews).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_ghost_member_that_keeps_renewing_is_left_out_of_the_assignment() -> Result<()> {
+    let env = TestEnv::new("shards-ghost").await?;
+    let created = CreatedPods::start(&env);
+    let a = Replica::start(&env, "replica-a").await?;
+    let b = Replica::start(&env, "replica-b").await?;
+    wait_balanced(&[&a, &b], Duration::from_secs(30)).await?;
+    let forger = forge_member(&env, "ghost");
+    wait_for(
+        "the ghost to be counted",
+        Duration::from_secs(10),
+        || async { Ok(a.shards.metrics().members.get() == 3) },
+    )
+    .await?;
+    create_objects(&env, 24, 1).await?;
+    wait_for(
+        "a shard to be held by nobody",
+        Duration::from_secs(20),
+        || async { Ok(a.active().len() + b.active().len() < SHARDS as usize) },
+    )
+    .await?;
+    let unheld = Instant::now();
+    wait_balanced(&[&a, &b], Duration::from_secs(60)).await?;
+    println!(
+        "ghost member: every shard held by the two replicas again {:?} after one was \
+         first unheld (lease {LEASE:?}, ghost grace {:?})",
+        unheld.elapsed(),
+        wasm_operator::shards::ghosts::ghost_grace(LEASE)
+    );
+    for replica in [&a, &b] {
+        let metrics = replica.shards.metrics();
+        assert_eq!(
+            metrics.members.get(),
+            2,
+            "{}: the ghost is no member",
+            replica.name
+        );
+        assert_eq!(metrics.ghosts.get(), 1, "{}: one ghost", replica.name);
+    }
+    let holders = shard_holders(&env.client, &env.namespace).await?;
+    assert!(
+        holders
+            .values()
+            .all(|h| h == "replica-a" || h == "replica-b"),
+        "{holders:?}"
+    );
+    wait_all_converged(&env, 1, &created).await?;
+    // Still renewing, still left out.
+    tokio::time::sleep(LEASE * 2).await;
+    assert_eq!(a.active().len() + b.active().len(), SHARDS as usize);
+    forger.abort();
+    a.stop().await;
+    b.stop().await;
+    Ok(())
+}
