@@ -29,6 +29,8 @@ pub const HOST_REASONS: &[&str] = &[
     "WriteBudgetExceeded",
     // Objects the host cannot read (controller::watch).
     "InvalidObject",
+    // A controlled pod that lost its labels alive (controller::strays).
+    "PodLabelsRestored",
     // Plugins the host refuses to load (hotswap).
     "PluginRefused",
 ];

@@ -202,6 +202,10 @@ struct Pending {
     /// Of `deletes`, deletes whose outcome is unknown (sent, no answer).
     maybe_deleted: HashSet<String>,
     since: Option<Instant>,
+    /// Pods that left the pod watch's selection alive (a label removed):
+    /// UID → (name, looked at yet, held until). Held until the cache shows
+    /// them again, a read shows them deleted, or the instant passes.
+    strays: HashMap<String, (String, bool, Instant)>,
     /// When a reconcile was first held back by this entry.
     waiting_since: Option<Instant>,
     /// When this wait was last logged at info.
@@ -210,7 +214,10 @@ struct Pending {
 
 impl Pending {
     fn is_empty(&self) -> bool {
-        self.in_flight == 0 && self.creates.is_empty() && self.deletes.is_empty()
+        self.in_flight == 0
+            && self.creates.is_empty()
+            && self.deletes.is_empty()
+            && self.strays.is_empty()
     }
 
     /// Takes one create off `in_flight`, keeping `maybe_sent` within it.
@@ -420,6 +427,45 @@ impl Expectations {
         }
     }
 
+    /// The watch saw `owner`'s pod `uid` (`name`) leave while alive (not
+    /// terminating): its labels no longer match the pod watch's selector.
+    /// Reconciles of `owner` wait until the cache shows it again (its
+    /// labels restored, see `controller::strays`), a read shows it gone
+    /// ([`Expectations::stray_settled`]), or `hold` has passed, so a pod
+    /// that is still running is never replaced for a lost label.
+    pub fn stray(&self, owner: &str, uid: &str, name: &str, hold: Duration) {
+        self.with_pending(owner, |p| {
+            p.strays.insert(
+                uid.to_string(),
+                (name.to_string(), false, Instant::now() + hold),
+            );
+        });
+    }
+
+    /// `owner`'s strays not looked at yet: (UID, name). Each is returned once.
+    pub fn take_strays(&self, owner: &str) -> Vec<(String, String)> {
+        let mut state = self.lock();
+        let Some(p) = state.owners.get_mut(owner) else {
+            return Vec::new();
+        };
+        p.strays
+            .iter_mut()
+            .filter(|(_, (_, seen, _))| !*seen)
+            .map(|(uid, (name, seen, _))| {
+                *seen = true;
+                (uid.clone(), name.clone())
+            })
+            .collect()
+    }
+
+    /// A read settled the stray `uid` of `owner`: the pod is gone (or
+    /// terminating), so nothing is waited for.
+    pub fn stray_settled(&self, owner: &str, uid: &str) {
+        if let Some(p) = self.lock().owners.get_mut(owner) {
+            p.strays.remove(uid);
+        }
+    }
+
     /// True when the cache reflects everything we did for `owner`, so a
     /// reconcile may act on it. `cached(uid)` tells whether the cache holds
     /// that pod: `None` if absent, `Some(terminating)` if present. Pending
@@ -441,11 +487,13 @@ impl Expectations {
         let deletes = &p.deletes;
         p.maybe_deleted.retain(|uid| deletes.contains(uid));
         let now = Instant::now();
+        p.strays
+            .retain(|uid, (_, _, until)| cached(uid).is_none() && now < *until);
         let expired = p
             .since
             .is_some_and(|since| now.saturating_duration_since(since) > self.timeout);
         let mut waiting = Waiting {
-            creates: p.in_flight + p.creates.len(),
+            creates: p.in_flight + p.creates.len() + p.strays.len(),
             unanswered: p.in_flight,
             deletes: p.deletes.len(),
             waited: p
@@ -519,6 +567,28 @@ impl Expectations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stray_holds_its_owner_until_the_cache_shows_it_again_or_it_is_settled() {
+        let expectations = Expectations::new(Duration::from_secs(300));
+        expectations.stray("owner", "pod-1", "web-a", Duration::from_secs(30));
+        assert!(!expectations.satisfied("owner", |_| None));
+        assert_eq!(
+            expectations.take_strays("owner"),
+            vec![("pod-1".to_string(), "web-a".to_string())]
+        );
+        assert!(expectations.take_strays("owner").is_empty(), "once");
+        assert!(!expectations.satisfied("owner", |_| None));
+        assert!(expectations.satisfied("owner", |uid| (uid == "pod-1").then_some(false)));
+        expectations.stray("owner", "pod-2", "web-b", Duration::from_secs(30));
+        expectations.stray_settled("owner", "pod-2");
+        assert!(expectations.satisfied("owner", |_| None));
+        expectations.stray("owner", "pod-3", "web-c", Duration::ZERO);
+        assert!(
+            expectations.satisfied("owner", |_| None),
+            "held no longer than asked"
+        );
+    }
 
     fn fresh() -> Expectations {
         Expectations::new(Duration::from_secs(300))

@@ -32,6 +32,8 @@
 //! - [`recovery`]: objects that failed while the API server was unavailable
 //!   are queued again the moment it answers.
 //! - [`fencing`]: the write fence of each reconcile (its term or shard hold).
+//! - [`strays`]: controlled pods that lost a label alive get it back
+//!   instead of a replacement.
 //!
 //! With leader election every host runs all of this (standbys keep their
 //! watches and caches warm), but each reconcile first passes the
@@ -59,6 +61,7 @@ pub mod readiness;
 pub mod reconcile;
 pub mod recovery;
 pub mod status_window;
+pub mod strays;
 pub mod watch;
 
 use std::sync::Arc;

@@ -151,6 +151,8 @@ pub async fn reconcile_fenced(
         return Ok(Action::await_change());
     };
     settle_unknown_outcomes(&ctx, &object).await;
+    // Pods that left the watch alive get their labels back, not a replacement.
+    super::strays::restore(&ctx, &object.jz, &object.uid, &object.pods, &fence).await;
     if let Some(wait) = wait_for_own_changes(&ctx, &object) {
         return Ok(wait);
     }

@@ -19,7 +19,8 @@
 //! pod's size and nothing here reads them. Every pod event updates the pod
 //! cache, then the [`OwnerIndex`] next to it, then the expectations of its
 //! controlling Jinghzhu (a pod seen for the first time, one gone), in that
-//! order (see [`PodEvents`]); a deleted
+//! order (see [`PodEvents`]); a pod that leaves the selection alive (a label
+//! removed) holds its owner first ([`super::strays`]); a deleted
 //! Jinghzhu's bookkeeping is dropped. The echo of the host's own status
 //! write updates the Jinghzhu cache but queues nothing (see
 //! [`crate::apply::own_writes`]).
@@ -367,9 +368,19 @@ impl PodEvents {
             E::Apply(pod) | E::InitApply(pod) => self.first_seen(pod),
             _ => None,
         };
+        let expectations = &self.objects.expectations;
+        // Gone while not terminating: most likely a label removed (the
+        // watch's selector no longer matches it). Its owner is held until
+        // a read tells ([`super::strays`]); held before the cache drops
+        // the pod, so no reconcile sees it missing without the hold.
+        if let E::Delete(pod) = event
+            && pod.metadata.deletion_timestamp.is_none()
+            && let (Some(uid), Some(owner)) = (pod.uid(), controller_uid(pod))
+        {
+            expectations.stray(owner, &uid, &pod.name_any(), super::strays::STRAY_HOLD);
+        }
         self.writer.apply_watcher_event(event);
         self.owners.apply_watcher_event(event);
-        let expectations = &self.objects.expectations;
         match event {
             E::Apply(_) => {
                 if let Some((owner, uid)) = arrived {
@@ -610,8 +621,13 @@ mod tests {
         assert!(reconcile_would_act(&events, "j1"));
         assert_eq!(events.cache.state().len(), 1);
 
-        // A deleted pod: released once the cache no longer shows it live.
-        let pod = owned_pod("web-b", "j1");
+        // A deleted pod (its last state says so): released once the cache
+        // no longer shows it live.
+        let mut pod = owned_pod("web-b", "j1");
+        pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
         events
             .objects
             .expectations
@@ -619,6 +635,17 @@ mod tests {
         assert!(!reconcile_would_act(&events, "j1"));
         events.apply(&watcher::Event::Delete(pod));
         assert!(events.cache.state().is_empty());
+        assert!(reconcile_would_act(&events, "j1"));
+
+        // One that left the selection alive (a label removed): its owner
+        // is held until the cache shows it again.
+        events.apply(&watcher::Event::Apply(owned_pod("web-c", "j1")));
+        events.apply(&watcher::Event::Delete(owned_pod("web-c", "j1")));
+        assert!(
+            !reconcile_would_act(&events, "j1"),
+            "a stray holds its owner"
+        );
+        events.apply(&watcher::Event::Apply(owned_pod("web-c", "j1")));
         assert!(reconcile_would_act(&events, "j1"));
     }
 

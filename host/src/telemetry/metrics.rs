@@ -182,6 +182,9 @@ pub struct Metrics {
     pub apply_errors: Counter,
     /// Proposals held back because their object's write budget was spent.
     pub budget_exceeded: Counter,
+    /// Controlled pods that lost their labels alive and were relabelled
+    /// (not replaced); rule `pods/lost-labels`.
+    pub pods_relabelled: Counter,
     /// Pods created.
     pub pods_created: Counter,
     /// Pods deleted.
@@ -277,6 +280,7 @@ impl Default for Metrics {
             fenced_writes: Family::default(),
             plugin_objects: Family::default(),
             budget_exceeded: Counter::default(),
+            pods_relabelled: Counter::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
             terminal_reconcile_errors: Family::default(),
@@ -449,6 +453,11 @@ impl Metrics {
             "write_budget_exceeded",
             "Proposals held back because their object's write budget was spent",
             self.budget_exceeded.clone(),
+        );
+        r.register(
+            "pods_relabelled",
+            "Controlled pods that left the pod watch alive (a label removed) and got their labels back instead of a replacement",
+            self.pods_relabelled.clone(),
         );
         r.register("pods_created", "Pods created", self.pods_created.clone());
         r.register("pods_deleted", "Pods deleted", self.pods_deleted.clone());

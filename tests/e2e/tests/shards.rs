@@ -881,3 +881,90 @@ async fn a_ghost_member_that_keeps_renewing_is_left_out_of_the_assignment() -> R
     b.stop().await;
     Ok(())
 }
+
+/// Issue 40, hazard 11: labels removed from running controlled pods (the
+/// managed-by label from one, the shard label from another, and a third
+/// moved to another shard's value) make the pods leave the holder's
+/// label-selected watch; they get their labels back, a `PodLabelsRestored`
+/// Warning names the rule, and no replacement pod is created (before: one
+/// replacement per removal, more live pods than asked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pods_that_lose_their_labels_are_relabelled_not_replaced() -> Result<()> {
+    use kube::api::{Patch, PatchParams};
+    use wasm_operator::ownership::MANAGED_BY_LABEL;
+
+    let env = TestEnv::new("shards-relabel").await?;
+    let created = CreatedPods::start(&env);
+    let a = Replica::start(&env, "replica-a").await?;
+    let b = Replica::start(&env, "replica-b").await?;
+    wait_balanced(&[&a, &b], Duration::from_secs(30)).await?;
+    env.create("web", 3, &[]).await?;
+    wait_all_converged(&env, 3, &created).await?;
+    let jz = env.jinghzhus().get("web").await?;
+    let owner = jz.uid().unwrap_or_default();
+    let own = label_value(shard_of(&owner, SHARDS), SHARDS);
+    let other = label_value((shard_of(&owner, SHARDS) + 1) % SHARDS, SHARDS);
+    let mut pods: Vec<String> = env
+        .live_pods("web")
+        .await?
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    pods.sort();
+    let edits = [
+        (
+            &pods[0],
+            serde_json::json!({"metadata": {"labels": {MANAGED_BY_LABEL: null}}}),
+        ),
+        (
+            &pods[1],
+            serde_json::json!({"metadata": {"labels": {SHARD_LABEL: null}}}),
+        ),
+        (
+            &pods[2],
+            serde_json::json!({"metadata": {"labels": {SHARD_LABEL: other}}}),
+        ),
+    ];
+    for (pod, patch) in &edits {
+        env.pods()
+            .patch(pod, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+    }
+    let edited = Instant::now();
+    wait_for("every label back", Duration::from_secs(30), || async {
+        let pods = env.live_pods("web").await?;
+        Ok(pods.len() == 3
+            && pods.iter().all(|p| {
+                p.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some("wasm-operator")
+                    && p.labels().get(SHARD_LABEL) == Some(&own)
+            }))
+    })
+    .await?;
+    println!(
+        "labels removed from 3 pods: all back {:?} later",
+        edited.elapsed()
+    );
+    let warned = env
+        .events_of("web")
+        .await?
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PodLabelsRestored"))
+        .filter(|e| {
+            e.message
+                .as_deref()
+                .is_some_and(|m| m.contains("pods/lost-labels"))
+        })
+        .count();
+    assert!(warned >= 1, "a PodLabelsRestored Warning names the rule");
+    // No replacement was made meanwhile, and none comes later.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    wait_all_converged(&env, 3, &created).await?;
+    let relabelled: u64 = [&a, &b]
+        .iter()
+        .map(|r| r.host.metrics.pods_relabelled.get())
+        .sum();
+    assert!(relabelled >= 3, "each stray counted: {relabelled}");
+    a.stop().await;
+    b.stop().await;
+    Ok(())
+}
