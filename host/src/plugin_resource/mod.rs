@@ -36,6 +36,7 @@
 //! naming the rule, and the usual log line, counter and `/status` entry.
 
 pub mod keys;
+pub mod prune;
 pub mod rollout;
 pub mod status;
 pub mod tenants;

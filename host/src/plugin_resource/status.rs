@@ -7,8 +7,8 @@
 //! replicas never remove or overwrite each other's entries; the shared
 //! fields (conditions, digest, state) are applied with `force` and show the
 //! last writer's view. A replica that stops gracefully removes its entry
-//! ([`StatusWriter::leave`]); the entry of a replica that crashed stays (see
-//! docs/operating.md). When the list is full (256 entries), the status is
+//! ([`StatusWriter::leave`]); the entry of a replica that crashed is
+//! pruned by [`super::prune`] when sharded (see docs/operating.md). When the list is full (256 entries), the status is
 //! written without this replica's entry rather than not at all.
 
 use std::collections::BTreeMap;
@@ -226,20 +226,39 @@ impl StatusWriter {
 
     /// Removes `replica`'s entry from the resource `name`'s `status.replicas`
     /// (a replica stopping gracefully: its entry would otherwise stay for
-    /// good). A JSON patch guarded by a test of the entry's name, so an entry
-    /// that moved meanwhile is left alone. Errors are logged.
+    /// good). Errors are logged.
     pub async fn leave(client: &Client, name: &str, replica: &str) {
         let api: Api<JinghzhuPlugin> = Api::all(client.clone());
-        let index = match api.get_status(name).await {
-            Ok(resource) => resource
-                .status
-                .and_then(|s| s.replicas.iter().position(|r| r.name == replica)),
+        let entries = match api.get_status(name).await {
+            Ok(resource) => resource.status.map(|s| s.replicas).unwrap_or_default(),
             Err(err) => {
                 tracing::warn!(resource = %name, error = %err, "could not read the JinghzhuPlugin to remove this replica's entry");
                 return;
             }
         };
-        let Some(index) = index else { return };
+        let Some(index) = entries.iter().position(|r| r.name == replica) else {
+            return;
+        };
+        match Self::remove_entry(client, name, index, replica).await {
+            Ok(()) => {
+                tracing::info!(resource = %name, replica, "removed this replica's entry from the JinghzhuPlugin status")
+            }
+            Err(err) => {
+                tracing::warn!(resource = %name, error = %err, "could not remove this replica's entry from the JinghzhuPlugin status")
+            }
+        }
+    }
+
+    /// Removes the entry at `index` of the resource `name`'s
+    /// `status.replicas` if it is still `replica`'s: a JSON patch guarded
+    /// by a `test` of the entry's name, so an entry that moved meanwhile is
+    /// left alone (the patch is refused).
+    pub async fn remove_entry(
+        client: &Client,
+        name: &str,
+        index: usize,
+        replica: &str,
+    ) -> Result<(), String> {
         let patch = serde_json::json!([
             {"op": "test", "path": format!("/status/replicas/{index}/name"), "value": replica},
             {"op": "remove", "path": format!("/status/replicas/{index}")},
@@ -251,22 +270,13 @@ impl StatusWriter {
         );
         let request = http::Request::patch(url)
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")
-            .body(patch.to_string().into_bytes());
-        let request = match request {
-            Ok(request) => request,
-            Err(err) => {
-                tracing::warn!(error = %err, "building the patch that removes this replica's entry");
-                return;
-            }
-        };
-        match client.request::<JinghzhuPlugin>(request).await {
-            Ok(_) => {
-                tracing::info!(resource = %name, replica, "removed this replica's entry from the JinghzhuPlugin status")
-            }
-            Err(err) => {
-                tracing::warn!(resource = %name, error = %err, "could not remove this replica's entry from the JinghzhuPlugin status")
-            }
-        }
+            .body(patch.to_string().into_bytes())
+            .map_err(|err| format!("building the patch: {err}"))?;
+        client
+            .request::<JinghzhuPlugin>(request)
+            .await
+            .map(|_| ())
+            .map_err(|err| err.to_string())
     }
 
     /// Records a `PluginRefused` Warning Event on the resource.

@@ -13,6 +13,9 @@
 //!   assignment's members: ghosts left out);
 //! - `wasm_operator_shard_ghost_members`: live membership Leases judged
 //!   ghosts ([`super::ghosts`]);
+//! - `wasm_operator_plugin_resource_entries_pruned_total`: `status.replicas`
+//!   entries of replicas without a live membership Lease removed by this
+//!   replica (the holder of shard 0, see `plugin_resource::prune`);
 //! - `wasm_operator_shard_skipped_reconciles_total`: reconciles skipped
 //!   because this replica does not (or no longer, or not yet) own the
 //!   object's shard;
@@ -75,6 +78,8 @@ pub struct ShardMetrics {
     pub members: Gauge,
     /// Live membership Leases judged ghosts.
     pub ghosts: Gauge,
+    /// `status.replicas` entries pruned (replicas without a live Lease).
+    pub entries_pruned: Counter,
     /// Reconciles skipped for a shard not (or not yet) owned.
     pub skipped: Counter,
     /// Labels written by the labeller.
@@ -113,6 +118,11 @@ impl ShardMetrics {
             "wasm_operator_shard_ghost_members",
             "Live membership Leases left out of the assignment as ghosts (they took none of their free shards for three lease durations)",
             self.ghosts.clone(),
+        );
+        registry.register(
+            "wasm_operator_plugin_resource_entries_pruned",
+            "JinghzhuPlugin status.replicas entries removed because their replica had no live membership Lease (by the holder of shard 0)",
+            self.entries_pruned.clone(),
         );
         registry.register(
             "wasm_operator_shard_skipped_reconciles",

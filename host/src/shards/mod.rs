@@ -226,6 +226,16 @@ impl Shards {
             .collect()
     }
 
+    /// The members the assignment was last computed over (live
+    /// membership Leases, ghosts left out; this replica included).
+    pub fn members(&self) -> Vec<String> {
+        self.0
+            .members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Whether this replica holds `shard` (any phase).
     pub fn holds(&self, shard: u32) -> bool {
         self.lock().contains_key(&shard)

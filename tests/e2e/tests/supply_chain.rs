@@ -672,3 +672,65 @@ async fn a_replica_that_stops_leaves_the_resources_status() -> anyhow::Result<()
     b.assert_alive_throughout()?;
     Ok(())
 }
+
+/// Issue 40, hazard 11: the entry of a replica that crashed (SIGKILL: no
+/// `leave`) is pruned by the holder of shard 0 once the replica has had no
+/// live membership Lease for a lease duration (it stayed for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_entry_is_pruned_once_its_lease_is_gone() -> anyhow::Result<()> {
+    let env = TestEnv::new("prune-status").await?;
+    let registry = HostileRegistry::start().await?;
+    let name = resource_on_v1(&env).await?;
+    let (dir_a, dir_b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let flags = [
+        "--plugin-resource",
+        name.as_str(),
+        "--shards",
+        "4",
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "1s",
+    ];
+    let start = |replica: &str, dir: &Path| {
+        WatchedHost::start(
+            Path::new(BIN),
+            replica,
+            dir,
+            &args(&env, dir, &registry, &flags),
+            &host_env(&env, replica),
+            WATCHDOG,
+        )
+    };
+    let a = start("host-a", dir_a.path())?;
+    let mut b = start("host-b", dir_b.path())?;
+    let entries = || async {
+        let status = status_of(&env, &name).await?;
+        let mut names: Vec<String> = status.replicas.into_iter().map(|r| r.name).collect();
+        names.sort();
+        anyhow::Ok(names)
+    };
+    wait_for("both replicas' entries", CONVERGE, || async {
+        Ok(entries().await? == ["host-a", "host-b"])
+    })
+    .await?;
+    a.kill().await;
+    let killed = Instant::now();
+    // Lease 4 s + 4 s absent + the 5 s pruning period, and shard 0 taken
+    // over if host-a held it (another lease duration and a sync).
+    wait_for(
+        "host-a's entry to be pruned",
+        Duration::from_secs(45),
+        || async { Ok(entries().await? == ["host-b"]) },
+    )
+    .await?;
+    eprintln!(
+        "measured: the killed replica's entry was pruned {:?} after SIGKILL",
+        killed.elapsed()
+    );
+    neighbour(&env, "after", 1).await?;
+    b.assert_alive_throughout()?;
+    Ok(())
+}
