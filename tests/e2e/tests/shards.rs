@@ -968,3 +968,84 @@ async fn pods_that_lose_their_labels_are_relabelled_not_replaced() -> Result<()>
     b.stop().await;
     Ok(())
 }
+
+/// Issue 40, hazard 11: a shard Lease taken over by an identity that is no
+/// member and renewed by it every second (with the fleet's own duration)
+/// extends nothing: the replica it is assigned to takes it back a lease
+/// duration after it first saw that holder (before: never, for as long as
+/// the renewals went on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shard_lease_renewed_by_a_non_member_is_taken_back() -> Result<()> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::PostParams;
+
+    let env = TestEnv::new("shards-stranger").await?;
+    let created = CreatedPods::start(&env);
+    let a = Replica::start(&env, "replica-a").await?;
+    let b = Replica::start(&env, "replica-b").await?;
+    wait_balanced(&[&a, &b], Duration::from_secs(30)).await?;
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let name = "wasm-operator-shard-00";
+    // The stranger takes the Lease and renews it every second for as long
+    // as it still names it (a process renewing a record it once wrote).
+    let forger = {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            let mut renewals = 0u32;
+            loop {
+                let Ok(mut lease) = leases.get(name).await else {
+                    break;
+                };
+                let Some(spec) = lease.spec.as_mut() else {
+                    break;
+                };
+                let holder = spec.holder_identity.clone().unwrap_or_default();
+                if renewals > 0 && holder != "stranger" {
+                    break; // taken back
+                }
+                spec.holder_identity = Some("stranger".into());
+                spec.lease_duration_seconds = Some(LEASE.as_secs() as i32);
+                spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+                if leases
+                    .replace(name, &PostParams::default(), &lease)
+                    .await
+                    .is_ok()
+                {
+                    renewals += 1;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            renewals
+        })
+    };
+    wait_for(
+        "shard 0 to be lost to the stranger",
+        Duration::from_secs(10),
+        || async { Ok(!a.shards.holds(0) && !b.shards.holds(0)) },
+    )
+    .await?;
+    let lost = Instant::now();
+    create_objects(&env, 12, 1).await?;
+    wait_for(
+        "shard 0 held by a replica again",
+        Duration::from_secs(30),
+        || async {
+            let holders = shard_holders(&env.client, &env.namespace).await?;
+            Ok(holders
+                .get(name)
+                .is_some_and(|h| h == "replica-a" || h == "replica-b"))
+        },
+    )
+    .await?;
+    println!(
+        "non-member holder: shard 0 taken back {:?} after it was lost (lease {LEASE:?})",
+        lost.elapsed()
+    );
+    let renewals = forger.await?;
+    assert!(renewals >= 3, "the stranger renewed it ({renewals} writes)");
+    wait_balanced(&[&a, &b], Duration::from_secs(30)).await?;
+    wait_all_converged(&env, 1, &created).await?;
+    a.stop().await;
+    b.stop().await;
+    Ok(())
+}
