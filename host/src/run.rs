@@ -583,22 +583,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         }
         None => (None, None),
     };
-    // Sharded: the holder of shard 0 prunes the resources' entries of
-    // replicas without a live membership Lease.
-    let _pruner = shards.as_ref().map(|shards| {
-        let resources: Vec<String> = args
-            .plugin_resource
-            .iter()
-            .chain(&args.shadow_plugin_resource)
-            .cloned()
-            .collect();
-        AbortOnDrop(crate::plugin_resource::prune::start(
-            client.clone(),
-            resources,
-            shards.clone(),
-            args.leader_election.leader_elect_lease_duration,
-        ))
-    });
+    let _pruner = start_pruner(&args, &client, shards.as_ref());
     let health = Arc::new(Health::default());
     serve::spawn(
         args.metrics_addr,
@@ -795,6 +780,40 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: letting running reconciles finish");
 }
 
+/// Sharded: the holder of shard 0 prunes the resources' `status.replicas`
+/// entries of replicas without a live membership Lease
+/// ([`crate::plugin_resource::prune`]); stopped when dropped.
+fn start_pruner(
+    args: &RunArgs,
+    client: &Client,
+    shards: Option<&crate::shards::Shards>,
+) -> Option<AbortOnDrop> {
+    let resources: Vec<String> = args
+        .plugin_resource
+        .iter()
+        .chain(&args.shadow_plugin_resource)
+        .cloned()
+        .collect();
+    if resources.is_empty() {
+        return None;
+    }
+    Some(AbortOnDrop(crate::plugin_resource::prune::start(
+        client.clone(),
+        resources,
+        shards?.clone(),
+        args.leader_election.leader_elect_lease_duration,
+    )))
+}
+
+/// Aborts a task when dropped (the pruner stops with `run`).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -926,14 +945,5 @@ mod tests {
         assert!(parse(&["--shadow-plugin-sha256", "ab"]).is_err());
         assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-queue", "0"]).is_err());
         assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-plugin-sha256", "ab"]).is_ok());
-    }
-}
-
-/// Aborts a task when dropped (the pruner stops with `run`).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
