@@ -103,7 +103,9 @@ async fn prune_one(
     absent: &mut Absent,
 ) {
     let api: Api<JinghzhuPlugin> = Api::all(client.clone());
-    let entries: Vec<String> = match api.get_status(name).await {
+    // The object (its status with it): `get` on the status subresource is
+    // not in the shipped RBAC.
+    let entries: Vec<String> = match api.get(name).await {
         Ok(resource) => resource
             .status
             .map(|s| s.replicas.into_iter().map(|r| r.name).collect())

@@ -229,7 +229,9 @@ impl StatusWriter {
     /// good). Errors are logged.
     pub async fn leave(client: &Client, name: &str, replica: &str) {
         let api: Api<JinghzhuPlugin> = Api::all(client.clone());
-        let entries = match api.get_status(name).await {
+        // The object, not its status subresource: the shipped RBAC grants
+        // `get` on `jinghzhuplugins` and only `patch` on their status.
+        let entries = match api.get(name).await {
             Ok(resource) => resource.status.map(|s| s.replicas).unwrap_or_default(),
             Err(err) => {
                 tracing::warn!(resource = %name, error = %err, "could not read the JinghzhuPlugin to remove this replica's entry");

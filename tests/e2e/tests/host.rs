@@ -294,6 +294,7 @@ async fn an_output_that_breaks_the_rules_is_rejected_whole() -> anyhow::Result<(
 async fn the_host_works_with_only_the_rbac_of_examples_deploy() -> anyhow::Result<()> {
     use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding, RoleRef, Subject};
     use kube::api::{Api, Patch, PatchParams};
+    use wasm_operator::ownership::MANAGED_BY_LABEL;
 
     let env = TestEnv::new("rbac").await?;
     // The ClusterRole exactly as shipped, bound in this namespace only.
@@ -364,6 +365,21 @@ async fn the_host_works_with_only_the_rbac_of_examples_deploy() -> anyhow::Resul
     )
     .await?;
     assert_eq!(host.metrics.apply_errors.get(), 0, "no permission errors");
+    // Unsharded too, a pod that loses its managed-by label gets it back
+    // under this RBAC (pods/lost-labels: `patch` on pods), not a replacement.
+    let pod = env.live_pods("web").await?[0].name_any();
+    let unlabel = serde_json::json!({"metadata": {"labels": {MANAGED_BY_LABEL: null}}});
+    env.pods()
+        .patch(&pod, &PatchParams::default(), &Patch::Merge(&unlabel))
+        .await?;
+    wait_for("the label back", Duration::from_secs(20), || async {
+        let pod = env.pods().get(&pod).await?;
+        Ok(pod.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some("wasm-operator"))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(env.live_pods("web").await?.len(), 1, "no replacement");
+    assert_eq!(host.metrics.pods_relabelled.get(), 1);
     host.stop().await;
     Ok(())
 }
