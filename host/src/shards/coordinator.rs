@@ -140,6 +140,7 @@ impl Coordinator {
             ghosts: Ghosts::default(),
             rejoin: false,
             last_ghosts: BTreeSet::new(),
+            member_renewed_at: None,
         };
         let task = tokio::spawn(state.run(stop_rx, wake));
         Ok((
@@ -198,6 +199,8 @@ struct Loop {
     rejoin: bool,
     /// The ghosts of the last round (logged when they change).
     last_ghosts: BTreeSet<String>,
+    /// When the last successful renewal of the membership Lease was sent.
+    member_renewed_at: Option<Instant>,
 }
 
 /// The members of one round.
@@ -240,8 +243,14 @@ impl Loop {
     /// member, for good. With `members` (a shard Lease), a holder that is
     /// not among them (no live membership Lease) extends nothing by
     /// renewing: its hold counts from when this replica first saw it hold
-    /// the Lease. A working replica renews its membership in the same loop
-    /// as its shards, so it is always a member while it holds one.
+    /// the Lease. A working replica is always a member while it holds a
+    /// shard: it renews its membership Lease every round (while stopping
+    /// too, until its shards are released), and it drops every shard when
+    /// that renewal has not succeeded within the renew deadline, and no
+    /// hold of its lasts past the membership's (`record`,
+    /// `expire_unrenewed`): by the time the others stop counting it as a
+    /// member (a lease duration after its last renewal they saw), it holds
+    /// nothing.
     fn fresh(&self, lease: &Lease, now: Instant, members: Option<&BTreeSet<String>>) -> bool {
         let held_by = holder(lease);
         if held_by.is_empty() {
@@ -330,7 +339,9 @@ impl Loop {
         // expiry is never counted from too early.
         let listed_at = Instant::now();
         self.observe(&leases, listed_at);
-        let member_write = (renew && !stopping).then(|| self.member_write(&leases));
+        // Renewed while stopping too, until every shard is released: a
+        // replica's shards never outlive its membership (see `fresh`).
+        let member_write = renew.then(|| self.member_write(&leases));
         let view = self.members(&leases, listed_at, stopping);
         let desired = assign::assign(self.config.count, &view.admitted)
             .remove(&self.cfg().identity)
@@ -340,7 +351,10 @@ impl Loop {
             let assigned = desired.contains(&shard) && !stopping;
             ops.extend(self.plan(shard, &leases, &view, assigned, renew, started));
         }
-        let results = self.send(member_write, ops).await;
+        let (member_renewed, results) = self.send(member_write, ops).await;
+        if member_renewed.is_some() {
+            self.member_renewed_at = member_renewed;
+        }
         self.record(results);
         self.expire_unrenewed();
         tracing::debug!(
@@ -406,7 +420,7 @@ impl Loop {
     fn member_write(
         &mut self,
         leases: &HashMap<String, Lease>,
-    ) -> BoxFuture<'static, Result<Lease, String>> {
+    ) -> BoxFuture<'static, (Result<Lease, String>, Instant)> {
         let cfg = self.cfg().clone();
         let name = member_lease_name(&cfg.lease_name, &cfg.identity);
         let existing = leases.get(&name);
@@ -423,7 +437,11 @@ impl Loop {
             spec.holder_identity = None; // a new acquisition
         }
         lease.spec = Some(self.lease_spec(previous.as_ref(), &cfg.identity, cfg.lease_seconds()));
-        Box::pin(Self::write(self.api.clone(), lease, existing.is_none()))
+        let write = Self::write(self.api.clone(), lease, existing.is_none());
+        Box::pin(async move {
+            let sent = Instant::now();
+            (write.await, sent)
+        })
     }
 
     /// The live members (membership Leases still valid, and this replica
@@ -578,12 +596,16 @@ impl Loop {
         })
     }
 
-    /// Sends the round's writes together, each within the renew deadline.
+    /// Sends the round's writes together, each within the renew deadline;
+    /// returns when the membership renewal that succeeded was sent.
     async fn send(
         &self,
-        member_write: Option<BoxFuture<'static, Result<Lease, String>>>,
+        member_write: Option<BoxFuture<'static, (Result<Lease, String>, Instant)>>,
         ops: Vec<BoxFuture<'static, Written>>,
-    ) -> Vec<Result<Written, tokio::time::error::Elapsed>> {
+    ) -> (
+        Option<Instant>,
+        Vec<Result<Written, tokio::time::error::Elapsed>>,
+    ) {
         let limit = self.cfg().renew_deadline;
         let member = async {
             match member_write {
@@ -596,21 +618,28 @@ impl Loop {
                 .map(|op| async move { tokio::time::timeout(limit, op).await }),
         );
         let (member, results) = tokio::join!(member, writes);
-        match member {
-            Some(Ok(Err(err))) => {
-                tracing::warn!(error = %err, "sharding: renewing the membership Lease failed; retrying")
+        let renewed = match member {
+            Some(Ok((Ok(_), sent))) => Some(sent),
+            Some(Ok((Err(err), _))) => {
+                tracing::warn!(error = %err, "sharding: renewing the membership Lease failed; retrying");
+                None
             }
             Some(Err(_)) => {
-                tracing::warn!("sharding: renewing the membership Lease timed out; retrying")
+                tracing::warn!("sharding: renewing the membership Lease timed out; retrying");
+                None
             }
-            _ => {}
-        }
-        results
+            None => None,
+        };
+        (renewed, results)
     }
 
     /// Takes in the outcome of the round's shard writes.
     fn record(&mut self, results: Vec<Result<Written, tokio::time::error::Elapsed>>) {
         let cfg = self.cfg().clone();
+        // A hold is never valid for longer than the membership: the others
+        // stop counting a holder's renewals once it is no member.
+        let member = self.member_renewed_at;
+        let valid_from = |sent: Instant| member.map_or(sent, |m| m.min(sent));
         for result in results {
             // A hold counts from when its renewal was sent (not from the
             // round's start): a slow list does not shorten it.
@@ -620,14 +649,16 @@ impl Loop {
             match (op, result) {
                 (Op::Renew(shard), Ok(_)) => {
                     self.renewed_at.insert(shard, sent);
-                    self.shards.renewed(shard, sent + cfg.renew_deadline);
+                    self.shards
+                        .renewed(shard, valid_from(sent) + cfg.renew_deadline);
                 }
                 (Op::Renew(shard), Err(err)) => {
                     tracing::warn!(shard, error = %err, "sharding: renewing a shard Lease failed; retrying");
                 }
                 (Op::Take(shard), Ok(_)) => {
                     self.renewed_at.insert(shard, sent);
-                    self.shards.acquired(shard, sent + cfg.renew_deadline);
+                    self.shards
+                        .acquired(shard, valid_from(sent) + cfg.renew_deadline);
                     tracing::info!(shard, lease = %shard_lease_name(&cfg.lease_name, shard), "sharding: took the shard; syncing its objects");
                 }
                 (Op::Take(shard), Err(err)) => {
@@ -651,11 +682,19 @@ impl Loop {
     fn expire_unrenewed(&mut self) {
         let deadline = self.cfg().renew_deadline;
         let now = Instant::now();
+        let member_lapsed = self.member_renewed_at.is_none_or(|at| now >= at + deadline);
         for shard in self.shards.held().into_keys() {
             let expired = self
                 .renewed_at
                 .get(&shard)
                 .is_none_or(|at| now >= *at + deadline);
+            if member_lapsed {
+                tracing::error!(shard, renew_deadline = ?deadline, "sharding: could not renew the membership Lease within the renew deadline; reconciles of the shard stop (the others no longer count its renewals)");
+                self.shards.cut(shard);
+                self.shards.remove(shard, "lost");
+                self.renewed_at.remove(&shard);
+                continue;
+            }
             if expired {
                 tracing::error!(shard, renew_deadline = ?deadline, "sharding: could not renew the shard's Lease within the renew deadline; reconciles of it stop");
                 self.shards.cut(shard);
