@@ -1032,3 +1032,154 @@ async fn host_keys_refuse_an_unsigned_resource_source_unless_the_admin_allows_it
     host.stop().await;
     Ok(())
 }
+
+/// Issue 41: canary rollouts. A good v2 goes through every step to 100%
+/// (each object moving to v2 once, never back), exact pod counts; then a
+/// v3 that fails on the objects of its first cohort is aborted at its
+/// first step by the failure-rate criterion, every object back on v2 and
+/// v3 called no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow::Result<()> {
+    use std::collections::HashMap;
+    use wasm_operator::crd::plugin::RolloutSpec;
+    use wasm_operator::hotswap::canary::in_cohort;
+    use wasm_operator::telemetry::metrics::PluginLabels;
+    const OBJECTS: usize = 12;
+    let env = TestEnv::new("jzp-canary").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let (v1, v2) = (v1(), v2());
+    let v3 = std::fs::read(plugin("misbehaving-plugin", &[]))?;
+    create_configmap(&env, "plugin", v1.clone()).await?;
+    let mut resource = resource(&env, "plugin");
+    resource.spec.rollout = Some(RolloutSpec {
+        steps: vec![25, 50],
+        step_seconds: 2,
+        min_reconciles: 1,
+        max_failure_increase_percent: 10,
+        paused: false,
+    });
+    let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    api.create(&PostParams::default(), &resource).await?;
+    let host = ResourceHost::start(&env, &name, "replica-a", false).await?;
+    wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v1)).await?;
+    for i in 0..OBJECTS {
+        env.create(&format!("web-{i}"), 1, &[]).await?;
+    }
+    for i in 0..OBJECTS {
+        env.wait_converged(&format!("web-{i}"), 1, CONVERGE).await?;
+    }
+
+    // v2: watched every 200 ms, no object goes back from v2 to v1.
+    replace_configmap(&env, "plugin", v2.clone()).await?;
+    let mut on_v2: HashMap<String, bool> = HashMap::new();
+    let deadline = std::time::Instant::now() + CONVERGE;
+    let mut weights = Vec::new();
+    loop {
+        let status = status_of(&env, &name).await?;
+        if let Some(rollout) = &status.rollout {
+            if weights.last() != Some(&rollout.weight) {
+                weights.push(rollout.weight);
+            }
+        }
+        for jz in env.jinghzhus().list(&ListParams::default()).await? {
+            let now_v2 = jz
+                .status
+                .as_ref()
+                .is_some_and(|s| s.message.starts_with(V2_PREFIX));
+            let before = on_v2.insert(jz.metadata.name.clone().unwrap_or_default(), now_v2);
+            assert!(
+                !(before == Some(true) && !now_v2),
+                "{:?} went back from v2 to v1",
+                jz.metadata.name
+            );
+        }
+        let done = status
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.phase == "Promoted")
+            && on_v2.values().filter(|v| **v).count() == OBJECTS;
+        if done {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "v2 not promoted within {CONVERGE:?}: {:?}, {} of {OBJECTS} on v2",
+            status.rollout,
+            on_v2.values().filter(|v| **v).count()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(weights.first(), Some(&25), "the first step: {weights:?}");
+    assert!(weights.contains(&50), "every step: {weights:?}");
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
+        Some(digest_of(&v2))
+    );
+    for i in 0..OBJECTS {
+        env.wait_converged(&format!("web-{i}"), 1, CONVERGE).await?;
+    }
+
+    // v3 fails on the objects of its first cohort (25%): they ask the
+    // misbehaving plugin to fail; v2 ignores the annotation.
+    let mut cohort = Vec::new();
+    for jz in env.jinghzhus().list(&ListParams::default()).await? {
+        let uid = jz.metadata.uid.clone().unwrap_or_default();
+        if in_cohort(&uid, 25) {
+            let name = jz.metadata.name.clone().unwrap_or_default();
+            let patch = serde_json::json!({"metadata": {"annotations": {MISBEHAVE: "error"}}});
+            env.jinghzhus()
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            cohort.push(name);
+        }
+    }
+    anyhow::ensure!(!cohort.is_empty(), "no object in a 25% cohort of {OBJECTS}");
+    replace_configmap(&env, "plugin", v3.clone()).await?;
+    wait_for("v3 aborted", CONVERGE, || async {
+        let status = status_of(&env, &name).await?;
+        Ok(status.rollout.is_some_and(|r| r.phase == "Aborted"))
+    })
+    .await?;
+    wait_for(
+        "a PluginRefused Warning naming rollout/failure-rate",
+        CONVERGE,
+        || async {
+            Ok(refusals_on(&env, &name)
+                .await?
+                .iter()
+                .any(|m| m.contains("rule rollout/failure-rate")))
+        },
+    )
+    .await?;
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
+        Some(digest_of(&v2)),
+        "v2 keeps serving"
+    );
+    let v3_calls = || {
+        host.metrics
+            .plugin_calls
+            .get(&PluginLabels {
+                plugin: digest_of(&v3),
+            })
+            .map_or(0, |c| c.get())
+    };
+    let after_abort = v3_calls();
+    assert!(after_abort > 0, "v3 served its cohort before the abort");
+    // Every object back on v2: edits converge, and v3 is called no more.
+    for i in 0..OBJECTS {
+        env.scale(&format!("web-{i}"), 2).await?;
+    }
+    for i in 0..OBJECTS {
+        env.wait_converged(&format!("web-{i}"), 2, CONVERGE).await?;
+    }
+    assert_eq!(
+        v3_calls(),
+        after_abort,
+        "no object reconciled by v3 after the abort"
+    );
+    host.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
