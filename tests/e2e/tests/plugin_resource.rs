@@ -1077,10 +1077,10 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
     let mut weights = Vec::new();
     loop {
         let status = status_of(&env, &name).await?;
-        if let Some(rollout) = &status.rollout {
-            if weights.last() != Some(&rollout.weight) {
-                weights.push(rollout.weight);
-            }
+        if let Some(rollout) = &status.rollout
+            && weights.last() != Some(&rollout.weight)
+        {
+            weights.push(rollout.weight);
         }
         for jz in env.jinghzhus().list(&ListParams::default()).await? {
             let now_v2 = jz
