@@ -71,6 +71,17 @@ impl Default for RollbackPolicy {
     }
 }
 
+/// A stream that yields once per change of `counter` after now (several
+/// changes between two polls yield once).
+pub(crate) fn changes(counter: &watch::Sender<u64>) -> impl Stream<Item = ()> + Send + 'static {
+    let mut rx = counter.subscribe();
+    rx.mark_unchanged();
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    })
+}
+
 /// The active plugin (none while every plugin offered was refused), the one
 /// before it, and an optional shadow candidate.
 pub struct ActivePlugin {
@@ -160,7 +171,17 @@ impl ActivePlugin {
     /// precompiled cache and the OCI store never evict them; called after
     /// each change of any of them.
     fn repin(&self) {
-        let digests = [
+        self.pins.set(
+            self.in_use()
+                .into_iter()
+                .map(|plugin| plugin.digest().to_string()),
+        );
+    }
+
+    /// The plugins this slot holds now: serving, previous (the rollback
+    /// target), shadow and canary.
+    fn in_use(&self) -> Vec<Arc<LoadedPlugin>> {
+        [
             self.serving(),
             self.previous
                 .lock()
@@ -172,13 +193,10 @@ impl ActivePlugin {
                 .unwrap_or_else(|e| e.into_inner())
                 .as_ref()
                 .map(|canary| canary.plugin.clone()),
-        ];
-        self.pins.set(
-            digests
-                .into_iter()
-                .flatten()
-                .map(|plugin| plugin.digest().to_string()),
-        );
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// Sets the shortest time between two swaps (`--min-swap-interval`;
@@ -315,12 +333,7 @@ impl ActivePlugin {
 
     /// A stream that yields once per swap (the controller re-queues all objects on it).
     pub fn swaps(&self) -> impl Stream<Item = ()> + Send + 'static {
-        let mut rx = self.generation.subscribe();
-        rx.mark_unchanged();
-        futures::stream::unfold(rx, |mut rx| async move {
-            rx.changed().await.ok()?;
-            Some(((), rx))
-        })
+        changes(&self.generation)
     }
 
     /// Counts the re-queues of every object: swaps, rollbacks and a first
@@ -418,18 +431,11 @@ impl ActivePlugin {
             let excess = retired.len().saturating_sub(RETIRED_PLUGIN_SERIES_KEPT);
             retired.drain(..excess).collect()
         };
-        let in_use: Vec<String> = [
-            self.serving(),
-            self.previous
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-            self.shadow(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|p| p.digest().to_string())
-        .collect();
+        let in_use: Vec<String> = self
+            .in_use()
+            .iter()
+            .map(|p| p.digest().to_string())
+            .collect();
         for labels in dropped {
             if !in_use.contains(&labels.digest) {
                 self.metrics.forget_plugin(&labels);

@@ -233,12 +233,7 @@ impl PluginRouter {
     /// any slot, a tenant added, removed or re-selected): the controller
     /// re-queues every object on it.
     pub fn swaps(&self) -> impl Stream<Item = ()> + Send + 'static {
-        let mut rx = self.generation.subscribe();
-        rx.mark_unchanged();
-        futures::stream::unfold(rx, |mut rx| async move {
-            rx.changed().await.ok()?;
-            Some(((), rx))
-        })
+        super::changes(&self.generation)
     }
 
     /// Counts, for each tenant, the `objects` its selector matches and
