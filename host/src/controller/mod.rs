@@ -54,6 +54,7 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod context;
 pub mod fencing;
 pub mod owner_index;
 pub mod pod_batch;

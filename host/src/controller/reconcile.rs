@@ -18,58 +18,23 @@ use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 
-use super::PerObject;
-use super::owner_index::OwnerIndex;
-use super::readiness::CacheReady;
-use super::recovery::Recovery;
+pub use super::context::Context;
 use super::status_window::Admit;
 use super::watch::object_key;
 use crate::actions::ProposedActions;
 use crate::apply::expectations::{Check, Expectations};
 use crate::apply::fence::WriteFence;
-use crate::apply::policy::{self, PolicyConfig};
-use crate::apply::{self, Applied, ApplyError, Limits, Validated, validate};
-use crate::cached_pod::CachedPod;
+use crate::apply::policy;
+use crate::apply::{self, Applied, ApplyError, Validated, validate};
 use crate::crd::{Jinghzhu, JinghzhuStatus};
 use crate::hotswap::ActivePlugin;
-use crate::hotswap::router::PluginRouter;
 use crate::ownership::{MANAGED_BY_SELECTOR, OWNER_LABEL, is_controlled_by};
 use crate::plugin_text::shown;
 use crate::runtime::{LoadedPlugin, PluginError, RawProposal, reclaim};
-use crate::telemetry::events::EventSink;
 use crate::telemetry::log_limit::Verdict;
-use crate::telemetry::metrics::{Metrics, PluginCall, PluginLabels, PluginOutcome};
-
-/// Everything a reconcile needs, shared by all workers.
-pub struct Context {
-    /// API client (the host's identity).
-    pub client: Client,
-    /// The Jinghzhu cache (the one the controller dispatches from).
-    pub jinghzhus: Store<Jinghzhu>,
-    /// The pod cache.
-    pub pods: Store<CachedPod>,
-    /// Which cached pods each Jinghzhu controls.
-    pub pod_owners: OwnerIndex,
-    /// Opens once the pod cache has had its initial list.
-    pub pods_ready: CacheReady,
-    /// Which plugin slot each object is reconciled with (the default's, or
-    /// a tenant's); each slot is swappable.
-    pub plugin: Arc<PluginRouter>,
-    /// Expectations, backoff and write budget, per Jinghzhu UID.
-    pub objects: Arc<PerObject>,
-    /// Where Events go (queued; never waited for).
-    pub events: EventSink,
-    /// Objects that failed because the API server could not be reached.
-    pub recovery: Arc<Recovery>,
-    /// What a plugin may propose.
-    pub limits: Limits,
-    /// Which pod specs a plugin may propose.
-    pub policy: PolicyConfig,
-    /// Counters.
-    pub metrics: Arc<Metrics>,
-}
+use crate::telemetry::metrics::{PluginCall, PluginLabels, PluginOutcome};
 
 /// Why a reconcile failed; the error policy turns it into a retry delay.
 #[derive(Debug, thiserror::Error)]

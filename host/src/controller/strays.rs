@@ -39,7 +39,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 
-use super::reconcile::Context;
+use super::context::Context;
 use crate::apply::fence::WriteFence;
 use crate::crd::Jinghzhu;
 use crate::ownership::{MANAGED_BY, MANAGED_BY_LABEL, SHARD_LABEL, is_controlled_by};

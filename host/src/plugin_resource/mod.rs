@@ -4,6 +4,7 @@
 //! reports what it made of them in the object's status and Events.
 //!
 //! What it may import: `hotswap/` (vetting, the slot, the swap history),
+//! `shards/` (the live members, for pruning `status.replicas`),
 //! `telemetry/`, `runtime/`, `apply/` (the pod-policy order) and `crd`.
 //! `run.rs` starts it; nothing below imports it.
 //!
