@@ -141,6 +141,35 @@ impl ActivePlugin {
             let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
             canary.as_mut()?.steps.judge(now)
         };
+        self.conclude(verdict)
+    }
+
+    /// A person's decision on the canary `digest` (promote, or abort with
+    /// `reason`); nothing when another canary, or none, is rolling out.
+    pub fn decide_rollout(&self, digest: &str, promote: bool) -> Option<RolloutChange> {
+        let running = self
+            .canary
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|c| c.plugin.digest() == digest);
+        if !running {
+            return None;
+        }
+        self.conclude(if promote {
+            Verdict::Promote
+        } else {
+            Verdict::Abort(AbortReason {
+                rule: "rollout/manual-abort",
+                message: "aborted by hand (wasm-operator rollout abort, or the \
+                          jinghzhu.io/rollout-action annotation)"
+                    .into(),
+            })
+        })
+    }
+
+    /// Acts on a verdict on the running canary.
+    fn conclude(&self, verdict: Verdict) -> Option<RolloutChange> {
         match verdict {
             Verdict::Hold => None,
             Verdict::Advance(weight) => {

@@ -39,6 +39,7 @@
 pub mod keys;
 pub mod prune;
 pub mod rollout;
+pub mod rollout_cli;
 pub mod status;
 pub mod tenants;
 
@@ -329,6 +330,8 @@ pub struct Driver {
     verified_by: Vec<String>,
     /// A tenant's driver: the router counting its objects, for its entry.
     counting: Option<Arc<PluginRouter>>,
+    /// The last `jinghzhu.io/rollout-action` acted on.
+    last_rollout_action: Option<String>,
 }
 
 /// Aborts a source's task when dropped (with the [`Current`] it belongs to).
@@ -377,6 +380,7 @@ impl Driver {
             allow_unsigned: options.allow_unsigned,
             verified_by: Vec::new(),
             counting: None,
+            last_rollout_action: None,
         }
     }
 
@@ -409,6 +413,8 @@ impl Driver {
                             continue;
                         }
                     };
+                    // A rollout action is an annotation: no new generation.
+                    self.on_rollout_action(&resource).await;
                     // A status write or a relist: the same object at the same generation.
                     let seen = |r: &JinghzhuPlugin| (r.metadata.uid.clone(), r.metadata.generation);
                     if current.as_ref().is_some_and(|c| seen(&c.resource) == seen(&resource)) {

@@ -14,6 +14,11 @@ use crate::hotswap::canary::Strategy;
 use crate::hotswap::rollout::{CanaryStart, RolloutChange, RolloutView};
 use crate::runtime::LoadedPlugin;
 
+/// The annotation by which a person promotes or aborts a canary:
+/// `promote sha256:…` or `abort sha256:…` (the canary's digest, so a
+/// decision never applies to a later canary). `wasm-operator rollout` writes it.
+pub const ROLLOUT_ACTION_ANNOTATION: &str = "jinghzhu.io/rollout-action";
+
 /// How often a rollout's step is judged.
 pub const ROLLOUT_TICK: Duration = Duration::from_secs(1);
 
@@ -103,7 +108,55 @@ impl Driver {
         let Some(change) = self.active.advance_rollout(Instant::now()) else {
             return;
         };
-        let Some(before) = before else { return };
+        if let Some(before) = before {
+            self.report_rollout(before, change, resource).await;
+        }
+    }
+
+    /// A person's decision in the `jinghzhu.io/rollout-action` annotation
+    /// (`promote sha256:…` or `abort sha256:…`, naming the canary it is
+    /// for), acted on once per value.
+    pub(super) async fn on_rollout_action(&mut self, resource: &Arc<JinghzhuPlugin>) {
+        let action = resource
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ROLLOUT_ACTION_ANNOTATION))
+            .cloned();
+        if action.is_none() || action == self.last_rollout_action {
+            return;
+        }
+        self.last_rollout_action = action.clone();
+        let Some((verb, digest)) = action.as_deref().and_then(|a| a.split_once(' ')) else {
+            tracing::warn!(resource = %self.name, action = ?action, "{ROLLOUT_ACTION_ANNOTATION} is not `promote DIGEST` or `abort DIGEST`; ignored");
+            return;
+        };
+        let promote = match verb {
+            "promote" => true,
+            "abort" => false,
+            _ => {
+                tracing::warn!(resource = %self.name, verb, "unknown rollout action; ignored");
+                return;
+            }
+        };
+        let before = self.active.rollout_view();
+        let Some(change) = self.active.decide_rollout(digest.trim(), promote) else {
+            tracing::info!(resource = %self.name, verb, digest, "rollout action for a canary not rolling out here; nothing to do");
+            return;
+        };
+        if let Some(before) = before {
+            self.report_rollout(before, change, Some(resource.clone()))
+                .await;
+        }
+    }
+
+    /// Writes a rollout's change (status, condition; an abort as a refusal).
+    async fn report_rollout(
+        &mut self,
+        before: RolloutView,
+        change: RolloutChange,
+        resource: Option<Arc<JinghzhuPlugin>>,
+    ) {
         match change {
             RolloutChange::Advanced(weight) => {
                 let view = self.active.rollout_view().unwrap_or(before);

@@ -1183,3 +1183,96 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
     delete_resource(&env, &name).await;
     Ok(())
 }
+
+/// Issue 41: a rollout driven by hand (`wasm-operator rollout pause |
+/// resume | promote | abort`, which only patch the resource): a step that
+/// would hold for an hour is paused, resumed and promoted at once; the next
+/// canary is aborted, every object back on the stable plugin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_is_paused_promoted_and_aborted_by_hand() -> anyhow::Result<()> {
+    use wasm_operator::crd::plugin::RolloutSpec;
+    use wasm_operator::plugin_resource::rollout_cli::{RolloutAction, apply};
+    let env = TestEnv::new("jzp-rollout-cli").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let (v1, v2) = (v1(), v2());
+    let v3 = std::fs::read(plugin("misbehaving-plugin", &[]))?;
+    create_configmap(&env, "plugin", v1.clone()).await?;
+    let mut resource = resource(&env, "plugin");
+    resource.spec.rollout = Some(RolloutSpec {
+        steps: vec![50],
+        step_seconds: 3600,
+        min_reconciles: 1,
+        ..RolloutSpec::default()
+    });
+    let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+    api.create(&PostParams::default(), &resource).await?;
+    let host = ResourceHost::start(&env, &name, "replica-a", false).await?;
+    wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v1)).await?;
+    for i in 0..6 {
+        env.create(&format!("web-{i}"), 1, &[]).await?;
+    }
+    let phase_is = |phase: &'static str, canary: String| {
+        let (env, name) = (&env, &name);
+        async move {
+            wait_for(phase, CONVERGE, || async {
+                let rollout = status_of(env, name).await?.rollout;
+                Ok(rollout
+                    .is_some_and(|r| r.phase == phase && r.canary.as_deref() == Some(&canary)))
+            })
+            .await
+        }
+    };
+    let no_canary = apply(&env.client, &name, RolloutAction::Promote).await;
+    assert!(no_canary.is_err(), "nothing to promote yet: {no_canary:?}");
+
+    replace_configmap(&env, "plugin", v2.clone()).await?;
+    phase_is("Progressing", digest_of(&v2)).await?;
+    apply(&env.client, &name, RolloutAction::Pause).await?;
+    phase_is("Paused", digest_of(&v2)).await?;
+    apply(&env.client, &name, RolloutAction::Resume).await?;
+    phase_is("Progressing", digest_of(&v2)).await?;
+    apply(&env.client, &name, RolloutAction::Promote).await?;
+    phase_is("Promoted", digest_of(&v2)).await?;
+    wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v2)).await?;
+    for i in 0..6 {
+        env.wait_converged(&format!("web-{i}"), 1, CONVERGE).await?;
+    }
+    wait_for("every object on v2", CONVERGE, || async {
+        let all = env.jinghzhus().list(&ListParams::default()).await?;
+        Ok(all.items.iter().all(|jz| {
+            jz.status
+                .as_ref()
+                .is_some_and(|s| s.message.starts_with(V2_PREFIX))
+        }))
+    })
+    .await?;
+
+    // The next canary, aborted by hand: v2 keeps serving every object.
+    replace_configmap(&env, "plugin", v3.clone()).await?;
+    phase_is("Progressing", digest_of(&v3)).await?;
+    apply(&env.client, &name, RolloutAction::Abort).await?;
+    phase_is("Aborted", digest_of(&v3)).await?;
+    wait_for(
+        "a PluginRefused Warning naming rollout/manual-abort",
+        CONVERGE,
+        || async {
+            Ok(refusals_on(&env, &name)
+                .await?
+                .iter()
+                .any(|m| m.contains("rule rollout/manual-abort")))
+        },
+    )
+    .await?;
+    assert_eq!(
+        host.active.serving().map(|p| p.digest().to_string()),
+        Some(digest_of(&v2))
+    );
+    assert!(
+        host.active.rollout_view().is_none(),
+        "no canary after the abort"
+    );
+    host.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
