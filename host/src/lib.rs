@@ -55,4 +55,5 @@ pub mod scaffold;
 pub mod serve;
 pub mod shards;
 pub mod sources;
+pub mod tasks;
 pub mod telemetry;

@@ -28,6 +28,7 @@ use crate::leader::{self, Elector, LeaderElectionConfig, Leadership};
 use crate::runtime::compiler::{DEFAULT_COMPILE_MEMORY_MIB, DEFAULT_COMPILE_TIMEOUT};
 use crate::runtime::{ChildCompiler, Compiler, Runtime, RuntimeArgs, RuntimeConfig};
 use crate::serve::{self, Endpoint, LeaderInfo};
+use crate::tasks::AbortOnDrop;
 use crate::telemetry::health::Health;
 use crate::telemetry::metrics::Metrics;
 
@@ -797,21 +798,12 @@ fn start_pruner(
     if resources.is_empty() {
         return None;
     }
-    Some(AbortOnDrop(crate::plugin_resource::prune::start(
+    Some(AbortOnDrop::from(crate::plugin_resource::prune::start(
         client.clone(),
         resources,
         shards?.clone(),
         args.leader_election.leader_elect_lease_duration,
     )))
-}
-
-/// Aborts a task when dropped (the pruner stops with `run`).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
     &["crd"],
     &["api_client", "plugin_text"],
     &["list_bounds"],
+    &["tasks"],
 ];
 
 /// The module path of the source file `file` under `src` (`mod.rs` is its

@@ -87,6 +87,7 @@ use crate::leader::catch_up::LeaderGate;
 use crate::ownership::{MANAGED_BY_SELECTOR, SHARD_LABEL};
 use crate::shards::Shards;
 use crate::shards::labeller::Labeller;
+use crate::tasks::AbortOnDrop;
 use crate::telemetry::health::Health;
 use crate::telemetry::{event_writer, events, metrics};
 
@@ -303,7 +304,7 @@ fn start_shard_tasks(
         watches.jinghzhu_cache.clone(),
         objects.clone(),
     )));
-    Some((labeller, AbortOnDrop(sync)))
+    Some((labeller, AbortOnDrop::from(sync)))
 }
 
 /// The owners pod events queue, counted as queued when their owner's batch
@@ -452,7 +453,7 @@ pub async fn run_routed(
         metrics: metrics.clone(),
     });
     spawn_readiness(&watches, &ctx, config.health.clone());
-    let _counting = AbortOnDrop(tokio::spawn(count_objects(
+    let _counting = AbortOnDrop::from(tokio::spawn(count_objects(
         plugin.clone(),
         watches.jinghzhu_cache.clone(),
         metrics.clone(),
@@ -559,15 +560,6 @@ const SHARD_LAPSE_RETRY: Duration = Duration::from_secs(1);
 enum Gate {
     Leader(Arc<LeaderGate>),
     Shards(Shards),
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Runs a reconcile once this host may: it leads, or (sharded) it holds the

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use super::ActivePlugin;
 use crate::crd::Jinghzhu;
 use crate::crd::plugin::ObjectSelectorSpec;
+use crate::tasks::AbortOnDrop;
 
 /// The objects a tenant resource selects.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,13 +95,7 @@ pub struct Tenant {
     /// Its objects at the last count.
     counts: ObjectCounts,
     /// Forwards the slot's swaps to the router's (stopped with the tenant).
-    forwarding: tokio::task::AbortHandle,
-}
-
-impl Drop for Tenant {
-    fn drop(&mut self) {
-        self.forwarding.abort();
-    }
+    _forwarding: AbortOnDrop,
 }
 
 /// Where an object is reconciled.
@@ -125,23 +120,14 @@ pub struct PluginRouter {
     _default_forwarding: AbortOnDrop,
 }
 
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Bumps `generation` at each swap of `slot`.
-fn forward_swaps(slot: &ActivePlugin, generation: watch::Sender<u64>) -> tokio::task::AbortHandle {
+fn forward_swaps(slot: &ActivePlugin, generation: watch::Sender<u64>) -> AbortOnDrop {
     let mut swaps = slot.swaps().boxed();
-    tokio::spawn(async move {
+    AbortOnDrop::from(tokio::spawn(async move {
         while swaps.next().await.is_some() {
             generation.send_modify(|g| *g += 1);
         }
-    })
-    .abort_handle()
+    }))
 }
 
 impl PluginRouter {
@@ -155,7 +141,7 @@ impl PluginRouter {
             tenants: RwLock::new(Vec::new()),
             generation,
             default_counts: std::sync::Mutex::new(ObjectCounts::default()),
-            _default_forwarding: AbortOnDrop(forwarding),
+            _default_forwarding: forwarding,
         }
     }
 
@@ -202,7 +188,7 @@ impl PluginRouter {
                     selection,
                     slot: slot.clone(),
                     counts: ObjectCounts::default(),
-                    forwarding: forward_swaps(slot, self.generation.clone()),
+                    _forwarding: forward_swaps(slot, self.generation.clone()),
                 });
             }
             tenants.sort_by_key(precedence);

@@ -67,6 +67,7 @@ use crate::runtime::{LoadedPlugin, Runtime, digest_of};
 use crate::sources::bounded::{FileRefusal, FileRules};
 use crate::sources::signature::{Threshold, VerificationPolicy, Verifier};
 use crate::sources::{OciOptions, OciPuller, OciRef};
+use crate::tasks::AbortOnDrop;
 use crate::telemetry::metrics::Metrics;
 use keys::SecretKey;
 use status::{Serving, StatusWriter};
@@ -334,15 +335,6 @@ pub struct Driver {
     last_rollout_action: Option<String>,
 }
 
-/// Aborts a source's task when dropped (with the [`Current`] it belongs to).
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// The spec being served and the newest bytes of its source.
 struct Current {
     resource: Arc<JinghzhuPlugin>,
@@ -545,7 +537,7 @@ impl Driver {
         match first {
             Ok(Opened::Pulling(task)) => {
                 next.content = Some(rx);
-                next._task = Some(AbortOnDrop(task));
+                next._task = Some(AbortOnDrop::new(task));
                 *current = Some(next);
                 self.writer.set(
                     "Resolved",

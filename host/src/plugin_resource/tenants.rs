@@ -24,6 +24,7 @@ use crate::hotswap::ActivePlugin;
 use crate::hotswap::router::{PluginRouter, Selection};
 use crate::hotswap::swapper::SwapHistory;
 use crate::runtime::Runtime;
+use crate::tasks::AbortOnDrop;
 use crate::telemetry::metrics::Metrics;
 
 /// How every tenant's slot is set up (the host's swap flags).
@@ -38,13 +39,7 @@ pub struct SlotSettings {
 /// A tenant being served: its slot and its driver's task.
 struct Serving {
     slot: Arc<ActivePlugin>,
-    driver: tokio::task::AbortHandle,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
+    _driver: AbortOnDrop,
 }
 
 /// Follows every `JinghzhuPlugin` and serves the tenants among them.
@@ -161,13 +156,13 @@ impl Tenants {
             (name.to_string(), PluginMode::Active),
         );
         driver.counting = Some(self.router.clone());
-        let task = tokio::spawn(driver.run()).abort_handle();
+        let task = AbortOnDrop::from(tokio::spawn(driver.run()));
         tracing::info!(resource = %name, "tenant plugin resource: serving it for the objects it selects");
         self.serving.insert(
             name.to_string(),
             Serving {
                 slot: slot.clone(),
-                driver: task,
+                _driver: task,
             },
         );
         slot
