@@ -129,6 +129,15 @@ impl ActivePlugin {
 
     /// Counts a reconcile's outcome for the rollout's judge.
     pub(super) fn record_for_rollout(&self, object: &str, digest: &str, ok: bool) {
+        // Every reconcile records its outcome: no write lock without a rollout.
+        if self
+            .canary
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+        {
+            return;
+        }
         let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
         if let Some(canary) = canary.as_mut() {
             canary.steps.record(object, digest, ok);

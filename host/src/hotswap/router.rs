@@ -226,7 +226,9 @@ impl PluginRouter {
     /// those routed to it, and the objects left to the default slot; read
     /// back with [`PluginRouter::counts`].
     pub fn count<'a>(&self, objects: impl IntoIterator<Item = &'a Jinghzhu>) {
-        let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+        // Counted under the read lock, which every reconcile's route takes
+        // too; the write lock only stores the results.
+        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
         let mut counts = vec![ObjectCounts::default(); tenants.len()];
         let mut default = ObjectCounts::default();
         for jz in objects {
@@ -245,9 +247,17 @@ impl PluginRouter {
                 default.served += 1;
             }
         }
-        for (tenant, counts) in tenants.iter_mut().zip(counts) {
-            tenant.counts = counts;
+        let counted: Vec<(String, ObjectCounts)> =
+            tenants.iter().map(|t| t.name.clone()).zip(counts).collect();
+        drop(tenants);
+        let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+        for (name, counts) in counted {
+            // A tenant added meanwhile keeps its zero counts until the next count.
+            if let Some(tenant) = tenants.iter_mut().find(|t| t.name == name) {
+                tenant.counts = counts;
+            }
         }
+        drop(tenants);
         *self
             .default_counts
             .lock()
