@@ -25,6 +25,7 @@ use crate::hotswap::setup::{self, PluginOptions, PluginSource, Plugins};
 use crate::hotswap::{ActivePlugin, RollbackPolicy};
 use crate::leader::lease::parse_duration;
 use crate::leader::{self, Elector, LeaderElectionConfig, Leadership};
+use crate::plugin_resource::judge::{JudgeBy, RolloutJudge};
 use crate::runtime::compiler::{DEFAULT_COMPILE_MEMORY_MIB, DEFAULT_COMPILE_TIMEOUT};
 use crate::runtime::{ChildCompiler, Compiler, Runtime, RuntimeArgs, RuntimeConfig};
 use crate::serve::{self, Endpoint, LeaderInfo};
@@ -298,7 +299,7 @@ fn resource_options(
     args: &RunArgs,
     name: &str,
     policy: crate::apply::policy::PodPolicy,
-    replica: String,
+    (replica, judge): (String, &RolloutJudge),
 ) -> Result<crate::plugin_resource::ResourceOptions> {
     Ok(crate::plugin_resource::ResourceOptions {
         name: name.to_string(),
@@ -318,6 +319,7 @@ fn resource_options(
         )),
         files: args.files.rules(),
         allow_unsigned: args.oci.plugin_resource_allow_unsigned,
+        judge: judge.clone(),
     })
 }
 
@@ -330,6 +332,7 @@ async fn plugin_router(
     runtime: Arc<Runtime>,
     metrics: &Arc<Metrics>,
     (active, policy, replica): (Arc<ActivePlugin>, crate::apply::policy::PodPolicy, String),
+    judge: &RolloutJudge,
 ) -> Result<Arc<PluginRouter>> {
     let router = Arc::new(PluginRouter::new(active));
     if args.tenant_plugins {
@@ -341,7 +344,7 @@ async fn plugin_router(
                 args,
                 args.plugin_resource.as_deref().unwrap_or_default(),
                 policy,
-                replica,
+                (replica, judge),
             )?,
             crate::plugin_resource::tenants::SlotSettings {
                 allow_downgrade: args.plugin_allow_downgrade,
@@ -364,7 +367,7 @@ async fn plugin_side(
     client: &Client,
     runtime: Arc<Runtime>,
     metrics: &Arc<Metrics>,
-    (policy, replica): (crate::apply::policy::PodPolicy, String),
+    (policy, replica, judge): (crate::apply::policy::PodPolicy, String, &RolloutJudge),
 ) -> Result<(Plugins, Option<(PluginOptions, Arc<Runtime>)>)> {
     Ok(if let Some(name) = &args.plugin_resource {
         // The JinghzhuPlugin names the plugin (see `plugin_resource`); its
@@ -372,7 +375,7 @@ async fn plugin_side(
         let plugins = crate::plugin_resource::start(
             client,
             runtime,
-            resource_options(args, name, policy, replica)?,
+            resource_options(args, name, policy, (replica, judge))?,
             metrics.clone(),
         )
         .await?;
@@ -553,12 +556,14 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .or(sharding.as_ref().map(|config| &config.lease))
         .map(|config| config.identity.clone())
         .unwrap_or_else(leader::default_identity);
+    // Who judges canary rollouts is known once the election or shards start.
+    let judge = RolloutJudge::later();
     let (plugins, delivery) = plugin_side(
         &args,
         &client,
         runtime.clone(),
         &metrics,
-        (policy.policy, replica.clone()),
+        (policy.policy, replica.clone(), &judge),
     )
     .await?;
     let active = plugins.active.clone();
@@ -571,6 +576,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         runtime,
         &metrics,
         (active.clone(), policy.policy, replica.clone()),
+        &judge,
     )
     .await?;
 
@@ -584,6 +590,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
         }
         None => (None, None),
     };
+    judge.decide(match (&shards, leadership.is_elected()) {
+        (Some(shards), _) => JudgeBy::Shard(shards.clone()),
+        (None, true) => JudgeBy::Leader(leadership.clone()),
+        (None, false) => JudgeBy::Alone,
+    });
     let _pruner = start_pruner(&args, &client, shards.as_ref());
     let health = Arc::new(Health::default());
     serve::spawn(

@@ -30,6 +30,7 @@ use crate::apply::policy;
 use crate::apply::{self, Applied, ApplyError, Validated, validate};
 use crate::crd::{Jinghzhu, JinghzhuStatus};
 use crate::hotswap::ActivePlugin;
+use crate::hotswap::figures::Sample;
 use crate::ownership::{MANAGED_BY_SELECTOR, OWNER_LABEL, is_controlled_by};
 use crate::plugin_text::shown;
 use crate::runtime::{LoadedPlugin, PluginError, RawProposal, reclaim};
@@ -136,18 +137,24 @@ pub async fn reconcile_fenced(
     // 2. Call the plugin.
     let (raw, call) = call_plugin(&ctx, slot, &plugin, &object).await?;
     // 3. Check its whole proposal, then the object's write budget.
-    let (proposal, validated) = check_proposal(&ctx, slot, &object, plugin.digest(), raw, call)?;
+    let (proposal, validated, latency) =
+        check_proposal(&ctx, slot, &object, plugin.digest(), raw, call)?;
     // The shadow gets a copy of the input in its own bounded queue and is
     // held to the same rules there; it never delays this reconcile.
     slot.offer_shadow(
         &object.jz,
         &object.pods,
-        &object.key,
+        (&object.key, plugin.digest()),
         &proposal,
         (&ctx.limits, &ctx.policy),
     );
     let stamp = plugin.describe();
     let status = apply::status_change(&object.jz, &object.pods, &proposal, &stamp);
+    let accepted = Sample::Accepted {
+        writes: apply::write_cost(&proposal, status.as_ref()),
+        converged: leaves_converged(&object, &proposal),
+    };
+    slot.record_for_rollout(&object.uid, plugin.digest(), accepted, latency);
     let (status, held_for) = coalesce_status(&ctx, &object, status);
     if let Some(wait) = spend_write_budget(&ctx, &object, &proposal, status.as_ref()) {
         return Ok(wait);
@@ -431,6 +438,7 @@ async fn call_plugin<'m>(
         Ok(raw) => return Ok((raw, call)),
         Err(err) => err,
     };
+    slot.record_for_rollout(&object.uid, &digest, Sample::Failed, call.latency());
     if matches!(err, PluginError::OutputTooLarge(_)) {
         reclaim::release_free_memory();
     }
@@ -463,7 +471,7 @@ fn check_proposal(
     digest: &str,
     raw: RawProposal,
     call: PluginCall<'_>,
-) -> Result<(ProposedActions, Validated), ReconcileError> {
+) -> Result<(ProposedActions, Validated, Duration), ReconcileError> {
     let large = reclaim::is_large(&raw.output);
     let checked = validate::check_bounds(&raw.output, &object.jz, &object.pods, &ctx.limits)
         .and_then(|()| {
@@ -473,19 +481,34 @@ fn check_proposal(
             Ok((proposal, validated))
         });
     match checked {
-        Ok(checked) => {
+        Ok((proposal, validated)) => {
+            let latency = call.latency();
             call.outcome(PluginOutcome::Ok);
-            Ok(checked)
+            Ok((proposal, validated, latency))
         }
         Err(rejection) => {
             // The output is dropped by now: give its memory back.
             if large {
                 reclaim::release_free_memory();
             }
+            slot.record_for_rollout(&object.uid, digest, Sample::Rejected, call.latency());
             call.outcome(PluginOutcome::Rejected);
             Err(reject(ctx, &object.jz, &object.key, digest, &rejection))
         }
     }
+}
+
+/// Whether `proposal` leaves the object converged: nothing to create or
+/// delete, and as many live pods as desired (a canary criterion).
+fn leaves_converged(object: &Object, proposal: &ProposedActions) -> bool {
+    let live = object
+        .pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .count();
+    proposal.create_pods.is_empty()
+        && proposal.delete_pods.is_empty()
+        && u32::try_from(live).is_ok_and(|live| live == object.jz.spec.desired)
 }
 
 /// Step 3, last: the object's write budget covers every write of the

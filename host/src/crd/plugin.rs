@@ -31,6 +31,8 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
     printcolumn = r#"{"name":"Rollout","type":"string","jsonPath":".status.rollout.phase"}"#,
     printcolumn = r#"{"name":"Weight","type":"integer","jsonPath":".status.rollout.weight"}"#,
+    printcolumn = r#"{"name":"Step","type":"string","jsonPath":".status.rollout.step"}"#,
+    printcolumn = r#"{"name":"Stable","type":"string","priority":1,"jsonPath":".status.rollout.stable"}"#,
     printcolumn = r#"{"name":"Canary","type":"string","priority":1,"jsonPath":".status.rollout.canary"}"#,
     printcolumn = r#"{"name":"Plugin","type":"string","priority":1,"jsonPath":".status.plugin"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
@@ -96,6 +98,43 @@ pub struct RolloutSpec {
     #[serde(default = "default_max_failure_increase")]
     #[schemars(range(min = 0, max = 100))]
     pub max_failure_increase_percent: u32,
+    /// Abort when the share of canary reconciles whose proposal the host
+    /// refused exceeds the stable plugin's share by more than this many
+    /// percentage points.
+    #[serde(default = "default_max_failure_increase")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_rejected_increase_percent: u32,
+    /// Abort when the canary's writes per reconcile exceed the stable
+    /// plugin's by more than this many percent (and by more than half a
+    /// write).
+    #[serde(default = "default_max_writes_increase")]
+    #[schemars(range(min = 0, max = 10000))]
+    pub max_writes_increase_percent: u32,
+    /// Abort when the canary's p99 call latency exceeds the stable
+    /// plugin's by more than this many percent (and by more than 1 ms).
+    #[serde(default = "default_max_latency_increase")]
+    #[schemars(range(min = 0, max = 10000))]
+    pub max_latency_increase_percent: u32,
+    /// An object stops converging when none of its reconciles in a step
+    /// left it converged for this long.
+    #[serde(default = "default_stall_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub stall_seconds: u32,
+    /// Abort when the share of canary objects that stopped converging
+    /// exceeds the stable plugin's share by more than this many
+    /// percentage points.
+    #[serde(default = "default_max_failure_increase")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_stalled_increase_percent: u32,
+    /// Run the stable plugin as a shadow on the canary's cohort (nothing
+    /// it proposes is applied) and judge the share of differing proposals.
+    #[serde(default)]
+    pub shadow_stable: bool,
+    /// With `shadowStable`: abort when more than this percentage of the
+    /// compared proposals differ.
+    #[serde(default = "default_max_failure_increase")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_difference_percent: u32,
     /// Hold the rollout at its step.
     #[serde(default)]
     pub paused: bool,
@@ -117,6 +156,18 @@ fn default_max_failure_increase() -> u32 {
     10
 }
 
+fn default_max_writes_increase() -> u32 {
+    100
+}
+
+fn default_max_latency_increase() -> u32 {
+    200
+}
+
+fn default_stall_seconds() -> u32 {
+    120
+}
+
 impl Default for RolloutSpec {
     fn default() -> Self {
         Self {
@@ -124,6 +175,13 @@ impl Default for RolloutSpec {
             step_seconds: default_step_seconds(),
             min_reconciles: default_min_reconciles(),
             max_failure_increase_percent: default_max_failure_increase(),
+            max_rejected_increase_percent: default_max_failure_increase(),
+            max_writes_increase_percent: default_max_writes_increase(),
+            max_latency_increase_percent: default_max_latency_increase(),
+            stall_seconds: default_stall_seconds(),
+            max_stalled_increase_percent: default_max_failure_increase(),
+            shadow_stable: false,
+            max_difference_percent: default_max_failure_increase(),
             paused: false,
         }
     }
@@ -150,6 +208,109 @@ pub struct RolloutStatus {
     /// What happened last, with its figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The rule that aborted it (e.g. `rollout/failure-rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The resource's generation the judge decided on (an abort holds
+    /// until `spec.rollout` is edited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When the step now began (RFC 3339), on the judge's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_started: Option<String>,
+    /// The replica that judges the steps (the holder of shard 0, else the
+    /// only or leading replica); every other replica follows this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
+    /// Each step judged so far, oldest first (the last 32).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub history: Vec<RolloutStepRecord>,
+}
+
+/// One judged step of a rollout.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStepRecord {
+    /// `step/steps`.
+    pub step: String,
+    /// The cohort in percent.
+    pub weight: u32,
+    /// `Passed`, `Promoted` or `Aborted`.
+    pub verdict: String,
+    /// When it was judged (RFC 3339).
+    pub time: String,
+    /// The figures the verdict was made on, for both plugins.
+    pub message: String,
+}
+
+/// What one plugin did over a step on one replica (or the fleet, summed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutFigures {
+    /// Reconciles.
+    #[schemars(schema_with = "count_schema")]
+    pub reconciles: u64,
+    /// Objects reconciled (each once, by its latest outcome).
+    #[schemars(schema_with = "count_schema")]
+    pub objects: u64,
+    /// Of those, the ones whose latest call failed.
+    #[schemars(schema_with = "count_schema")]
+    pub failed: u64,
+    /// Reconciles whose proposal the host refused.
+    #[schemars(schema_with = "count_schema")]
+    pub rejected: u64,
+    /// Reconciles whose proposal the host accepted, after each object's
+    /// first in the step (a new plugin commonly rewrites each status once).
+    #[schemars(schema_with = "count_schema")]
+    pub accepted: u64,
+    /// Writes proposed by those reconciles (creates, deletes, status).
+    #[schemars(schema_with = "count_schema")]
+    pub writes: u64,
+    /// Objects that stopped converging (see `stallSeconds`).
+    #[schemars(schema_with = "count_schema")]
+    pub stalled: u64,
+    /// The 99th percentile of the call latency, in microseconds (summed
+    /// over replicas: the largest).
+    #[schemars(schema_with = "count_schema")]
+    pub p99_micros: u64,
+    /// Canary proposals the stable shadow was compared with.
+    #[schemars(schema_with = "count_schema")]
+    pub compared: u64,
+    /// Of those, the ones that differed.
+    #[schemars(schema_with = "count_schema")]
+    pub differed: u64,
+}
+
+impl RolloutFigures {
+    /// The fleet's figures: counts added, the slowest p99 kept.
+    pub fn add(&mut self, other: &RolloutFigures) {
+        self.reconciles = self.reconciles.saturating_add(other.reconciles);
+        self.objects = self.objects.saturating_add(other.objects);
+        self.failed = self.failed.saturating_add(other.failed);
+        self.rejected = self.rejected.saturating_add(other.rejected);
+        self.accepted = self.accepted.saturating_add(other.accepted);
+        self.writes = self.writes.saturating_add(other.writes);
+        self.stalled = self.stalled.saturating_add(other.stalled);
+        self.p99_micros = self.p99_micros.max(other.p99_micros);
+        self.compared = self.compared.saturating_add(other.compared);
+        self.differed = self.differed.saturating_add(other.differed);
+    }
+}
+
+/// One replica's figures for the step of a rollout going on, which the
+/// judge adds to its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaRollout {
+    /// The canary's digest.
+    pub canary: String,
+    /// The step (from 1) these figures are of.
+    pub step: u32,
+    /// The canary on its cohort.
+    pub canary_figures: RolloutFigures,
+    /// The stable plugin on the other objects.
+    pub stable_figures: RolloutFigures,
 }
 
 /// The Jinghzhus a tenant plugin serves: those of `namespaces` (any when
@@ -456,6 +617,9 @@ pub struct ReplicaStatus {
     /// serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objects_served: Option<i64>,
+    /// This replica's figures for the step of a rollout going on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<ReplicaRollout>,
 }
 
 fn digest_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -7,17 +7,27 @@
 //! and monotone in the weight, so an object that joined the canary never
 //! goes back to stable while the rollout goes on. A step is judged once it
 //! has been held for its duration and the canary served at least the
-//! fewest reconciles it asks for: the canary's failure rate over its
-//! cohort (objects whose latest reconcile in the step failed) may exceed the
-//! stable plugin's over the other objects by at most the allowed increase.
-//! Objects that were failing under the stable plugin when the rollout began
-//! are not charged to the canary (a tenant's broken objects cannot veto an
-//! upgrade). Pass: the next step (or promotion after the last); fail: abort.
+//! fewest reconciles it asks for, on the [`criteria`]: the canary's figures
+//! over its cohort ([`super::figures`]) against the stable plugin's over
+//! the other objects. A failing criterion aborts at once, without waiting
+//! for the step's end. Objects that were failing under the stable plugin
+//! when the rollout began are not charged to the canary (a tenant's broken
+//! objects cannot veto an upgrade). Pass: the next step (or promotion after
+//! the last); fail: abort. With several replicas one judges on the sum of
+//! every replica's figures and the others follow it
+//! ([`Steps::follow`], see `plugin_resource::rollout`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc;
+
+pub use super::criteria::AbortReason;
+use super::criteria::{self, Thresholds};
+use super::figures::{Sample, Tally};
+use super::shadow::ShadowQueue;
+use crate::crd::plugin::RolloutFigures;
 use crate::runtime::LoadedPlugin;
 
 /// Cohort positions per object: weights are in hundredths of a percent.
@@ -47,8 +57,8 @@ pub struct Strategy {
     pub hold: Duration,
     /// Fewest canary reconciles in a step before it is judged.
     pub min_reconciles: u32,
-    /// The most the canary's failure rate may exceed the stable's.
-    pub max_failure_increase: f64,
+    /// What aborts it.
+    pub thresholds: Thresholds,
 }
 
 impl Strategy {
@@ -61,29 +71,6 @@ impl Strategy {
             self.steps.push(100);
         }
         self
-    }
-}
-
-/// Latest outcome per object within a step.
-#[derive(Debug, Default)]
-struct Tally {
-    failed: HashMap<String, bool>,
-    reconciles: u32,
-}
-
-impl Tally {
-    fn record(&mut self, object: &str, ok: bool) {
-        self.reconciles = self.reconciles.saturating_add(1);
-        self.failed.insert(object.to_string(), !ok);
-    }
-
-    /// Failed objects over judged objects (0 with none).
-    fn failure_rate(&self) -> f64 {
-        if self.failed.is_empty() {
-            return 0.0;
-        }
-        let failed = self.failed.values().filter(|f| **f).count();
-        failed as f64 / self.failed.len() as f64
     }
 }
 
@@ -100,22 +87,24 @@ pub enum Verdict {
     Abort(AbortReason),
 }
 
-/// Why a rollout was aborted: the criterion and its figures.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AbortReason {
-    /// The rule id, e.g. `rollout/failure-rate`.
-    pub rule: &'static str,
-    /// The figures, for people.
-    pub message: String,
-}
-
 /// A rollout in progress: the new plugin and how its steps are judged.
-#[derive(Debug)]
 pub struct Canary {
     /// The new plugin.
     pub plugin: Arc<LoadedPlugin>,
     /// Its steps and their tallies.
     pub steps: Steps,
+    /// The stable plugin as a shadow on the cohort (`shadowStable`), and
+    /// the comparisons it reports (true: the proposals differed).
+    pub stable_shadow: Option<(ShadowQueue, mpsc::Receiver<bool>)>,
+}
+
+impl std::fmt::Debug for Canary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Canary")
+            .field("plugin", &self.plugin.describe())
+            .field("steps", &self.steps)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Canary {
@@ -131,6 +120,16 @@ impl Canary {
         Self {
             plugin,
             steps: Steps::start(canary, stable, strategy, excused),
+            stable_shadow: None,
+        }
+    }
+
+    /// Counts the stable shadow's comparisons reported so far.
+    pub fn drain_comparisons(&mut self) {
+        if let Some((_, verdicts)) = self.stable_shadow.as_mut() {
+            while let Ok(differed) = verdicts.try_recv() {
+                self.steps.canary_tally.record_comparison(differed);
+            }
         }
     }
 }
@@ -189,56 +188,106 @@ impl Steps {
     }
 
     /// Records a reconcile of `object` by the plugin `digest`.
-    pub fn record(&mut self, object: &str, digest: &str, ok: bool) {
+    pub fn record(&mut self, object: &str, digest: &str, sample: Sample, latency: Duration) {
+        let now = Instant::now();
         if digest == self.canary {
             if !self.excused.contains(object) {
-                self.canary_tally.record(object, ok);
+                self.canary_tally.record(object, sample, latency, now);
             }
         } else if digest == self.stable {
-            self.stable_tally.record(object, ok);
+            self.stable_tally.record(object, sample, latency, now);
         }
     }
 
-    /// Judges the step at `now` (see the module documentation); an
-    /// advance starts the next step.
-    pub fn judge(&mut self, now: Instant) -> Verdict {
-        if self.paused {
-            return Verdict::Hold;
+    /// This replica's figures for the step now: the canary's, the stable's.
+    pub fn figures(&self, now: Instant) -> (RolloutFigures, RolloutFigures) {
+        let stall = self.strategy.thresholds.stall;
+        (
+            self.canary_tally.figures(now, stall),
+            self.stable_tally.figures(now, stall),
+        )
+    }
+
+    /// Follows the judge to step `step` (from 1), begun `ago`: the
+    /// cohort grows (never shrinks) and the tallies start again.
+    pub fn follow(&mut self, step: usize, ago: Duration) {
+        let index = step.saturating_sub(1).min(self.strategy.steps.len() - 1);
+        if index > self.step {
+            self.step = index;
+            self.step_started = Instant::now().checked_sub(ago).unwrap_or_else(Instant::now);
+            self.canary_tally = Tally::default();
+            self.stable_tally = Tally::default();
         }
-        let canary = self.canary_tally.failure_rate();
-        let stable = self.stable_tally.failure_rate();
+    }
+
+    /// Judges the step at `now` on this replica's figures plus `others`
+    /// (the other replicas', for this step); an advance starts the next
+    /// step. Returns the verdict and the figures it was made on.
+    pub fn judge(
+        &mut self,
+        now: Instant,
+        others: &[(RolloutFigures, RolloutFigures)],
+    ) -> (Verdict, String) {
+        let (mut canary, mut stable) = self.figures(now);
+        for (c, s) in others {
+            canary.add(c);
+            stable.add(s);
+        }
+        let figures = describe(&canary, &stable);
+        if self.paused {
+            return (Verdict::Hold, figures);
+        }
+        let min = u64::from(self.strategy.min_reconciles);
         // A failing canary is aborted as soon as it has been seen enough,
         // without waiting for the step's end.
-        let seen = self.canary_tally.reconciles >= self.strategy.min_reconciles;
-        if seen && canary - stable > self.strategy.max_failure_increase {
-            return Verdict::Abort(AbortReason {
-                rule: "rollout/failure-rate",
-                message: format!(
-                    "at step {}/{} ({}%): {:.0}% of {} canary objects failed against {:.0}% of {} \
-                     stable ones (allowed increase {:.0} points)",
-                    self.step + 1,
-                    self.strategy.steps.len(),
-                    self.weight(),
-                    canary * 100.0,
-                    self.canary_tally.failed.len(),
-                    stable * 100.0,
-                    self.stable_tally.failed.len(),
-                    self.strategy.max_failure_increase * 100.0
-                ),
-            });
+        if let Some(mut reason) =
+            criteria::failed_criterion(&canary, &stable, &self.strategy.thresholds, min)
+        {
+            let (step, steps) = self.step();
+            reason.message = format!(
+                "at step {step}/{steps} ({}%): {}",
+                self.weight(),
+                reason.message
+            );
+            return (Verdict::Abort(reason), figures);
         }
-        if !seen || now.saturating_duration_since(self.step_started) < self.strategy.hold {
-            return Verdict::Hold;
+        let held = now.saturating_duration_since(self.step_started) >= self.strategy.hold;
+        if canary.reconciles < min || !held {
+            return (Verdict::Hold, figures);
         }
         if self.step + 1 >= self.strategy.steps.len() {
-            return Verdict::Promote;
+            return (Verdict::Promote, figures);
         }
         self.step += 1;
         self.step_started = now;
         self.canary_tally = Tally::default();
         self.stable_tally = Tally::default();
-        Verdict::Advance(self.weight())
+        (Verdict::Advance(self.weight()), figures)
     }
+}
+
+/// Both plugins' figures in one line, for the step history and Events.
+pub fn describe(canary: &RolloutFigures, stable: &RolloutFigures) -> String {
+    let side = |f: &RolloutFigures| {
+        format!(
+            "{} reconciles of {} objects, {} failing, {} refused, {} writes, {} stalled, p99 {:.1} ms",
+            f.reconciles,
+            f.objects,
+            f.failed,
+            f.rejected,
+            f.writes,
+            f.stalled,
+            f.p99_micros as f64 / 1000.0
+        )
+    };
+    let mut text = format!("canary: {}; stable: {}", side(canary), side(stable));
+    if canary.compared > 0 {
+        text.push_str(&format!(
+            "; {} of {} canary proposals differed from the stable shadow's",
+            canary.differed, canary.compared
+        ));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -279,10 +328,21 @@ mod tests {
                 steps: vec![10, 50],
                 hold: Duration::from_secs(10),
                 min_reconciles: 4,
-                max_failure_increase: 0.1,
+                thresholds: Thresholds::default(),
             },
             excused.iter().map(|s| s.to_string()).collect(),
         )
+    }
+
+    const OK: Sample = Sample::Accepted {
+        writes: 1,
+        converged: true,
+    };
+    const MS: Duration = Duration::from_millis(1);
+
+    fn record(steps: &mut Steps, object: &str, digest: &str, ok: bool) {
+        let sample = if ok { OK } else { Sample::Failed };
+        steps.record(object, digest, sample, MS);
     }
 
     #[test]
@@ -290,22 +350,35 @@ mod tests {
         let start = Instant::now();
         let mut steps = steps(&[]);
         for object in ["a", "b", "c"] {
-            steps.record(object, "sha256:new", true);
+            record(&mut steps, object, "sha256:new", true);
         }
         let later = start + Duration::from_secs(11);
-        assert_eq!(steps.judge(later), Verdict::Hold, "3 of 4 reconciles");
-        steps.record("d", "sha256:new", true);
-        assert_eq!(steps.judge(start), Verdict::Hold, "held for its duration");
-        assert_eq!(steps.judge(later), Verdict::Advance(50));
+        assert_eq!(
+            steps.judge(later, &[]).0,
+            Verdict::Hold,
+            "3 of 4 reconciles"
+        );
+        record(&mut steps, "d", "sha256:new", true);
+        assert_eq!(
+            steps.judge(start, &[]).0,
+            Verdict::Hold,
+            "held for its duration"
+        );
+        assert_eq!(steps.judge(later, &[]).0, Verdict::Advance(50));
         for object in ["a", "b", "c", "d"] {
-            steps.record(object, "sha256:new", true);
+            record(&mut steps, object, "sha256:new", true);
         }
         let end = later + Duration::from_secs(11);
-        assert_eq!(steps.judge(end), Verdict::Advance(100));
+        assert_eq!(steps.judge(end, &[]).0, Verdict::Advance(100));
         for object in ["a", "b", "c", "d"] {
-            steps.record(object, "sha256:new", true);
+            record(&mut steps, object, "sha256:new", true);
         }
-        assert_eq!(steps.judge(end + Duration::from_secs(11)), Verdict::Promote);
+        let (verdict, figures) = steps.judge(end + Duration::from_secs(11), &[]);
+        assert_eq!(verdict, Verdict::Promote);
+        assert!(
+            figures.starts_with("canary: 4 reconciles of 4 objects, 0 failing"),
+            "{figures}"
+        );
     }
 
     #[test]
@@ -313,25 +386,25 @@ mod tests {
         let mut steps = steps(&["broken"]);
         // The tenant's object fails under both: not charged to the canary.
         for _ in 0..4 {
-            steps.record("broken", "sha256:new", false);
-            steps.record("broken", "sha256:old", false);
+            record(&mut steps, "broken", "sha256:new", false);
+            record(&mut steps, "broken", "sha256:old", false);
         }
         for object in ["a", "b", "c", "d"] {
-            steps.record(object, "sha256:new", true);
+            record(&mut steps, object, "sha256:new", true);
         }
-        assert_eq!(steps.judge(Instant::now()), Verdict::Hold);
+        assert_eq!(steps.judge(Instant::now(), &[]).0, Verdict::Hold);
         // One in five failing against the stable's one in one: no more than it.
-        steps.record("e", "sha256:new", false);
-        assert_eq!(steps.judge(Instant::now()), Verdict::Hold);
+        record(&mut steps, "e", "sha256:new", false);
+        assert_eq!(steps.judge(Instant::now(), &[]).0, Verdict::Hold);
         // The stable plugin's figures over the same window: none failing.
         let mut steps = steps_with_healthy_stable();
-        steps.record("e", "sha256:new", false);
-        let Verdict::Abort(reason) = steps.judge(Instant::now()) else {
+        record(&mut steps, "e", "sha256:new", false);
+        let Verdict::Abort(reason) = steps.judge(Instant::now(), &[]).0 else {
             panic!("aborted");
         };
         assert_eq!(reason.rule, "rollout/failure-rate");
         assert!(
-            reason.message.contains("20% of 5 canary objects"),
+            reason.message.contains("20% of 5 canary objects failed"),
             "{}",
             reason.message
         );
@@ -340,12 +413,47 @@ mod tests {
     fn steps_with_healthy_stable() -> Steps {
         let mut steps = steps(&[]);
         for object in ["a", "b", "c", "d"] {
-            steps.record(object, "sha256:new", true);
+            record(&mut steps, object, "sha256:new", true);
         }
         for object in ["x", "y"] {
-            steps.record(object, "sha256:old", true);
+            record(&mut steps, object, "sha256:old", true);
         }
         steps
+    }
+
+    #[test]
+    fn the_judge_adds_the_other_replicas_figures() {
+        // Healthy here; another replica's canary objects all fail.
+        let mut steps = steps_with_healthy_stable();
+        let theirs = RolloutFigures {
+            reconciles: 4,
+            objects: 4,
+            failed: 4,
+            ..RolloutFigures::default()
+        };
+        let Verdict::Abort(reason) = steps
+            .judge(Instant::now(), &[(theirs, RolloutFigures::default())])
+            .0
+        else {
+            panic!("aborted on the fleet's figures");
+        };
+        assert!(
+            reason.message.contains("50% of 8 canary objects"),
+            "{}",
+            reason.message
+        );
+    }
+
+    #[test]
+    fn a_follower_moves_forward_only_and_starts_its_tallies_again() {
+        let mut steps = steps_with_healthy_stable();
+        steps.follow(2, Duration::ZERO);
+        assert_eq!((steps.weight(), steps.step()), (50, (2, 3)));
+        assert_eq!(steps.figures(Instant::now()).0.reconciles, 0);
+        steps.follow(1, Duration::ZERO);
+        assert_eq!(steps.weight(), 50, "never back");
+        steps.follow(9, Duration::ZERO);
+        assert_eq!(steps.weight(), 100, "at most the last step");
     }
 
     #[test]
@@ -354,7 +462,7 @@ mod tests {
             steps: vec![25, 0, 5, 250, 5],
             hold: Duration::ZERO,
             min_reconciles: 0,
-            max_failure_increase: 0.0,
+            thresholds: Thresholds::default(),
         }
         .normalized();
         assert_eq!(strategy.steps, [5, 25, 100]);

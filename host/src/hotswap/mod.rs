@@ -22,7 +22,9 @@
 
 pub mod canary;
 pub mod candidate;
+pub mod criteria;
 pub mod damper;
+pub mod figures;
 pub mod probation;
 pub mod rollout;
 pub mod router;
@@ -353,7 +355,6 @@ impl ActivePlugin {
     /// `digest`; rolls back if too many of the objects judged under the
     /// plugin swapped in last fail within the window ([`probation`]).
     pub fn record_outcome(&self, object: &str, digest: &str, ok: bool) {
-        self.record_for_rollout(object, digest, ok);
         self.failing
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -497,8 +498,10 @@ impl ActivePlugin {
         }
     }
 
-    /// Offers the shadow plugin (if any) the same input as the active one.
-    /// Never waits: the call runs later in the shadow's own queue and is
+    /// Offers the shadow plugin (if any) the same input as the active one
+    /// (`key` the object's, `digest` the plugin's that proposed `active`),
+    /// and a canary's proposal to the stable shadow of its rollout, if it
+    /// runs one. Never waits: the call runs later in the shadow's own queue and is
     /// dropped (and counted) when that queue is full. Its output is held to
     /// `limits` and `policy`, as the active plugin's is, before anything is
     /// compared with `active`; nothing of it is applied.
@@ -506,10 +509,11 @@ impl ActivePlugin {
         &self,
         jz: &Arc<Jinghzhu>,
         pods: &[Pod],
-        key: &str,
+        (key, digest): (&str, &str),
         active: &ProposedActions,
         rules: (&Limits, &PolicyConfig),
     ) {
+        self.offer_stable_shadow(jz, pods, (key, digest), active, rules);
         if let Some(queue) = self
             .shadow
             .read()

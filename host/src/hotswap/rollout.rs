@@ -1,13 +1,25 @@
 //! The slot's side of a canary rollout ([`super::canary`]): which plugin
-//! an object is reconciled with while one goes on, and the steps,
-//! promotion and abort. A step's advance and an abort re-queue every
-//! object, so the cohort moves within one reconcile each.
+//! an object is reconciled with while one goes on, the outcomes it
+//! records, the stable shadow on the cohort, and the steps, promotion and
+//! abort, judged here ([`ActivePlugin::advance_rollout`]) or followed from
+//! the judging replica ([`ActivePlugin::follow_rollout`]). A step's advance
+//! and an abort re-queue every object, so the cohort moves within one
+//! reconcile each.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
 
 use super::ActivePlugin;
 use super::canary::{AbortReason, Canary, Strategy, Verdict};
+use super::figures::Sample;
+use super::shadow::{DEFAULT_SHADOW_QUEUE, ShadowQueue};
+use crate::actions::ProposedActions;
+use crate::apply::Limits;
+use crate::apply::policy::PolicyConfig;
+use crate::crd::Jinghzhu;
+use crate::crd::plugin::ReplicaRollout;
 use crate::runtime::LoadedPlugin;
 
 /// What [`ActivePlugin::start_canary`] did.
@@ -36,6 +48,22 @@ pub enum RolloutChange {
         /// The criterion and its figures.
         reason: AbortReason,
     },
+}
+
+/// What the judge decided, as a follower reads it from the status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Followed {
+    /// The rollout is at this step (from 1), begun this long ago.
+    Step {
+        /// The step, from 1.
+        step: usize,
+        /// How long ago it began.
+        ago: Duration,
+    },
+    /// The canary was promoted.
+    Promoted,
+    /// The canary was aborted.
+    Aborted(AbortReason),
 }
 
 /// A rollout as shown in the status.
@@ -90,8 +118,16 @@ impl ActivePlugin {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .failing_under(stable.digest());
+        let shadowed = strategy.thresholds.max_difference.is_some();
         let mut started = Canary::start(plugin, stable.digest().to_string(), strategy, excused);
         started.steps.paused = paused;
+        if shadowed {
+            started.stable_shadow = Some(ShadowQueue::start_reporting(
+                stable.clone(),
+                DEFAULT_SHADOW_QUEUE,
+                self.metrics.clone(),
+            ));
+        }
         tracing::info!(
             stable = %stable.describe(),
             canary = %started.plugin.describe(),
@@ -103,6 +139,12 @@ impl ActivePlugin {
         self.repin();
         self.generation.send_modify(|g| *g += 1);
         Ok(CanaryStart::Started)
+    }
+
+    /// Refuses `digest` as a canary until a retry (the judging replica
+    /// aborted it; see [`ActivePlugin::start_canary`]).
+    pub fn refuse_canary(&self, digest: &str) {
+        *self.lock_aborted() = Some(digest.to_string());
     }
 
     /// Forgets the aborted canary, so the same digest may be rolled out again.
@@ -127,8 +169,15 @@ impl ActivePlugin {
         self.serving()
     }
 
-    /// Counts a reconcile's outcome for the rollout's judge.
-    pub(super) fn record_for_rollout(&self, object: &str, digest: &str, ok: bool) {
+    /// Counts a reconcile's outcome (`sample`, its call `latency`) by the
+    /// plugin `digest` for the rollout's judge.
+    pub fn record_for_rollout(
+        &self,
+        object: &str,
+        digest: &str,
+        sample: Sample,
+        latency: Duration,
+    ) {
         // Every reconcile records its outcome: no write lock without a rollout.
         if self
             .canary
@@ -140,17 +189,98 @@ impl ActivePlugin {
         }
         let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
         if let Some(canary) = canary.as_mut() {
-            canary.steps.record(object, digest, ok);
+            canary.steps.record(object, digest, sample, latency);
         }
     }
 
-    /// Judges the rollout's step at `now` and acts on the verdict.
-    pub fn advance_rollout(&self, now: Instant) -> Option<RolloutChange> {
-        let verdict = {
-            let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
-            canary.as_mut()?.steps.judge(now)
+    /// A canary's proposal `active` for the object `key` goes to the
+    /// stable shadow of the rollout, if it runs one.
+    pub(super) fn offer_stable_shadow(
+        &self,
+        jz: &Arc<Jinghzhu>,
+        pods: &[Pod],
+        (key, digest): (&str, &str),
+        active: &ProposedActions,
+        rules: (&Limits, &PolicyConfig),
+    ) {
+        let canary = self.canary.read().unwrap_or_else(|e| e.into_inner());
+        let Some(canary) = canary.as_ref() else {
+            return;
         };
-        self.conclude(verdict)
+        if let Some((queue, _)) = &canary.stable_shadow
+            && canary.plugin.digest() == digest
+        {
+            let policy = self.policy_for(queue.plugin().digest(), rules.1);
+            queue.offer(jz, pods, key, active, (rules.0, &policy));
+        }
+    }
+
+    /// This replica's figures for the rollout's step now, for its entry.
+    pub fn rollout_figures(&self) -> Option<ReplicaRollout> {
+        let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
+        let canary = canary.as_mut()?;
+        canary.drain_comparisons();
+        let (canary_figures, stable_figures) = canary.steps.figures(Instant::now());
+        Some(ReplicaRollout {
+            canary: canary.plugin.digest().to_string(),
+            step: u32::try_from(canary.steps.step().0).unwrap_or(u32::MAX),
+            canary_figures,
+            stable_figures,
+        })
+    }
+
+    /// Judges the rollout's step at `now` on this replica's figures and
+    /// `others` (the other replicas' entries), and acts on the verdict.
+    /// Returns what changed and the figures it was judged on.
+    pub fn advance_rollout(
+        &self,
+        now: Instant,
+        others: &[ReplicaRollout],
+    ) -> Option<(RolloutChange, String)> {
+        let (verdict, figures) = {
+            let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
+            let canary = canary.as_mut()?;
+            canary.drain_comparisons();
+            let digest = canary.plugin.digest().to_string();
+            let step = u32::try_from(canary.steps.step().0).unwrap_or(u32::MAX);
+            let theirs: Vec<_> = others
+                .iter()
+                .filter(|r| r.canary == digest && r.step == step)
+                .map(|r| (r.canary_figures, r.stable_figures))
+                .collect();
+            canary.steps.judge(now, &theirs)
+        };
+        self.conclude(verdict).map(|change| (change, figures))
+    }
+
+    /// Follows the judge's decision on the canary `digest` (another
+    /// replica's, read from the status): its step (begun `ago`), or
+    /// its promotion or abort (`reason`).
+    pub fn follow_rollout(&self, digest: &str, decision: Followed) -> Option<RolloutChange> {
+        let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
+        let running = canary.as_mut().filter(|c| c.plugin.digest() == digest)?;
+        match decision {
+            Followed::Step { step, ago } => {
+                let before = running.steps.step().0;
+                running.steps.follow(step, ago);
+                let weight = running.steps.weight();
+                drop(canary);
+                if step <= before {
+                    return None;
+                }
+                tracing::info!(weight, "canary rollout: the next step (the judge's)");
+                self.generation.send_modify(|g| *g += 1);
+                Some(RolloutChange::Advanced(weight))
+            }
+            Followed::Promoted => {
+                drop(canary);
+                self.conclude(Verdict::Promote)
+            }
+            Followed::Aborted(reason) => {
+                drop(canary);
+                self.conclude(Verdict::Abort(reason))
+            }
+        }
     }
 
     /// A person's decision on the canary `digest` (promote, or abort with

@@ -49,6 +49,9 @@ pub struct ShadowQueue {
     worker: tokio::task::JoinHandle<()>,
 }
 
+/// Comparisons a reporting queue keeps for its reader before dropping more.
+pub const REPORTED_COMPARISONS: usize = 1024;
+
 impl Drop for ShadowQueue {
     /// Calls still waiting are dropped; one running is abandoned (it ends
     /// at its deadline).
@@ -60,12 +63,41 @@ impl Drop for ShadowQueue {
 impl ShadowQueue {
     /// Starts the shadow's worker with room for `capacity` waiting calls (at least one).
     pub fn start(plugin: Arc<LoadedPlugin>, capacity: usize, metrics: Arc<Metrics>) -> Self {
+        Self::start_with(plugin, capacity, metrics, None)
+    }
+
+    /// [`ShadowQueue::start`], also reporting each comparison (true: the
+    /// proposals differed, or the shadow failed) on the returned channel;
+    /// its lines are at debug (a canary's judge reads the figures).
+    pub fn start_reporting(
+        plugin: Arc<LoadedPlugin>,
+        capacity: usize,
+        metrics: Arc<Metrics>,
+    ) -> (Self, mpsc::Receiver<bool>) {
+        let (report, reports) = mpsc::channel(REPORTED_COMPARISONS);
+        (
+            Self::start_with(plugin, capacity, metrics, Some(report)),
+            reports,
+        )
+    }
+
+    fn start_with(
+        plugin: Arc<LoadedPlugin>,
+        capacity: usize,
+        metrics: Arc<Metrics>,
+        report: Option<mpsc::Sender<bool>>,
+    ) -> Self {
         let (calls, mut waiting) = mpsc::channel::<ShadowCall>(capacity.max(1));
         let worker = (plugin.clone(), metrics.clone());
         let worker = tokio::spawn(async move {
             let (plugin, metrics) = worker;
             while let Some(call) = waiting.recv().await {
-                compare(&plugin, call, &metrics).await;
+                if let Some(differed) = compare(&plugin, call, &metrics, report.is_some()).await
+                    && let Some(report) = &report
+                {
+                    // A full channel drops the comparison (its reader lags).
+                    let _ = report.try_send(differed);
+                }
             }
         });
         Self {
@@ -112,8 +144,15 @@ impl ShadowQueue {
 
 /// Runs the shadow on one call: its output is checked against the bounds
 /// and the pod policy first; only an output that passes is compared with
-/// the active plugin's proposal.
-async fn compare(shadow: &Arc<LoadedPlugin>, call: ShadowCall, metrics: &Metrics) {
+/// the active plugin's proposal. Returns whether they differed (a failed
+/// shadow counts as differing), or `None` when not compared; `quiet` logs
+/// the differences at debug.
+async fn compare(
+    shadow: &Arc<LoadedPlugin>,
+    call: ShadowCall,
+    metrics: &Metrics,
+    quiet: bool,
+) -> Option<bool> {
     let ShadowCall {
         jz,
         pods,
@@ -133,7 +172,7 @@ async fn compare(shadow: &Arc<LoadedPlugin>, call: ShadowCall, metrics: &Metrics
                 error = %plugin_text::shown(&err.to_string()),
                 "shadow plugin failed (not applied)"
             );
-            return;
+            return Some(true);
         }
     };
     let checked = validate::check_bounds(&raw.output, &jz, &pods, &limits).and_then(|()| {
@@ -151,21 +190,22 @@ async fn compare(shadow: &Arc<LoadedPlugin>, call: ShadowCall, metrics: &Metrics
                 reasons = %plugin_text::shown(&rejection.to_string()),
                 "shadow output breaks the rules the active plugin is held to; not compared (not applied)"
             );
-            return;
+            return None;
         }
     };
     let differences = differences(&active, &candidate);
     if differences.is_empty() {
         tracing::debug!(object = %key, shadow = %shadow.describe(), "shadow agrees");
-    } else {
-        metrics.shadow_differences.inc();
-        tracing::info!(
-            object = %key,
-            shadow = %shadow.describe(),
-            differences = %differences.join("; "),
-            "shadow plugin proposes something else (not applied)"
-        );
+        return Some(false);
     }
+    metrics.shadow_differences.inc();
+    let differences = differences.join("; ");
+    if quiet {
+        tracing::debug!(object = %key, shadow = %shadow.describe(), %differences, "shadow plugin proposes something else (not applied)");
+    } else {
+        tracing::info!(object = %key, shadow = %shadow.describe(), %differences, "shadow plugin proposes something else (not applied)");
+    }
+    Some(true)
 }
 
 /// Bytes of one plugin value (a pod name, a status field) in a difference.

@@ -36,6 +36,7 @@
 //! rule), `lastRefusal`, a `PluginRefused` Warning Event on the resource
 //! naming the rule, and the usual log line, counter and `/status` entry.
 
+pub mod judge;
 pub mod keys;
 pub mod prune;
 pub mod rollout;
@@ -96,6 +97,8 @@ pub struct ResourceOptions {
     /// With host keys, whether a source that carries no signature (a
     /// ConfigMap, a file) may serve (`--plugin-resource-allow-unsigned`).
     pub allow_unsigned: bool,
+    /// Whether this replica judges canary rollouts ([`judge`]).
+    pub judge: judge::RolloutJudge,
 }
 
 /// A refusal with the rule that made it.
@@ -333,6 +336,15 @@ pub struct Driver {
     counting: Option<Arc<PluginRouter>>,
     /// The last `jinghzhu.io/rollout-action` acted on.
     last_rollout_action: Option<String>,
+    /// Whether this replica judges rollouts.
+    judge: judge::RolloutJudge,
+    /// The resource as last seen (status included): the judge's decisions
+    /// and the other replicas' figures.
+    last_seen: Option<Arc<JinghzhuPlugin>>,
+    /// The judged steps of the rollout (the judge's).
+    rollout_history: Vec<crate::crd::plugin::RolloutStepRecord>,
+    /// When this replica's figures were last written.
+    figures_written: Option<Instant>,
 }
 
 /// The spec being served and the newest bytes of its source.
@@ -356,6 +368,8 @@ impl Driver {
         metrics: &Arc<Metrics>,
         (name, role): (String, PluginMode),
     ) -> Self {
+        let mut writer = StatusWriter::new(client.clone(), &name, &options.replica);
+        writer.set_judge(options.judge.clone());
         Self {
             client: client.clone(),
             runtime: runtime.clone(),
@@ -363,7 +377,7 @@ impl Driver {
             history,
             metrics: metrics.clone(),
             role,
-            writer: StatusWriter::new(client.clone(), &name, &options.replica),
+            writer,
             name,
             shadow_queue: options.shadow_queue,
             pod_policy: options.pod_policy,
@@ -373,6 +387,10 @@ impl Driver {
             verified_by: Vec::new(),
             counting: None,
             last_rollout_action: None,
+            judge: options.judge.clone(),
+            last_seen: None,
+            rollout_history: Vec::new(),
+            figures_written: None,
         }
     }
 
@@ -405,8 +423,10 @@ impl Driver {
                             continue;
                         }
                     };
-                    // A rollout action is an annotation: no new generation.
+                    // A rollout action is an annotation: no new generation;
+                    // the judge's decisions are in the status.
                     self.on_rollout_action(&resource).await;
+                    self.follow_judge(&resource).await;
                     // A status write or a relist: the same object at the same generation.
                     let seen = |r: &JinghzhuPlugin| (r.metadata.uid.clone(), r.metadata.generation);
                     if current.as_ref().is_some_and(|c| seen(&c.resource) == seen(&resource)) {

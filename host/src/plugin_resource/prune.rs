@@ -36,7 +36,7 @@ use crate::shards::Shards;
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The shard whose holder prunes.
-pub const PRUNING_SHARD: u32 = 0;
+pub const PRUNING_SHARD: u32 = super::judge::JUDGING_SHARD;
 
 /// Starts pruning the entries of `resources` (sharded hosts only); the task
 /// runs until aborted.

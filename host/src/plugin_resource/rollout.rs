@@ -1,17 +1,24 @@
 //! A resource's canary rollout (`spec.rollout`, see
 //! [`crate::hotswap::canary`]): a vetted artifact that is not the one
-//! serving becomes a canary instead of being swapped in; the driver judges
-//! its steps every second and writes each change to the status (the
-//! `Rollout` condition and `status.rollout`); an abort is a refusal (rule
-//! `rollout/failure-rate`, a `PluginRefused` Warning naming the figures).
+//! serving becomes a canary instead of being swapped in. Every second each
+//! replica publishes its figures for the step in its `status.replicas`
+//! entry; the judging replica ([`super::judge`]) judges the step on the
+//! fleet's figures and writes each decision to `status.rollout` (with the
+//! step history) and the `Rollout` condition; the others follow it. An
+//! abort is a refusal (the criterion's rule, e.g. `rollout/failure-rate`,
+//! in a `PluginRefused` Warning naming the figures).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Driver, RuleRefusal};
-use crate::crd::plugin::{JinghzhuPlugin, PluginMode, RolloutSpec, RolloutStatus};
-use crate::hotswap::canary::Strategy;
-use crate::hotswap::rollout::{CanaryStart, RolloutChange, RolloutView};
+use super::{Driver, RuleRefusal, judge, status};
+use crate::crd::plugin::{
+    JinghzhuPlugin, PluginMode, RolloutSpec, RolloutStatus, RolloutStepRecord,
+};
+use crate::hotswap::canary::{AbortReason, Strategy};
+use crate::hotswap::criteria::{self, Thresholds};
+use crate::hotswap::rollout::{CanaryStart, Followed, RolloutChange, RolloutView};
+use crate::plugin_text;
 use crate::runtime::LoadedPlugin;
 
 /// The annotation by which a person promotes or aborts a canary:
@@ -21,6 +28,12 @@ pub const ROLLOUT_ACTION_ANNOTATION: &str = "jinghzhu.io/rollout-action";
 
 /// How often a rollout's step is judged.
 pub const ROLLOUT_TICK: Duration = Duration::from_secs(1);
+
+/// The shortest time between two writes of a replica's figures.
+pub const FIGURES_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Judged steps kept in `status.rollout.history`.
+pub const HISTORY_KEPT: usize = 32;
 
 /// What became of a vetted artifact offered to the rollout.
 pub(super) enum Offer {
@@ -34,29 +47,94 @@ pub(super) enum Offer {
 
 /// The strategy `spec` describes.
 fn strategy(spec: &RolloutSpec) -> Strategy {
+    let percent = |p: u32| f64::from(p) / 100.0;
     Strategy {
         steps: spec.steps.clone(),
         hold: Duration::from_secs(u64::from(spec.step_seconds)),
         min_reconciles: spec.min_reconciles,
-        max_failure_increase: f64::from(spec.max_failure_increase_percent.min(100)) / 100.0,
+        thresholds: Thresholds {
+            max_failure_increase: percent(spec.max_failure_increase_percent.min(100)),
+            max_rejected_increase: percent(spec.max_rejected_increase_percent.min(100)),
+            max_writes_increase: percent(spec.max_writes_increase_percent),
+            max_latency_increase: percent(spec.max_latency_increase_percent),
+            stall: Duration::from_secs(u64::from(spec.stall_seconds.max(1))),
+            max_stalled_increase: percent(spec.max_stalled_increase_percent.min(100)),
+            max_difference: spec
+                .shadow_stable
+                .then(|| percent(spec.max_difference_percent.min(100))),
+        },
     }
 }
 
-/// `status.rollout` for `view` in `phase`.
-fn status_of(view: &RolloutView, phase: &str, message: Option<String>) -> RolloutStatus {
-    RolloutStatus {
-        phase: phase.into(),
-        stable: Some(view.stable.clone()),
-        canary: Some(view.canary.clone()),
-        weight: view.weight,
-        step: Some(format!("{}/{}", view.step.0, view.step.1)),
-        message,
+/// The rollout the judge wrote for the canary `digest` at the resource's
+/// current generation, if any.
+fn judged<'a>(resource: Option<&'a JinghzhuPlugin>, digest: &str) -> Option<&'a RolloutStatus> {
+    let resource = resource?;
+    let rollout = resource.status.as_ref()?.rollout.as_ref()?;
+    (rollout.canary.as_deref() == Some(digest)
+        && rollout.observed_generation == resource.metadata.generation)
+        .then_some(rollout)
+}
+
+/// How long ago an RFC 3339 time was (zero when unreadable or ahead).
+fn since(time: Option<&str>) -> Duration {
+    time.and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .and_then(|t| {
+            let ago = k8s_openapi::jiff::Timestamp::now().duration_since(t);
+            Duration::try_from(ago).ok()
+        })
+        .unwrap_or_default()
+}
+
+/// `step/steps` → the step.
+fn step_of(rollout: &RolloutStatus) -> usize {
+    rollout
+        .step
+        .as_deref()
+        .and_then(|s| s.split_once('/'))
+        .and_then(|(step, _)| step.parse().ok())
+        .unwrap_or(1)
+}
+
+/// What a follower makes of the judge's `rollout`.
+fn followed(rollout: &RolloutStatus) -> Option<Followed> {
+    match rollout.phase.as_str() {
+        "Progressing" | "Paused" => Some(Followed::Step {
+            step: step_of(rollout),
+            ago: since(rollout.step_started.as_deref()),
+        }),
+        "Promoted" => Some(Followed::Promoted),
+        "Aborted" => Some(Followed::Aborted(AbortReason {
+            rule: criteria::rule_named(rollout.rule.as_deref().unwrap_or_default()),
+            message: rollout.message.clone().unwrap_or_default(),
+        })),
+        _ => None,
     }
 }
 
 impl Driver {
+    /// `status.rollout` for `view` in `phase`, as this replica (the judge) writes it.
+    fn rollout_status(&self, view: &RolloutView, phase: &str, message: String) -> RolloutStatus {
+        let generation = self.last_seen.as_ref().and_then(|r| r.metadata.generation);
+        RolloutStatus {
+            phase: phase.into(),
+            stable: Some(view.stable.clone()),
+            canary: Some(view.canary.clone()),
+            weight: view.weight,
+            step: Some(format!("{}/{}", view.step.0, view.step.1)),
+            message: Some(message),
+            rule: None,
+            observed_generation: generation,
+            step_started: Some(status::now()),
+            judge: Some(self.writer.replica().to_string()),
+            history: self.rollout_history.clone(),
+        }
+    }
+
     /// Offers the vetted `plugin` to `resource`'s rollout, if it asks for
-    /// one and this driver serves the active plugin.
+    /// one and this driver serves the active plugin. A canary the judge
+    /// aborted (at this generation) is refused here too; one it promoted
+    /// serves at once.
     pub(super) async fn offer_canary(
         &mut self,
         resource: &JinghzhuPlugin,
@@ -69,28 +147,22 @@ impl Driver {
         if self.role != PluginMode::Active {
             return Offer::Serve;
         }
+        let decided = judged(self.last_seen.as_deref(), plugin.digest()).map(|r| r.phase.clone());
+        match decided.as_deref() {
+            Some("Promoted") => return Offer::Serve,
+            Some("Aborted") => self.active.refuse_canary(plugin.digest()),
+            _ => {}
+        }
         match self
             .active
             .start_canary(plugin.clone(), strategy(spec), spec.paused)
         {
             Ok(CanaryStart::NoRollout) => Offer::Serve,
             Ok(start) => {
-                if let Some(view) = self.active.rollout_view() {
-                    let phase = if view.paused { "Paused" } else { "Progressing" };
-                    let message = format!(
-                        "{} canary at step {}/{}: {}% of the objects",
-                        plugin.describe(),
-                        view.step.0,
-                        view.step.1,
-                        view.weight
-                    );
-                    if start == CanaryStart::Started {
-                        tracing::info!(resource = %self.name, %message, "canary rollout");
-                    }
-                    self.writer.set("Rollout", true, phase, &message);
-                    self.writer
-                        .set_rollout(Some(status_of(&view, phase, Some(message))));
+                if start == CanaryStart::Started {
+                    self.rollout_history.clear();
                 }
+                self.report_canary(plugin, start).await;
                 Offer::Canary
             }
             Err(why) => {
@@ -102,15 +174,84 @@ impl Driver {
         }
     }
 
-    /// Judges the rollout's step and writes what changed.
+    /// Writes that `plugin` is the canary, then follows the judge's step.
+    async fn report_canary(&mut self, plugin: &Arc<LoadedPlugin>, start: CanaryStart) {
+        let Some(view) = self.active.rollout_view() else {
+            return;
+        };
+        let phase = if view.paused { "Paused" } else { "Progressing" };
+        let message = format!(
+            "{} canary at step {}/{}: {}% of the objects",
+            plugin.describe(),
+            view.step.0,
+            view.step.1,
+            view.weight
+        );
+        if start == CanaryStart::Started {
+            tracing::info!(resource = %self.name, %message, "canary rollout");
+        }
+        self.writer.set("Rollout", true, phase, &message);
+        let status = self.rollout_status(&view, phase, message);
+        self.writer.set_rollout(Some(status));
+        if let Some(resource) = self.last_seen.clone() {
+            self.follow_judge(&resource).await;
+        }
+    }
+
+    /// Every second: publishes this replica's figures and, on the judging
+    /// replica, judges the rollout's step and writes what changed.
     pub(super) async fn on_rollout_tick(&mut self, resource: Option<Arc<JinghzhuPlugin>>) {
+        self.publish_figures().await;
+        if !self.judge.here() {
+            return;
+        }
+        let others = judge::others_figures(self.last_seen.as_deref(), self.writer.replica());
         let before = self.active.rollout_view();
-        let Some(change) = self.active.advance_rollout(Instant::now()) else {
+        let Some((change, figures)) = self.active.advance_rollout(Instant::now(), &others) else {
             return;
         };
         if let Some(before) = before {
-            self.report_rollout(before, change, resource).await;
+            self.report_rollout(before, change, Some(figures), resource)
+                .await;
         }
+    }
+
+    /// Writes this replica's figures for the step in its entry, when they
+    /// changed and not more often than [`FIGURES_INTERVAL`].
+    async fn publish_figures(&mut self) {
+        if self
+            .figures_written
+            .is_some_and(|at| at.elapsed() < FIGURES_INTERVAL)
+        {
+            return;
+        }
+        if self
+            .writer
+            .set_replica_rollout(self.active.rollout_figures())
+        {
+            self.figures_written = Some(Instant::now());
+            self.writer.write().await;
+        }
+    }
+
+    /// A replica that does not judge follows the judge's `status.rollout`
+    /// for the canary it rolls out: its step, its promotion or its abort.
+    pub(super) async fn follow_judge(&mut self, resource: &Arc<JinghzhuPlugin>) {
+        self.last_seen = Some(resource.clone());
+        if self.role != PluginMode::Active || self.judge.here() {
+            return;
+        }
+        let Some(before) = self.active.rollout_view() else {
+            return;
+        };
+        let Some(decision) = judged(Some(resource), &before.canary).and_then(followed) else {
+            return;
+        };
+        let Some(change) = self.active.follow_rollout(&before.canary, decision) else {
+            return;
+        };
+        self.report_rollout(before, change, None, Some(resource.clone()))
+            .await;
     }
 
     /// A person's decision in the `jinghzhu.io/rollout-action` annotation
@@ -145,41 +286,65 @@ impl Driver {
             return;
         };
         if let Some(before) = before {
-            self.report_rollout(before, change, Some(resource.clone()))
+            self.report_rollout(before, change, None, Some(resource.clone()))
                 .await;
         }
     }
 
-    /// Writes a rollout's change (status, condition; an abort as a refusal).
+    /// Records a judged step in the history (the judge's).
+    fn remember_step(&mut self, before: &RolloutView, verdict: &str, figures: &str) {
+        self.rollout_history.push(RolloutStepRecord {
+            step: format!("{}/{}", before.step.0, before.step.1),
+            weight: before.weight,
+            verdict: verdict.into(),
+            time: status::now(),
+            message: plugin_text::escape_within(figures, 1024),
+        });
+        let excess = self.rollout_history.len().saturating_sub(HISTORY_KEPT);
+        self.rollout_history.drain(..excess);
+    }
+
+    /// Writes a rollout's change (status, condition; an abort as a
+    /// refusal); `figures`, the judge's, go to the step history.
     async fn report_rollout(
         &mut self,
         before: RolloutView,
         change: RolloutChange,
+        figures: Option<String>,
         resource: Option<Arc<JinghzhuPlugin>>,
     ) {
+        let figures = figures.unwrap_or_default();
         match change {
             RolloutChange::Advanced(weight) => {
+                self.remember_step(&before, "Passed", &figures);
                 let view = self.active.rollout_view().unwrap_or(before);
                 let message = format!(
                     "step {}/{}: the canary serves {weight}% of the objects",
                     view.step.0, view.step.1
                 );
                 self.writer.set("Rollout", true, "Progressing", &message);
-                self.writer
-                    .set_rollout(Some(status_of(&view, "Progressing", Some(message))));
+                let status = self.rollout_status(&view, "Progressing", message);
+                self.writer.set_rollout(Some(status));
             }
             RolloutChange::Promoted => {
+                self.remember_step(&before, "Promoted", &figures);
                 let message = format!("{} promoted: it serves every object", before.canary);
                 self.writer.set("Rollout", true, "Promoted", &message);
-                let mut status = status_of(&before, "Promoted", Some(message));
+                let mut status = self.rollout_status(&before, "Promoted", message);
                 status.weight = 100;
                 self.writer.set_rollout(Some(status));
                 self.report_serving();
             }
             RolloutChange::Aborted { canary, reason } => {
+                self.remember_step(
+                    &before,
+                    "Aborted",
+                    &format!("{}; {figures}", reason.message),
+                );
                 let message = format!("aborted by {}: {}", reason.rule, reason.message);
-                self.writer
-                    .set_rollout(Some(status_of(&before, "Aborted", Some(message.clone()))));
+                let mut status = self.rollout_status(&before, "Aborted", reason.message.clone());
+                status.rule = Some(reason.rule.to_string());
+                self.writer.set_rollout(Some(status));
                 if let Some(resource) = resource {
                     let refusal = RuleRefusal::new(reason.rule, reason.message);
                     self.refuse(&resource, &canary, refusal, Instant::now())
@@ -188,6 +353,8 @@ impl Driver {
                 self.writer.set("Rollout", false, "Aborted", &message);
             }
         }
+        self.writer
+            .set_replica_rollout(self.active.rollout_figures());
         self.writer.write().await;
     }
 }

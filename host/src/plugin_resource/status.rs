@@ -18,8 +18,10 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 
+use super::judge::RolloutJudge;
 use crate::crd::plugin::{
-    EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaStatus, RolloutStatus,
+    EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaRollout, ReplicaStatus,
+    RolloutStatus,
 };
 use crate::hotswap::router::ObjectCounts;
 use crate::plugin_text;
@@ -66,6 +68,10 @@ pub struct StatusWriter {
     last_refusal: Option<PluginRefusal>,
     objects: Option<ObjectCounts>,
     rollout: Option<RolloutStatus>,
+    /// Whether this replica judges the rollout: only the judge writes
+    /// `status.rollout`, which the others follow.
+    judge: RolloutJudge,
+    replica_rollout: Option<ReplicaRollout>,
 }
 
 impl StatusWriter {
@@ -85,12 +91,29 @@ impl StatusWriter {
             last_refusal: None,
             objects: None,
             rollout: None,
+            judge: RolloutJudge::default(),
+            replica_rollout: None,
         }
     }
 
-    /// The canary rollout to show (`status.rollout`).
+    /// The canary rollout to show (`status.rollout`), written while this
+    /// replica judges it ([`StatusWriter::set_judge`]).
     pub fn set_rollout(&mut self, rollout: Option<RolloutStatus>) {
         self.rollout = rollout;
+    }
+
+    /// Who judges rollouts: this replica writes `status.rollout` only
+    /// while it does.
+    pub fn set_judge(&mut self, judge: RolloutJudge) {
+        self.judge = judge;
+    }
+
+    /// This replica's figures for the rollout's step, for its entry.
+    /// Returns whether they changed.
+    pub fn set_replica_rollout(&mut self, figures: Option<ReplicaRollout>) -> bool {
+        let changed = self.replica_rollout != figures;
+        self.replica_rollout = figures;
+        changed
     }
 
     /// The objects this replica sees the resource select and serve.
@@ -99,6 +122,11 @@ impl StatusWriter {
         let changed = self.objects != Some(objects);
         self.objects = Some(objects);
         changed
+    }
+
+    /// This replica's name.
+    pub fn replica(&self) -> &str {
+        &self.replica
     }
 
     /// The field manager of this replica.
@@ -174,7 +202,7 @@ impl StatusWriter {
             "state": self.state,
             "effectiveLimits": self.effective,
             "lastRefusal": self.last_refusal,
-            "rollout": self.rollout,
+            "rollout": self.rollout.as_ref().filter(|_| self.judge.here()),
             "replicas": [ReplicaStatus {
                 name: self.replica.clone(),
                 digest: self.serving.digest.clone(),
@@ -184,6 +212,7 @@ impl StatusWriter {
                 observed_generation: self.generation,
                 objects_selected: self.objects.map(|o| count(o.selected)),
                 objects_served: self.objects.map(|o| count(o.served)),
+                rollout: self.replica_rollout.clone(),
             }],
         });
         let body = serde_json::json!({

@@ -641,7 +641,7 @@ impl Metrics {
             metrics: self,
             labels: Self::plugin_labels(plugin),
             started: Instant::now(),
-            recorded_duration: false,
+            returned_after: None,
         }
     }
 
@@ -825,18 +825,25 @@ pub struct PluginCall<'a> {
     metrics: &'a Metrics,
     labels: PluginCallLabels,
     started: Instant,
-    recorded_duration: bool,
+    returned_after: Option<std::time::Duration>,
 }
 
 impl PluginCall<'_> {
+    /// How long the call took (so far, before it returned).
+    pub fn latency(&self) -> std::time::Duration {
+        self.returned_after
+            .unwrap_or_else(|| self.started.elapsed())
+    }
+
     /// The call returned: records its duration.
     pub fn returned(&mut self) {
-        if !self.recorded_duration {
-            self.recorded_duration = true;
+        if self.returned_after.is_none() {
+            let took = self.started.elapsed();
+            self.returned_after = Some(took);
             self.metrics
                 .plugin_call_duration
                 .get_or_create(&self.labels)
-                .observe(self.started.elapsed().as_secs_f64());
+                .observe(took.as_secs_f64());
         }
     }
 

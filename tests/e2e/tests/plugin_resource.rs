@@ -147,6 +147,7 @@ impl ResourceHost {
                 oci,
                 files: Default::default(),
                 allow_unsigned,
+                judge: Default::default(),
             },
             metrics.clone(),
         )
@@ -1057,7 +1058,7 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
         step_seconds: 2,
         min_reconciles: 1,
         max_failure_increase_percent: 10,
-        paused: false,
+        ..RolloutSpec::default()
     });
     let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
     api.create(&PostParams::default(), &resource).await?;

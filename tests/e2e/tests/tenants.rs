@@ -7,162 +7,20 @@
 //! The host watches every namespace here, so this binary holds this one
 //! test (each test binary has a control plane of its own).
 
-use std::sync::Arc;
+mod tenant_host;
+
 use std::time::Duration;
 
-use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
-use k8s_openapi::api::core::v1::ConfigMap;
+use e2e_tests::{TestEnv, plugin, wait_for};
 use kube::api::{Api, DeleteParams, PostParams};
-use tokio::sync::oneshot;
-use wasm_operator::controller::{self, ControllerConfig};
-use wasm_operator::crd::plugin::{
-    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, ObjectSelectorSpec, PluginSourceSpec,
-};
-use wasm_operator::hotswap::RollbackPolicy;
-use wasm_operator::hotswap::router::PluginRouter;
-use wasm_operator::hotswap::setup::{self, PluginOptions, PluginSource};
-use wasm_operator::leader::LeaderElectionConfig;
-use wasm_operator::plugin_resource::ResourceOptions;
-use wasm_operator::plugin_resource::tenants::{self, SlotSettings};
-use wasm_operator::runtime::{Runtime, RuntimeConfig, digest_of};
-use wasm_operator::shards::{Coordinator, ShardConfig};
-use wasm_operator::telemetry::metrics::{Metrics, PluginObjectsLabels};
+use tenant_host::{TenantHost, create_configmap, tenant};
+use wasm_operator::crd::plugin::JinghzhuPlugin;
+use wasm_operator::runtime::digest_of;
+use wasm_operator::telemetry::metrics::PluginObjectsLabels;
 
 const CONVERGE: Duration = Duration::from_secs(90);
 const V2_PREFIX: &str = "[v2] ";
 const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
-
-/// A tenant resource serving the ConfigMap `plugin` of `env`'s namespace to
-/// the objects of that namespace.
-fn tenant(env: &TestEnv, name: &str) -> JinghzhuPlugin {
-    let mut resource = JinghzhuPlugin::new(
-        name,
-        JinghzhuPluginSpec {
-            source: PluginSourceSpec {
-                config_map: Some(ConfigMapSourceSpec {
-                    namespace: env.namespace.clone(),
-                    name: "plugin".into(),
-                    key: "plugin.wasm".into(),
-                }),
-                ..PluginSourceSpec::default()
-            },
-            selector: Some(ObjectSelectorSpec {
-                namespaces: vec![env.namespace.clone()],
-                labels: None,
-            }),
-            ..JinghzhuPluginSpec::default()
-        },
-    );
-    resource.metadata.name = Some(name.into());
-    resource
-}
-
-async fn create_configmap(env: &TestEnv, bytes: Vec<u8>) -> anyhow::Result<()> {
-    Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
-        .create(&PostParams::default(), &plugin_configmap("plugin", bytes))
-        .await?;
-    Ok(())
-}
-
-/// A host as `run --plugin FILE --tenant-plugins --shards 4` wires it,
-/// watching every namespace, its shard Leases in `env`'s namespace.
-struct TenantHost {
-    router: Arc<PluginRouter>,
-    metrics: Arc<Metrics>,
-    coordinator: Coordinator,
-    shutdown: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl TenantHost {
-    async fn start(
-        env: &TestEnv,
-        default_plugin: &std::path::Path,
-        replica: &str,
-    ) -> anyhow::Result<Self> {
-        let (shards, coordinator) = Coordinator::start(
-            env.client.clone(),
-            ShardConfig {
-                count: 4,
-                lease: LeaderElectionConfig {
-                    lease_name: "wasm-operator".into(),
-                    namespace: env.namespace.clone(),
-                    identity: replica.to_string(),
-                    lease_duration: Duration::from_secs(4),
-                    renew_deadline: Duration::from_secs(3),
-                    retry_period: Duration::from_secs(1),
-                },
-            },
-        )
-        .map_err(anyhow::Error::msg)?;
-        let metrics = Arc::new(Metrics::default());
-        let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
-        let plugins = setup::start(
-            &env.client,
-            runtime.clone(),
-            PluginOptions {
-                source: PluginSource::File(default_plugin.to_path_buf()),
-                pinned_sha256: None,
-                shadow: None,
-                shadow_pinned_sha256: None,
-                shadow_queue: 8,
-                rollback: RollbackPolicy::default(),
-                max_file_bytes: wasm_operator::sources::bounded::FileRules::default().max_bytes,
-            },
-            metrics.clone(),
-        )
-        .await?;
-        let router = Arc::new(PluginRouter::new(plugins.active.clone()));
-        tenants::start(
-            &env.client,
-            runtime,
-            ResourceOptions {
-                name: String::new(),
-                shadow: None,
-                replica: replica.to_string(),
-                shadow_queue: 8,
-                rollback: RollbackPolicy::default(),
-                pod_policy: Default::default(),
-                oci: None,
-                files: Default::default(),
-                allow_unsigned: false,
-            },
-            SlotSettings {
-                allow_downgrade: false,
-                min_swap_interval: Duration::ZERO,
-            },
-            metrics.clone(),
-            router.clone(),
-        );
-        let (shutdown, stopped) = oneshot::channel();
-        let task = tokio::spawn(controller::run_routed(
-            env.client.clone(),
-            router.clone(),
-            ControllerConfig {
-                namespace: None,
-                shards: Some(shards),
-                ..ControllerConfig::default()
-            },
-            metrics.clone(),
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        Ok(Self {
-            router,
-            metrics: metrics.clone(),
-            coordinator,
-            shutdown,
-            task,
-        })
-    }
-
-    async fn stop(mut self) {
-        let _ = self.shutdown.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.task).await;
-        self.coordinator.release().await;
-    }
-}
 
 /// The status message of `name` in `env`'s namespace.
 async fn message(env: &TestEnv, name: &str) -> anyhow::Result<String> {
