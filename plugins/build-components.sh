@@ -13,6 +13,8 @@
 #   T/contract-0-1/wasm32-wasip2/release/replicaset_plugin.wasm  --features contract-0-1 (0.1 compatibility)
 #   T/wasm32-wasip2/release/misbehaving_plugin.wasm
 #   T/always-trap/wasm32-wasip2/release/misbehaving_plugin.wasm  --features always-trap
+#   T/fail-fifth/wasm32-wasip2/release/misbehaving_plugin.wasm   --features v2,fail-fifth (canary rollouts: fails a fifth of names)
+#   T/differ/wasm32-wasip2/release/misbehaving_plugin.wasm       --features differ (canary rollouts: differing proposals)
 #   T/wasm32-wasip2/release/other_world_plugin.wasm
 #   T/plugins/replicaset-py.wasm     plugins/python/build.sh (componentize-py; if the venv is installed)
 #   T/plugins/replicaset-js.wasm     plugins/js/build.sh (componentize-js; if node_modules is installed)
@@ -28,6 +30,8 @@ if [[ "${1:-}" != "--check" ]]; then
     cargo build --release --target wasm32-wasip2 -p replicaset-plugin --features contract-0-1 --target-dir "$T/contract-0-1"
     cargo build --release --target wasm32-wasip2 -p misbehaving-plugin
     cargo build --release --target wasm32-wasip2 -p misbehaving-plugin --features always-trap --target-dir "$T/always-trap"
+    cargo build --release --target wasm32-wasip2 -p misbehaving-plugin --features v2,fail-fifth --target-dir "$T/fail-fifth"
+    cargo build --release --target wasm32-wasip2 -p misbehaving-plugin --features differ --target-dir "$T/differ"
     cargo build --release --target wasm32-wasip2 -p other-world-plugin
     # Python and JavaScript: the toolchains tests/setup.sh installs.
     if [[ -x "${WASM_OPERATOR_CACHE:-$HOME/.cache/wasm-operator}/venv-componentize-py-0.25.1/bin/componentize-py" ]]; then
@@ -81,6 +85,8 @@ check "$T/v2/wasm32-wasip2/release/replicaset_plugin.wasm" "$reconciler" "+v2"
 check "$T/contract-0-1/wasm32-wasip2/release/replicaset_plugin.wasm" jinghzhu:operator/reconciler@0.1.0
 check "$T/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler"
 check "$T/always-trap/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler" "+always-trap"
+check "$T/fail-fifth/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler" "+v2.fail-fifth"
+check "$T/differ/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler" "+differ"
 check "$T/wasm32-wasip2/release/other_world_plugin.wasm" jinghzhu:operator/reconciler@0.9.0
 for lang in py js go; do
     if [[ -f "$T/plugins/replicaset-$lang.wasm" ]]; then

@@ -12,6 +12,10 @@
 //! with `v2`, it reconciles as the replicaset plugin's `v2` variant and its
 //! version ends with `+v2` (another digest that misbehaves alike); with
 //! `older`, its version is 0.0.1 (a downgrade of the default build).
+//! Built with `fail-fifth`, reconcile fails on the fifth of objects whose
+//! name's FNV-1a 64 hash is 0 modulo 5; with `differ`, every created pod
+//! carries one extra label (see [`variants`]). Features that change
+//! reconciles are named in the version's build metadata (`+v2.fail-fifth`).
 //!
 //! Build: `cargo build --release --target wasm32-wasip2 -p misbehaving-plugin`
 //! (and with `--features always-trap --target-dir <another dir>` for the
@@ -22,10 +26,12 @@ use replicaset_logic::Variant;
 
 pub mod hazards;
 pub mod mode;
+pub mod variants;
 pub mod wasi_work;
 pub mod wire_tamper;
 
 pub use mode::{MISBEHAVE_ANNOTATION, Mode};
+pub use variants::Build;
 
 /// The name the plugin reports.
 pub const PLUGIN_NAME: &str = "misbehaving";
@@ -94,19 +100,12 @@ impl Guest for MisbehavingPlugin {
         if cfg!(feature = "bad-info") {
             return PluginInfo::new("Bad Name\nINFO forged host line", "1.0");
         }
-        let suffix = if cfg!(feature = "always-trap") {
-            "+always-trap"
-        } else if cfg!(feature = "v2") {
-            "+v2"
-        } else {
-            ""
-        };
         let version = if cfg!(feature = "older") {
             "0.0.1"
         } else {
             env!("CARGO_PKG_VERSION")
         };
-        PluginInfo::new(PLUGIN_NAME, format!("{version}{suffix}"))
+        PluginInfo::new(PLUGIN_NAME, format!("{version}{}", version_suffix()))
     }
 
     fn reconcile(input: ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
@@ -114,6 +113,25 @@ impl Guest for MisbehavingPlugin {
             panic!("misbehaving plugin built with always-trap: every reconcile traps");
         }
         reconcile(&input)
+    }
+}
+
+/// The build metadata `info().version` ends with: `+` and the features
+/// that change reconciles, dot-separated (`+v2.fail-fifth`), or nothing.
+fn version_suffix() -> String {
+    let features: Vec<&str> = [
+        ("always-trap", cfg!(feature = "always-trap")),
+        ("v2", cfg!(feature = "v2")),
+        ("fail-fifth", cfg!(feature = "fail-fifth")),
+        ("differ", cfg!(feature = "differ")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    if features.is_empty() {
+        String::new()
+    } else {
+        format!("+{}", features.join("."))
     }
 }
 
@@ -165,8 +183,34 @@ fn lie_about_status(
     out
 }
 
-/// What the plugin does for `input` (without the `always-trap` feature).
+/// What the plugin does for `input` (without the `always-trap` feature):
+/// [`reconcile_as`] this build.
 pub fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
+    reconcile_as(input, Build::THIS)
+}
+
+/// What a build with the features `build` names does for `input`: the
+/// `fail-fifth` error first, else the annotation's misbehaviour (or the
+/// normal output), labelled by `differ`.
+pub fn reconcile_as(
+    input: &ReconcileInput,
+    build: Build,
+) -> Result<ReconcileOutput, ReconcileError> {
+    let name = &input.jinghzhu.metadata.name;
+    if build.fail_fifth
+        && let Some(error) = variants::fail_fifth(name)
+    {
+        return Err(error);
+    }
+    let mut out = as_asked(input)?;
+    if build.differ {
+        variants::mark_differ(&mut out, name);
+    }
+    Ok(out)
+}
+
+/// What the annotation asks for (the normal output without one).
+fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
     let variant = if cfg!(feature = "v2") {
         Variant::V2
     } else {
@@ -434,16 +478,26 @@ mod tests {
         jz.input().pod(pod("web-a", PodPhase::Running))
     }
 
+    /// What the plugin does for `input` without the variant features.
+    fn plain(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
+        reconcile_as(input, Build::default())
+    }
+
     fn run(mode: Option<&str>) -> Result<ReconcileOutput, ReconcileError> {
-        reconcile(&web(mode).build())
+        plain(&web(mode).build())
     }
 
     #[test]
     fn without_annotation_it_is_the_replicaset_plugin() {
         let input = web(None).build();
+        let variant = if cfg!(feature = "v2") {
+            Variant::V2
+        } else {
+            Variant::V1
+        };
         assert_eq!(
-            reconcile(&input),
-            Ok(replicaset_logic::reconcile_with(&input, Variant::V1))
+            plain(&input),
+            Ok(replicaset_logic::reconcile_with(&input, variant))
         );
         assert_eq!(run(None).map(|o| o.create_pods.len()), Ok(1));
         assert_eq!(MisbehavingPlugin::info().name, "misbehaving");
@@ -532,6 +586,64 @@ mod tests {
         let mimic = run(Some("impersonate")).expect("output");
         let reasons: Vec<&str> = mimic.events.iter().map(|e| e.reason.as_str()).collect();
         assert!(reasons.contains(&"SuccessfulCreate") && reasons.contains(&"RejectedOutput"));
+    }
+
+    #[test]
+    fn fail_fifth_fails_by_name_and_is_normal_elsewhere() {
+        let build = Build {
+            fail_fifth: true,
+            differ: false,
+        };
+        let names: Vec<String> = (0..50).map(|i| format!("web-{i}")).collect();
+        let (failing, passing): (Vec<&String>, Vec<&String>) =
+            names.iter().partition(|n| variants::fails_by_name(n));
+        assert!(!failing.is_empty() && !passing.is_empty());
+        for name in failing {
+            let input = jinghzhu(name, "default", 2).input().build();
+            let err = reconcile_as(&input, build).expect_err("a failing name");
+            assert!(err.retryable && err.message.contains(name.as_str()));
+        }
+        for name in passing {
+            let input = jinghzhu(name, "default", 2).input().build();
+            assert_eq!(reconcile_as(&input, build), plain(&input));
+        }
+    }
+
+    #[test]
+    fn differ_adds_one_label_and_nothing_else() {
+        let build = Build {
+            fail_fifth: false,
+            differ: true,
+        };
+        let input = web(None).build();
+        let normal = plain(&input).expect("normal output");
+        let differ = reconcile_as(&input, build).expect("differ output");
+        assert_eq!(differ.create_pods.len(), 1);
+        assert_eq!(
+            jinghzhu_plugin_sdk::kv::get(&differ.create_pods[0].labels, variants::DIFFER_LABEL_KEY),
+            Some("web")
+        );
+        assert_eq!(differ.status, normal.status);
+        assert_eq!(differ.requeue_after_ms, normal.requeue_after_ms);
+        // Converged, it proposes exactly what the normal plugin does.
+        let converged = jinghzhu("web", "default", 1)
+            .input()
+            .pod(pod("web-a", PodPhase::Running))
+            .build();
+        assert_eq!(reconcile_as(&converged, build), plain(&converged));
+    }
+
+    #[test]
+    fn the_version_names_the_features_that_change_reconciles() {
+        let version = MisbehavingPlugin::info().version;
+        let suffix = version_suffix();
+        assert!(version.ends_with(&suffix));
+        let named: Vec<&str> = suffix.trim_start_matches('+').split('.').collect();
+        assert_eq!(named.contains(&"fail-fifth"), cfg!(feature = "fail-fifth"));
+        assert_eq!(named.contains(&"differ"), cfg!(feature = "differ"));
+        assert_eq!(named.contains(&"v2"), cfg!(feature = "v2"));
+        assert_eq!(Build::THIS.fail_fifth, cfg!(feature = "fail-fifth"));
+        assert_eq!(Build::THIS.differ, cfg!(feature = "differ"));
     }
 
     #[test]
