@@ -150,8 +150,18 @@ pub async fn reconcile_fenced(
     );
     let stamp = plugin.describe();
     let status = apply::status_change(&object.jz, &object.pods, &proposal, &stamp);
+    let writes = apply::write_cost(&proposal, status.as_ref());
+    if writes > 0 {
+        let labels = PluginLabels {
+            plugin: plugin.digest().to_string(),
+        };
+        ctx.metrics
+            .plugin_writes
+            .get_or_create(&labels)
+            .inc_by(u64::from(writes));
+    }
     let accepted = Sample::Accepted {
-        writes: apply::write_cost(&proposal, status.as_ref()),
+        writes,
         converged: leaves_converged(&object, &proposal),
     };
     slot.record_for_rollout(&object.uid, plugin.digest(), accepted, latency);

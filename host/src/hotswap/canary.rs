@@ -33,14 +33,19 @@ use crate::runtime::LoadedPlugin;
 /// Cohort positions per object: weights are in hundredths of a percent.
 pub const COHORT_SCALE: u32 = 10_000;
 
-/// The object's place in the cohort order: `0..COHORT_SCALE`.
-pub fn cohort_of(uid: &str) -> u32 {
+/// FNV-1a 64 of `text`'s bytes: no seed, so the same on every replica.
+pub fn fnv1a(text: &str) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in uid.as_bytes() {
+    for byte in text.as_bytes() {
         hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    u32::try_from(hash % u64::from(COHORT_SCALE)).unwrap_or(0)
+    hash
+}
+
+/// The object's place in the cohort order: `0..COHORT_SCALE`.
+pub fn cohort_of(uid: &str) -> u32 {
+    u32::try_from(fnv1a(uid) % u64::from(COHORT_SCALE)).unwrap_or(0)
 }
 
 /// Whether the object `uid` is in a cohort of `percent` of the objects.
@@ -187,13 +192,17 @@ impl Steps {
         in_cohort(uid, self.weight())
     }
 
-    /// Records a reconcile of `object` by the plugin `digest`.
+    /// Records a reconcile of `object` by the plugin `digest` (not of an
+    /// excused object).
     pub fn record(&mut self, object: &str, digest: &str, sample: Sample, latency: Duration) {
+        // Objects failing under stable when the rollout began count on
+        // neither side: the two shares compare like with like.
+        if self.excused.contains(object) {
+            return;
+        }
         let now = Instant::now();
         if digest == self.canary {
-            if !self.excused.contains(object) {
-                self.canary_tally.record(object, sample, latency, now);
-            }
+            self.canary_tally.record(object, sample, latency, now);
         } else if digest == self.stable {
             self.stable_tally.record(object, sample, latency, now);
         }
@@ -206,6 +215,19 @@ impl Steps {
             self.canary_tally.figures(now, stall),
             self.stable_tally.figures(now, stall),
         )
+    }
+
+    /// Takes an edited strategy: its steps and criteria apply from now on,
+    /// at its first step no smaller than the cohort now (which never shrinks).
+    pub fn update(&mut self, strategy: Strategy) {
+        let weight = self.weight();
+        self.strategy = strategy.normalized();
+        self.step = self
+            .strategy
+            .steps
+            .iter()
+            .position(|step| *step >= weight)
+            .unwrap_or(self.strategy.steps.len() - 1);
     }
 
     /// Follows the judge to step `step` (from 1), begun `ago`: the
@@ -393,11 +415,13 @@ mod tests {
             record(&mut steps, object, "sha256:new", true);
         }
         assert_eq!(steps.judge(Instant::now(), &[]).0, Verdict::Hold);
-        // One in five failing against the stable's one in one: no more than it.
-        record(&mut steps, "e", "sha256:new", false);
-        assert_eq!(steps.judge(Instant::now(), &[]).0, Verdict::Hold);
-        // The stable plugin's figures over the same window: none failing.
-        let mut steps = steps_with_healthy_stable();
+        let (canary, stable) = steps.figures(Instant::now());
+        assert_eq!(
+            (canary.objects, stable.objects),
+            (4, 0),
+            "counted on neither side"
+        );
+        // A new failure is the canary's: one in five against none of the stable's.
         record(&mut steps, "e", "sha256:new", false);
         let Verdict::Abort(reason) = steps.judge(Instant::now(), &[]).0 else {
             panic!("aborted");
@@ -454,6 +478,17 @@ mod tests {
         assert_eq!(steps.weight(), 50, "never back");
         steps.follow(9, Duration::ZERO);
         assert_eq!(steps.weight(), 100, "at most the last step");
+    }
+
+    #[test]
+    fn an_edited_strategy_never_shrinks_the_cohort() {
+        let mut steps = steps_with_healthy_stable();
+        steps.follow(2, Duration::ZERO);
+        assert_eq!(steps.weight(), 50);
+        let mut edited = steps.strategy.clone();
+        edited.steps = vec![10, 20, 60];
+        steps.update(edited);
+        assert_eq!((steps.weight(), steps.step()), (60, (3, 4)));
     }
 
     #[test]

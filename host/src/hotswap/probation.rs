@@ -54,6 +54,16 @@ impl FailingObjects {
             .collect()
     }
 
+    /// The objects whose latest reconcile failed under a plugin other than
+    /// `digest`.
+    pub fn failing_except(&self, digest: &str) -> HashSet<String> {
+        self.by_object
+            .iter()
+            .filter(|(_, by)| by.as_str() != digest)
+            .map(|(object, _)| object.clone())
+            .collect()
+    }
+
     /// How many objects are remembered.
     pub fn len(&self) -> usize {
         self.by_object.len()

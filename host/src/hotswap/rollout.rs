@@ -110,24 +110,34 @@ impl ActivePlugin {
         if let Some(running) = canary.as_mut()
             && running.plugin.digest() == digest
         {
+            // An edit of spec.rollout applies to the rollout going on; a
+            // stable shadow turned on sees every cohort object again.
+            let shadowed = running.stable_shadow.is_some();
+            self.shadow_stable(
+                running,
+                &stable,
+                strategy.thresholds.max_difference.is_some(),
+            );
+            running.steps.update(strategy);
             running.steps.paused = paused;
+            let requeue = !shadowed && running.stable_shadow.is_some();
+            drop(canary);
+            if requeue {
+                self.generation.send_modify(|g| *g += 1);
+            }
             return Ok(CanaryStart::Updated);
         }
+        // Objects failing now (under stable, or a canary aborted since
+        // stable last reconciled them) are not charged to this canary.
         let excused = self
             .failing
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .failing_under(stable.digest());
+            .failing_except(&digest);
         let shadowed = strategy.thresholds.max_difference.is_some();
         let mut started = Canary::start(plugin, stable.digest().to_string(), strategy, excused);
         started.steps.paused = paused;
-        if shadowed {
-            started.stable_shadow = Some(ShadowQueue::start_reporting(
-                stable.clone(),
-                DEFAULT_SHADOW_QUEUE,
-                self.metrics.clone(),
-            ));
-        }
+        self.shadow_stable(&mut started, &stable, shadowed);
         tracing::info!(
             stable = %stable.describe(),
             canary = %started.plugin.describe(),
@@ -145,6 +155,19 @@ impl ActivePlugin {
     /// aborted it; see [`ActivePlugin::start_canary`]).
     pub fn refuse_canary(&self, digest: &str) {
         *self.lock_aborted() = Some(digest.to_string());
+    }
+
+    /// Starts (or stops) the stable plugin as a shadow on `canary`'s cohort.
+    fn shadow_stable(&self, canary: &mut Canary, stable: &Arc<LoadedPlugin>, on: bool) {
+        if on && canary.stable_shadow.is_none() {
+            canary.stable_shadow = Some(ShadowQueue::start_reporting(
+                stable.clone(),
+                DEFAULT_SHADOW_QUEUE,
+                self.metrics.clone(),
+            ));
+        } else if !on {
+            canary.stable_shadow = None;
+        }
     }
 
     /// Forgets the aborted canary, so the same digest may be rolled out again.

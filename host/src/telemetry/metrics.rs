@@ -176,6 +176,9 @@ pub struct Metrics {
     pub plugin_calls: Family<PluginLabels, Counter>,
     /// Plugin calls that failed (trap, deadline, memory cap, returned error).
     pub plugin_errors: Family<PluginLabels, Counter>,
+    /// Writes (creates, deletes, status) the accepted proposals of each
+    /// plugin asked for, by digest.
+    pub plugin_writes: Family<PluginLabels, Counter>,
     /// Plugin outputs rejected by validation.
     pub rejected_outputs: Counter,
     /// Failures talking to the API server while applying.
@@ -258,6 +261,7 @@ impl Default for Metrics {
             list_refused: Family::default(),
             plugin_calls: Family::default(),
             plugin_errors: Family::default(),
+            plugin_writes: Family::default(),
             rejected_outputs: Counter::default(),
             apply_errors: Counter::default(),
             pods_created: Counter::default(),
@@ -351,6 +355,11 @@ impl Metrics {
             "plugin_errors",
             "Failed plugin reconcile calls",
             self.plugin_errors.clone(),
+        );
+        r.register(
+            "plugin_writes",
+            "Writes (creates, deletes, status) asked for by accepted plugin proposals",
+            self.plugin_writes.clone(),
         );
         r.register(
             "plugin_swaps",
@@ -663,6 +672,7 @@ impl Metrics {
         };
         self.plugin_calls.remove(&by_digest);
         self.plugin_errors.remove(&by_digest);
+        self.plugin_writes.remove(&by_digest);
         self.plugin_call_duration.remove(labels);
         for outcome in PluginOutcome::ALL {
             self.plugin_call_outcomes.remove(&PluginOutcomeLabels {

@@ -7,6 +7,8 @@
 //! The host watches every namespace here, so this binary holds this one
 //! test (each test binary has a control plane of its own).
 
+// Shared with rollouts.rs, which uses all of it.
+#[allow(dead_code)]
 mod tenant_host;
 
 use std::time::Duration;

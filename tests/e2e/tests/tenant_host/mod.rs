@@ -158,3 +158,15 @@ impl TenantHost {
         self.coordinator.release().await;
     }
 }
+
+/// Replaces the bytes of the ConfigMap `plugin` in `env`'s namespace.
+pub async fn replace_configmap(env: &TestEnv, bytes: Vec<u8>) -> anyhow::Result<()> {
+    Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
+        .replace("plugin", &PostParams::default(), &{
+            let mut cm = plugin_configmap("plugin", bytes);
+            cm.metadata.resource_version = None;
+            cm
+        })
+        .await?;
+    Ok(())
+}
