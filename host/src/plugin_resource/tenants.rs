@@ -18,6 +18,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, ResourceExt};
 
+use super::status::StatusWriter;
 use super::{Driver, ResourceOptions};
 use crate::crd::plugin::{JinghzhuPlugin, PluginMode};
 use crate::hotswap::ActivePlugin;
@@ -51,6 +52,8 @@ pub struct Tenants {
     metrics: Arc<Metrics>,
     router: Arc<PluginRouter>,
     serving: HashMap<String, Serving>,
+    /// The generation of each resource whose unusable selector was reported.
+    reported: HashMap<String, Option<i64>>,
 }
 
 /// Starts following the tenant resources (until the host stops).
@@ -70,6 +73,7 @@ pub fn start(
         metrics,
         router,
         serving: HashMap::new(),
+        reported: HashMap::new(),
     };
     tokio::spawn(tenants.run());
 }
@@ -128,15 +132,41 @@ impl Tenants {
             Err(why) => {
                 tracing::warn!(resource = %name, reason = %why, "a tenant plugin's selector is not usable; its objects stay with the default plugin");
                 self.stop(&name, "its selector is not usable");
+                self.report_unusable(resource, why);
                 return;
             }
         };
+        self.reported.remove(&name);
         let slot = match self.serving.get(&name) {
             Some(serving) => serving.slot.clone(),
             None => self.serve(&name),
         };
         self.router
             .upsert(&name, resource.creation_timestamp(), selection, &slot);
+    }
+
+    /// Says once per generation, on the resource, that its selector is not
+    /// usable (rule `tenant/selector`): the `Refused` condition and a
+    /// `PluginRefused` Warning.
+    fn report_unusable(&mut self, resource: &JinghzhuPlugin, why: String) {
+        let name = resource.name_any();
+        let generation = resource.metadata.generation;
+        if self.reported.insert(name.clone(), generation) == Some(generation) {
+            return;
+        }
+        let mut writer = StatusWriter::new(self.client.clone(), &name, &self.options.replica);
+        writer.set_judge(self.options.judge.clone());
+        writer.observe(generation);
+        let text = format!(
+            "[tenant/selector] spec.selector is not usable, so this plugin serves no object (they stay with the default plugin): {why}"
+        );
+        writer.set("Refused", true, "TenantSelector", &text);
+        writer.set_state("Refused");
+        let resource = resource.clone();
+        tokio::spawn(async move {
+            writer.write().await;
+            writer.warn(&resource, &text).await;
+        });
     }
 
     /// Starts a slot and a driver for the tenant `name`.

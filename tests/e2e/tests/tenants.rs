@@ -14,7 +14,8 @@ mod tenant_host;
 use std::time::Duration;
 
 use e2e_tests::{TestEnv, plugin, wait_for};
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use tenant_host::{TenantHost, create_configmap, tenant};
 use wasm_operator::crd::plugin::JinghzhuPlugin;
 use wasm_operator::runtime::digest_of;
@@ -23,6 +24,21 @@ use wasm_operator::telemetry::metrics::PluginObjectsLabels;
 const CONVERGE: Duration = Duration::from_secs(90);
 const V2_PREFIX: &str = "[v2] ";
 const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
+
+/// Whether the resource `name` has a `PluginRefused` Warning naming `rule`.
+async fn refused_by(env: &TestEnv, name: &str, rule: &str) -> anyhow::Result<bool> {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .any(|e| {
+            e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some("PluginRefused")
+                && e.message.as_deref().is_some_and(|m| m.contains(rule))
+        }))
+}
 
 /// The status message of `name` in `env`'s namespace.
 async fn message(env: &TestEnv, name: &str) -> anyhow::Result<String> {
@@ -66,6 +82,36 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
         .await?;
     }
     let host = &replicas[0];
+
+    // A selector that selects everything is not usable: the resource serves
+    // nothing and says so (rule tenant/selector), the others go on.
+    let everything = format!("{a_name}-everything");
+    let mut unusable = tenant(&team_a, &everything);
+    unusable.spec.selector = Some(Default::default());
+    resources.create(&PostParams::default(), &unusable).await?;
+    wait_for("a Warning naming tenant/selector", CONVERGE, || async {
+        Ok(refused_by(&team_a, &everything, "tenant/selector").await?)
+    })
+    .await?;
+    for replica in &replicas {
+        assert!(!replica.router.tenant_names().contains(&everything));
+    }
+    let status = resources
+        .get_status(&everything)
+        .await?
+        .status
+        .unwrap_or_default();
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Refused" && c.reason == "TenantSelector"),
+        "{:?}",
+        status.conditions
+    );
+    resources
+        .delete(&everything, &DeleteParams::default())
+        .await?;
 
     // Team A's objects get v2, the others' the default v1; team B's plugin
     // fails on its objects (they ask it to).
