@@ -321,7 +321,18 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             out.create_pods = vec![create; count];
             Ok(out)
         }
-        Some(Mode::HugeStatus) => {
+        Some(mode) => with_output_altered(input, mode, normal),
+    }
+}
+
+/// The modes that alter the normal output (the rest of [`as_asked`]).
+fn with_output_altered(
+    input: &ReconcileInput,
+    mode: Mode,
+    normal: impl Fn() -> ReconcileOutput,
+) -> Result<ReconcileOutput, ReconcileError> {
+    match mode {
+        Mode::HugeStatus => {
             let mut out = normal();
             let names = (0..HUGE_POD_LIST).map(|i| format!("pod-{i}"));
             out.status = Some(jinghzhu_plugin_sdk::status::build(
@@ -329,7 +340,7 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             ));
             Ok(out)
         }
-        Some(Mode::Escalate(what)) => {
+        Mode::Escalate(what) => {
             let mut out = normal();
             let spec = hazards::escalated_spec(&what);
             for create in &mut out.create_pods {
@@ -337,16 +348,16 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             }
             Ok(out)
         }
-        Some(Mode::ForeignLabels) => {
+        Mode::ForeignLabels => {
             let mut out = normal();
             for create in &mut out.create_pods {
                 jinghzhu_plugin_sdk::kv::set(&mut create.labels, "app", "database");
             }
             Ok(out)
         }
-        Some(Mode::RandomFlood) => wasi_work::random_flood(),
-        Some(Mode::PollableFlood) => wasi_work::pollable_flood(),
-        Some(Mode::WasiScript(script)) => {
+        Mode::RandomFlood => wasi_work::random_flood(),
+        Mode::PollableFlood => wasi_work::pollable_flood(),
+        Mode::WasiScript(script) => {
             let steps = wasi_work::parse_script(&script)
                 .map_err(|why| ReconcileError::fatal(format!("wasi-script: {why}")))?;
             let summary = wasi_work::run_script(&steps);
@@ -357,14 +368,14 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             ));
             Ok(out)
         }
-        Some(Mode::EmptySpec) => {
+        Mode::EmptySpec => {
             let mut out = normal();
             for create in &mut out.create_pods {
                 create.spec_json.clear();
             }
             Ok(out)
         }
-        Some(Mode::FatAnnotations(bytes)) => {
+        Mode::FatAnnotations(bytes) => {
             let mut out = normal();
             let value = "x".repeat(bytes.saturating_sub(FAT_ANNOTATION_KEY.len()));
             for create in &mut out.create_pods {
@@ -372,12 +383,12 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             }
             Ok(out)
         }
-        Some(Mode::Forge(place)) => hazards::forge(input, &place, normal()),
-        Some(Mode::BadWire(what)) => {
+        Mode::Forge(place) => hazards::forge(input, &place, normal()),
+        Mode::BadWire(what) => {
             wire_tamper::request(&what);
             Ok(normal())
         }
-        Some(Mode::Turncoat) if (input.now.seconds / 10) % 2 == 1 => {
+        Mode::Turncoat if (input.now.seconds / 10) % 2 == 1 => {
             let mut out = normal();
             let mut bad = jinghzhu_plugin_sdk::pod::from_template(&input.jinghzhu);
             bad.name = Some(BAD_POD_NAME.to_owned());
@@ -385,7 +396,7 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             out.create_pods.push(bad);
             Ok(out)
         }
-        Some(Mode::Impersonate | Mode::Turncoat) => {
+        Mode::Impersonate | Mode::Turncoat => {
             let mut out = normal();
             out.events.push(jinghzhu_plugin_sdk::output::normal_event(
                 "SuccessfulCreate",
@@ -397,7 +408,7 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             ));
             Ok(out)
         }
-        Some(Mode::DropTemplateMetadata) => {
+        Mode::DropTemplateMetadata => {
             let mut out = normal();
             for create in &mut out.create_pods {
                 create.labels.clear();
@@ -405,7 +416,7 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             }
             Ok(out)
         }
-        Some(Mode::ForeignLabelValue) => {
+        Mode::ForeignLabelValue => {
             let mut out = normal();
             for create in &mut out.create_pods {
                 jinghzhu_plugin_sdk::kv::set(
@@ -416,8 +427,8 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             }
             Ok(out)
         }
-        Some(Mode::LieStatus(field)) => Ok(lie_about_status(input, &field, normal())),
-        Some(Mode::SquatNames) => {
+        Mode::LieStatus(field) => Ok(lie_about_status(input, &field, normal())),
+        Mode::SquatNames => {
             let mut out = normal();
             for (i, create) in out.create_pods.iter_mut().enumerate() {
                 create.name = Some(format!("{}-db-{i}", input.jinghzhu.metadata.name));
@@ -425,13 +436,15 @@ fn as_asked(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
             }
             Ok(out)
         }
-        Some(Mode::Unknown(value)) => {
+        Mode::Unknown(value) => {
             jinghzhu_plugin_sdk::log::warn(
                 "unknown misbehave mode; behaving",
                 &[("annotation", MISBEHAVE_ANNOTATION), ("value", &value)],
             );
             Ok(normal())
         }
+        // The other modes are `as_asked`'s own, never passed here.
+        _ => Ok(normal()),
     }
 }
 
