@@ -99,7 +99,7 @@ fn slot_with_canary(
         steps: vec![CANARY_PERCENT, 50],
         hold: Duration::from_secs(3600),
         min_reconciles: 1_000_000,
-        max_failure_increase: 1.0,
+        thresholds: Default::default(),
     };
     let started = slot
         .start_canary(canary.clone(), strategy, true)

@@ -299,7 +299,7 @@ fn resource_options(
     args: &RunArgs,
     name: &str,
     policy: crate::apply::policy::PodPolicy,
-    (replica, judge): (String, &RolloutJudge),
+    (replica, late): (String, &LateBound),
 ) -> Result<crate::plugin_resource::ResourceOptions> {
     Ok(crate::plugin_resource::ResourceOptions {
         name: name.to_string(),
@@ -319,8 +319,16 @@ fn resource_options(
         )),
         files: args.files.rules(),
         allow_unsigned: args.oci.plugin_resource_allow_unsigned,
-        judge: judge.clone(),
+        judge: late.judge.clone(),
+        router: late.router.clone(),
     })
+}
+
+/// What the resources' drivers learn only once the rest of the host
+/// started: who judges rollouts, and the router of `--tenant-plugins`.
+struct LateBound {
+    judge: RolloutJudge,
+    router: Arc<std::sync::OnceLock<Arc<PluginRouter>>>,
 }
 
 /// `--tenant-plugins`: the router handing each object its slot, with the
@@ -332,7 +340,7 @@ async fn plugin_router(
     runtime: Arc<Runtime>,
     metrics: &Arc<Metrics>,
     (active, policy, replica): (Arc<ActivePlugin>, crate::apply::policy::PodPolicy, String),
-    judge: &RolloutJudge,
+    late: &LateBound,
 ) -> Result<Arc<PluginRouter>> {
     let router = Arc::new(PluginRouter::new(active));
     if args.tenant_plugins {
@@ -344,7 +352,7 @@ async fn plugin_router(
                 args,
                 args.plugin_resource.as_deref().unwrap_or_default(),
                 policy,
-                (replica, judge),
+                (replica, late),
             )?,
             crate::plugin_resource::tenants::SlotSettings {
                 allow_downgrade: args.plugin_allow_downgrade,
@@ -367,7 +375,7 @@ async fn plugin_side(
     client: &Client,
     runtime: Arc<Runtime>,
     metrics: &Arc<Metrics>,
-    (policy, replica, judge): (crate::apply::policy::PodPolicy, String, &RolloutJudge),
+    (policy, replica, late): (crate::apply::policy::PodPolicy, String, &LateBound),
 ) -> Result<(Plugins, Option<(PluginOptions, Arc<Runtime>)>)> {
     Ok(if let Some(name) = &args.plugin_resource {
         // The JinghzhuPlugin names the plugin (see `plugin_resource`); its
@@ -375,7 +383,7 @@ async fn plugin_side(
         let plugins = crate::plugin_resource::start(
             client,
             runtime,
-            resource_options(args, name, policy, (replica, judge))?,
+            resource_options(args, name, policy, (replica, late))?,
             metrics.clone(),
         )
         .await?;
@@ -556,14 +564,18 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .or(sharding.as_ref().map(|config| &config.lease))
         .map(|config| config.identity.clone())
         .unwrap_or_else(leader::default_identity);
-    // Who judges canary rollouts is known once the election or shards start.
-    let judge = RolloutJudge::later();
+    // Who judges canary rollouts is known once the election or shards
+    // start, the router once the tenants are followed.
+    let late = LateBound {
+        judge: RolloutJudge::later(),
+        router: Arc::default(),
+    };
     let (plugins, delivery) = plugin_side(
         &args,
         &client,
         runtime.clone(),
         &metrics,
-        (policy.policy, replica.clone(), &judge),
+        (policy.policy, replica.clone(), &late),
     )
     .await?;
     let active = plugins.active.clone();
@@ -576,9 +588,12 @@ pub async fn run(args: RunArgs) -> Result<()> {
         runtime,
         &metrics,
         (active.clone(), policy.policy, replica.clone()),
-        &judge,
+        &late,
     )
     .await?;
+    if args.tenant_plugins {
+        let _ = late.router.set(router.clone());
+    }
 
     let (leadership, elector, leader_info) = start_election(&client, &metrics, election)?;
     // Sharded: join the shard Leases (shards are synced once the controller runs).
@@ -590,7 +605,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         }
         None => (None, None),
     };
-    judge.decide(match (&shards, leadership.is_elected()) {
+    late.judge.decide(match (&shards, leadership.is_elected()) {
         (Some(shards), _) => JudgeBy::Shard(shards.clone()),
         (None, true) => JudgeBy::Leader(leadership.clone()),
         (None, false) => JudgeBy::Alone,

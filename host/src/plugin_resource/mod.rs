@@ -44,7 +44,7 @@ pub mod rollout_cli;
 pub mod status;
 pub mod tenants;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
@@ -99,6 +99,9 @@ pub struct ResourceOptions {
     pub allow_unsigned: bool,
     /// Whether this replica judges canary rollouts ([`judge`]).
     pub judge: judge::RolloutJudge,
+    /// With `--tenant-plugins`, the router once it exists: the active
+    /// resource's entry then counts the objects no tenant serves.
+    pub router: Arc<OnceLock<Arc<PluginRouter>>>,
 }
 
 /// A refusal with the rule that made it.
@@ -287,7 +290,7 @@ pub async fn start(
             .map(|name| (name, PluginMode::Shadow)),
     );
     for (name, role) in roles {
-        let driver = Driver::new(
+        let mut driver = Driver::new(
             client,
             &runtime,
             &options,
@@ -295,6 +298,9 @@ pub async fn start(
             &metrics,
             (name, role),
         );
+        if role == PluginMode::Active {
+            driver.default_counting = Some(options.router.clone());
+        }
         tokio::spawn(driver.run());
     }
     Ok(Plugins { active, history })
@@ -334,6 +340,9 @@ pub struct Driver {
     verified_by: Vec<String>,
     /// A tenant's driver: the router counting its objects, for its entry.
     counting: Option<Arc<PluginRouter>>,
+    /// The active resource's driver: the router (once there is one)
+    /// counting the objects no tenant serves.
+    default_counting: Option<Arc<OnceLock<Arc<PluginRouter>>>>,
     /// The last `jinghzhu.io/rollout-action` acted on.
     last_rollout_action: Option<String>,
     /// Whether this replica judges rollouts.
@@ -386,6 +395,7 @@ impl Driver {
             allow_unsigned: options.allow_unsigned,
             verified_by: Vec::new(),
             counting: None,
+            default_counting: None,
             last_rollout_action: None,
             judge: options.judge.clone(),
             last_seen: None,
@@ -456,7 +466,7 @@ impl Driver {
                         None => if let Some(c) = current.as_mut() { c.content = None },
                     }
                 }
-                _ = count_ticks.tick(), if self.counting.is_some() => self.report_objects().await,
+                _ = count_ticks.tick(), if self.counts_objects() => self.report_objects().await,
                 _ = rollout_ticks.tick(), if self.role == PluginMode::Active => {
                     self.on_rollout_tick(current.as_ref().map(|c| c.resource.clone())).await;
                 }
@@ -469,13 +479,21 @@ impl Driver {
         }
     }
 
+    /// Whether this driver's entry counts objects: a tenant's, or the
+    /// active resource's with tenants.
+    fn counts_objects(&self) -> bool {
+        self.counting.is_some() || self.default_counting.is_some()
+    }
+
     /// A tenant's entry shows the objects it selects and serves on this
-    /// replica, written when the count changed.
+    /// replica, the active resource's (with tenants) the objects no tenant
+    /// serves; written when the count changed.
     async fn report_objects(&mut self) {
-        let counted = self
-            .counting
-            .as_ref()
-            .and_then(|router| router.counts(Some(&self.name)));
+        let counted = match (&self.counting, &self.default_counting) {
+            (Some(router), _) => router.counts(Some(&self.name)),
+            (None, Some(router)) => router.get().and_then(|router| router.counts(None)),
+            (None, None) => None,
+        };
         if let Some(objects) = counted
             && self.writer.set_objects(objects)
         {

@@ -148,6 +148,7 @@ impl ResourceHost {
                 files: Default::default(),
                 allow_unsigned,
                 judge: Default::default(),
+                router: Default::default(),
             },
             metrics.clone(),
         )

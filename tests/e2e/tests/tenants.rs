@@ -90,7 +90,7 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
     unusable.spec.selector = Some(Default::default());
     resources.create(&PostParams::default(), &unusable).await?;
     wait_for("a Warning naming tenant/selector", CONVERGE, || async {
-        Ok(refused_by(&team_a, &everything, "tenant/selector").await?)
+        refused_by(&team_a, &everything, "tenant/selector").await
     })
     .await?;
     for replica in &replicas {

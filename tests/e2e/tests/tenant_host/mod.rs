@@ -121,6 +121,7 @@ impl TenantHost {
                 files: Default::default(),
                 allow_unsigned: false,
                 judge: judge.clone(),
+                router: Default::default(),
             },
             SlotSettings {
                 allow_downgrade: false,
