@@ -291,8 +291,14 @@ impl Driver {
         }
     }
 
-    /// Records a judged step in the history (the judge's).
+    /// Records a judged step in the history (the judge's; a replica that
+    /// took the judging over goes on from the history in the status).
     fn remember_step(&mut self, before: &RolloutView, verdict: &str, figures: &str) {
+        if self.rollout_history.is_empty()
+            && let Some(judged) = judged(self.last_seen.as_deref(), &before.canary)
+        {
+            self.rollout_history = judged.history.clone();
+        }
         self.rollout_history.push(RolloutStepRecord {
             step: format!("{}/{}", before.step.0, before.step.1),
             weight: before.weight,
@@ -356,5 +362,84 @@ impl Driver {
         self.writer
             .set_replica_rollout(self.active.rollout_figures());
         self.writer.write().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::plugin::JinghzhuPluginStatus;
+
+    fn resource_at(generation: i64, rollout: RolloutStatus) -> JinghzhuPlugin {
+        let mut resource = JinghzhuPlugin::new("p", Default::default());
+        resource.metadata.generation = Some(generation);
+        resource.status = Some(JinghzhuPluginStatus {
+            rollout: Some(rollout),
+            ..JinghzhuPluginStatus::default()
+        });
+        resource
+    }
+
+    fn rollout(phase: &str, step: &str) -> RolloutStatus {
+        RolloutStatus {
+            phase: phase.into(),
+            canary: Some("sha256:c".into()),
+            step: Some(step.into()),
+            observed_generation: Some(2),
+            rule: Some("rollout/difference".into()),
+            ..RolloutStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_follower_reads_the_judges_decision_for_its_canary_at_this_generation() {
+        let resource = resource_at(2, rollout("Progressing", "2/4"));
+        assert!(judged(Some(&resource), "sha256:c").is_some());
+        assert!(
+            judged(Some(&resource), "sha256:other").is_none(),
+            "another canary"
+        );
+        let edited = resource_at(3, rollout("Aborted", "1/4"));
+        assert!(
+            judged(Some(&edited), "sha256:c").is_none(),
+            "decided before the edit (a retry)"
+        );
+        let Some(Followed::Step { step, .. }) = followed(&rollout("Paused", "2/4")) else {
+            panic!("a step");
+        };
+        assert_eq!(step, 2);
+        let Some(Followed::Aborted(reason)) = followed(&rollout("Aborted", "1/4")) else {
+            panic!("an abort");
+        };
+        assert_eq!(reason.rule, "rollout/difference");
+        assert_eq!(
+            followed(&rollout("Promoted", "3/3")),
+            Some(Followed::Promoted)
+        );
+        assert_eq!(followed(&rollout("Weird", "3/3")), None);
+    }
+
+    #[test]
+    fn the_strategy_reads_percentages_and_the_shadow_switch() {
+        let spec = RolloutSpec {
+            shadow_stable: true,
+            max_difference_percent: 5,
+            stall_seconds: 0,
+            ..RolloutSpec::default()
+        };
+        let strategy = strategy(&spec);
+        assert_eq!(strategy.thresholds.max_difference, Some(0.05));
+        assert_eq!(
+            strategy.thresholds.stall,
+            Duration::from_secs(1),
+            "at least a second"
+        );
+        assert_eq!(strategy.thresholds.max_writes_increase, 1.0);
+        let without = strategy_of_default();
+        assert_eq!(without.thresholds.max_difference, None);
+    }
+
+    fn strategy_of_default() -> Strategy {
+        strategy(&RolloutSpec::default())
     }
 }

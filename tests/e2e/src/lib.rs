@@ -673,6 +673,36 @@ pub async fn own_control_plane(
     Ok(plane)
 }
 
+/// The messages of the Warning `PluginRefused` Events on `kind`/`name` in
+/// `namespace`.
+pub async fn refusal_events(
+    client: &Client,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+) -> Result<Vec<String>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some(kind)
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("PluginRefused")
+        })
+        .filter_map(|e| e.message)
+        .collect())
+}
+
+/// The same on the `JinghzhuPlugin` `name` (cluster-scoped: its Events are
+/// in `default`).
+pub async fn plugin_refusals(client: &Client, name: &str) -> Result<Vec<String>> {
+    refusal_events(client, "default", "JinghzhuPlugin", name).await
+}
+
 /// Installs the `JinghzhuPlugin` CRD and waits until it is established
 /// (once per process; idempotent across processes).
 pub async fn install_plugin_crd(client: &Client) -> Result<()> {

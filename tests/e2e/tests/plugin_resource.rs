@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use tokio::sync::oneshot;
 use wasm_operator::apply::policy::{PodPolicy, PolicyConfig};
@@ -252,25 +252,6 @@ async fn wait_replicas_on(
     status_of(env, name).await
 }
 
-/// Warning Events `PluginRefused` recorded on the JinghzhuPlugin `name`
-/// (a cluster-scoped object's Events live in `default`).
-async fn refusals_on(env: &TestEnv, name: &str) -> anyhow::Result<Vec<String>> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("JinghzhuPlugin")
-                && e.involved_object.name.as_deref() == Some(name)
-                && e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some("PluginRefused")
-        })
-        .filter_map(|e| e.message)
-        .collect())
-}
-
 async fn delete_resource(env: &TestEnv, name: &str) {
     let _ = Api::<JinghzhuPlugin>::all(env.client.clone())
         .delete(name, &Default::default())
@@ -392,7 +373,7 @@ async fn a_broken_plugin_is_refused_on_the_resource_and_the_previous_keeps_servi
         "a PluginRefused Warning naming the rule",
         CONVERGE,
         || async {
-            Ok(refusals_on(&env, &name)
+            Ok(e2e_tests::plugin_refusals(&env.client, &name)
                 .await?
                 .iter()
                 .any(|m| m.contains("rule plugin/load") && m.contains(&digest_of(&broken))))
@@ -429,7 +410,7 @@ async fn a_broken_plugin_is_refused_on_the_resource_and_the_previous_keeps_servi
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     wait_for("the mode refusal", CONVERGE, || async {
-        Ok(refusals_on(&env, &name)
+        Ok(e2e_tests::plugin_refusals(&env.client, &name)
             .await?
             .iter()
             .any(|m| m.contains("rule resource/mode")))
@@ -618,7 +599,7 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
         "a PluginRefused Warning naming oci/unsigned",
         CONVERGE,
         || async {
-            Ok(refusals_on(&env, &name)
+            Ok(e2e_tests::plugin_refusals(&env.client, &name)
                 .await?
                 .iter()
                 .any(|m| m.contains("rule oci/unsigned")))
@@ -695,7 +676,7 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
         "v2 refused: the anyOf group is not satisfied",
         CONVERGE,
         || async {
-            Ok(refusals_on(&env, &name)
+            Ok(e2e_tests::plugin_refusals(&env.client, &name)
                 .await?
                 .iter()
                 .any(|m| m.contains("rule oci/signature") && m.contains("not satisfied: qa-lead")))
@@ -759,7 +740,7 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
         "v3, signed by the revoked release key, refused",
         CONVERGE,
         || async {
-            Ok(refusals_on(&env, &name)
+            Ok(e2e_tests::plugin_refusals(&env.client, &name)
                 .await?
                 .iter()
                 .any(|m| m.contains("rule oci/signature") && m.contains(&m3)))
@@ -850,7 +831,7 @@ async fn a_shadow_resource_runs_its_candidate_beside_the_active_plugin() -> anyh
     api.patch(&shadow_name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     wait_for("the mode refusal", CONVERGE, || async {
-        Ok(refusals_on(&env, &shadow_name)
+        Ok(e2e_tests::plugin_refusals(&env.client, &shadow_name)
             .await?
             .iter()
             .any(|m| m.contains("resource/mode")))
@@ -1013,7 +994,7 @@ async fn host_keys_refuse_an_unsigned_resource_source_unless_the_admin_allows_it
         Ok(
             condition(&status, "Refused") == Some(("True", "UnsignedSource"))
                 && condition(&status, "Verified") == Some(("False", "UnsignedSource"))
-                && refusals_on(&env, &name)
+                && e2e_tests::plugin_refusals(&env.client, &name)
                     .await?
                     .iter()
                     .any(|m| m.contains("rule verification/unsigned-source")),
@@ -1147,7 +1128,7 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
         "a PluginRefused Warning naming rollout/failure-rate",
         CONVERGE,
         || async {
-            Ok(refusals_on(&env, &name)
+            Ok(e2e_tests::plugin_refusals(&env.client, &name)
                 .await?
                 .iter()
                 .any(|m| m.contains("rule rollout/failure-rate")))
@@ -1259,7 +1240,7 @@ async fn a_canary_is_paused_promoted_and_aborted_by_hand() -> anyhow::Result<()>
         "a PluginRefused Warning naming rollout/manual-abort",
         CONVERGE,
         || async {
-            Ok(refusals_on(&env, &name)
+            Ok(e2e_tests::plugin_refusals(&env.client, &name)
                 .await?
                 .iter()
                 .any(|m| m.contains("rule rollout/manual-abort")))

@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use e2e_tests::{TestEnv, plugin, wait_for};
-use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tenant_host::{TenantHost, create_configmap, replace_configmap, tenant};
 use wasm_operator::crd::plugin::{JinghzhuPlugin, RolloutSpec, RolloutStatus};
@@ -53,22 +52,6 @@ async fn rollout_of(
     Ok(api.get_status(name).await?.status.and_then(|s| s.rollout))
 }
 
-/// The `PluginRefused` Warnings on the resource `name`.
-async fn refusals_on(env: &TestEnv, name: &str) -> anyhow::Result<Vec<String>> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.name.as_deref() == Some(name)
-                && e.reason.as_deref() == Some("PluginRefused")
-        })
-        .filter_map(|e| e.message)
-        .collect())
-}
-
 /// Calls of the plugin `bytes` on both replicas.
 fn calls(replicas: &[TenantHost; 2], bytes: &[u8]) -> u64 {
     let labels = PluginLabels {
@@ -89,6 +72,17 @@ fn errors(replicas: &[TenantHost; 2], bytes: &[u8]) -> u64 {
         .iter()
         .filter_map(|r| r.metrics.plugin_errors.get(&labels).map(|c| c.get()))
         .sum()
+}
+
+/// Waits (15 s at most) until every healthy object's stamp names `plugin`.
+async fn every_object_on(team: &TestEnv, plugin: &[u8]) -> anyhow::Result<()> {
+    let stamp = stamp_of(plugin);
+    wait_for(
+        "every object back on v2",
+        Duration::from_secs(15),
+        || async { Ok(stamps(team).await?.values().all(|s| s.contains(&stamp))) },
+    )
+    .await
 }
 
 /// The `reconciledBy` of each healthy object.
@@ -166,6 +160,9 @@ async fn canaries_are_judged_on_the_whole_fleet() -> anyhow::Result<()> {
     }
 
     promote_v2(&team, &resources, &name, (&v1, &v2)).await?;
+    for object in &healthy {
+        team.wait_converged(object, 1, CONVERGE).await?;
+    }
     abort_v3(&team, &resources, &replicas, &healthy, (&v2, &v3)).await?;
     abort_by_difference(&team, &resources, &replicas, (&v2, &differs)).await?;
 
@@ -294,7 +291,7 @@ async fn abort_v3(
         "a Warning naming rollout/failure-rate",
         CONVERGE,
         || async {
-            Ok(refusals_on(team, &name)
+            Ok(e2e_tests::plugin_refusals(&team.client, &name)
                 .await?
                 .iter()
                 .any(|m| m.contains("rollout/failure-rate")))
@@ -303,17 +300,7 @@ async fn abort_v3(
     .await?;
     // Every object back on v2 within seconds, on both replicas.
     let back = Instant::now();
-    wait_for(
-        "every object back on v2",
-        Duration::from_secs(15),
-        || async {
-            Ok(stamps(team)
-                .await?
-                .values()
-                .all(|s| s.contains(&stamp_of(v2))))
-        },
-    )
-    .await?;
+    every_object_on(team, v2).await?;
     println!(
         "every object back on v2 {} ms after the abort was seen",
         back.elapsed().as_millis()
@@ -368,17 +355,7 @@ async fn abort_by_difference(
         }))
     })
     .await?;
-    wait_for(
-        "every object back on v2",
-        Duration::from_secs(15),
-        || async {
-            Ok(stamps(team)
-                .await?
-                .values()
-                .all(|s| s.contains(&stamp_of(v2))))
-        },
-    )
-    .await?;
+    every_object_on(team, v2).await?;
     let mut jz = wasm_operator::crd::Jinghzhu::new("web-0", Default::default());
     jz.metadata.namespace = Some(name.clone());
     for host in replicas {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use e2e_tests::hostile_registry::{HOSTILE_TEXT, HostileRegistry, INTERNAL_SECRET, Mode};
 use e2e_tests::watched_host::WatchedHost;
 use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use wasm_operator::crd::plugin::{
     ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginSourceSpec,
@@ -106,29 +106,6 @@ async fn neighbour(env: &TestEnv, name: &str, desired: u32) -> anyhow::Result<Du
     env.create(name, desired, &[]).await?;
     env.wait_converged(name, desired, CONVERGE).await?;
     Ok(started.elapsed())
-}
-
-/// Warning `PluginRefused` Events on `kind`/`name` in `namespace`.
-async fn refusal_events(
-    env: &TestEnv,
-    namespace: &str,
-    kind: &str,
-    name: &str,
-) -> anyhow::Result<Vec<String>> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), namespace);
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some(kind)
-                && e.involved_object.name.as_deref() == Some(name)
-                && e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some("PluginRefused")
-        })
-        .filter_map(|e| e.message)
-        .collect())
 }
 
 // ---- JinghzhuPlugin helpers ----
@@ -225,7 +202,7 @@ async fn wait_refused(
             .iter()
             .find(|c| c.type_ == "Refused" && c.status == "True" && c.message.contains(&tag))
             .map(|c| c.message.clone());
-        let event = refusal_events(env, "default", "JinghzhuPlugin", name)
+        let event = e2e_tests::plugin_refusals(&env.client, name)
             .await?
             .into_iter()
             .find(|m| m.contains(&format!("rule {rule}")));
@@ -304,10 +281,12 @@ async fn recovers_then_sends_an_endless_manifest(
         "a Warning naming oci/answer-too-large",
         CONVERGE,
         || async {
-            Ok(refusal_events(env, &env.namespace, "Pod", "host-b")
-                .await?
-                .iter()
-                .any(|m| m.contains("oci/answer-too-large")))
+            Ok(
+                e2e_tests::refusal_events(&env.client, &env.namespace, "Pod", "host-b")
+                    .await?
+                    .iter()
+                    .any(|m| m.contains("oci/answer-too-large")),
+            )
         },
     )
     .await?;
@@ -402,10 +381,12 @@ async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyho
         "a Warning naming oci/deadline on the host's Pod",
         CONVERGE,
         || async {
-            Ok(refusal_events(&env, &env.namespace, "Pod", "host-b")
-                .await?
-                .iter()
-                .any(|m| m.contains("oci/deadline")))
+            Ok(
+                e2e_tests::refusal_events(&env.client, &env.namespace, "Pod", "host-b")
+                    .await?
+                    .iter()
+                    .any(|m| m.contains("oci/deadline")),
+            )
         },
     )
     .await?;

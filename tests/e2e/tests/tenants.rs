@@ -14,8 +14,7 @@ mod tenant_host;
 use std::time::Duration;
 
 use e2e_tests::{TestEnv, plugin, wait_for};
-use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use tenant_host::{TenantHost, create_configmap, tenant};
 use wasm_operator::crd::plugin::JinghzhuPlugin;
 use wasm_operator::runtime::digest_of;
@@ -24,21 +23,6 @@ use wasm_operator::telemetry::metrics::PluginObjectsLabels;
 const CONVERGE: Duration = Duration::from_secs(90);
 const V2_PREFIX: &str = "[v2] ";
 const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
-
-/// Whether the resource `name` has a `PluginRefused` Warning naming `rule`.
-async fn refused_by(env: &TestEnv, name: &str, rule: &str) -> anyhow::Result<bool> {
-    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .any(|e| {
-            e.involved_object.name.as_deref() == Some(name)
-                && e.reason.as_deref() == Some("PluginRefused")
-                && e.message.as_deref().is_some_and(|m| m.contains(rule))
-        }))
-}
 
 /// The status message of `name` in `env`'s namespace.
 async fn message(env: &TestEnv, name: &str) -> anyhow::Result<String> {
@@ -90,7 +74,10 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
     unusable.spec.selector = Some(Default::default());
     resources.create(&PostParams::default(), &unusable).await?;
     wait_for("a Warning naming tenant/selector", CONVERGE, || async {
-        refused_by(&team_a, &everything, "tenant/selector").await
+        Ok(e2e_tests::plugin_refusals(&team_a.client, &everything)
+            .await?
+            .iter()
+            .any(|m| m.contains("tenant/selector")))
     })
     .await?;
     for replica in &replicas {
