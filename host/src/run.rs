@@ -331,6 +331,18 @@ struct LateBound {
     router: Arc<std::sync::OnceLock<Arc<PluginRouter>>>,
 }
 
+impl LateBound {
+    /// The judge of rollouts: shard 0's holder, else the leader, else this
+    /// only replica.
+    fn decide_judge(&self, shards: Option<&crate::shards::Shards>, leadership: &Leadership) {
+        self.judge.decide(match (shards, leadership.is_elected()) {
+            (Some(shards), _) => JudgeBy::Shard(shards.clone()),
+            (None, true) => JudgeBy::Leader(leadership.clone()),
+            (None, false) => JudgeBy::Alone,
+        });
+    }
+}
+
 /// `--tenant-plugins`: the router handing each object its slot, with the
 /// tenants followed in a task of their own (see
 /// [`crate::plugin_resource::tenants`]); without it, the default slot only.
@@ -596,20 +608,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
     }
 
     let (leadership, elector, leader_info) = start_election(&client, &metrics, election)?;
-    // Sharded: join the shard Leases (shards are synced once the controller runs).
-    let (shards, coordinator) = match sharding {
-        Some(config) => {
-            let (shards, coordinator) = crate::shards::Coordinator::start(client.clone(), config)
-                .map_err(|err| anyhow!(err))?;
-            (Some(shards), Some(coordinator))
-        }
-        None => (None, None),
-    };
-    late.judge.decide(match (&shards, leadership.is_elected()) {
-        (Some(shards), _) => JudgeBy::Shard(shards.clone()),
-        (None, true) => JudgeBy::Leader(leadership.clone()),
-        (None, false) => JudgeBy::Alone,
-    });
+    let (shards, coordinator) = start_shards(&client, sharding)?;
+    late.decide_judge(shards.as_ref(), &leadership);
     let _pruner = start_pruner(&args, &client, shards.as_ref());
     let health = Arc::new(Health::default());
     serve::spawn(
@@ -657,6 +657,22 @@ pub async fn run(args: RunArgs) -> Result<()> {
     release_leases_within(stopping, timeout, release).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Sharded: joins the shard Leases (shards are synced once the controller runs).
+fn start_shards(
+    client: &Client,
+    sharding: Option<crate::shards::ShardConfig>,
+) -> Result<(
+    Option<crate::shards::Shards>,
+    Option<crate::shards::Coordinator>,
+)> {
+    let Some(config) = sharding else {
+        return Ok((None, None));
+    };
+    let (shards, coordinator) =
+        crate::shards::Coordinator::start(client.clone(), config).map_err(|err| anyhow!(err))?;
+    Ok((Some(shards), Some(coordinator)))
 }
 
 /// With `--leader-elect`: the elector on its Lease, the leadership it

@@ -1025,8 +1025,6 @@ async fn host_keys_refuse_an_unsigned_resource_source_unless_the_admin_allows_it
 async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow::Result<()> {
     use std::collections::HashMap;
     use wasm_operator::crd::plugin::RolloutSpec;
-    use wasm_operator::hotswap::canary::in_cohort;
-    use wasm_operator::telemetry::metrics::PluginLabels;
     const OBJECTS: usize = 12;
     let env = TestEnv::new("jzp-canary").await?;
     install_plugin_crd(&env).await?;
@@ -1103,6 +1101,23 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
         env.wait_converged(&format!("web-{i}"), 1, CONVERGE).await?;
     }
 
+    a_canary_failing_its_first_cohort_is_aborted(&env, &host, &name, (&v2, &v3)).await?;
+    host.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}
+
+/// v3 fails on the objects of its first cohort (25%): aborted at its first
+/// step by the failure rate, v2 keeps serving, v3 is called no more.
+async fn a_canary_failing_its_first_cohort_is_aborted(
+    env: &TestEnv,
+    host: &ResourceHost,
+    name: &str,
+    (v2, v3): (&[u8], &[u8]),
+) -> anyhow::Result<()> {
+    use wasm_operator::hotswap::canary::in_cohort;
+    use wasm_operator::telemetry::metrics::PluginLabels;
+    const OBJECTS: usize = 12;
     // v3 fails on the objects of its first cohort (25%): they ask the
     // misbehaving plugin to fail; v2 ignores the annotation.
     let mut cohort = Vec::new();
@@ -1118,9 +1133,9 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
         }
     }
     anyhow::ensure!(!cohort.is_empty(), "no object in a 25% cohort of {OBJECTS}");
-    replace_configmap(&env, "plugin", v3.clone()).await?;
+    replace_configmap(env, "plugin", v3.to_vec()).await?;
     wait_for("v3 aborted", CONVERGE, || async {
-        let status = status_of(&env, &name).await?;
+        let status = status_of(env, name).await?;
         Ok(status.rollout.is_some_and(|r| r.phase == "Aborted"))
     })
     .await?;
@@ -1128,7 +1143,7 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
         "a PluginRefused Warning naming rollout/failure-rate",
         CONVERGE,
         || async {
-            Ok(e2e_tests::plugin_refusals(&env.client, &name)
+            Ok(e2e_tests::plugin_refusals(&env.client, name)
                 .await?
                 .iter()
                 .any(|m| m.contains("rule rollout/failure-rate")))
@@ -1137,14 +1152,14 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
     .await?;
     assert_eq!(
         host.active.serving().map(|p| p.digest().to_string()),
-        Some(digest_of(&v2)),
+        Some(digest_of(v2)),
         "v2 keeps serving"
     );
     let v3_calls = || {
         host.metrics
             .plugin_calls
             .get(&PluginLabels {
-                plugin: digest_of(&v3),
+                plugin: digest_of(v3),
             })
             .map_or(0, |c| c.get())
     };
@@ -1162,8 +1177,6 @@ async fn a_canary_is_promoted_step_by_step_and_a_failing_one_aborted() -> anyhow
         after_abort,
         "no object reconciled by v3 after the abort"
     );
-    host.stop().await;
-    delete_resource(&env, &name).await;
     Ok(())
 }
 

@@ -7,7 +7,8 @@
 //! of the objects by name is aborted at its first step by the failure
 //! rate, every object back on v2 and v3 called no more; a canary whose
 //! proposals differ from the stable plugin's on every object is aborted by
-//! the difference criterion with the stable shadow on.
+//! the difference criterion with the stable shadow on; that canary retried
+//! and promoted by hand.
 //!
 //! The hosts watch every namespace, so this binary holds this one test.
 
@@ -165,6 +166,7 @@ async fn canaries_are_judged_on_the_whole_fleet() -> anyhow::Result<()> {
     }
     abort_v3(&team, &resources, &replicas, &healthy, (&v2, &v3)).await?;
     abort_by_difference(&team, &resources, &replicas, (&v2, &differs)).await?;
+    promote_by_hand(&team, &resources, &replicas, &differs).await?;
 
     let [first, second] = replicas;
     first.stop().await;
@@ -363,4 +365,45 @@ async fn abort_by_difference(
         assert_eq!(serving.map(|p| p.digest().to_string()), Some(digest_of(v2)));
     }
     Ok(())
+}
+
+/// By hand on the fleet: an edit of `spec.rollout` retries the aborted
+/// canary, held at its first step for an hour; `wasm-operator rollout
+/// promote` (a patch of the resource) makes both replicas serve it to every
+/// object.
+async fn promote_by_hand(
+    team: &TestEnv,
+    resources: &Api<JinghzhuPlugin>,
+    replicas: &[TenantHost; 2],
+    canary: &[u8],
+) -> anyhow::Result<()> {
+    use wasm_operator::plugin_resource::rollout_cli::{RolloutAction, apply};
+    let name = team.namespace.clone();
+    let patch =
+        serde_json::json!({"spec": {"rollout": {"shadowStable": false, "stepSeconds": 3600}}});
+    resources
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    wait_for("the canary retried", CONVERGE, || async {
+        let rollout = rollout_of(resources, &name).await?;
+        Ok(rollout.is_some_and(|r| {
+            r.phase == "Progressing" && r.canary.as_deref() == Some(digest_of(canary).as_str())
+        }))
+    })
+    .await?;
+    apply(&team.client, &name, RolloutAction::Promote).await?;
+    let mut jz = wasm_operator::crd::Jinghzhu::new("web-0", Default::default());
+    jz.metadata.namespace = Some(name.clone());
+    for host in replicas {
+        wait_for(
+            "each replica serving the promoted canary",
+            CONVERGE,
+            || async {
+                let serving = host.router.route(&jz).slot.serving();
+                Ok(serving.is_some_and(|p| p.digest() == digest_of(canary)))
+            },
+        )
+        .await?;
+    }
+    every_object_on(team, canary).await
 }

@@ -67,38 +67,7 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
     }
     let host = &replicas[0];
 
-    // A selector that selects everything is not usable: the resource serves
-    // nothing and says so (rule tenant/selector), the others go on.
-    let everything = format!("{a_name}-everything");
-    let mut unusable = tenant(&team_a, &everything);
-    unusable.spec.selector = Some(Default::default());
-    resources.create(&PostParams::default(), &unusable).await?;
-    wait_for("a Warning naming tenant/selector", CONVERGE, || async {
-        Ok(e2e_tests::plugin_refusals(&team_a.client, &everything)
-            .await?
-            .iter()
-            .any(|m| m.contains("tenant/selector")))
-    })
-    .await?;
-    for replica in &replicas {
-        assert!(!replica.router.tenant_names().contains(&everything));
-    }
-    let status = resources
-        .get_status(&everything)
-        .await?
-        .status
-        .unwrap_or_default();
-    assert!(
-        status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Refused" && c.reason == "TenantSelector"),
-        "{:?}",
-        status.conditions
-    );
-    resources
-        .delete(&everything, &DeleteParams::default())
-        .await?;
+    an_unusable_selector_serves_nothing(&team_a, &resources, &replicas).await?;
 
     // Team A's objects get v2, the others' the default v1; team B's plugin
     // fails on its objects (they ask it to).
@@ -204,5 +173,45 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
     first.stop().await;
     second.stop().await;
     resources.delete(&b_name, &DeleteParams::default()).await?;
+    Ok(())
+}
+
+/// A selector that selects everything is not usable: the resource serves
+/// nothing and says so (rule tenant/selector), the others go on.
+async fn an_unusable_selector_serves_nothing(
+    team_a: &TestEnv,
+    resources: &Api<JinghzhuPlugin>,
+    replicas: &[TenantHost; 2],
+) -> anyhow::Result<()> {
+    let everything = format!("{}-everything", team_a.namespace);
+    let mut unusable = tenant(team_a, &everything);
+    unusable.spec.selector = Some(Default::default());
+    resources.create(&PostParams::default(), &unusable).await?;
+    wait_for("a Warning naming tenant/selector", CONVERGE, || async {
+        Ok(e2e_tests::plugin_refusals(&team_a.client, &everything)
+            .await?
+            .iter()
+            .any(|m| m.contains("tenant/selector")))
+    })
+    .await?;
+    for replica in replicas {
+        assert!(!replica.router.tenant_names().contains(&everything));
+    }
+    let status = resources
+        .get_status(&everything)
+        .await?
+        .status
+        .unwrap_or_default();
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Refused" && c.reason == "TenantSelector"),
+        "{:?}",
+        status.conditions
+    );
+    resources
+        .delete(&everything, &DeleteParams::default())
+        .await?;
     Ok(())
 }
