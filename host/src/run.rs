@@ -100,7 +100,8 @@ pub struct RunArgs {
     pub workers: u16,
     /// Gather an object's pod events for this long before reconciling it, so a burst
     /// (its pods becoming ready one by one) costs one reconcile (0: at once); one
-    /// more such window per round of the workers already queued…
+    /// more such window per round of the workers already queued. The pod event that
+    /// settles its object (every desired pod live and ready) queues it at once…
     #[arg(long, env = "WASM_OPERATOR_POD_BATCH_MS", default_value_t = 100)]
     pub pod_batch_ms: u64,
     /// …up to this long.

@@ -307,12 +307,41 @@ fn start_shard_tasks(
     Some((labeller, AbortOnDrop::from(sync)))
 }
 
+/// Whether a pod event just settled its owner ([`pod_batch::settles`]),
+/// read from the caches the event has already updated (see [`watch`]).
+fn settled_owners(
+    watches: &watch::Watches,
+) -> impl Fn(&kube::runtime::reflector::ObjectRef<Jinghzhu>) -> bool + Send + 'static {
+    let jinghzhus = watches.jinghzhu_cache.clone();
+    let pods = watches.pod_cache.clone();
+    let owners = watches.pod_owners.clone();
+    move |owner| {
+        let Some(jz) = jinghzhus.get(owner) else {
+            return false;
+        };
+        let Some(uid) = jz.metadata.uid.as_deref() else {
+            return false;
+        };
+        let owned: Vec<_> = owners
+            .pods_of(uid)
+            .iter()
+            .filter_map(|key| pods.get(key))
+            .filter(|pod| {
+                pod.metadata.namespace == jz.metadata.namespace
+                    && crate::ownership::is_controlled_by(pod.as_ref(), uid)
+            })
+            .collect();
+        pod_batch::settles(&jz, owned.iter().map(AsRef::as_ref))
+    }
+}
+
 /// The owners pod events queue, counted as queued when their owner's batch
 /// window closes, so the depth is the backlog of objects due, not those
 /// gathering events.
 fn queued_pod_triggers(
     pods: watch::ObjectStream<crate::cached_pod::CachedPod>,
     batch: pod_batch::PodBatchConfig,
+    settled: impl Fn(&kube::runtime::reflector::ObjectRef<Jinghzhu>) -> bool + Send + 'static,
     queue: &Arc<metrics::QueueTracker>,
     cache: kube::runtime::reflector::Store<Jinghzhu>,
     shard_of: impl Fn(&Jinghzhu) -> Option<u32> + Send + 'static,
@@ -322,7 +351,7 @@ fn queued_pod_triggers(
         move || queue.depth()
     };
     let queue = queue.clone();
-    pod_batch::owner_triggers(pods, batch, depth).inspect(move |owner| {
+    pod_batch::owner_triggers(pods, batch, depth, settled).inspect(move |owner| {
         let shard = cache.get(owner).and_then(|jz| shard_of(&jz));
         queue.added_in_shard(
             format!(
@@ -462,10 +491,12 @@ pub async fn run_routed(
     let queue = metrics.queue.clone();
     track_queue_liveness(&queue, watches.jinghzhu_cache.clone());
     let shard_of = shard_of_objects(config.shards.clone(), &queue);
+    let settled = settled_owners(&watches);
     let jinghzhus = track_triggers(watches.jinghzhus, queue.clone(), shard_of.clone());
     let pod_triggers = queued_pod_triggers(
         watches.pods,
         config.pod_batch,
+        settled,
         &queue,
         watches.jinghzhu_cache.clone(),
         shard_of.clone(),

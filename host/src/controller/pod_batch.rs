@@ -12,6 +12,15 @@
 //! window after its first event. Changes to the Jinghzhu itself (a spec
 //! edit) are not delayed.
 //!
+//! The one pod event not gathered is the one that settles its owner
+//! ([`settles`]: as many live pods as desired, all ready, none terminating,
+//! while the owner's status does not say so yet): it queues the owner at
+//! once. That reconcile writes the settled status (which
+//! [`super::status_window`] writes at once too), so the end of a scale
+//! edit, which the person who made it waits for, does not wait for the
+//! window; and it is the reconcile the window would have run anyway, with
+//! no pod change of that burst left to gather.
+//!
 //! A watch error is logged and skipped; the watcher retries with backoff on
 //! its own, as it does for `owns_stream`.
 
@@ -86,19 +95,65 @@ pub fn controlling_owner(pod: &CachedPod) -> Option<ObjectRef<Jinghzhu>> {
     })
 }
 
+/// Whether `jz`, whose controlled pods are `pods` as cached after a pod
+/// event, has just settled: as many live pods as `spec.desired`, every one
+/// ready, none terminating (a scale-down is settled when its pods are
+/// gone), while its status does not say so yet (counts, or the generation
+/// it describes when it names one). An object already shown settled is
+/// not: its pod churn is gathered as usual.
+pub fn settles<'a>(jz: &Jinghzhu, pods: impl IntoIterator<Item = &'a CachedPod>) -> bool {
+    let desired = jz.spec.desired;
+    let mut live: u32 = 0;
+    for pod in pods {
+        if pod.metadata.deletion_timestamp.is_some() {
+            return false;
+        }
+        let finished = matches!(pod.phase.as_deref(), Some("Succeeded" | "Failed"));
+        if finished {
+            continue;
+        }
+        if pod.ready != Some(true) {
+            return false;
+        }
+        live = live.saturating_add(1);
+    }
+    live == desired && !shown_settled(jz)
+}
+
+/// Whether the status of `jz` already shows it settled at its generation.
+fn shown_settled(jz: &Jinghzhu) -> bool {
+    let desired = jz.spec.desired;
+    jz.status.as_ref().is_some_and(|s| {
+        s.current == desired
+            && s.ready_replicas == Some(desired)
+            && s.observed_generation
+                .is_none_or(|g| Some(g) == jz.metadata.generation)
+    })
+}
+
 /// Turns pod events into reconcile triggers for their owners, each owner
 /// at most once per window; `waiting` tells how many objects are due and
-/// wait for a worker.
+/// wait for a worker. An owner for which `settled` says true after the
+/// event (see [`settles`]) is queued at once, ahead of its window.
 pub fn owner_triggers(
     pods: impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static,
     config: PodBatchConfig,
     waiting: impl Fn() -> usize + Send + 'static,
+    settled: impl Fn(&ObjectRef<Jinghzhu>) -> bool + Send + 'static,
 ) -> impl Stream<Item = ObjectRef<Jinghzhu>> + Send + 'static {
     let requests = pods.filter_map(move |event| {
         futures::future::ready(match event {
-            Ok(pod) => controlling_owner(&pod).map(|owner| ScheduleRequest {
-                message: owner,
-                run_at: tokio::time::Instant::now() + config.window_for(waiting()),
+            Ok(pod) => controlling_owner(&pod).map(|owner| {
+                let now = tokio::time::Instant::now();
+                let run_at = if settled(&owner) {
+                    now
+                } else {
+                    now + config.window_for(waiting())
+                };
+                ScheduleRequest {
+                    message: owner,
+                    run_at,
+                }
             }),
             Err(err) => {
                 tracing::warn!(error = %err, "pod watch error; the watcher retries");
@@ -160,7 +215,7 @@ mod tests {
             window,
             ..PodBatchConfig::default()
         };
-        let mut triggers = Box::pin(owner_triggers(events, config, || 0));
+        let mut triggers = Box::pin(owner_triggers(events, config, || 0, |_| false));
         let mut names = Vec::new();
         for _ in 0..2 {
             let owner = tokio::time::timeout(Duration::from_secs(5), triggers.next())
@@ -199,6 +254,108 @@ mod tests {
         assert_eq!(odd.window_for(100), Duration::from_millis(100));
     }
 
+    fn ready(name: &str, ready: Option<bool>) -> CachedPod {
+        CachedPod {
+            ready,
+            phase: Some("Running".into()),
+            ..pod(name, "web", "Jinghzhu", true)
+        }
+    }
+
+    fn web(desired: u32, status: Option<(u32, u32)>) -> Jinghzhu {
+        let mut jz = Jinghzhu::new(
+            "web",
+            crate::crd::JinghzhuSpec {
+                desired,
+                template: None,
+            },
+        );
+        jz.metadata.generation = Some(2);
+        jz.status = status.map(|(current, ready)| crate::crd::JinghzhuStatus {
+            current,
+            ready_replicas: Some(ready),
+            observed_generation: Some(2),
+            ..Default::default()
+        });
+        jz
+    }
+
+    #[test]
+    fn an_owner_settles_when_its_desired_pods_are_all_live_and_ready() {
+        let a = ready("a", Some(true));
+        let b = ready("b", Some(true));
+        // Scaled 1 -> 2: the new pod's Ready settles it.
+        assert!(settles(&web(2, Some((2, 1))), [&a, &b]));
+        // Not yet: one not ready, or one too few.
+        assert!(!settles(
+            &web(2, Some((2, 1))),
+            [&a, &ready("b", Some(false))]
+        ));
+        assert!(!settles(&web(2, Some((2, 1))), [&a, &ready("b", None)]));
+        assert!(!settles(&web(2, Some((2, 1))), [&a]));
+        // No status yet (a new object) settles too; so does zero pods of zero.
+        assert!(settles(&web(2, None), [&a, &b]));
+        assert!(settles(&web(0, Some((1, 1))), []));
+        // A finished pod does not count, a terminating one holds it back
+        // (a scale-down settles when its pod is gone).
+        let done = CachedPod {
+            phase: Some("Succeeded".into()),
+            ..ready("c", Some(false))
+        };
+        assert!(settles(&web(2, Some((2, 1))), [&a, &b, &done]));
+        let mut going = ready("c", Some(true));
+        going.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+        );
+        assert!(!settles(&web(2, Some((3, 3))), [&a, &b, &going]));
+    }
+
+    #[test]
+    fn an_owner_whose_status_already_shows_it_settled_is_churn() {
+        let (a, b) = (ready("a", Some(true)), ready("b", Some(true)));
+        assert!(!settles(&web(2, Some((2, 2))), [&a, &b]));
+        // The status describes an older generation (a spec edit in flight).
+        let mut edited = web(2, Some((2, 2)));
+        edited.metadata.generation = Some(3);
+        assert!(settles(&edited, [&a, &b]));
+        // A plugin that names no generation: the counts decide.
+        let mut unnamed = web(2, Some((2, 2)));
+        if let Some(status) = unnamed.status.as_mut() {
+            status.observed_generation = None;
+        }
+        assert!(!settles(&unnamed, [&a, &b]));
+    }
+
+    #[tokio::test]
+    async fn a_settling_event_queues_its_owner_ahead_of_the_window() {
+        let window = Duration::from_secs(30);
+        let events = futures::stream::iter(vec![
+            Ok(pod("db-1", "db", "Jinghzhu", true)),
+            Ok(pod("web-1", "web", "Jinghzhu", true)),
+            Ok(pod("web-2", "web", "Jinghzhu", true)),
+        ])
+        .chain(futures::stream::pending());
+        let config = PodBatchConfig {
+            window,
+            max_window: window,
+            ..PodBatchConfig::default()
+        };
+        // Only web's second event settles it.
+        let seen = std::sync::atomic::AtomicUsize::new(0);
+        let settled = move |owner: &ObjectRef<Jinghzhu>| {
+            owner.name == "web" && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1
+        };
+        let mut triggers = Box::pin(owner_triggers(events, config, || 0, settled));
+        let owner = tokio::time::timeout(Duration::from_secs(5), triggers.next())
+            .await
+            .expect("web at once, not after the window")
+            .expect("open stream");
+        assert_eq!(owner.name, "web");
+        // It joined the request web's first event made: queued once.
+        let more = tokio::time::timeout(Duration::from_millis(300), triggers.next()).await;
+        assert!(more.is_err(), "another trigger: {more:?}");
+    }
+
     #[tokio::test]
     async fn a_zero_window_queues_at_once() {
         let events = futures::stream::iter(vec![Ok(pod("web-1", "web", "Jinghzhu", true))])
@@ -210,6 +367,7 @@ mod tests {
                 ..PodBatchConfig::default()
             },
             || 100,
+            |_| false,
         ));
         let owner = tokio::time::timeout(Duration::from_millis(50), triggers.next())
             .await
