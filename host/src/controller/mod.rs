@@ -24,7 +24,8 @@
 //!
 //! - [`watch`]: the two watch streams and their caches.
 //! - [`owner_index`]: which cached pods each Jinghzhu controls.
-//! - [`pod_batch`]: pod events queue their owner, gathered per short window.
+//! - [`pod_batch`]: pod events queue their owner, gathered per short window
+//!   (the one that settles its owner queues it at once).
 //! - [`reconcile`]: one reconcile, in named steps: read the object and its
 //!   pods → call the plugin → check → apply → record.
 //! - [`readiness`]: the pod cache's initial-list gate every reconcile awaits.
