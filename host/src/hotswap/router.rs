@@ -55,8 +55,9 @@ impl Selection {
 
     /// Whether `jz` is selected.
     pub fn matches(&self, jz: &Jinghzhu) -> bool {
-        let namespace = jz.namespace().unwrap_or_default();
-        if !self.namespaces.is_empty() && !self.namespaces.contains(&namespace) {
+        // Borrowed, not `ResourceExt::namespace` (a copy per tenant tried).
+        let namespace = jz.metadata.namespace.as_deref().unwrap_or_default();
+        if !self.namespaces.is_empty() && !self.namespaces.iter().any(|n| n == namespace) {
             return false;
         }
         self.labels
