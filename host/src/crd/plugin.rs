@@ -83,48 +83,57 @@ pub struct RolloutSpec {
     /// each object's UID picks them); 100 is added as the last step.
     #[serde(default = "default_steps")]
     #[schemars(length(min = 1, max = 20))]
+    #[schemars(extend("items" = {"type": "integer", "format": "int64", "minimum": 0}))]
     pub steps: Vec<u32>,
     /// How long each step is held before it is judged.
     #[serde(default = "default_step_seconds")]
     #[schemars(range(min = 1, max = 86400))]
+    #[schemars(extend("format" = "int64"))]
     pub step_seconds: u32,
     /// Fewest canary reconciles in a step before it is judged.
     #[serde(default = "default_min_reconciles")]
     #[schemars(range(min = 1, max = 1000000))]
+    #[schemars(extend("format" = "int64"))]
     pub min_reconciles: u32,
     /// Abort when the share of canary objects failing exceeds the stable
     /// plugin's share over the other objects by more than this many
     /// percentage points.
     #[serde(default = "default_max_failure_increase")]
     #[schemars(range(min = 0, max = 100))]
+    #[schemars(extend("format" = "int64"))]
     pub max_failure_increase_percent: u32,
     /// Abort when the share of canary reconciles whose proposal the host
     /// refused exceeds the stable plugin's share by more than this many
     /// percentage points.
     #[serde(default = "default_max_failure_increase")]
     #[schemars(range(min = 0, max = 100))]
+    #[schemars(extend("format" = "int64"))]
     pub max_rejected_increase_percent: u32,
     /// Abort when the canary's writes per reconcile exceed the stable
     /// plugin's by more than this many percent (and by more than half a
     /// write).
     #[serde(default = "default_max_writes_increase")]
     #[schemars(range(min = 0, max = 10000))]
+    #[schemars(extend("format" = "int64"))]
     pub max_writes_increase_percent: u32,
     /// Abort when the canary's p99 call latency exceeds the stable
     /// plugin's by more than this many percent (and by more than 1 ms).
     #[serde(default = "default_max_latency_increase")]
     #[schemars(range(min = 0, max = 10000))]
+    #[schemars(extend("format" = "int64"))]
     pub max_latency_increase_percent: u32,
     /// An object stops converging when none of its reconciles in a step
     /// left it converged for this long.
     #[serde(default = "default_stall_seconds")]
     #[schemars(range(min = 1, max = 86400))]
+    #[schemars(extend("format" = "int64"))]
     pub stall_seconds: u32,
     /// Abort when the share of canary objects that stopped converging
     /// exceeds the stable plugin's share by more than this many
     /// percentage points.
     #[serde(default = "default_max_failure_increase")]
     #[schemars(range(min = 0, max = 100))]
+    #[schemars(extend("format" = "int64"))]
     pub max_stalled_increase_percent: u32,
     /// Run the stable plugin as a shadow on the canary's cohort (nothing
     /// it proposes is applied) and judge the share of differing proposals.
@@ -134,6 +143,7 @@ pub struct RolloutSpec {
     /// compared proposals differ.
     #[serde(default = "default_max_failure_increase")]
     #[schemars(range(min = 0, max = 100))]
+    #[schemars(extend("format" = "int64"))]
     pub max_difference_percent: u32,
     /// Hold the rollout at its step.
     #[serde(default)]
@@ -201,6 +211,7 @@ pub struct RolloutStatus {
     pub canary: Option<String>,
     /// The canary's cohort now, in percent.
     #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
     pub weight: u32,
     /// `step/steps`, e.g. `2/4`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,6 +246,7 @@ pub struct RolloutStepRecord {
     /// `step/steps`.
     pub step: String,
     /// The cohort in percent.
+    #[schemars(extend("format" = "int64"))]
     pub weight: u32,
     /// `Passed`, `Promoted` or `Aborted`.
     pub verdict: String,
@@ -306,6 +318,7 @@ pub struct ReplicaRollout {
     /// The canary's digest.
     pub canary: String,
     /// The step (from 1) these figures are of.
+    #[schemars(extend("format" = "int64"))]
     pub step: u32,
     /// The canary on its cohort.
     pub canary_figures: RolloutFigures,
