@@ -18,9 +18,8 @@ keep=false
 demo_started=$(date +%s)
 [[ "${1:-}" == "--keep" ]] && keep=true
 
-bold=$'\033[1m'; plain=$'\033[0m'
-say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
-show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
+# shellcheck source=examples/lib/local-control-plane.sh
+source examples/lib/local-control-plane.sh
 
 say "setting up: Rust target, Kubernetes binaries, the plugin (tests/setup.sh --demo)"
 started=$(date +%s)
@@ -33,31 +32,8 @@ cargo build --quiet -p wasm-operator -p local-control-plane
 cargo build --quiet --release --target wasm32-wasip2 -p replicaset-plugin --features v2 --target-dir target/demo-v2
 echo "    (set-up and builds done: $(( $(date +%s) - started )) s)"
 
-work=$(mktemp -d -t wasm-operator-demo.XXXXXX)
-cp_pid=""; host_pid=""
-cleanup() {
-    say "tearing down"
-    [[ -n "$host_pid" ]] && kill "$host_pid" 2>/dev/null && wait "$host_pid" 2>/dev/null || true
-    [[ -n "$cp_pid" ]] && kill "$cp_pid" 2>/dev/null && wait "$cp_pid" 2>/dev/null || true
-    rm -rf "$work"
-    echo "done: no process or temporary directory left behind"
-}
-trap cleanup EXIT
-
-say "starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok with 3 simulated nodes)"
-target/debug/local-control-plane up --kubeconfig-out "$work/kubeconfig" >"$work/control-plane.out" 2>"$work/control-plane.err" &
-cp_pid=$!
-for _ in $(seq 1 600); do
-    grep -q '^ready' "$work/control-plane.out" 2>/dev/null && break
-    kill -0 "$cp_pid" 2>/dev/null || { cat "$work/control-plane.err" >&2; exit 1; }
-    sleep 0.2
-done
-grep -q '^ready' "$work/control-plane.out" || { echo "the control plane did not start" >&2; exit 1; }
-cat "$work/control-plane.out"
-export KUBECONFIG="$work/kubeconfig"
-kube_bin=$(sed -n 's/^export PATH=\([^:]*\):.*/\1/p' "$work/control-plane.out")
-export PATH="$kube_bin:$PATH"
-show kubectl get nodes
+start_work demo
+start_control_plane target/debug/local-control-plane
 
 say "installing the Jinghzhu CRD (generated from the Rust types: wasm-operator crd)"
 target/debug/wasm-operator crd | kubectl apply -f -

@@ -29,9 +29,8 @@ demo_started=$(date +%s)
 T=${CARGO_TARGET_DIR:-target}
 OBJECTS=10
 
-bold=$'\033[1m'; plain=$'\033[0m'
-say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
-show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
+# shellcheck source=examples/lib/local-control-plane.sh
+source examples/lib/local-control-plane.sh
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 say "setting up: Rust target, Kubernetes binaries, the plugin (tests/setup.sh --demo)"
@@ -48,30 +47,8 @@ v1=$T/wasm32-wasip2/release/replicaset_plugin.wasm
 v2=target/demo-v2/wasm32-wasip2/release/replicaset_plugin.wasm
 v3=target/demo-v3/wasm32-wasip2/release/misbehaving_plugin.wasm
 
-work=$(mktemp -d -t wasm-operator-rollout-demo.XXXXXX)
-cp_pid=""; host_pid=""
-cleanup() {
-    say "tearing down"
-    [[ -n "$host_pid" ]] && kill "$host_pid" 2>/dev/null && wait "$host_pid" 2>/dev/null || true
-    [[ -n "$cp_pid" ]] && kill "$cp_pid" 2>/dev/null && wait "$cp_pid" 2>/dev/null || true
-    rm -rf "$work"
-    echo "done: no process or temporary directory left behind"
-}
-trap cleanup EXIT
-
-say "starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok with 3 simulated nodes)"
-"$T/debug/local-control-plane" up --kubeconfig-out "$work/kubeconfig" >"$work/control-plane.out" 2>"$work/control-plane.err" &
-cp_pid=$!
-for _ in $(seq 1 600); do
-    grep -q '^ready' "$work/control-plane.out" 2>/dev/null && break
-    kill -0 "$cp_pid" 2>/dev/null || { cat "$work/control-plane.err" >&2; exit 1; }
-    sleep 0.2
-done
-grep -q '^ready' "$work/control-plane.out" || { echo "the control plane did not start" >&2; exit 1; }
-export KUBECONFIG="$work/kubeconfig"
-kube_bin=$(sed -n 's/^export PATH=\([^:]*\):.*/\1/p' "$work/control-plane.out")
-export PATH="$kube_bin:$PATH"
-show kubectl get nodes
+start_work rollout-demo
+start_control_plane "$T/debug/local-control-plane"
 
 say "installing the CRDs, Jinghzhu and JinghzhuPlugin (generated from the Rust types: wasm-operator crd)"
 "$host_bin" crd | kubectl apply -f -
