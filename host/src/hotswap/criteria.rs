@@ -159,7 +159,7 @@ fn relative(
         share(stable.writes, stable.accepted),
     );
     let both_wrote = canary.accepted > 0 && stable.accepted > 0;
-    if both_wrote && cw > sw * (1.0 + thresholds.max_writes_increase) + WRITES_SLACK {
+    if both_wrote && exceeds(cw, sw, thresholds.max_writes_increase, WRITES_SLACK) {
         return Some(AbortReason {
             rule: "rollout/write-rate",
             message: format!(
@@ -170,7 +170,14 @@ fn relative(
     }
     let sampled = canary.reconciles.min(stable.reconciles) >= LATENCY_MIN_SAMPLES;
     let (cl, sl) = (canary.p99_micros as f64, stable.p99_micros as f64);
-    if sampled && cl > sl * (1.0 + thresholds.max_latency_increase) + LATENCY_SLACK_MICROS {
+    if sampled
+        && exceeds(
+            cl,
+            sl,
+            thresholds.max_latency_increase,
+            LATENCY_SLACK_MICROS,
+        )
+    {
         return Some(AbortReason {
             rule: "rollout/latency",
             message: format!(
@@ -182,6 +189,13 @@ fn relative(
         });
     }
     None
+}
+
+/// Whether the canary's figure is above the stable's by more than the
+/// allowed relative increase plus an absolute slack (which keeps tiny
+/// figures, where one event is a large share, from deciding alone).
+fn exceeds(canary: f64, stable: f64, allowed_increase: f64, slack: f64) -> bool {
+    canary > stable * (1.0 + allowed_increase) + slack
 }
 
 /// The share of canary proposals that differed from the stable shadow's.

@@ -520,9 +520,23 @@ impl ActivePlugin {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
         {
-            let policy = self.policy_for(queue.plugin().digest(), rules.1);
-            queue.offer(jz, pods, key, active, (rules.0, &policy));
+            self.offer_to(queue, jz, pods, key, active, rules);
         }
+    }
+
+    /// Offers one reconcile to `queue`, under the pod policy of the
+    /// plugin that queue runs.
+    pub(super) fn offer_to(
+        &self,
+        queue: &shadow::ShadowQueue,
+        jz: &Arc<Jinghzhu>,
+        pods: &[Pod],
+        key: &str,
+        active: &ProposedActions,
+        rules: (&Limits, &PolicyConfig),
+    ) {
+        let policy = self.policy_for(queue.plugin().digest(), rules.1);
+        queue.offer(jz, pods, key, active, (rules.0, &policy));
     }
 }
 

@@ -233,8 +233,7 @@ impl ActivePlugin {
         if let Some((queue, _)) = &canary.stable_shadow
             && canary.plugin.digest() == digest
         {
-            let policy = self.policy_for(queue.plugin().digest(), rules.1);
-            queue.offer(jz, pods, key, active, (rules.0, &policy));
+            self.offer_to(queue, jz, pods, key, active, rules);
         }
     }
 

@@ -284,17 +284,7 @@ impl TestEnv {
     /// Events recorded on the object of `kind` named `name` (e.g. the
     /// plugin's ConfigMap).
     pub async fn events_on(&self, kind: &str, name: &str) -> Result<Vec<Event>> {
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
-        Ok(events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|e| {
-                e.involved_object.kind.as_deref() == Some(kind)
-                    && e.involved_object.name.as_deref() == Some(name)
-            })
-            .collect())
+        events_on(&self.client, &self.namespace, kind, name).await
     }
 }
 
@@ -681,6 +671,23 @@ pub async fn refusal_events(
     kind: &str,
     name: &str,
 ) -> Result<Vec<String>> {
+    Ok(events_on(client, namespace, kind, name)
+        .await?
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("PluginRefused")
+        })
+        .filter_map(|e| e.message)
+        .collect())
+}
+
+/// The Events in `namespace` on the object of `kind` named `name`.
+pub async fn events_on(
+    client: &Client,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+) -> Result<Vec<Event>> {
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     Ok(events
         .list(&ListParams::default())
@@ -690,10 +697,7 @@ pub async fn refusal_events(
         .filter(|e| {
             e.involved_object.kind.as_deref() == Some(kind)
                 && e.involved_object.name.as_deref() == Some(name)
-                && e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some("PluginRefused")
         })
-        .filter_map(|e| e.message)
         .collect())
 }
 
