@@ -15,6 +15,9 @@ pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
 /// whole output, or one `log` call): 500 creates with 4 KiB specs fit.
 pub const DEFAULT_OUTPUT_LIMIT_BYTES: usize = 4 * 1024 * 1024;
 
+/// Default [`RuntimeConfig::keep_resident_bytes`].
+pub const DEFAULT_KEEP_RESIDENT_BYTES: usize = 2 << 20;
+
 /// Limits and locations for every plugin of a [`Runtime`](super::Runtime).
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -36,6 +39,13 @@ pub struct RuntimeConfig {
     pub cache_max_bytes: u64,
     /// How instances get their memory.
     pub allocator: InstanceAllocator,
+    /// Bytes of each pooled linear memory whose pages a call wrote are
+    /// restored in place (copied back from the plugin's image) instead of
+    /// unmapped, and so stay resident in a warm slot (with the pool only).
+    pub keep_resident_bytes: usize,
+    /// Whether the calls of a plugin with a big memory image take turns
+    /// (see [`call_gate`](super::call_gate)).
+    pub call_turns: bool,
     /// Where plugins are compiled (this process, or a child with limits).
     pub compiler: Compiler,
 }
@@ -50,6 +60,8 @@ impl Default for RuntimeConfig {
             cache_key_file: None,
             cache_max_bytes: super::cache::DEFAULT_MAX_BYTES,
             allocator: InstanceAllocator::default(),
+            keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
+            call_turns: true,
             compiler: Compiler::default(),
         }
     }
@@ -144,6 +156,12 @@ pub struct RuntimeArgs {
     /// up front).
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_INSTANCE_POOL", default_value_t = DEFAULT_POOL_INSTANCES)]
     pub plugin_instance_pool: u32,
+    /// Let every call of a plugin with a big memory image (Python,
+    /// JavaScript) run beside the others instead of taking turns. Turns
+    /// cost such calls less CPU on this project's 2-core machines; on many
+    /// cores, measure before choosing (docs/performance.md).
+    #[arg(long, env = "WASM_OPERATOR_NO_PLUGIN_CALL_TURNS")]
+    pub no_plugin_call_turns: bool,
 }
 
 impl RuntimeArgs {
@@ -167,6 +185,8 @@ impl RuntimeArgs {
                 0 => InstanceAllocator::OnDemand,
                 max_instances => InstanceAllocator::Pooling { max_instances },
             },
+            keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
+            call_turns: !self.no_plugin_call_turns,
             compiler: Compiler::InProcess,
         }
     }

@@ -31,11 +31,12 @@ pub const MAX_WASM_STACK: usize = 1024 * 1024;
 /// The stack of the fiber a call runs on: [`MAX_WASM_STACK`] plus 1 MiB for
 /// host functions called from the guest.
 pub const ASYNC_STACK: usize = 2 * 1024 * 1024;
-/// Bytes of a pooled linear memory that stay resident between calls (reset
-/// in place instead of unmapped). A plugin that touched that much memory
-/// leaves it resident in each warm slot it ran in: at most
+/// Default bytes of a pooled linear memory that stay resident between calls
+/// (reset in place instead of unmapped;
+/// [`RuntimeConfig::keep_resident_bytes`]). A plugin that touched that much
+/// memory leaves it resident in each warm slot it ran in: at most
 /// [`MAX_WARM_SLOTS`] × this per memory, bounded whatever the plugin does.
-pub const LINEAR_MEMORY_KEEP_RESIDENT: usize = 2 << 20;
+pub const LINEAR_MEMORY_KEEP_RESIDENT: usize = super::config::DEFAULT_KEEP_RESIDENT_BYTES;
 /// Most pool slots kept warm (resident pages kept) for reuse.
 pub const MAX_WARM_SLOTS: u32 = 16;
 
@@ -82,7 +83,7 @@ fn pooling(config: &RuntimeConfig, slots: u32) -> PoolingAllocationConfig {
         // Reset only the pages a call touched (Linux 6.7+ PAGEMAP_SCAN)
         // instead of memsetting the first `keep_resident` bytes every time.
         .pagemap_scan(Enabled::Auto)
-        .linear_memory_keep_resident(LINEAR_MEMORY_KEEP_RESIDENT)
+        .linear_memory_keep_resident(config.keep_resident_bytes)
         .table_keep_resident(64 << 10);
     pool
 }

@@ -37,6 +37,7 @@
 
 pub mod bindings;
 pub mod cache;
+pub mod call_gate;
 pub mod compiler;
 pub mod config;
 pub mod contract;

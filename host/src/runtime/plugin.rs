@@ -25,6 +25,7 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::{self as wit, Operator, OperatorPre, v2};
 use super::cache::LoadOutcome;
+use super::call_gate::CallGate;
 use super::config::RuntimeConfig;
 use super::contract::ContractVersion;
 use super::convert;
@@ -53,6 +54,7 @@ pub struct LoadedPlugin {
     deadline: Duration,
     memory_limit: u64,
     output_limit: usize,
+    gate: CallGate,
 }
 
 /// The pre-instantiated component, with the bindings of its version.
@@ -62,6 +64,22 @@ pub(crate) enum Pre {
     /// A `jinghzhu:operator@0.2.0` plugin.
     V0_2(v2::OperatorPre<PluginState>),
 }
+
+impl Pre {
+    /// The initial size of the component's largest linear memory, in bytes
+    /// (`None` if wasmtime cannot tell).
+    fn initial_memory_bytes(&self) -> Option<u64> {
+        let component = match self {
+            Pre::V0_1(pre) => pre.instance_pre().component(),
+            Pre::V0_2(pre) => pre.instance_pre().component(),
+        };
+        let pages = component.resources_required()?.max_initial_memory_size?;
+        Some(pages.saturating_mul(WASM_PAGE_BYTES))
+    }
+}
+
+/// Bytes of a Wasm page.
+const WASM_PAGE_BYTES: u64 = 64 << 10;
 
 /// A reconcile input in the records of one contract version.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +157,10 @@ impl LoadedPlugin {
         source: &str,
         outcome: LoadOutcome,
     ) -> Result<Self, LoadError> {
+        let gate = match config.call_turns {
+            true => CallGate::for_initial_memory(pre.initial_memory_bytes()),
+            false => CallGate::open(),
+        };
         let mut plugin = LoadedPlugin {
             pre,
             engine,
@@ -156,6 +178,7 @@ impl LoadedPlugin {
             deadline: config.deadline,
             memory_limit: config.memory_limit_bytes,
             output_limit: config.output_limit_bytes,
+            gate,
         };
         let info = block_on(plugin.call_info())
             .and_then(|r| r)
@@ -169,6 +192,17 @@ impl LoadedPlugin {
         })?;
         plugin.info = info;
         Ok(plugin)
+    }
+
+    /// Whether this plugin's calls take turns (its instances start from a
+    /// big memory image; see [`super::call_gate`]).
+    pub fn calls_take_turns(&self) -> bool {
+        self.gate.takes_turns()
+    }
+
+    /// The initial size of the plugin's largest linear memory, in bytes.
+    pub fn initial_memory_bytes(&self) -> Option<u64> {
+        self.pre.initial_memory_bytes()
     }
 
     /// `sha256:<hex>` of the component's bytes.
@@ -363,6 +397,8 @@ impl LoadedPlugin {
         input: &wit::ReconcileInput,
         object: &str,
     ) -> Result<wit::ReconcileOutput, PluginError> {
+        // Held until the store (and the slot's reset) is gone.
+        let _turn = self.gate.enter().await;
         let mut store = self.new_store(object);
         let call = async {
             let operator = pre.instantiate_async(&mut store).await?;
@@ -385,6 +421,7 @@ impl LoadedPlugin {
         input: &v2::ReconcileInput,
         object: &str,
     ) -> Result<wit::ReconcileOutput, PluginError> {
+        let turn = self.gate.enter().await;
         let mut store = self.new_store(object);
         let call = async {
             let operator = pre.instantiate_async(&mut store).await?;
@@ -401,10 +438,12 @@ impl LoadedPlugin {
                 retryable: e.retryable,
             })?;
         drop(store);
+        drop(turn);
         convert_v2::output(&output, self.output_limit).map_err(malformed)
     }
 
     async fn call_info(&self) -> Result<wit::PluginInfo, PluginError> {
+        let _turn = self.gate.enter().await;
         let mut store = self.new_store("-");
         let outcome = match &self.pre {
             Pre::V0_1(pre) => {

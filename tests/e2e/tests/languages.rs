@@ -887,3 +887,185 @@ fn costs_per_language_side_by_side() -> Result<()> {
     }
     Ok(())
 }
+
+/// The interpreters' plugins (a pre-initialised heap of 9–13 MiB) take
+/// turns for their calls, the Rust and Go ones (1–3 MiB) do not, and
+/// `--no-plugin-call-turns` (`call_turns: false`) turns it off; every plugin
+/// still answers two calls made at once.
+#[test]
+fn big_image_plugins_take_turns_and_small_ones_do_not() -> Result<()> {
+    use wasm_operator::runtime::{Runtime, RuntimeConfig};
+    let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+    let (jz, pods) = wasm_operator::offline::sample::steady_objects(10);
+    for (name, wasm, big) in [
+        ("rust", plugin("replicaset-plugin", &[]), false),
+        ("python", build_language(Language::Python), true),
+        ("js", build_language(Language::JavaScript), true),
+        ("go", build_language(Language::Go), false),
+    ] {
+        let bytes = std::fs::read(&wasm)?;
+        for turns in [true, false] {
+            let runtime = Runtime::new(RuntimeConfig {
+                call_turns: turns,
+                ..RuntimeConfig::default()
+            })?;
+            let plugin = runtime.load(&bytes, name)?;
+            let initial = plugin.initial_memory_bytes().unwrap_or(0) >> 20;
+            ensure!(
+                plugin.calls_take_turns() == (big && turns),
+                "{name} (initial memory {initial} MiB, turns {turns}): takes turns = {}",
+                plugin.calls_take_turns()
+            );
+            std::thread::scope(|scope| -> Result<()> {
+                let calls: Vec<_> = (0..2)
+                    .map(|_| scope.spawn(|| plugin.reconcile_blocking(&jz, &pods, now)))
+                    .collect();
+                for call in calls {
+                    let out = call
+                        .join()
+                        .map_err(|_| anyhow::anyhow!("call panicked"))??;
+                    ensure!(out.create_pods.is_empty() && out.delete_pods.is_empty());
+                }
+                Ok(())
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Python and JavaScript calls made from two threads at once, as the
+/// host's workers make them, side by side in one run: one thread; two
+/// threads with the calls of a big-image plugin taking turns (the default,
+/// `runtime::call_gate`); two threads without turns
+/// (`--no-plugin-call-turns`); and turns with 32 MiB of each pooled memory
+/// reset in place instead of the default 2 MiB (wasmtime's
+/// `linear_memory_keep_resident`). Each setting has a runtime of its own
+/// (the same warm precompiled cache); calls are interleaved round by round
+/// so load on the machine falls on every setting alike. Per setting: a
+/// fresh instance + call with conversion (the host's per-reconcile path) at
+/// 10 and 100 pods, p50 / p99, the CPU time per call (both threads'), and
+/// the process's minor page faults per call. Measure it in release:
+/// `cargo test --release -p e2e-tests --test languages concurrent_calls --
+/// --ignored --nocapture` (`LANG_BENCH_ROUNDS`, default 10; figures in
+/// docs/performance.md).
+#[test]
+#[ignore = "a measurement (minutes); run it in release, see the doc comment"]
+fn concurrent_calls_side_by_side() -> Result<()> {
+    use wasm_operator::runtime::{Runtime, RuntimeConfig};
+    let rounds: usize = std::env::var("LANG_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    const CALLS_PER_ROUND: usize = 40;
+    // (label, threads, turns, keep resident MiB)
+    const SETTINGS: [(&str, usize, bool, usize); 4] = [
+        ("1 thread", 1, true, 2),
+        ("2 threads, turns", 2, true, 2),
+        ("2 threads, no turns", 2, false, 2),
+        ("2 threads, turns, 32 MiB kept resident", 2, true, 32),
+    ];
+    let cache = tempfile::TempDir::new()?;
+    let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+    println!(
+        "| plugin (initial memory) | setting | 10 pods p50 / p99 | 100 pods p50 / p99 | CPU per call | page faults per call |"
+    );
+    println!("| --- | --- | --- | --- | ---: | ---: |");
+    for (name, wasm) in [
+        ("rust", plugin("replicaset-plugin", &[])),
+        ("python", build_language(Language::Python)),
+        ("js", build_language(Language::JavaScript)),
+        ("go", build_language(Language::Go)),
+    ] {
+        let bytes = std::fs::read(&wasm)?;
+        let plugins = SETTINGS
+            .iter()
+            .map(|&(_, _, turns, keep_mib)| {
+                let runtime = Runtime::new(RuntimeConfig {
+                    cache_dir: Some(cache.path().to_path_buf()),
+                    keep_resident_bytes: keep_mib << 20,
+                    call_turns: turns,
+                    ..RuntimeConfig::default()
+                })?;
+                let plugin = runtime.load(&bytes, name)?;
+                Ok((runtime, plugin))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut times = vec![[Vec::new(), Vec::new()]; SETTINGS.len()];
+        let mut faults = vec![0u64; SETTINGS.len()];
+        let mut cpu = vec![Duration::ZERO; SETTINGS.len()];
+        for _ in 0..rounds {
+            for (at, (_, plugin)) in plugins.iter().enumerate() {
+                let threads = SETTINGS[at].1;
+                for (size, pods) in [10, 100].into_iter().enumerate() {
+                    let (jz, pods) = wasm_operator::offline::sample::steady_objects(pods);
+                    let (faults_before, cpu_before) = (minor_page_faults()?, process_cpu()?);
+                    let took: Vec<Duration> = std::thread::scope(|scope| {
+                        let workers: Vec<_> = (0..threads)
+                            .map(|_| {
+                                scope.spawn(|| {
+                                    (0..CALLS_PER_ROUND / threads)
+                                        .map(|_| {
+                                            let started = Instant::now();
+                                            plugin
+                                                .reconcile_blocking(&jz, &pods, now)
+                                                .expect("call");
+                                            started.elapsed()
+                                        })
+                                        .collect::<Vec<_>>()
+                                })
+                            })
+                            .collect();
+                        workers
+                            .into_iter()
+                            .flat_map(|w| w.join().expect("worker"))
+                            .collect()
+                    });
+                    faults[at] += minor_page_faults()? - faults_before;
+                    cpu[at] += process_cpu()?.saturating_sub(cpu_before);
+                    times[at][size].extend(took);
+                }
+            }
+        }
+        let calls = (rounds * CALLS_PER_ROUND * 2) as u32;
+        let initial_mib = plugins[0].1.initial_memory_bytes().unwrap_or(0) as f64 / 1048576.0;
+        for (at, (label, ..)) in SETTINGS.iter().enumerate() {
+            let cell = |samples: &mut Vec<Duration>| {
+                samples.sort();
+                format!(
+                    "{:.0} µs / {:.0} µs",
+                    percentile(samples, 0.5).as_secs_f64() * 1e6,
+                    percentile(samples, 0.99).as_secs_f64() * 1e6
+                )
+            };
+            let [ten, hundred] = &mut times[at];
+            println!(
+                "| {name} ({initial_mib:.1} MiB{}) | {label} | {} | {} | {:.0} µs | {:.0} |",
+                if plugins[at].1.calls_take_turns() {
+                    ", takes turns"
+                } else {
+                    ""
+                },
+                cell(ten),
+                cell(hundred),
+                (cpu[at] / calls).as_secs_f64() * 1e6,
+                faults[at] as f64 / f64::from(calls),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The CPU time (user + system) of this process so far
+/// (`/proc/self/stat`, fields 14 and 15, in clock ticks of 10 ms).
+fn process_cpu() -> Result<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |at: usize| -> Result<u64> {
+        fields
+            .get(at)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no CPU field {at} in /proc/self/stat"))
+    };
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+}
