@@ -29,6 +29,9 @@ pub enum ControllerKind {
     KubeRs,
     /// `wasm-operator run` with the replicaset plugin in Python (`plugins/python`).
     HostPython,
+    /// `host-python` with `--no-plugin-call-turns`: beside `host-python`,
+    /// what the Python plugin's calls taking turns saves.
+    HostPythonNoTurns,
     /// `wasm-operator run` with the replicaset plugin in JavaScript (`plugins/js`).
     HostJs,
     /// `wasm-operator run` with the replicaset plugin in Go (`plugins/go`).
@@ -61,6 +64,7 @@ impl ControllerKind {
             ControllerKind::Host => "host",
             ControllerKind::KubeRs => "kube-rs",
             ControllerKind::HostPython => "host-python",
+            ControllerKind::HostPythonNoTurns => "host-python-no-turns",
             ControllerKind::HostJs => "host-js",
             ControllerKind::HostGo => "host-go",
             ControllerKind::ControllerRuntime => "controller-runtime",
@@ -88,6 +92,7 @@ impl ControllerKind {
             self,
             ControllerKind::Host
                 | ControllerKind::HostPython
+                | ControllerKind::HostPythonNoTurns
                 | ControllerKind::HostJs
                 | ControllerKind::HostGo
                 | ControllerKind::HostBaseline
@@ -119,6 +124,7 @@ pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
     let (program, leading_args) = match kind {
         ControllerKind::Host
         | ControllerKind::HostPython
+        | ControllerKind::HostPythonNoTurns
         | ControllerKind::HostJs
         | ControllerKind::HostGo
         | ControllerKind::HostBaseline
@@ -136,16 +142,21 @@ pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
                 _ => artifacts::cargo_binary("wasm-operator", "wasm-operator", profile)?,
             };
             let plugin = match kind {
-                ControllerKind::HostPython => artifacts::language_plugin(Language::Python)?,
+                ControllerKind::HostPython | ControllerKind::HostPythonNoTurns => {
+                    artifacts::language_plugin(Language::Python)?
+                }
                 ControllerKind::HostJs => artifacts::language_plugin(Language::JavaScript)?,
                 ControllerKind::HostGo => artifacts::language_plugin(Language::Go)?,
                 _ => artifacts::replicaset_plugin()?,
             };
-            let args = vec![
+            let mut args = vec![
                 "run".to_owned(),
                 "--plugin".to_owned(),
                 plugin.display().to_string(),
             ];
+            if kind == ControllerKind::HostPythonNoTurns {
+                args.push("--no-plugin-call-turns".to_owned());
+            }
             (program, args)
         }
         ControllerKind::KubeRs => (

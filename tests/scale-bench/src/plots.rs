@@ -40,6 +40,7 @@ fn colour(kind: ControllerKind) -> RGBColor {
         ControllerKind::Host => RGBColor(0x1f, 0x77, 0xb4),
         ControllerKind::KubeRs => RGBColor(0x2c, 0xa0, 0x2c),
         ControllerKind::HostPython => RGBColor(0x94, 0x67, 0xbd),
+        ControllerKind::HostPythonNoTurns => RGBColor(0xc5, 0xb0, 0xd5),
         ControllerKind::HostJs => RGBColor(0xff, 0x7f, 0x0e),
         ControllerKind::HostGo => RGBColor(0x17, 0xbe, 0xcf),
         ControllerKind::HostBaseline => RGBColor(0x7f, 0x7f, 0x7f),
