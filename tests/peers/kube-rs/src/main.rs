@@ -82,6 +82,8 @@ async fn main() -> Result<()> {
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
     let (pod_cache, pod_writer) = reflector::store();
+    let floor_index = Arc::new(floor::OwnerIndex::default());
+    let index = args.floor.then(|| floor_index.clone());
     let pod_events = watcher(
         pod_api,
         watcher::Config::default().labels(&format!(
@@ -93,6 +95,11 @@ async fn main() -> Result<()> {
     .default_backoff()
     .modify(|pod: &mut Pod| pod.managed_fields_mut().clear())
     .reflect(pod_writer)
+    .inspect(move |event| {
+        if let (Some(index), Ok(event)) = (&index, event) {
+            index.observe(event);
+        }
+    })
     .touched_objects();
 
     let ctx = Arc::new(reconcile::Context {
@@ -109,6 +116,7 @@ async fn main() -> Result<()> {
         metrics,
         floor: args.floor,
         floor_expected: Default::default(),
+        floor_index,
     });
     tracing::info!(
         workers = args.workers,

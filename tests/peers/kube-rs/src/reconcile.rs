@@ -59,6 +59,8 @@ pub struct Context {
     pub floor: bool,
     /// The floor's pods created and not yet in the cache.
     pub floor_expected: crate::floor::Expected,
+    /// The floor's index of the cached pods by owner (kept only with `floor`).
+    pub floor_index: Arc<crate::floor::OwnerIndex>,
 }
 
 /// Why a reconcile failed.
