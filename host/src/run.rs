@@ -112,6 +112,11 @@ pub struct RunArgs {
     /// written at once, and the last state always is (0: write every change at once).
     #[arg(long, env = "WASM_OPERATOR_STATUS_COALESCE_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub status_coalesce_ms: u64,
+    /// Keep the executable's pages that only start-up used resident (by default
+    /// they are given back to the kernel once the host is ready: ~15 MiB mapped
+    /// at start, of which the host goes on using a fraction).
+    #[arg(long, env = "WASM_OPERATOR_KEEP_START_UP_PAGES")]
+    pub keep_start_up_pages: bool,
     /// Plugin sandbox limits and the precompiled cache.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -536,6 +541,7 @@ fn controller_config(
             holds_leases,
         ),
         list_bounds,
+        page_out_start_up_code: !args.keep_start_up_pages,
         ..ControllerConfig::default()
     }
 }

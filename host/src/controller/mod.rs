@@ -86,6 +86,7 @@ use crate::hotswap::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::leader::Leadership;
 use crate::leader::catch_up::LeaderGate;
 use crate::ownership::{MANAGED_BY_SELECTOR, SHARD_LABEL};
+use crate::runtime::reclaim;
 use crate::shards::Shards;
 use crate::shards::labeller::Labeller;
 use crate::tasks::AbortOnDrop;
@@ -191,6 +192,10 @@ pub struct ControllerConfig {
     /// Bounds on the watches' lists (the same the client enforces pages,
     /// bytes and tokens with; see [`crate::list_bounds`]).
     pub list_bounds: crate::list_bounds::ListBounds,
+    /// Give the executable's pages back to the kernel once ready, so only
+    /// what the host runs from then on is faulted in again
+    /// ([`reclaim::page_out_executable`]).
+    pub page_out_start_up_code: bool,
 }
 
 /// [`ControllerConfig::shutdown_timeout`] by default: a host stops within
@@ -214,6 +219,7 @@ impl Default for ControllerConfig {
             shards: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             list_bounds: crate::list_bounds::ListBounds::default(),
+            page_out_start_up_code: true,
         }
     }
 }
@@ -482,7 +488,12 @@ pub async fn run_routed(
         policy: config.policy.clone(),
         metrics: metrics.clone(),
     });
-    spawn_readiness(&watches, &ctx, config.health.clone());
+    spawn_readiness(
+        &watches,
+        &ctx,
+        config.health.clone(),
+        config.page_out_start_up_code,
+    );
     let _counting = AbortOnDrop::from(tokio::spawn(count_objects(
         plugin.clone(),
         watches.jinghzhu_cache.clone(),
@@ -814,14 +825,32 @@ fn track_queue_liveness(
 }
 
 /// Marks the host ready once both caches have had their initial list.
-fn spawn_readiness(watches: &watch::Watches, ctx: &Context, health: Arc<Health>) {
+fn spawn_readiness(watches: &watch::Watches, ctx: &Context, health: Arc<Health>, page_out: bool) {
     let jinghzhus = readiness::CacheReady::new(&watches.jinghzhu_cache);
     let pods = ctx.pods_ready.clone();
     tokio::spawn(async move {
         if jinghzhus.wait().await.is_ok() && pods.wait().await.is_ok() {
             health.set_caches_synced();
             tracing::info!("caches synced: ready");
+            if page_out {
+                page_out_start_up_code();
+            }
         }
+    });
+}
+
+/// Once per process, the first time the host is ready: the executable's
+/// pages that only start-up used go back to the kernel
+/// ([`reclaim::page_out_executable`]).
+fn page_out_start_up_code() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tokio::task::spawn_blocking(|| match reclaim::page_out_executable() {
+            Ok(bytes) => tracing::debug!(bytes, "paged out the executable's start-up pages"),
+            Err(err) => {
+                tracing::debug!(error = %err, "could not page out the executable's start-up pages")
+            }
+        });
     });
 }
 
