@@ -488,12 +488,7 @@ pub async fn run_routed(
         policy: config.policy.clone(),
         metrics: metrics.clone(),
     });
-    spawn_readiness(
-        &watches,
-        &ctx,
-        config.health.clone(),
-        config.page_out_start_up_code,
-    );
+    spawn_readiness(&watches, &ctx, &config);
     let _counting = AbortOnDrop::from(tokio::spawn(count_objects(
         plugin.clone(),
         watches.jinghzhu_cache.clone(),
@@ -825,7 +820,8 @@ fn track_queue_liveness(
 }
 
 /// Marks the host ready once both caches have had their initial list.
-fn spawn_readiness(watches: &watch::Watches, ctx: &Context, health: Arc<Health>, page_out: bool) {
+fn spawn_readiness(watches: &watch::Watches, ctx: &Context, config: &ControllerConfig) {
+    let (health, page_out) = (config.health.clone(), config.page_out_start_up_code);
     let jinghzhus = readiness::CacheReady::new(&watches.jinghzhu_cache);
     let pods = ctx.pods_ready.clone();
     tokio::spawn(async move {
