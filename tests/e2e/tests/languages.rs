@@ -694,14 +694,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// The process's minor page faults so far (`/proc/self/stat`, field 10).
 fn minor_page_faults() -> Result<u64> {
+    proc_stat_field(7)
+}
+
+/// Field `at` of `/proc/self/stat`, counted from the one after the command
+/// name (which may hold spaces): field 3 is 0.
+fn proc_stat_field(at: usize) -> Result<u64> {
     let stat = std::fs::read_to_string("/proc/self/stat")?;
-    // Fields after the command name (which may hold spaces) start at 3.
     let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
     after_name
         .split_whitespace()
-        .nth(7)
+        .nth(at)
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no minflt field in /proc/self/stat"))
+        .ok_or_else(|| anyhow::anyhow!("no field {} in /proc/self/stat", at + 3))
 }
 
 /// The process's resident set (`VmRSS` of `/proc/self/status`), KiB.
@@ -1058,14 +1063,7 @@ fn concurrent_calls_side_by_side() -> Result<()> {
 /// The CPU time (user + system) of this process so far
 /// (`/proc/self/stat`, fields 14 and 15, in clock ticks of 10 ms).
 fn process_cpu() -> Result<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |at: usize| -> Result<u64> {
-        fields
-            .get(at)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("no CPU field {at} in /proc/self/stat"))
-    };
-    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+    Ok(Duration::from_millis(
+        (proc_stat_field(11)? + proc_stat_field(12)?) * 10,
+    ))
 }
