@@ -54,6 +54,7 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,9 @@ pub struct Expectations {
     timeout: Duration,
     pending: Mutex<State>,
     report: OnceLock<Report>,
+    /// Pod watch events applied to the pod cache so far (see
+    /// [`Expectations::pod_event_applied`]): what a snapshot includes.
+    pod_events: AtomicU64,
 }
 
 /// Where waits are counted once [`Expectations::report_to`] was called.
@@ -202,14 +206,27 @@ struct Pending {
     /// Of `deletes`, deletes whose outcome is unknown (sent, no answer).
     maybe_deleted: HashSet<String>,
     since: Option<Instant>,
-    /// Pods that left the pod watch's selection alive (a label removed):
-    /// UID → (name, looked at yet, held until). Held until the cache shows
-    /// them again, a read shows them deleted, or the instant passes.
-    strays: HashMap<String, (String, bool, Instant)>,
+    /// Pods that left the pod watch's selection alive (a label removed),
+    /// by UID. Held until a snapshot read after they left shows them
+    /// again, a read shows them deleted, or the hold passes.
+    strays: HashMap<String, Stray>,
     /// When a reconcile was first held back by this entry.
     waiting_since: Option<Instant>,
     /// When this wait was last logged at info.
     logged: Option<Instant>,
+}
+
+/// A pod that left the pod watch's selection alive.
+#[derive(Debug)]
+struct Stray {
+    name: String,
+    /// Returned by [`Expectations::take_strays`] already.
+    looked_at: bool,
+    until: Instant,
+    /// The pod event that dropped it from the cache (its number in
+    /// [`Expectations::pod_events_applied`]): a snapshot read before that
+    /// event was applied still shows the pod, and must not end the hold.
+    left_at_event: u64,
 }
 
 impl Pending {
@@ -235,7 +252,21 @@ impl Expectations {
             timeout,
             pending: Mutex::new(State::default()),
             report: OnceLock::new(),
+            pod_events: AtomicU64::new(0),
         }
+    }
+
+    /// Counts one pod watch event as applied to the pod cache and its owner
+    /// index. Called by the pod watch after each event, in order.
+    pub fn pod_event_applied(&self) {
+        self.pod_events.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Pod watch events applied so far. A reconcile reads this before its
+    /// snapshot of the cache, and hands it to [`Expectations::check_as_of`]:
+    /// the snapshot shows at least what those events did.
+    pub fn pod_events_applied(&self) -> u64 {
+        self.pod_events.load(Ordering::SeqCst)
     }
 
     /// Counts waits in `waiting` (objects held back now) and expectations
@@ -433,11 +464,20 @@ impl Expectations {
     /// labels restored, see `controller::strays`), a read shows it gone
     /// ([`Expectations::stray_settled`]), or `hold` has passed, so a pod
     /// that is still running is never replaced for a lost label.
+    ///
+    /// Called while the event that drops the pod is applied, before the
+    /// cache drops it: the event is number `pod_events_applied() + 1`.
     pub fn stray(&self, owner: &str, uid: &str, name: &str, hold: Duration) {
+        let left_at_event = self.pod_events_applied() + 1;
         self.with_pending(owner, |p| {
             p.strays.insert(
                 uid.to_string(),
-                (name.to_string(), false, Instant::now() + hold),
+                Stray {
+                    name: name.to_string(),
+                    looked_at: false,
+                    until: Instant::now() + hold,
+                    left_at_event,
+                },
             );
         });
     }
@@ -450,10 +490,10 @@ impl Expectations {
         };
         p.strays
             .iter_mut()
-            .filter(|(_, (_, seen, _))| !*seen)
-            .map(|(uid, (name, seen, _))| {
-                *seen = true;
-                (uid.clone(), name.clone())
+            .filter(|(_, stray)| !stray.looked_at)
+            .map(|(uid, stray)| {
+                stray.looked_at = true;
+                (uid.clone(), stray.name.clone())
             })
             .collect()
     }
@@ -478,6 +518,19 @@ impl Expectations {
     /// `owner` have been held back and whether to log it now. A `Waiting`
     /// answer counts as a held-back reconcile.
     pub fn check(&self, owner: &str, cached: impl Fn(&str) -> Option<bool>) -> Check {
+        self.check_as_of(owner, u64::MAX, cached)
+    }
+
+    /// [`Expectations::check`] against a snapshot read once `events` pod
+    /// events were applied ([`Expectations::pod_events_applied`]): a stray
+    /// that left the cache after the snapshot was read is still held, even
+    /// though the snapshot shows its pod.
+    pub fn check_as_of(
+        &self,
+        owner: &str,
+        events: u64,
+        cached: impl Fn(&str) -> Option<bool>,
+    ) -> Check {
         let mut state = self.lock();
         let Some(p) = state.owners.get_mut(owner) else {
             return Check::Satisfied;
@@ -487,8 +540,10 @@ impl Expectations {
         let deletes = &p.deletes;
         p.maybe_deleted.retain(|uid| deletes.contains(uid));
         let now = Instant::now();
-        p.strays
-            .retain(|uid, (_, _, until)| cached(uid).is_none() && now < *until);
+        p.strays.retain(|uid, stray| {
+            let back = events >= stray.left_at_event && cached(uid).is_some();
+            !back && now < stray.until
+        });
         let expired = p
             .since
             .is_some_and(|since| now.saturating_duration_since(since) > self.timeout);

@@ -236,6 +236,8 @@ struct Object {
     key: String,
     /// The pods it controls, from the owner index.
     pods: Vec<Pod>,
+    /// Pod watch events the cache had applied before `pods` was read.
+    pod_events: u64,
 }
 
 /// Step 1: the object as cached now and the pods it owns, once the pod
@@ -264,8 +266,15 @@ async fn read_object(
         ctx.objects.forget(&uid);
         return Ok(None);
     }
+    let pod_events = ctx.objects.expectations.pod_events_applied();
     let pods = ctx.pod_owners.owned_pods(&ctx.pods, jz.as_ref());
-    Ok(Some(Object { jz, uid, key, pods }))
+    Ok(Some(Object {
+        jz,
+        uid,
+        key,
+        pods,
+        pod_events,
+    }))
 }
 
 /// Step 1, continued: creates and deletes of this object whose outcome is
@@ -338,7 +347,7 @@ fn wait_for_own_changes(ctx: &Context, object: &Object) -> Option<Action> {
         &ctx.metrics.expectations_waiting,
         &ctx.metrics.expectation_timeouts,
     );
-    let waiting = match pending_own_changes(expectations, &object.uid, &object.pods) {
+    let waiting = match pending_own_changes(expectations, object) {
         Check::Satisfied => return None,
         Check::TimedOut(waiting) => {
             tracing::warn!(
@@ -376,12 +385,15 @@ fn wait_for_own_changes(ctx: &Context, object: &Object) -> Option<Action> {
 
 /// Whether `pods` (the object `uid`'s pods as cached) show every create and
 /// delete we made for it.
-fn pending_own_changes(expectations: &Expectations, uid: &str, pods: &[Pod]) -> Check {
-    let uid_state: HashMap<String, bool> = pods
+fn pending_own_changes(expectations: &Expectations, object: &Object) -> Check {
+    let uid_state: HashMap<String, bool> = object
+        .pods
         .iter()
         .filter_map(|p| Some((p.uid()?, p.metadata.deletion_timestamp.is_some())))
         .collect();
-    expectations.check(uid, |pod| uid_state.get(pod).copied())
+    expectations.check_as_of(&object.uid, object.pod_events, |pod| {
+        uid_state.get(pod).copied()
+    })
 }
 
 /// Step 1, last: the user's own template must pass the floor of every mode
@@ -750,23 +762,60 @@ mod tests {
         pod
     }
 
+    fn owner_with(pods: Vec<Pod>, pod_events: u64) -> Object {
+        Object {
+            jz: Arc::new(web("owner", 1)),
+            uid: "owner".into(),
+            key: "default/web".into(),
+            pods,
+            pod_events,
+        }
+    }
+
     #[test]
     fn a_reconcile_waits_until_the_cache_shows_its_own_creates() {
         let expectations = Expectations::new(Duration::from_secs(300));
         assert_eq!(
-            pending_own_changes(&expectations, "owner", &[]),
+            pending_own_changes(&expectations, &owner_with(vec![], 0)),
             Check::Satisfied
         );
         expectations.expect_creations("owner", 1);
         expectations.created("owner", "pod-1");
-        let Check::Waiting(waiting) = pending_own_changes(&expectations, "owner", &[]) else {
+        let Check::Waiting(waiting) = pending_own_changes(&expectations, &owner_with(vec![], 0))
+        else {
             panic!("the pod is not cached yet");
         };
         assert_eq!((waiting.creates, waiting.deletes), (1, 0));
         assert_eq!(
-            pending_own_changes(&expectations, "owner", &[pod("pod-1")]),
+            pending_own_changes(&expectations, &owner_with(vec![pod("pod-1")], 0)),
             Check::Satisfied
         );
+    }
+
+    #[test]
+    fn a_snapshot_read_before_a_pod_left_does_not_end_its_stray_hold() {
+        let expectations = Expectations::new(Duration::from_secs(300));
+        let read_before = expectations.pod_events_applied();
+        // The pod leaves the watch's selection after the snapshot was read.
+        expectations.stray("owner", "pod-1", "web-a", Duration::from_secs(30));
+        expectations.pod_event_applied();
+        let stale = owner_with(vec![pod("pod-1")], read_before);
+        assert!(
+            matches!(
+                pending_own_changes(&expectations, &stale),
+                Check::Waiting(_)
+            ),
+            "the stale snapshot still shows the pod: held"
+        );
+        let gone = owner_with(vec![], expectations.pod_events_applied());
+        assert!(matches!(
+            pending_own_changes(&expectations, &gone),
+            Check::Waiting(_)
+        ));
+        // The pod comes back (its labels restored): a later snapshot ends it.
+        expectations.pod_event_applied();
+        let back = owner_with(vec![pod("pod-1")], expectations.pod_events_applied());
+        assert_eq!(pending_own_changes(&expectations, &back), Check::Satisfied);
     }
 
     #[test]

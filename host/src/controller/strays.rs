@@ -20,7 +20,10 @@
 //! reconcile (leadership or the shard's hold), the
 //! `wasm_operator_pods_relabelled_total` counter goes up and a
 //! `PodLabelsRestored` Warning Event on the Jinghzhu names the rule. The
-//! hold ends when the cache shows the pod again (or after [`STRAY_HOLD`]).
+//! hold ends when the cache shows the pod again (or after [`STRAY_HOLD`]):
+//! in a snapshot read after the pod left, never in one a reconcile read
+//! just before (that one still shows the pod, and ended the hold of a pod
+//! that left while the reconcile ran, which was then replaced).
 //! A cached pod of the object whose labels are wrong but still selected
 //! (moved to another shard this replica holds too) is relabelled the same
 //! way. A shard label removed is also written back by the shard labeller

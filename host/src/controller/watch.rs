@@ -400,6 +400,7 @@ impl PodEvents {
                 }
             }
         }
+        expectations.pod_event_applied();
     }
 
     /// Drops what the list under way had buffered (a failed or refused list,
