@@ -147,6 +147,9 @@ impl Driver {
         if self.role != PluginMode::Active {
             return Offer::Serve;
         }
+        if !self.judge.here() {
+            self.read_judge_decision().await;
+        }
         let decided = judged(self.last_seen.as_deref(), plugin.digest()).map(|r| r.phase.clone());
         match decided.as_deref() {
             Some("Promoted") => return Offer::Serve,
@@ -171,6 +174,21 @@ impl Driver {
                     .await;
                 Offer::Refused
             }
+        }
+    }
+
+    /// Reads the resource (its status: the judge's decisions) afresh into
+    /// `last_seen`. The watch's events wait while new bytes are vetted, so
+    /// what it last showed can be older than the judge's abort of the very
+    /// canary being offered: a follower that went by it started a canary
+    /// the fleet had aborted and routed its share of objects to it until
+    /// the next event came. On a failed read the last seen stays.
+    async fn read_judge_decision(&mut self) {
+        let api: kube::Api<JinghzhuPlugin> = kube::Api::all(self.client.clone());
+        match api.get_status(&self.name).await {
+            Ok(fresh) => self.last_seen = Some(Arc::new(fresh)),
+            Err(err) => tracing::debug!(resource = %self.name, error = %err,
+                "reading the judge's decision before a canary failed; going by the last seen"),
         }
     }
 

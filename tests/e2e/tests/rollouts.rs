@@ -86,6 +86,13 @@ async fn every_object_on(team: &TestEnv, plugin: &[u8]) -> anyhow::Result<()> {
     .await
 }
 
+/// The canary (digest) a replica routes part of `team`'s objects to, if any.
+fn canary_on(team: &TestEnv) -> impl Fn(&TenantHost) -> Option<String> {
+    let mut jz = wasm_operator::crd::Jinghzhu::new("web-0", Default::default());
+    jz.metadata.namespace = Some(team.namespace.clone());
+    move |host| host.router.route(&jz).slot.rollout_view().map(|v| v.canary)
+}
+
 /// The `reconciledBy` of each healthy object.
 async fn stamps(env: &TestEnv) -> anyhow::Result<HashMap<String, String>> {
     Ok(env
@@ -261,14 +268,15 @@ async fn abort_v3(
     let name = team.namespace.clone();
     let offered = Instant::now();
     replace_configmap(team, v3.to_vec()).await?;
+    let canary_of = canary_on(team);
     let mut first_failure = None;
-    let aborted = loop {
+    let (aborted, canaries_at_abort) = loop {
         if first_failure.is_none() && errors(replicas, v3) > 0 {
             first_failure = Some(Instant::now());
         }
         let rollout = rollout_of(resources, &name).await?;
         if let Some(r) = rollout.filter(|r| r.phase == "Aborted") {
-            break r;
+            break (r, replicas.iter().map(&canary_of).collect::<Vec<_>>());
         }
         anyhow::ensure!(
             offered.elapsed() < CONVERGE,
@@ -308,6 +316,26 @@ async fn abort_v3(
         "every object back on v2 {} ms after the abort was seen",
         back.elapsed().as_millis()
     );
+    // Each replica has followed the abort (none routes to v3), and none that
+    // had no canary when the abort was seen took v3 up after it.
+    let following = Instant::now();
+    loop {
+        let now: Vec<Option<String>> = replicas.iter().map(&canary_of).collect();
+        for (at_abort, now) in canaries_at_abort.iter().zip(&now) {
+            anyhow::ensure!(
+                at_abort.is_some() || now.is_none(),
+                "a replica started the canary {now:?} after the judge aborted it"
+            );
+        }
+        if now.iter().all(Option::is_none) {
+            break;
+        }
+        anyhow::ensure!(
+            following.elapsed() < CONVERGE,
+            "a replica still routes to the aborted canary: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let after_abort = calls(replicas, v3);
     assert!(after_abort > 0, "v3 served its cohort before the abort");
     for object in healthy {
