@@ -17,26 +17,9 @@ repo=$(pwd)
 cargo build --quiet -p wasm-operator -p local-control-plane
 wasm_operator="$repo/target/debug/wasm-operator"
 
-work=$(mktemp -d -t wasm-operator-new-plugin.XXXXXX)
-cp_pid=""; host_pid=""
-cleanup() {
-    [[ -n "$host_pid" ]] && kill "$host_pid" 2>/dev/null && wait "$host_pid" 2>/dev/null || true
-    [[ -n "$cp_pid" ]] && kill "$cp_pid" 2>/dev/null && wait "$cp_pid" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-echo "==> starting a local control plane (not timed)"
-target/debug/local-control-plane up --kubeconfig-out "$work/kubeconfig" >"$work/cp.out" 2>"$work/cp.err" &
-cp_pid=$!
-for _ in $(seq 1 600); do
-    grep -q '^ready' "$work/cp.out" 2>/dev/null && break
-    kill -0 "$cp_pid" 2>/dev/null || { cat "$work/cp.err" >&2; exit 1; }
-    sleep 0.2
-done
-grep -q '^ready' "$work/cp.out" || { echo "the control plane did not start" >&2; exit 1; }
-export KUBECONFIG="$work/kubeconfig"
-export PATH="$(sed -n 's/^export PATH=\([^:]*\):.*/\1/p' "$work/cp.out"):$PATH"
+source examples/lib/local-control-plane.sh
+start_work new-plugin
+start_control_plane target/debug/local-control-plane
 "$wasm_operator" crd | kubectl apply -f - >/dev/null
 kubectl wait --for=condition=Established crd/jinghzhus.jinghzhu.io --timeout=60s >/dev/null
 

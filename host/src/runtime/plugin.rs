@@ -157,9 +157,10 @@ impl LoadedPlugin {
         source: &str,
         outcome: LoadOutcome,
     ) -> Result<Self, LoadError> {
-        let gate = match config.call_turns {
-            true => CallGate::for_initial_memory(pre.initial_memory_bytes()),
-            false => CallGate::open(),
+        let gate = if config.call_turns {
+            CallGate::for_initial_memory(pre.initial_memory_bytes())
+        } else {
+            CallGate::open()
         };
         let mut plugin = LoadedPlugin {
             pre,
