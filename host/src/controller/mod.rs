@@ -310,6 +310,7 @@ fn start_shard_tasks(
         labeller.ready(),
         watches.jinghzhu_cache.clone(),
         objects.clone(),
+        config.page_out_start_up_code,
     )));
     Some((labeller, AbortOnDrop::from(sync)))
 }
@@ -819,9 +820,12 @@ fn track_queue_liveness(
     });
 }
 
-/// Marks the host ready once both caches have had their initial list.
+/// Marks the host ready once both caches have had their initial list (and,
+/// unsharded, gives the start-up pages back then; a sharded replica does
+/// so once its first shard turns active, see [`shard_sync`]).
 fn spawn_readiness(watches: &watch::Watches, ctx: &Context, config: &ControllerConfig) {
-    let (health, page_out) = (config.health.clone(), config.page_out_start_up_code);
+    let health = config.health.clone();
+    let page_out = config.page_out_start_up_code && config.shards.is_none();
     let jinghzhus = readiness::CacheReady::new(&watches.jinghzhu_cache);
     let pods = ctx.pods_ready.clone();
     tokio::spawn(async move {
@@ -854,7 +858,8 @@ fn page_out_start_up_code() {
 /// taken shard active once both caches show a list taken after the take
 /// (and, the first time, once the labeller has labelled what an unsharded
 /// host left unlabelled). Forgets what was kept for objects of shards
-/// handed over, and keeps the per-shard object gauge.
+/// handed over, and keeps the per-shard object gauge. With `page_out`, the
+/// first shard turned active gives the start-up pages back.
 async fn shard_sync(
     shards: Shards,
     selection: tokio::sync::watch::Sender<watch::Selection>,
@@ -862,6 +867,7 @@ async fn shard_sync(
     mut labelled: tokio::sync::watch::Receiver<bool>,
     cache: kube::runtime::reflector::Store<Jinghzhu>,
     objects: Arc<PerObject>,
+    page_out: bool,
 ) {
     use std::collections::BTreeSet;
     if labelled.wait_for(|ready| *ready).await.is_err() {
@@ -910,8 +916,15 @@ async fn shard_sync(
             && *pod_synced.borrow_and_update() >= generation
         {
             for (shard, (phase, term, acquired)) in &held {
-                if *phase == crate::shards::Phase::Syncing && *acquired <= restarted_at {
-                    shards.mark_active(*shard, *term);
+                if *phase == crate::shards::Phase::Syncing
+                    && *acquired <= restarted_at
+                    && shards.mark_active(*shard, *term)
+                    && page_out
+                {
+                    // Ready with no shard held, a replica has yet to take its
+                    // shards and start the labeller: its start-up pages go
+                    // back once that is done, not at its first ready.
+                    page_out_start_up_code();
                 }
             }
         }
