@@ -78,15 +78,7 @@ impl OwnerIndex {
     /// Follows one event of the pod watch.
     pub fn observe(&self, event: &watcher::Event<Pod>) {
         match event {
-            watcher::Event::Apply(pod) => {
-                if let Some(owner) = controller_uid(pod) {
-                    let mut index = lock(&self.by_owner);
-                    index
-                        .entry(owner)
-                        .or_default()
-                        .insert(ObjectRef::from_obj(pod));
-                }
-            }
+            watcher::Event::Apply(pod) => add(&mut lock(&self.by_owner), pod),
             watcher::Event::Delete(pod) => {
                 if let Some(owner) = controller_uid(pod) {
                     let mut index = lock(&self.by_owner);
@@ -100,13 +92,8 @@ impl OwnerIndex {
             }
             watcher::Event::Init => *lock(&self.relisting) = Some(HashMap::new()),
             watcher::Event::InitApply(pod) => {
-                if let (Some(owner), Some(index)) =
-                    (controller_uid(pod), lock(&self.relisting).as_mut())
-                {
-                    index
-                        .entry(owner)
-                        .or_default()
-                        .insert(ObjectRef::from_obj(pod));
+                if let Some(index) = lock(&self.relisting).as_mut() {
+                    add(index, pod);
                 }
             }
             watcher::Event::InitDone => {
@@ -123,6 +110,16 @@ impl OwnerIndex {
             .get(uid)
             .map(|pods| pods.iter().cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+/// Adds `pod` under its controlling owner (nothing without one).
+fn add(index: &mut HashMap<String, HashSet<ObjectRef<Pod>>>, pod: &Pod) {
+    if let Some(owner) = controller_uid(pod) {
+        index
+            .entry(owner)
+            .or_default()
+            .insert(ObjectRef::from_obj(pod));
     }
 }
 
