@@ -168,7 +168,7 @@ pub fn owner_triggers(
 /// An instant before the scheduler's queue is made, for the owners to
 /// queue at once. The queue (tokio's `DelayQueue`) rounds a deadline up to
 /// the next millisecond and hands out an entry due "now" only when its
-/// timer fires (1 to 4 ms after the event, measured at N = 1000); an entry
+/// timer fires (1 to 5 ms after the event, measured at N = 1000); an entry
 /// due before the queue began has "already been reached" and is handed out
 /// at its next poll. Entries keep their order and owners still merge: an
 /// owner waiting for its window is pulled forward, as by any earlier time.
