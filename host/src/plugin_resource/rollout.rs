@@ -32,6 +32,10 @@ pub const ROLLOUT_TICK: Duration = Duration::from_secs(1);
 /// The shortest time between two writes of a replica's figures.
 pub const FIGURES_INTERVAL: Duration = Duration::from_secs(2);
 
+/// The longest a follower waits for its fresh read of the judge's decision
+/// before it starts a canary.
+pub const JUDGE_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Judged steps kept in `status.rollout.history`.
 pub const HISTORY_KEPT: usize = 32;
 
@@ -182,13 +186,17 @@ impl Driver {
     /// what it last showed can be older than the judge's abort of the very
     /// canary being offered: a follower that went by it started a canary
     /// the fleet had aborted and routed its share of objects to it until
-    /// the next event came. On a failed read the last seen stays.
+    /// the next event came. On a failed read, or one that takes longer than
+    /// [`JUDGE_READ_TIMEOUT`] (the client's own waits and retries run to
+    /// minutes), the last seen stays.
     async fn read_judge_decision(&mut self) {
         let api: kube::Api<JinghzhuPlugin> = kube::Api::all(self.client.clone());
-        match api.get_status(&self.name).await {
-            Ok(fresh) => self.last_seen = Some(Arc::new(fresh)),
-            Err(err) => tracing::debug!(resource = %self.name, error = %err,
+        match tokio::time::timeout(JUDGE_READ_TIMEOUT, api.get_status(&self.name)).await {
+            Ok(Ok(fresh)) => self.last_seen = Some(Arc::new(fresh)),
+            Ok(Err(err)) => tracing::debug!(resource = %self.name, error = %err,
                 "reading the judge's decision before a canary failed; going by the last seen"),
+            Err(_) => tracing::debug!(resource = %self.name,
+                "reading the judge's decision before a canary timed out; going by the last seen"),
         }
     }
 
