@@ -16,8 +16,8 @@
 //! and each is decoded straight into what reconciles and plugins read
 //! ([`CachedPod`]): its metadata without `managedFields`, its phase and its
 //! `Ready` condition. The spec and the rest of the status are most of a
-//! pod's size and nothing here reads them. Every pod event updates the pod
-//! cache, then the [`OwnerIndex`] next to it, then the expectations of its
+//! pod's size and nothing here reads them. Every pod event updates the
+//! [`OwnerIndex`], then the pod cache next to it, then the expectations of its
 //! controlling Jinghzhu (a pod seen for the first time, one gone), in that
 //! order (see [`PodEvents`]); a pod that leaves the selection alive (a label
 //! removed) holds its owner first ([`super::strays`]); a deleted
@@ -341,11 +341,15 @@ impl Watches {
     }
 }
 
-/// Applies each pod watch event to the pod cache, then the owner index,
+/// Applies each pod watch event to the owner index, then the pod cache,
 /// then the expectations, in that order. A reconcile reads the index, then
 /// the cache, then checks its expectations; so an expectation may be
 /// released only once the index and the cache show the pod that releases
-/// it. (Released first, as when this ran before the cache's update, a
+/// it. The cache comes after the index because the cache's first `InitDone`
+/// makes it ready: with the cache first, a reconcile that had waited for
+/// it read the index still empty, saw no pods and created all of them
+/// again (a restart test caught 38 pods for 30). Between the two, a
+/// reconcile sees only the pods both show, in either order. (Released first, as when this ran before the cache's update, a
 /// reconcile in between found its expectations met but not the new pod,
 /// and created it again: a double create the sharded kill test caught.)
 /// An answered create is released only by a reconcile whose snapshot
@@ -379,8 +383,11 @@ impl PodEvents {
         {
             expectations.stray(owner, &uid, &pod.name_any(), super::strays::STRAY_HOLD);
         }
-        self.writer.apply_watcher_event(event);
+        // The index first: the writer's first `InitDone` marks the cache
+        // ready, and a reconcile waiting for that must find the index
+        // holding the list too.
         self.owners.apply_watcher_event(event);
+        self.writer.apply_watcher_event(event);
         match event {
             E::Apply(_) => {
                 if let Some((owner, uid)) = arrived {
