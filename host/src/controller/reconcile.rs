@@ -461,6 +461,7 @@ async fn call_plugin<'m>(
         Err(err) => err,
     };
     slot.record_for_rollout(&object.uid, &digest, Sample::Failed, call.latency());
+    check_with_stable(ctx, slot, object, &digest, false);
     if matches!(err, PluginError::OutputTooLarge(_)) {
         reclaim::release_free_memory();
     }
@@ -514,10 +515,29 @@ fn check_proposal(
                 reclaim::release_free_memory();
             }
             slot.record_for_rollout(&object.uid, digest, Sample::Rejected, call.latency());
+            check_with_stable(ctx, slot, object, digest, true);
             call.outcome(PluginOutcome::Rejected);
             Err(reject(ctx, &object.jz, &object.key, digest, &rejection))
         }
     }
+}
+
+/// A canary's failure (`refused`: its refused proposal) on `object` goes
+/// to the stable plugin on the same input, so the rollout's judge charges
+/// the canary only with failures that are its own.
+fn check_with_stable(
+    ctx: &Context,
+    slot: &ActivePlugin,
+    object: &Object,
+    digest: &str,
+    refused: bool,
+) {
+    slot.check_with_stable(
+        (&object.jz, &object.pods),
+        (&object.key, &object.uid, digest),
+        refused,
+        (&ctx.limits, &ctx.policy),
+    );
 }
 
 /// Whether `proposal` leaves the object converged: nothing to create or

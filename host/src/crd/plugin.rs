@@ -90,7 +90,8 @@ pub struct RolloutSpec {
     #[schemars(range(min = 1, max = 86400))]
     #[schemars(extend("format" = "int64"))]
     pub step_seconds: u32,
-    /// Fewest canary reconciles in a step before it is judged.
+    /// Fewest canary reconciles in a step before it is judged; a cohort of
+    /// fewer objects needs each of its objects reconciled once.
     #[serde(default = "default_min_reconciles")]
     #[schemars(range(min = 1, max = 1000000))]
     #[schemars(extend("format" = "int64"))]
@@ -122,8 +123,9 @@ pub struct RolloutSpec {
     #[schemars(range(min = 0, max = 10000))]
     #[schemars(extend("format" = "int64"))]
     pub max_latency_increase_percent: u32,
-    /// An object stops converging when none of its reconciles in a step
-    /// left it converged for this long.
+    /// An object stops converging when its reconciles have left it short
+    /// of converged for this long (at most half a step: a step cannot pass
+    /// with its cohort stuck).
     #[serde(default = "default_stall_seconds")]
     #[schemars(range(min = 1, max = 86400))]
     #[schemars(extend("format" = "int64"))]
@@ -237,6 +239,11 @@ pub struct RolloutStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub history: Vec<RolloutStepRecord>,
+    /// The `jinghzhu.io/rollout-action` annotation last acted on, or
+    /// present when this rollout began: never acted on (again) for it, by
+    /// any replica, after a restart either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_action: Option<String>,
 }
 
 /// One judged step of a rollout.
@@ -248,7 +255,7 @@ pub struct RolloutStepRecord {
     /// The cohort in percent.
     #[schemars(extend("format" = "int64"))]
     pub weight: u32,
-    /// `Passed`, `Promoted` or `Aborted`.
+    /// `Passed`, `Empty` (its cohort held no object), `Promoted` or `Aborted`.
     pub verdict: String,
     /// When it was judged (RFC 3339).
     pub time: String,
@@ -286,6 +293,11 @@ pub struct RolloutFigures {
     /// over replicas: the largest).
     #[schemars(schema_with = "count_schema")]
     pub p99_micros: u64,
+    /// The median call latency, in microseconds (summed over replicas: the
+    /// largest); judged where too few calls were made for a p99.
+    #[serde(default)]
+    #[schemars(schema_with = "count_schema")]
+    pub p50_micros: u64,
     /// Canary proposals the stable shadow was compared with.
     #[schemars(schema_with = "count_schema")]
     pub compared: u64,
@@ -305,6 +317,7 @@ impl RolloutFigures {
         self.writes = self.writes.saturating_add(other.writes);
         self.stalled = self.stalled.saturating_add(other.stalled);
         self.p99_micros = self.p99_micros.max(other.p99_micros);
+        self.p50_micros = self.p50_micros.max(other.p50_micros);
         self.compared = self.compared.saturating_add(other.compared);
         self.differed = self.differed.saturating_add(other.differed);
     }
@@ -541,6 +554,23 @@ pub struct JinghzhuPluginStatus {
     /// The canary rollout, while one goes on and after it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// The newest version of the plugin this resource has served: an older
+    /// one is refused as a downgrade (unless the host allows downgrades),
+    /// by every replica and after restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_served: Option<ServedVersion>,
+}
+
+/// A plugin version served.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServedVersion {
+    /// The plugin's name (its `info().name`).
+    pub name: String,
+    /// Its version (`info().version`).
+    pub version: String,
+    /// The digest that served it.
+    pub digest: String,
 }
 
 /// One condition (the shape of `metav1.Condition`).

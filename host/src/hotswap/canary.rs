@@ -27,6 +27,7 @@ pub use super::criteria::AbortReason;
 use super::criteria::{self, Thresholds};
 use super::figures::{Sample, Tally};
 use super::shadow::ShadowQueue;
+use super::stable_check::{self, StableCheck};
 use crate::crd::plugin::RolloutFigures;
 use crate::runtime::LoadedPlugin;
 
@@ -84,8 +85,17 @@ impl Strategy {
 pub enum Verdict {
     /// Not yet judged: held for its duration or for more reconciles.
     Hold,
-    /// Passed: the next step, with this weight.
-    Advance(u32),
+    /// Held past twice its duration without the reconciles it needs to be
+    /// judged (no object reconciled at all): it waits, and says so.
+    Starved,
+    /// Passed: the next step, with this weight (`empty`: the step's cohort
+    /// held no object, so there was nothing to judge).
+    Advance {
+        /// The next step's cohort, in percent.
+        weight: u32,
+        /// The step passed had no object in its cohort.
+        empty: bool,
+    },
     /// Passed the last step: the canary becomes the stable plugin.
     Promote,
     /// Failed: back to the stable plugin.
@@ -101,6 +111,9 @@ pub struct Canary {
     /// The stable plugin as a shadow on the cohort (`shadowStable`), and
     /// the comparisons it reports (true: the proposals differed).
     pub stable_shadow: Option<(ShadowQueue, mpsc::Receiver<bool>)>,
+    /// The stable plugin run on the inputs the canary fails on, and its
+    /// verdicts (see [`super::stable_check`]); none without a stable plugin.
+    pub stable_check: Option<(StableCheck, mpsc::Receiver<stable_check::Verdict>)>,
 }
 
 impl std::fmt::Debug for Canary {
@@ -113,11 +126,13 @@ impl std::fmt::Debug for Canary {
 }
 
 impl Canary {
-    /// A rollout of `plugin` over the stable plugin `stable` (its digest),
-    /// its first step starting now; `excused` were failing under stable.
+    /// A rollout of `plugin` over the stable plugin `stable` (its digest;
+    /// the plugin itself where this replica has it, for the failure
+    /// checks), its first step starting now; `excused` were failing under
+    /// stable.
     pub fn start(
         plugin: Arc<LoadedPlugin>,
-        stable: String,
+        (stable, stable_plugin): (String, Option<Arc<LoadedPlugin>>),
         strategy: Strategy,
         excused: HashSet<String>,
     ) -> Self {
@@ -126,18 +141,31 @@ impl Canary {
             plugin,
             steps: Steps::start(canary, stable, strategy, excused),
             stable_shadow: None,
+            stable_check: stable_plugin.map(StableCheck::start),
         }
     }
 
-    /// Counts the stable shadow's comparisons reported so far.
-    pub fn drain_comparisons(&mut self) {
+    /// Counts the stable shadow's comparisons and the stable plugin's
+    /// verdicts on the canary's failures reported so far.
+    pub fn drain_reports(&mut self) {
         if let Some((_, verdicts)) = self.stable_shadow.as_mut() {
             while let Ok(differed) = verdicts.try_recv() {
                 self.steps.canary_tally.record_comparison(differed);
             }
         }
+        if let Some((_, verdicts)) = self.stable_check.as_mut() {
+            while let Ok(verdict) = verdicts.try_recv() {
+                self.steps
+                    .canary_tally
+                    .settle(&verdict.uid, verdict.refused, verdict.shared);
+            }
+        }
     }
 }
+
+/// The shortest stall bound: an object short of converged this long in a
+/// step counts as stalled, however short the step.
+pub const MIN_STALL: Duration = Duration::from_secs(2);
 
 /// The steps of a rollout, and the outcomes of the one going on.
 #[derive(Debug)]
@@ -150,8 +178,15 @@ pub struct Steps {
     step_started: Instant,
     canary_tally: Tally,
     stable_tally: Tally,
-    /// Objects failing under the stable plugin when the rollout began.
+    /// Objects failing under the stable plugin when the rollout or its
+    /// step began: their failures are their input's, on neither side.
     excused: HashSet<String>,
+    /// The stable plugin's fleet figures of the last step it served
+    /// objects in: what the canary is held to where the stable plugin
+    /// serves none (the 100% step).
+    baseline: Option<RolloutFigures>,
+    /// The step whose starvation was reported already.
+    starved_reported: Option<usize>,
     /// Held at its step (`spec.rollout.paused`).
     pub paused: bool,
 }
@@ -170,9 +205,11 @@ impl Steps {
             strategy: strategy.normalized(),
             step: 0,
             step_started: Instant::now(),
-            canary_tally: Tally::default(),
+            canary_tally: Tally::fair(),
             stable_tally: Tally::default(),
             excused,
+            baseline: None,
+            starved_reported: None,
             paused: false,
         }
     }
@@ -192,10 +229,15 @@ impl Steps {
         in_cohort(uid, self.weight())
     }
 
+    /// The canary's digest.
+    pub fn canary(&self) -> &str {
+        &self.canary
+    }
+
     /// Records a reconcile of `object` by the plugin `digest` (not of an
     /// excused object).
     pub fn record(&mut self, object: &str, digest: &str, sample: Sample, latency: Duration) {
-        // Objects failing under stable when the rollout began count on
+        // Objects failing under stable when the step began count on
         // neither side: the two shares compare like with like.
         if self.excused.contains(object) {
             return;
@@ -208,9 +250,29 @@ impl Steps {
         }
     }
 
+    /// Excuses `objects` (failing under the stable plugin as a step
+    /// begins): from now on they count on neither side.
+    pub fn excuse(&mut self, objects: impl IntoIterator<Item = String>) {
+        for object in objects {
+            self.canary_tally.forget(&object);
+            self.stable_tally.forget(&object);
+            self.excused.insert(object);
+        }
+    }
+
+    /// How long an object may stay short of converged before it is
+    /// stalled: `stallSeconds`, but at most half the step (and at least
+    /// [`MIN_STALL`]), so a step cannot pass with its cohort stuck.
+    pub fn stall_bound(&self) -> Duration {
+        self.strategy
+            .thresholds
+            .stall
+            .min((self.strategy.hold / 2).max(MIN_STALL))
+    }
+
     /// This replica's figures for the step now: the canary's, the stable's.
-    pub fn figures(&self, now: Instant) -> (RolloutFigures, RolloutFigures) {
-        let stall = self.strategy.thresholds.stall;
+    pub fn figures(&mut self, now: Instant) -> (RolloutFigures, RolloutFigures) {
+        let stall = self.stall_bound();
         (
             self.canary_tally.figures(now, stall),
             self.stable_tally.figures(now, stall),
@@ -236,10 +298,23 @@ impl Steps {
         let index = step.saturating_sub(1).min(self.strategy.steps.len() - 1);
         if index > self.step {
             self.step = index;
-            self.step_started = Instant::now().checked_sub(ago).unwrap_or_else(Instant::now);
-            self.canary_tally = Tally::default();
-            self.stable_tally = Tally::default();
+            let now = Instant::now();
+            self.begin_step(now.checked_sub(ago).unwrap_or(now));
         }
+    }
+
+    /// The tallies start again for a step begun at `at`.
+    fn begin_step(&mut self, at: Instant) {
+        self.step_started = at;
+        self.canary_tally = Tally::fair();
+        self.stable_tally = Tally::default();
+    }
+
+    /// The fewest canary reconciles the step needs: `minReconciles`, or
+    /// one per object of a smaller cohort (every object of a quiet fleet is
+    /// reconciled once as a step begins, and no more).
+    fn min_reconciles(&self, canary: &RolloutFigures) -> u64 {
+        u64::from(self.strategy.min_reconciles).min(canary.objects.max(1))
     }
 
     /// Judges the step at `now` on this replica's figures plus `others`
@@ -255,15 +330,22 @@ impl Steps {
             canary.add(c);
             stable.add(s);
         }
-        let figures = describe(&canary, &stable);
+        let against = match self.baseline {
+            Some(baseline) if stable.objects == 0 => baseline,
+            _ => stable,
+        };
+        let mut figures = describe(&canary, &stable);
+        if stable.objects == 0 && self.baseline.is_some() {
+            figures.push_str("; the stable plugin's figures of the step before are the baseline");
+        }
         if self.paused {
             return (Verdict::Hold, figures);
         }
-        let min = u64::from(self.strategy.min_reconciles);
+        let min = self.min_reconciles(&canary);
         // A failing canary is aborted as soon as it has been seen enough,
         // without waiting for the step's end.
         if let Some(mut reason) =
-            criteria::failed_criterion(&canary, &stable, &self.strategy.thresholds, min)
+            criteria::failed_criterion(&canary, &against, &self.strategy.thresholds, min)
         {
             let (step, steps) = self.step();
             reason.message = format!(
@@ -273,18 +355,43 @@ impl Steps {
             );
             return (Verdict::Abort(reason), figures);
         }
-        let held = now.saturating_duration_since(self.step_started) >= self.strategy.hold;
-        if canary.reconciles < min || !held {
+        let held_for = now.saturating_duration_since(self.step_started);
+        if held_for < self.strategy.hold {
             return (Verdict::Hold, figures);
         }
-        if self.step + 1 >= self.strategy.steps.len() {
+        let last = self.step + 1 >= self.strategy.steps.len();
+        let empty = canary.objects == 0 && stable.objects > 0 && !last;
+        if canary.reconciles < min && !empty {
+            let starved = held_for >= self.strategy.hold * 2;
+            return (
+                if starved {
+                    Verdict::Starved
+                } else {
+                    Verdict::Hold
+                },
+                figures,
+            );
+        }
+        if last {
             return (Verdict::Promote, figures);
         }
+        if stable.objects > 0 {
+            self.baseline = Some(stable);
+        }
         self.step += 1;
-        self.step_started = now;
-        self.canary_tally = Tally::default();
-        self.stable_tally = Tally::default();
-        (Verdict::Advance(self.weight()), figures)
+        self.begin_step(now);
+        let verdict = Verdict::Advance {
+            weight: self.weight(),
+            empty,
+        };
+        (verdict, figures)
+    }
+
+    /// Whether the starvation of the step now is to be reported (once per step).
+    pub fn report_starved(&mut self) -> bool {
+        let first = self.starved_reported != Some(self.step);
+        self.starved_reported = Some(self.step);
+        first
     }
 }
 
@@ -292,13 +399,14 @@ impl Steps {
 pub fn describe(canary: &RolloutFigures, stable: &RolloutFigures) -> String {
     let side = |f: &RolloutFigures| {
         format!(
-            "{} reconciles of {} objects, {} failing, {} refused, {} writes, {} stalled, p99 {:.1} ms",
+            "{} reconciles of {} objects, {} failing, {} refused, {} writes, {} stalled, p50 {:.1} ms, p99 {:.1} ms",
             f.reconciles,
             f.objects,
             f.failed,
             f.rejected,
             f.writes,
             f.stalled,
+            f.p50_micros as f64 / 1000.0,
             f.p99_micros as f64 / 1000.0
         )
     };
@@ -315,6 +423,7 @@ pub fn describe(canary: &RolloutFigures, stable: &RolloutFigures) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hotswap::figures::CHECK_PATIENCE;
 
     fn uids(n: usize) -> Vec<String> {
         (0..n)
@@ -367,31 +476,36 @@ mod tests {
         steps.record(object, digest, sample, MS);
     }
 
+    fn advance(weight: u32) -> Verdict {
+        Verdict::Advance {
+            weight,
+            empty: false,
+        }
+    }
+
     #[test]
     fn a_step_passes_after_its_hold_and_enough_reconciles_then_promotes() {
         let start = Instant::now();
         let mut steps = steps(&[]);
-        for object in ["a", "b", "c"] {
+        // One object reconciled twice: 2 of the 4 reconciles asked, and the
+        // cohort is not smaller than that.
+        record(&mut steps, "a", "sha256:new", true);
+        record(&mut steps, "a", "sha256:new", true);
+        let later = start + Duration::from_secs(11);
+        for object in ["b", "c"] {
             record(&mut steps, object, "sha256:new", true);
         }
-        let later = start + Duration::from_secs(11);
-        assert_eq!(
-            steps.judge(later, &[]).0,
-            Verdict::Hold,
-            "3 of 4 reconciles"
-        );
-        record(&mut steps, "d", "sha256:new", true);
         assert_eq!(
             steps.judge(start, &[]).0,
             Verdict::Hold,
             "held for its duration"
         );
-        assert_eq!(steps.judge(later, &[]).0, Verdict::Advance(50));
-        for object in ["a", "b", "c", "d"] {
+        assert_eq!(steps.judge(later, &[]).0, advance(50));
+        for object in ["a", "b", "c", "d", "e"] {
             record(&mut steps, object, "sha256:new", true);
         }
         let end = later + Duration::from_secs(11);
-        assert_eq!(steps.judge(end, &[]).0, Verdict::Advance(100));
+        assert_eq!(steps.judge(end, &[]).0, advance(100));
         for object in ["a", "b", "c", "d"] {
             record(&mut steps, object, "sha256:new", true);
         }
@@ -404,7 +518,21 @@ mod tests {
     }
 
     #[test]
-    fn failures_beyond_the_stables_abort_at_once_and_old_failures_are_excused() {
+    fn a_cohort_smaller_than_min_reconciles_needs_each_object_once() {
+        let start = Instant::now();
+        let mut steps = steps(&[]);
+        steps.strategy.min_reconciles = 8;
+        for object in ["a", "b", "c", "d", "e", "f"] {
+            steps.canary_tally.record(object, OK, MS, start);
+        }
+        assert_eq!(
+            steps.judge(start + Duration::from_secs(11), &[]).0,
+            advance(50)
+        );
+    }
+
+    #[test]
+    fn failures_beyond_the_stables_abort_once_charged_and_old_failures_are_excused() {
         let mut steps = steps(&["broken"]);
         // The tenant's object fails under both: not charged to the canary.
         for _ in 0..4 {
@@ -421,8 +549,11 @@ mod tests {
             (4, 0),
             "counted on neither side"
         );
-        // A new failure is the canary's: one in five against none of the stable's.
+        // A new failure waits for the stable plugin's verdict on its input.
         record(&mut steps, "e", "sha256:new", false);
+        assert_eq!(steps.judge(Instant::now(), &[]).0, Verdict::Hold);
+        // Its own: one in five against none of the stable's.
+        steps.canary_tally.settle("e", false, false);
         let Verdict::Abort(reason) = steps.judge(Instant::now(), &[]).0 else {
             panic!("aborted");
         };
@@ -432,6 +563,112 @@ mod tests {
             "{}",
             reason.message
         );
+    }
+
+    #[test]
+    fn failures_the_stable_plugin_shares_on_the_same_input_are_not_charged() {
+        let mut steps = steps(&[]);
+        for object in ["a", "b", "c", "d"] {
+            record(&mut steps, object, "sha256:new", true);
+        }
+        // The author broke three objects' input: every build fails on it.
+        for object in ["x", "y", "z"] {
+            record(&mut steps, object, "sha256:new", false);
+            steps.canary_tally.settle(object, false, true);
+        }
+        let later = Instant::now() + Duration::from_secs(11);
+        assert_eq!(steps.judge(later, &[]).0, advance(50));
+    }
+
+    #[test]
+    fn failing_objects_moving_into_the_cohort_as_a_step_begins_are_excused() {
+        let mut steps = steps(&[]);
+        steps.excuse(["joined".to_string()]);
+        for object in ["a", "b", "c", "d"] {
+            record(&mut steps, object, "sha256:new", true);
+        }
+        record(&mut steps, "joined", "sha256:new", false);
+        let (canary, _) = steps.figures(Instant::now() + CHECK_PATIENCE);
+        assert_eq!((canary.objects, canary.failed), (4, 0));
+    }
+
+    #[test]
+    fn a_stuck_cohort_is_stalled_within_a_short_step() {
+        let start = Instant::now();
+        let mut steps = steps(&[]);
+        steps.strategy.thresholds.stall = Duration::from_secs(15);
+        // Steps of 10 s: stalled after 5 s, not the 15 s asked.
+        assert_eq!(steps.stall_bound(), Duration::from_secs(5));
+        let stuck = Sample::Accepted {
+            writes: 1,
+            converged: false,
+        };
+        for object in ["a", "b", "c", "d"] {
+            steps.canary_tally.record(object, stuck, MS, start);
+        }
+        for object in ["x", "y"] {
+            steps.stable_tally.record(object, OK, MS, start);
+        }
+        let Verdict::Abort(reason) = steps.judge(start + Duration::from_secs(5), &[]).0 else {
+            panic!("aborted before the step could pass");
+        };
+        assert_eq!(reason.rule, "rollout/stalled-objects");
+    }
+
+    #[test]
+    fn an_empty_cohort_moves_on_and_no_traffic_at_all_starves() {
+        let start = Instant::now();
+        let mut steps = steps(&[]);
+        for object in ["x", "y", "z"] {
+            steps.stable_tally.record(object, OK, MS, start);
+        }
+        let held = start + Duration::from_secs(11);
+        assert_eq!(
+            steps.judge(held, &[]).0,
+            Verdict::Advance {
+                weight: 50,
+                empty: true
+            }
+        );
+        // The next step sees no reconcile at all.
+        let later = held + Duration::from_secs(11);
+        assert_eq!(steps.judge(later, &[]).0, Verdict::Hold);
+        assert_eq!(
+            steps.judge(held + Duration::from_secs(20), &[]).0,
+            Verdict::Starved
+        );
+        assert!(steps.report_starved());
+        assert!(!steps.report_starved(), "once per step");
+    }
+
+    #[test]
+    fn the_last_step_is_held_to_the_stable_plugins_figures_of_the_step_before() {
+        let start = Instant::now();
+        let mut steps = steps(&[]);
+        steps.strategy.steps = vec![50, 100];
+        for object in ["a", "b", "c", "d"] {
+            steps.canary_tally.record(object, OK, MS, start);
+            steps
+                .stable_tally
+                .record(&format!("s-{object}"), OK, MS, start);
+        }
+        assert_eq!(
+            steps.judge(start + Duration::from_secs(11), &[]).0,
+            advance(100)
+        );
+        // At 100% nothing is left to the stable plugin; a slow canary is
+        // still compared with what it did the step before.
+        for object in ["a", "b", "c", "d", "e"] {
+            steps
+                .canary_tally
+                .record(object, OK, Duration::from_millis(40), start);
+        }
+        let (verdict, figures) = steps.judge(start + Duration::from_secs(12), &[]);
+        let Verdict::Abort(reason) = verdict else {
+            panic!("aborted: {figures}");
+        };
+        assert_eq!(reason.rule, "rollout/latency");
+        assert!(figures.contains("baseline"), "{figures}");
     }
 
     fn steps_with_healthy_stable() -> Steps {

@@ -57,20 +57,60 @@ fn version_key(version: &str) -> Option<((u64, u64, u64), bool)> {
     parts.next().is_none().then_some((key, pre))
 }
 
-/// Whether `candidate` is an older version of the plugin `serving` (same
-/// name, both versions semantic, the candidate's lower). Other names or
-/// versions that do not parse are not judged.
-pub fn is_downgrade(serving: &LoadedPlugin, candidate: &LoadedPlugin) -> bool {
-    let (old, new) = (serving.info(), candidate.info());
-    if old.name != new.name {
-        return false;
-    }
-    match (version_key(&old.version), version_key(&new.version)) {
+/// Whether version `new` is older than `old` (both semantic; pre-releases
+/// before their release); versions that do not parse are not judged.
+fn is_older(new: &str, old: &str) -> bool {
+    match (version_key(old), version_key(new)) {
         (Some((old, old_pre)), Some((new, new_pre))) => {
             new < old || (new == old && new_pre && !old_pre)
         }
         _ => false,
     }
+}
+
+/// A plugin version that served: its name, version and digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    /// `info().name`.
+    pub name: String,
+    /// `info().version`.
+    pub version: String,
+    /// The digest that served it.
+    pub digest: String,
+}
+
+impl Served {
+    /// What `plugin` is.
+    pub fn of(plugin: &LoadedPlugin) -> Self {
+        Self {
+            name: plugin.info().name.clone(),
+            version: plugin.info().version.clone(),
+            digest: plugin.digest().to_string(),
+        }
+    }
+
+    /// Whether this is an older version of `other`'s plugin.
+    pub fn is_older_than(&self, other: &Served) -> bool {
+        self.name == other.name && is_older(&self.version, &other.version)
+    }
+
+    /// `name@version (sha256:…)`, as plugins describe themselves.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}@{} ({})",
+            self.name,
+            self.version,
+            crate::runtime::short_digest(&self.digest)
+        )
+    }
+}
+
+/// Whether `candidate` is an older version of the plugin that `served`
+/// (same name, both versions semantic, the candidate's lower). Other names
+/// or versions that do not parse are not judged.
+pub fn is_downgrade(served: &Served, candidate: &LoadedPlugin) -> bool {
+    let new = candidate.info();
+    served.name == new.name && is_older(&new.version, &served.version)
 }
 
 /// Checks `bytes` and returns the loaded plugin if it may serve.

@@ -77,6 +77,10 @@ pub const WRITES_SLACK: f64 = 0.5;
 /// Calls each plugin must have made before p99s are compared (a p99 of
 /// fewer is the slowest call, a cold start as likely as a regression).
 pub const LATENCY_MIN_SAMPLES: u64 = 100;
+/// Calls each plugin must have made before medians are compared, where
+/// there are too few for a p99 (a small fleet): one cold start does not
+/// move a median of three.
+pub const LATENCY_MIN_MEDIAN_SAMPLES: u64 = 3;
 /// Microseconds of p99 the canary may exceed the stable's by in any case.
 pub const LATENCY_SLACK_MICROS: f64 = 1000.0;
 
@@ -168,27 +172,40 @@ fn relative(
             ),
         });
     }
-    let sampled = canary.reconciles.min(stable.reconciles) >= LATENCY_MIN_SAMPLES;
-    let (cl, sl) = (canary.p99_micros as f64, stable.p99_micros as f64);
-    if sampled
-        && exceeds(
-            cl,
-            sl,
-            thresholds.max_latency_increase,
-            LATENCY_SLACK_MICROS,
-        )
-    {
-        return Some(AbortReason {
-            rule: "rollout/latency",
-            message: format!(
-                "canary p99 call latency {:.1} ms against the stable's {:.1} ms (allowed increase {:.0}%)",
-                cl / 1000.0,
-                sl / 1000.0,
-                thresholds.max_latency_increase * 100.0
-            ),
-        });
-    }
-    None
+    latency(canary, stable, thresholds)
+}
+
+/// The p99 call latency where both plugins made enough calls for one, else
+/// the median where both made a few (see the sample constants).
+fn latency(
+    canary: &RolloutFigures,
+    stable: &RolloutFigures,
+    thresholds: &Thresholds,
+) -> Option<AbortReason> {
+    let calls = canary.reconciles.min(stable.reconciles);
+    let (name, cl, sl) = if calls >= LATENCY_MIN_SAMPLES {
+        ("p99", canary.p99_micros, stable.p99_micros)
+    } else if calls >= LATENCY_MIN_MEDIAN_SAMPLES {
+        ("median", canary.p50_micros, stable.p50_micros)
+    } else {
+        return None;
+    };
+    let (cl, sl) = (cl as f64, sl as f64);
+    exceeds(
+        cl,
+        sl,
+        thresholds.max_latency_increase,
+        LATENCY_SLACK_MICROS,
+    )
+    .then(|| AbortReason {
+        rule: "rollout/latency",
+        message: format!(
+            "canary {name} call latency {:.1} ms against the stable's {:.1} ms (allowed increase {:.0}%)",
+            cl / 1000.0,
+            sl / 1000.0,
+            thresholds.max_latency_increase * 100.0
+        ),
+    })
 }
 
 /// Whether the canary's figure is above the stable's by more than the
@@ -231,6 +248,7 @@ mod tests {
             accepted: reconciles,
             writes: reconciles,
             p99_micros: 200,
+            p50_micros: 100,
             ..RolloutFigures::default()
         }
     }
@@ -270,11 +288,28 @@ mod tests {
             p99_micros: 5000,
             ..healthy(200)
         };
-        assert_eq!(rule_of(slow, &t), None, "fewer than 100 stable calls");
+        assert_eq!(
+            rule_of(slow, &t),
+            None,
+            "fewer than 100 stable calls: medians"
+        );
         assert_eq!(
             failed_criterion(&slow, &healthy(200), &t, 5).map(|r| r.rule),
             Some("rollout/latency")
         );
+        // A small fleet: too few calls for a p99, enough for a median.
+        let slow_median = RolloutFigures {
+            p50_micros: 4000,
+            ..healthy(4)
+        };
+        let reason = failed_criterion(&slow_median, &healthy(4), &t, 3);
+        assert_eq!(reason.as_ref().map(|r| r.rule), Some("rollout/latency"));
+        assert!(reason.is_some_and(|r| r.message.contains("median")));
+        let two_calls = RolloutFigures {
+            p50_micros: 4000,
+            ..healthy(2)
+        };
+        assert!(failed_criterion(&two_calls, &healthy(2), &t, 2).is_none());
         let differing = RolloutFigures {
             compared: 10,
             differed: 10,

@@ -8,9 +8,14 @@ use std::time::{Duration, Instant};
 
 use crate::crd::plugin::RolloutFigures;
 
-/// Call latencies kept per step for the p99 (the newest; older ones are
-/// overwritten in turn).
+/// Call latencies kept per step for the percentiles (the newest; older
+/// ones are overwritten in turn).
 pub const LATENCY_SAMPLES: usize = 4096;
+
+/// How long a canary's failure or refusal waits for the stable plugin's
+/// verdict on the same input (see [`super::stable_check`]) before it is
+/// charged anyway: a check dropped or slow never hides a failing canary.
+pub const CHECK_PATIENCE: Duration = Duration::from_secs(10);
 
 /// How one reconcile by the plugin ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,23 +35,41 @@ pub enum Sample {
     },
 }
 
+/// Whose fault an object's latest failure (or refused proposal) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blame {
+    /// Its latest call did not fail.
+    None,
+    /// It failed; the stable plugin's verdict on the same input is awaited
+    /// (since then).
+    Pending(Instant),
+    /// It failed where the stable plugin does not: the plugin's own.
+    Charged,
+    /// The stable plugin fails the same way on that input: the input's.
+    Shared,
+}
+
 /// One object's standing in the step.
 #[derive(Debug, Clone, Copy)]
 struct Standing {
-    /// Its latest call failed.
-    failed: bool,
-    /// One of its reconciles in the step left it converged.
-    converged: bool,
-    /// Its first reconcile in the step.
-    first: Instant,
+    /// Its latest call's failure, and whose it is.
+    failure: Blame,
+    /// Since when its reconciles have left it short of converged (`None`:
+    /// the latest accepted one left it converged).
+    unconverged_since: Option<Instant>,
 }
 
 /// The outcomes of one plugin's reconciles in one step.
 #[derive(Debug, Default)]
 pub struct Tally {
+    /// Failures and refusals wait for the stable plugin's verdict before
+    /// they count (the canary's tally); otherwise they count at once.
+    fair: bool,
     objects: HashMap<String, Standing>,
     reconciles: u64,
     rejected: u64,
+    /// Refusals waiting for the stable plugin's verdict, by object.
+    rejections_pending: HashMap<String, (u64, Instant)>,
     accepted: u64,
     writes: u64,
     compared: u64,
@@ -56,6 +79,16 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// A tally whose failures and refusals count only once the stable
+    /// plugin's verdict on the same input says they are the plugin's own
+    /// ([`Tally::settle`]), or after [`CHECK_PATIENCE`].
+    pub fn fair() -> Self {
+        Self {
+            fair: true,
+            ..Self::default()
+        }
+    }
+
     /// Counts a reconcile of `object` that took `latency` in the call.
     pub fn record(&mut self, object: &str, sample: Sample, latency: Duration, now: Instant) {
         self.reconciles = self.reconciles.saturating_add(1);
@@ -64,16 +97,34 @@ impl Tally {
         // first reconcile in the step is not counted in the write rate.
         let again = self.objects.contains_key(object);
         let standing = self.objects.entry(object.to_string()).or_insert(Standing {
-            failed: false,
-            converged: false,
-            first: now,
+            failure: Blame::None,
+            unconverged_since: None,
         });
-        standing.failed = sample == Sample::Failed;
+        let blame = if self.fair {
+            Blame::Pending(now)
+        } else {
+            Blame::Charged
+        };
+        standing.failure = match sample {
+            Sample::Failed => blame,
+            _ => Blame::None,
+        };
         match sample {
             Sample::Failed => {}
+            Sample::Rejected if self.fair => {
+                let pending = self
+                    .rejections_pending
+                    .entry(object.to_string())
+                    .or_insert((0, now));
+                pending.0 = pending.0.saturating_add(1);
+            }
             Sample::Rejected => self.rejected = self.rejected.saturating_add(1),
             Sample::Accepted { writes, converged } => {
-                standing.converged |= converged;
+                standing.unconverged_since = if converged {
+                    None
+                } else {
+                    standing.unconverged_since.or(Some(now))
+                };
                 if again {
                     self.accepted = self.accepted.saturating_add(1);
                     self.writes = self.writes.saturating_add(u64::from(writes));
@@ -82,11 +133,62 @@ impl Tally {
         }
     }
 
+    /// The stable plugin's verdict on the input `object` last failed on
+    /// (`refused`: its proposal was refused) or had its proposal refused
+    /// on: `shared` when the stable plugin failed (or was refused) the same
+    /// way, so the canary is not charged.
+    pub fn settle(&mut self, object: &str, refused: bool, shared: bool) {
+        if refused {
+            if let Some((count, _)) = self.rejections_pending.remove(object)
+                && !shared
+            {
+                self.rejected = self.rejected.saturating_add(count);
+            }
+            return;
+        }
+        if let Some(standing) = self.objects.get_mut(object)
+            && matches!(standing.failure, Blame::Pending(_))
+        {
+            standing.failure = if shared {
+                Blame::Shared
+            } else {
+                Blame::Charged
+            };
+        }
+    }
+
+    /// Charges what waited longer than [`CHECK_PATIENCE`] at `now`.
+    fn charge_overdue(&mut self, now: Instant) {
+        let overdue = |since: Instant| now.saturating_duration_since(since) >= CHECK_PATIENCE;
+        for standing in self.objects.values_mut() {
+            if let Blame::Pending(since) = standing.failure
+                && overdue(since)
+            {
+                standing.failure = Blame::Charged;
+            }
+        }
+        let rejected = &mut self.rejected;
+        self.rejections_pending.retain(|_, (count, since)| {
+            if overdue(*since) {
+                *rejected = rejected.saturating_add(*count);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
     /// Counts a comparison of this plugin's proposal with the stable
     /// shadow's.
     pub fn record_comparison(&mut self, differed: bool) {
         self.compared = self.compared.saturating_add(1);
         self.differed = self.differed.saturating_add(u64::from(differed));
+    }
+
+    /// Leaves `object` out from now on (its failures are not the plugin's).
+    pub fn forget(&mut self, object: &str) {
+        self.objects.remove(object);
+        self.rejections_pending.remove(object);
     }
 
     fn keep_latency(&mut self, latency: Duration) {
@@ -99,39 +201,53 @@ impl Tally {
         }
     }
 
-    /// The tally summed up at `now`: an object counts as stalled when none
-    /// of its reconciles in the step left it converged and the first was
-    /// at least `stall` ago.
-    pub fn figures(&self, now: Instant, stall: Duration) -> RolloutFigures {
+    /// The tally summed up at `now` (what waited too long for the stable
+    /// plugin's verdict is charged first): an object counts as stalled when
+    /// its accepted reconciles have left it short of converged for `stall`.
+    pub fn figures(&mut self, now: Instant, stall: Duration) -> RolloutFigures {
+        self.charge_overdue(now);
         let stalled = self
             .objects
             .values()
-            .filter(|s| !s.converged && now.saturating_duration_since(s.first) >= stall)
+            .filter(|s| {
+                s.failure == Blame::None
+                    && s.unconverged_since
+                        .is_some_and(|since| now.saturating_duration_since(since) >= stall)
+            })
             .count();
+        let (p50_micros, p99_micros) = percentiles(&self.latencies);
         RolloutFigures {
             reconciles: self.reconciles,
             objects: self.objects.len() as u64,
-            failed: self.objects.values().filter(|s| s.failed).count() as u64,
+            failed: self
+                .objects
+                .values()
+                .filter(|s| s.failure == Blame::Charged)
+                .count() as u64,
             rejected: self.rejected,
             accepted: self.accepted,
             writes: self.writes,
             stalled: stalled as u64,
-            p99_micros: p99(&self.latencies),
+            p99_micros,
+            p50_micros,
             compared: self.compared,
             differed: self.differed,
         }
     }
 }
 
-/// The 99th percentile of `samples` (0 with none).
-fn p99(samples: &[u32]) -> u64 {
+/// The 50th and 99th percentiles of `samples` (0 with none).
+fn percentiles(samples: &[u32]) -> (u64, u64) {
     if samples.is_empty() {
-        return 0;
+        return (0, 0);
     }
     let mut sorted = samples.to_vec();
-    let rank = (sorted.len() * 99).div_ceil(100).saturating_sub(1);
-    let (_, value, _) = sorted.select_nth_unstable(rank);
-    u64::from(*value)
+    sorted.sort_unstable();
+    let at = |percent: usize| {
+        let rank = (sorted.len() * percent).div_ceil(100).saturating_sub(1);
+        u64::from(sorted[rank])
+    };
+    (at(50), at(99))
 }
 
 #[cfg(test)]
@@ -221,7 +337,8 @@ mod tests {
         for i in 1..=100u64 {
             tally.record("a", Sample::Failed, Duration::from_micros(i), now);
         }
-        assert_eq!(tally.figures(now, MS).p99_micros, 99);
+        let figures = tally.figures(now, MS);
+        assert_eq!((figures.p50_micros, figures.p99_micros), (50, 99));
         for _ in 0..LATENCY_SAMPLES {
             tally.record("a", Sample::Failed, Duration::from_micros(7), now);
         }
@@ -230,6 +347,63 @@ mod tests {
             7,
             "the old ones are overwritten"
         );
-        assert_eq!(p99(&[]), 0);
+        assert_eq!(percentiles(&[]), (0, 0));
+    }
+
+    #[test]
+    fn an_object_that_converged_and_then_stopped_stalls() {
+        let start = Instant::now();
+        let stall = Duration::from_secs(5);
+        let mut tally = Tally::default();
+        let accepted = |converged| Sample::Accepted {
+            writes: 1,
+            converged,
+        };
+        tally.record("scaled", accepted(true), MS, start);
+        // Scaled up later in the step; the plugin makes no pod.
+        let scaled = start + Duration::from_secs(20);
+        tally.record("scaled", accepted(false), MS, scaled);
+        tally.record("scaled", accepted(false), MS, scaled + stall / 2);
+        assert_eq!(tally.figures(scaled + stall - MS, stall).stalled, 0);
+        assert_eq!(tally.figures(scaled + stall, stall).stalled, 1);
+        tally.record("scaled", accepted(true), MS, scaled + stall);
+        assert_eq!(tally.figures(scaled + stall * 2, stall).stalled, 0);
+    }
+
+    #[test]
+    fn a_fair_tally_charges_only_what_the_stable_plugin_does_not_share() {
+        let start = Instant::now();
+        let mut tally = Tally::fair();
+        for object in ["input-broken", "canary-broken", "unchecked"] {
+            tally.record(object, Sample::Failed, MS, start);
+        }
+        tally.record("refused", Sample::Rejected, MS, start);
+        tally.record("refused", Sample::Rejected, MS, start);
+        let figures = tally.figures(start, MS);
+        assert_eq!(
+            (figures.failed, figures.rejected),
+            (0, 0),
+            "awaiting verdicts"
+        );
+        tally.settle("input-broken", false, true);
+        tally.settle("canary-broken", false, false);
+        tally.settle("refused", true, false);
+        let figures = tally.figures(start, MS);
+        assert_eq!((figures.failed, figures.rejected), (1, 2));
+        // A verdict that never comes: charged after the patience.
+        let figures = tally.figures(start + CHECK_PATIENCE, MS);
+        assert_eq!(figures.failed, 2);
+        // A late verdict for an object that recovered meanwhile changes nothing.
+        tally.record(
+            "canary-broken",
+            Sample::Accepted {
+                writes: 0,
+                converged: true,
+            },
+            MS,
+            start,
+        );
+        tally.settle("canary-broken", false, false);
+        assert_eq!(tally.figures(start + CHECK_PATIENCE, MS).failed, 1);
     }
 }

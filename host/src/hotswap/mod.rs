@@ -31,10 +31,11 @@ pub mod router;
 pub mod setup;
 pub mod shadow;
 pub mod sources;
+pub mod stable_check;
 pub mod swapper;
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,7 @@ use crate::actions::ProposedActions;
 use crate::apply::Limits;
 use crate::apply::policy::{PodPolicy, PolicyConfig};
 use crate::crd::Jinghzhu;
+use crate::crd::plugin::PluginMode;
 use crate::runtime::LoadedPlugin;
 use crate::telemetry::metrics::{Metrics, PluginCallLabels};
 
@@ -71,6 +73,16 @@ impl Default for RollbackPolicy {
             min_calls: 5,
         }
     }
+}
+
+/// The pod policies asked for by the resources feeding one slot (each
+/// `None` where the host's alone holds).
+#[derive(Debug, Clone, Copy, Default)]
+struct RolePolicies {
+    /// The active resource's, for everything it serves.
+    active: Option<PodPolicy>,
+    /// The shadow resource's, for its shadow.
+    shadow: Option<PodPolicy>,
 }
 
 /// A stream that yields once per change of `counter` after now (several
@@ -100,11 +112,10 @@ pub struct ActivePlugin {
     /// Re-queues that were a first load ([`ActivePlugin::load_first`]), not a swap.
     first_loads: std::sync::atomic::AtomicU64,
     shadow: RwLock<Option<shadow::ShadowQueue>>,
-    /// Stricter pod policies asked by `JinghzhuPlugin`s (by resource name:
-    /// the digest it serves and its `spec.podPolicy` within the host's).
-    /// Kept per resource, not per digest: two resources on one digest (an
-    /// active one and a shadow) each keep theirs, and the strictest holds.
-    pod_policies: RwLock<HashMap<String, (String, PodPolicy)>>,
+    /// The pod policies the resources feeding this slot ask for, within
+    /// the host's: one for everything the active resource serves, one for
+    /// the shadow resource's plugin.
+    pod_policies: RwLock<RolePolicies>,
     /// The last swap or rollback, and the shortest time between two.
     swap_clock: Mutex<(Option<Instant>, Duration)>,
     /// Plugins that stopped serving whose metric series are still kept,
@@ -114,6 +125,10 @@ pub struct ActivePlugin {
     canary: RwLock<Option<canary::Canary>>,
     /// The digest of the last canary aborted (not rolled out again until a retry).
     aborted: Mutex<Option<String>>,
+    /// The newest version served by this slot or, as its resource's status
+    /// says, by the fleet before this replica started: an older version of
+    /// the same plugin is a downgrade.
+    newest: Mutex<Option<candidate::Served>>,
     /// The digests of the current, previous and shadow plugins, which the
     /// bounded directories keep ([`crate::disk::pins`]).
     pins: crate::disk::pins::PinHolder,
@@ -159,11 +174,12 @@ impl ActivePlugin {
             generation: watch::Sender::new(0),
             first_loads: std::sync::atomic::AtomicU64::new(0),
             shadow: RwLock::new(None),
-            pod_policies: RwLock::new(HashMap::new()),
+            pod_policies: RwLock::new(RolePolicies::default()),
             swap_clock: Mutex::new((None, damper::DEFAULT_MIN_SWAP_INTERVAL)),
             retired: Mutex::new(VecDeque::new()),
             canary: RwLock::new(None),
             aborted: Mutex::new(None),
+            newest: Mutex::new(None),
             pins: crate::disk::pins::PinHolder::new(),
             metrics,
         }
@@ -245,6 +261,7 @@ impl ActivePlugin {
     /// (the controller may have started while it was pulled or compiled).
     /// A slot that serves already takes it as a [`ActivePlugin::swap`].
     pub fn load_first(&self, plugin: Arc<LoadedPlugin>) {
+        self.note_served(candidate::Served::of(&plugin));
         {
             let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
             if current.is_none() {
@@ -269,25 +286,53 @@ impl ActivePlugin {
     }
 
     /// The downgrade rule for a vetted `candidate`: refused when it is an
-    /// older version of the plugin that serves
-    /// ([`candidate::is_downgrade`]) and downgrades are not allowed.
+    /// older version of the plugin that serves, or of the newest this slot
+    /// (or its fleet, see [`ActivePlugin::note_served`]) served
+    /// ([`candidate::is_downgrade`]), and downgrades are not allowed.
     pub fn check_downgrade(&self, candidate: &LoadedPlugin) -> Result<(), candidate::Refusal> {
         let allowed = self
             .downgrades_allowed
             .load(std::sync::atomic::Ordering::Relaxed);
-        match self.serving() {
-            Some(serving) if !allowed && candidate::is_downgrade(&serving, candidate) => {
-                Err(candidate::Refusal::Downgrade {
-                    serving: serving.describe(),
-                    candidate: candidate.describe(),
-                })
-            }
-            _ => Ok(()),
+        if allowed {
+            return Ok(());
         }
+        let serving = self.serving().map(|p| candidate::Served::of(&p));
+        let newest = self.newest_served();
+        for served in [serving, newest].into_iter().flatten() {
+            if candidate::is_downgrade(&served, candidate) {
+                return Err(candidate::Refusal::Downgrade {
+                    serving: served.describe(),
+                    candidate: candidate.describe(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes that `served` served (here, or in the fleet as the resource's
+    /// status says): it becomes the newest unless an equal or newer version
+    /// of the same plugin is noted already.
+    pub fn note_served(&self, served: candidate::Served) {
+        let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+        let newer = newest
+            .as_ref()
+            .is_none_or(|known| known.name != served.name || known.is_older_than(&served));
+        if newer {
+            *newest = Some(served);
+        }
+    }
+
+    /// The newest version noted ([`ActivePlugin::note_served`]).
+    pub fn newest_served(&self) -> Option<candidate::Served> {
+        self.newest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Makes `plugin` the active one (it has passed every check already).
     pub fn swap(&self, plugin: Arc<LoadedPlugin>) {
+        self.note_served(candidate::Served::of(&plugin));
         // A plugin swapped in directly ends any rollout.
         *self.canary.write().unwrap_or_else(|e| e.into_inner()) = None;
         let old = {
@@ -463,39 +508,63 @@ impl ActivePlugin {
             .map(|queue| queue.plugin().clone())
     }
 
-    /// Records that `resource` serves the plugin with `digest` and asks for
-    /// `policy` where it is stricter than the host's (`None`: the host's
-    /// alone), replacing what `resource` asked before. Set before the plugin
-    /// serves, so its first reconcile is already held to it.
-    pub fn narrow_pod_policy(&self, resource: &str, digest: &str, policy: Option<PodPolicy>) {
+    /// Records the pod policy the resource in `role` asks for where it is
+    /// stricter than the host's (`None`: the host's alone), replacing what
+    /// it asked before. It holds every plugin that resource serves: for the
+    /// active resource the stable plugin, the one before it and a canary
+    /// (so a rollout never moves the policy), for the shadow resource its
+    /// shadow. Set before a plugin serves, so its first reconcile is
+    /// already held to it.
+    pub fn narrow_pod_policy(&self, role: PluginMode, policy: Option<PodPolicy>) {
         let mut policies = self.pod_policies.write().unwrap_or_else(|e| e.into_inner());
-        match policy {
-            Some(policy) => policies.insert(resource.to_string(), (digest.to_string(), policy)),
-            None => policies.remove(resource),
-        };
+        match role {
+            PluginMode::Active => policies.active = policy,
+            PluginMode::Shadow => policies.shadow = policy,
+        }
     }
 
     /// The rules the output of the plugin with `digest` is held to: the
-    /// host's, with the pod policy narrowed to the strictest any resource
-    /// serving that digest asked for.
+    /// host's, with the pod policy narrowed to what the resource serving
+    /// it asked for (both resources' when one digest serves both roles).
     pub fn policy_for<'a>(&self, digest: &str, host: &'a PolicyConfig) -> Cow<'a, PolicyConfig> {
-        let narrowed = self
-            .pod_policies
+        let policies = *self.pod_policies.read().unwrap_or_else(|e| e.into_inner());
+        let shadow = self.shadow().is_some_and(|s| s.digest() == digest);
+        let active = !shadow || self.holds_actively(digest);
+        let narrowed = [
+            active.then_some(policies.active).flatten(),
+            shadow.then_some(policies.shadow).flatten(),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(host.policy, PodPolicy::stricter_of);
+        if narrowed == host.policy {
+            Cow::Borrowed(host)
+        } else {
+            Cow::Owned(PolicyConfig {
+                policy: narrowed,
+                ..host.clone()
+            })
+        }
+    }
+
+    /// Whether `digest` is one the active role holds: the serving plugin,
+    /// the one before it, or the canary.
+    fn holds_actively(&self, digest: &str) -> bool {
+        let canary = self
+            .canary
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .filter(|(served, _)| served == digest)
-            .fold(None, |strictest: Option<PodPolicy>, (_, asked)| {
-                Some(strictest.map_or(*asked, |s| s.stricter_of(*asked)))
-            })
-            .map(|asked| asked.stricter_of(host.policy));
-        match narrowed {
-            Some(policy) if policy != host.policy => Cow::Owned(PolicyConfig {
-                policy,
-                ..host.clone()
-            }),
-            _ => Cow::Borrowed(host),
-        }
+            .as_ref()
+            .map(|c| c.plugin.clone());
+        let previous = self
+            .previous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        [self.serving(), previous, canary]
+            .into_iter()
+            .flatten()
+            .any(|plugin| plugin.digest() == digest)
     }
 
     /// Offers the shadow plugin (if any) the same input as the active one
@@ -544,43 +613,35 @@ impl ActivePlugin {
 mod tests {
     use super::*;
 
-    /// Issue 40, hazard 7: a shadow resource on the active resource's digest
-    /// asked for a looser pod policy (or none) and, keyed by digest, erased
-    /// the active one's stricter policy. Kept per resource, the strictest
-    /// asked for a digest holds.
+    /// The active resource's policy holds whatever digest the slot serves
+    /// for it (a canary's too), and never below the host's.
     #[test]
-    fn pod_policies_are_kept_per_resource_and_the_strictest_holds() {
+    fn the_active_resources_policy_holds_every_digest_it_serves() {
         let slot = ActivePlugin::empty(RollbackPolicy::default(), Arc::new(Metrics::default()));
         let host = PolicyConfig {
             policy: PodPolicy::Baseline,
             ..PolicyConfig::default()
         };
-        slot.narrow_pod_policy("active", "sha256:aa", Some(PodPolicy::Template));
-        slot.narrow_pod_policy("shadow", "sha256:aa", Some(PodPolicy::Baseline));
-        assert_eq!(
-            slot.policy_for("sha256:aa", &host).policy,
-            PodPolicy::Template
-        );
-        slot.narrow_pod_policy("shadow", "sha256:aa", None);
-        assert_eq!(
-            slot.policy_for("sha256:aa", &host).policy,
-            PodPolicy::Template
-        );
-        // The active resource moves to another digest: its policy goes with it.
-        slot.narrow_pod_policy("active", "sha256:bb", Some(PodPolicy::Restricted));
         assert_eq!(
             slot.policy_for("sha256:aa", &host).policy,
             PodPolicy::Baseline
         );
+        slot.narrow_pod_policy(PluginMode::Active, Some(PodPolicy::Template));
+        for digest in ["sha256:aa", "sha256:canary"] {
+            assert_eq!(slot.policy_for(digest, &host).policy, PodPolicy::Template);
+        }
+        // The shadow resource's policy holds only a shadow (none runs here).
+        slot.narrow_pod_policy(PluginMode::Shadow, Some(PodPolicy::Restricted));
         assert_eq!(
-            slot.policy_for("sha256:bb", &host).policy,
-            PodPolicy::Restricted
+            slot.policy_for("sha256:aa", &host).policy,
+            PodPolicy::Template
         );
-        // Never looser than the host's.
+        slot.narrow_pod_policy(PluginMode::Active, Some(PodPolicy::Restricted));
         let strict_host = PolicyConfig::default();
         assert_eq!(
-            slot.policy_for("sha256:bb", &strict_host).policy,
-            PodPolicy::Template
+            slot.policy_for("sha256:aa", &strict_host).policy,
+            PodPolicy::Template,
+            "never looser than the host's"
         );
     }
 }

@@ -6,6 +6,7 @@
 //! and an abort re-queue every object, so the cohort moves within one
 //! reconcile each.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,8 +38,17 @@ pub enum CanaryStart {
 /// What changed in a rollout ([`ActivePlugin::advance_rollout`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RolloutChange {
-    /// The next step began, with this cohort in percent.
-    Advanced(u32),
+    /// The next step began, with this cohort in percent (`empty`: the step
+    /// before had no object in its cohort).
+    Advanced {
+        /// The cohort now, in percent.
+        weight: u32,
+        /// The step passed had no object in its cohort.
+        empty: bool,
+    },
+    /// The step has been held past twice its duration without a reconcile
+    /// to judge: it waits (reported once per step).
+    Starved,
     /// The canary passed its last step and serves every object.
     Promoted,
     /// The canary failed a criterion; every object is back on stable.
@@ -135,7 +145,12 @@ impl ActivePlugin {
             .unwrap_or_else(|e| e.into_inner())
             .failing_except(&digest);
         let shadowed = strategy.thresholds.max_difference.is_some();
-        let mut started = Canary::start(plugin, stable.digest().to_string(), strategy, excused);
+        let mut started = Canary::start(
+            plugin,
+            (stable.digest().to_string(), Some(stable.clone())),
+            strategy,
+            excused,
+        );
         started.steps.paused = paused;
         self.shadow_stable(&mut started, &stable, shadowed);
         tracing::info!(
@@ -146,6 +161,53 @@ impl ActivePlugin {
         );
         *canary = Some(started);
         drop(canary);
+        self.repin();
+        self.generation.send_modify(|g| *g += 1);
+        Ok(CanaryStart::Started)
+    }
+
+    /// Takes up a rollout the fleet is in (read from the judge's status
+    /// before anything serves here, as after a restart): `plugin` is the
+    /// canary over the stable plugin `stable` (its digest), at step `step`
+    /// begun `ago`. The stable plugin serves the other objects if this
+    /// slot has it (restored by the caller); if not, they wait, and the
+    /// canary serves its cohort. A canary aborted before is refused.
+    pub fn resume_canary(
+        &self,
+        plugin: Arc<LoadedPlugin>,
+        stable: &str,
+        strategy: Strategy,
+        (step, ago, paused): (usize, Duration, bool),
+    ) -> Result<CanaryStart, String> {
+        let digest = plugin.digest().to_string();
+        if self.lock_aborted().as_deref() == Some(digest.as_str()) {
+            return Err(format!(
+                "{} was aborted as a canary; it is not offered again until a new digest or a \
+                 retry (an edit of spec.rollout)",
+                plugin.describe()
+            ));
+        }
+        let serving = self.serving().filter(|s| s.digest() == stable);
+        let shadowed = strategy.thresholds.max_difference.is_some();
+        let mut resumed = Canary::start(
+            plugin,
+            (stable.to_string(), serving.clone()),
+            strategy,
+            HashSet::new(),
+        );
+        resumed.steps.paused = paused;
+        resumed.steps.follow(step, ago);
+        if let Some(stable) = &serving {
+            self.shadow_stable(&mut resumed, stable, shadowed);
+        }
+        tracing::info!(
+            stable,
+            stable_here = serving.is_some(),
+            canary = %resumed.plugin.describe(),
+            weight = resumed.steps.weight(),
+            "canary rollout taken up from the judge's status"
+        );
+        *self.canary.write().unwrap_or_else(|e| e.into_inner()) = Some(resumed);
         self.repin();
         self.generation.send_modify(|g| *g += 1);
         Ok(CanaryStart::Started)
@@ -216,6 +278,27 @@ impl ActivePlugin {
         }
     }
 
+    /// A canary's failed call (`refused`: its refused proposal) on the
+    /// object `key` (`uid`) goes to the stable plugin, which is run on the
+    /// same input to tell whose failure it is ([`super::stable_check`]).
+    /// Nothing happens for other plugins' failures, or without a rollout.
+    pub fn check_with_stable(
+        &self,
+        input: (&Arc<Jinghzhu>, &[Pod]),
+        (key, uid, digest): (&str, &str, &str),
+        refused: bool,
+        (limits, host): (&Limits, &PolicyConfig),
+    ) {
+        let canary = self.canary.read().unwrap_or_else(|e| e.into_inner());
+        let Some(canary) = canary.as_ref().filter(|c| c.plugin.digest() == digest) else {
+            return;
+        };
+        if let Some((check, _)) = &canary.stable_check {
+            let policy = self.policy_for(&canary.steps.stable, host);
+            check.offer(input, (key, uid), refused, (limits, &policy));
+        }
+    }
+
     /// A canary's proposal `active` for the object `key` goes to the
     /// stable shadow of the rollout, if it runs one.
     pub(super) fn offer_stable_shadow(
@@ -241,7 +324,7 @@ impl ActivePlugin {
     pub fn rollout_figures(&self) -> Option<ReplicaRollout> {
         let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
         let canary = canary.as_mut()?;
-        canary.drain_comparisons();
+        canary.drain_reports();
         let (canary_figures, stable_figures) = canary.steps.figures(Instant::now());
         Some(ReplicaRollout {
             canary: canary.plugin.digest().to_string(),
@@ -262,7 +345,7 @@ impl ActivePlugin {
         let (verdict, figures) = {
             let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
             let canary = canary.as_mut()?;
-            canary.drain_comparisons();
+            canary.drain_reports();
             let digest = canary.plugin.digest().to_string();
             let step = u32::try_from(canary.steps.step().0).unwrap_or(u32::MAX);
             let theirs: Vec<_> = others
@@ -270,9 +353,28 @@ impl ActivePlugin {
                 .filter(|r| r.canary == digest && r.step == step)
                 .map(|r| (r.canary_figures, r.stable_figures))
                 .collect();
-            canary.steps.judge(now, &theirs)
+            let judged = canary.steps.judge(now, &theirs);
+            if matches!(judged.0, Verdict::Advance { .. }) {
+                self.excuse_failing(canary);
+            }
+            if judged.0 == Verdict::Starved && !canary.steps.report_starved() {
+                return None;
+            }
+            judged
         };
         self.conclude(verdict).map(|change| (change, figures))
+    }
+
+    /// As a step begins: objects failing under the stable plugin now
+    /// (those moving into the cohort among them) are excused for the rest
+    /// of the rollout; their failures are their input's, not the canary's.
+    fn excuse_failing(&self, canary: &mut Canary) {
+        let failing = self
+            .failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failing_under(&canary.steps.stable);
+        canary.steps.excuse(failing);
     }
 
     /// Follows the judge's decision on the canary `digest` (another
@@ -286,13 +388,17 @@ impl ActivePlugin {
                 let before = running.steps.step().0;
                 running.steps.follow(step, ago);
                 let weight = running.steps.weight();
-                drop(canary);
                 if step <= before {
                     return None;
                 }
+                self.excuse_failing(running);
+                drop(canary);
                 tracing::info!(weight, "canary rollout: the next step (the judge's)");
                 self.generation.send_modify(|g| *g += 1);
-                Some(RolloutChange::Advanced(weight))
+                Some(RolloutChange::Advanced {
+                    weight,
+                    empty: false,
+                })
             }
             Followed::Promoted => {
                 drop(canary);
@@ -333,10 +439,11 @@ impl ActivePlugin {
     fn conclude(&self, verdict: Verdict) -> Option<RolloutChange> {
         match verdict {
             Verdict::Hold => None,
-            Verdict::Advance(weight) => {
-                tracing::info!(weight, "canary rollout: the next step");
+            Verdict::Starved => Some(RolloutChange::Starved),
+            Verdict::Advance { weight, empty } => {
+                tracing::info!(weight, empty, "canary rollout: the next step");
                 self.generation.send_modify(|g| *g += 1);
-                Some(RolloutChange::Advanced(weight))
+                Some(RolloutChange::Advanced { weight, empty })
             }
             Verdict::Promote => {
                 let canary = self

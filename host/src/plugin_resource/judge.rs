@@ -12,7 +12,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::crd::plugin::{JinghzhuPlugin, ReplicaRollout};
+use crate::crd::plugin::{JinghzhuPlugin, ReplicaRollout, RolloutFigures};
 use crate::leader::Leadership;
 use crate::shards::Shards;
 
@@ -84,25 +84,149 @@ impl RolloutJudge {
     }
 }
 
-/// The figures the other replicas published in `resource`'s status.
-pub fn others_figures(resource: Option<&JinghzhuPlugin>, replica: &str) -> Vec<ReplicaRollout> {
-    resource
-        .and_then(|r| r.status.as_ref())
-        .map(|status| {
-            status
-                .replicas
-                .iter()
-                .filter(|entry| entry.name != replica)
-                .filter_map(|entry| entry.rollout.clone())
-                .collect()
-        })
-        .unwrap_or_default()
+impl RolloutJudge {
+    /// The other replicas whose entries the judge may count: the live
+    /// members when sharded (each renews a membership Lease); none with
+    /// `--leader-elect` (standbys reconcile nothing) or alone.
+    pub fn live_members(&self) -> Vec<String> {
+        match self.by.get() {
+            Some(JudgeBy::Shard(shards)) => shards.members(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Why an entry's figures were left out of the judging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ignored {
+    /// Its replica is not a live member of the fleet.
+    NotLive,
+    /// Not written by its replica's field manager (`wasm-operator/<name>`).
+    NotItsOwn,
+    /// It claims more objects than the fleet has.
+    OutOfBounds,
+}
+
+impl Ignored {
+    /// The label of the metric and the words of the Warning.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotLive => "not-live",
+            Self::NotItsOwn => "not-its-own",
+            Self::OutOfBounds => "out-of-bounds",
+        }
+    }
+}
+
+/// The other replicas' figures the judge counts, and the entries it left
+/// out (by name, and why).
+#[derive(Debug, Default, PartialEq)]
+pub struct Counted {
+    /// Figures to add to the judge's own.
+    pub figures: Vec<ReplicaRollout>,
+    /// Entries left out.
+    pub ignored: Vec<(String, Ignored)>,
+}
+
+/// The figures the other replicas published in `resource`'s status that
+/// the judge counts: an entry counts only while its replica is one of
+/// `live`, only as written by its replica's own field manager, and only
+/// within what that replica could have seen (no more objects than
+/// `objects_bound`, the fleet's; its counts consistent with each other).
+pub fn others_figures(
+    resource: Option<&JinghzhuPlugin>,
+    replica: &str,
+    live: &[String],
+    objects_bound: u64,
+) -> Counted {
+    let mut counted = Counted::default();
+    let Some(resource) = resource else {
+        return counted;
+    };
+    let owned = own_entries(resource);
+    let entries = resource.status.as_ref().map(|s| s.replicas.as_slice());
+    for entry in entries.unwrap_or_default() {
+        let Some(figures) = entry.rollout.as_ref().filter(|_| entry.name != replica) else {
+            continue;
+        };
+        let ignored = if !owned.contains(&entry.name) {
+            Some(Ignored::NotItsOwn)
+        } else if !live.contains(&entry.name) {
+            Some(Ignored::NotLive)
+        } else if figures
+            .canary_figures
+            .objects
+            .saturating_add(figures.stable_figures.objects)
+            > objects_bound
+        {
+            Some(Ignored::OutOfBounds)
+        } else {
+            None
+        };
+        match ignored {
+            Some(why) => counted.ignored.push((entry.name.clone(), why)),
+            None => counted.figures.push(ReplicaRollout {
+                canary_figures: consistent(figures.canary_figures),
+                stable_figures: consistent(figures.stable_figures),
+                ..figures.clone()
+            }),
+        }
+    }
+    counted
+}
+
+/// `figures` with every count bounded by what it is a part of: failing and
+/// stalled objects by the objects, objects and refused, accepted and
+/// compared proposals by the reconciles, differing ones by those compared.
+fn consistent(figures: RolloutFigures) -> RolloutFigures {
+    let reconciles = figures.reconciles;
+    let objects = figures.objects.min(reconciles);
+    let compared = figures.compared.min(reconciles);
+    RolloutFigures {
+        reconciles,
+        objects,
+        failed: figures.failed.min(objects),
+        stalled: figures.stalled.min(objects),
+        rejected: figures.rejected.min(reconciles),
+        accepted: figures.accepted.min(reconciles),
+        compared,
+        differed: figures.differed.min(compared),
+        ..figures
+    }
+}
+
+/// The names of the `status.replicas` entries written by their replica's
+/// own field manager (`wasm-operator/<name>` owns the entry keyed by
+/// `name`, as `metadata.managedFields` records it).
+pub fn own_entries(resource: &JinghzhuPlugin) -> std::collections::HashSet<String> {
+    let mut own = std::collections::HashSet::new();
+    for managed in resource.metadata.managed_fields.iter().flatten() {
+        let Some(name) = managed
+            .manager
+            .as_deref()
+            .and_then(|m| m.strip_prefix(super::status::FIELD_MANAGER_PREFIX))
+        else {
+            continue;
+        };
+        let key = format!("k:{}", serde_json::json!({ "name": name }));
+        let owns = managed
+            .fields_v1
+            .as_ref()
+            .and_then(|f| f.0.get("f:status"))
+            .and_then(|s| s.get("f:replicas"))
+            .is_some_and(|r| r.get(&key).is_some());
+        if owns {
+            own.insert(name.to_string());
+        }
+    }
+    own
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::crd::plugin::{JinghzhuPluginStatus, ReplicaStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 
     #[test]
     fn an_undecided_judge_judges_nothing_and_a_lone_one_does() {
@@ -113,25 +237,96 @@ mod tests {
         assert!(judge.here(), "a host without election leads");
     }
 
-    #[test]
-    fn the_others_figures_leave_out_this_replica_and_entries_without_any() {
-        let entry = |name: &str, step: Option<u32>| ReplicaStatus {
+    fn entry(name: &str, objects: Option<u64>) -> ReplicaStatus {
+        ReplicaStatus {
             name: name.into(),
-            rollout: step.map(|step| ReplicaRollout {
+            rollout: objects.map(|objects| ReplicaRollout {
                 canary: "sha256:c".into(),
-                step,
+                step: 1,
+                canary_figures: RolloutFigures {
+                    reconciles: objects,
+                    objects,
+                    failed: objects * 2,
+                    ..RolloutFigures::default()
+                },
                 ..ReplicaRollout::default()
             }),
             ..ReplicaStatus::default()
-        };
+        }
+    }
+
+    /// `manager` owns the `status.replicas` entries named `entries`.
+    fn owns(manager: &str, entries: &[&str]) -> ManagedFieldsEntry {
+        let keys: serde_json::Map<String, serde_json::Value> = entries
+            .iter()
+            .map(|name| {
+                (
+                    format!("k:{}", serde_json::json!({ "name": name })),
+                    serde_json::json!({".": {}}),
+                )
+            })
+            .collect();
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some("Apply".into()),
+            subresource: Some("status".into()),
+            fields_v1: Some(FieldsV1(
+                serde_json::json!({"f:status": {"f:replicas": keys}}),
+            )),
+            ..ManagedFieldsEntry::default()
+        }
+    }
+
+    fn resource(entries: Vec<ReplicaStatus>, managers: Vec<ManagedFieldsEntry>) -> JinghzhuPlugin {
         let mut resource = JinghzhuPlugin::new("p", Default::default());
+        resource.metadata.managed_fields = Some(managers);
         resource.status = Some(JinghzhuPluginStatus {
-            replicas: vec![entry("me", Some(1)), entry("a", Some(2)), entry("b", None)],
+            replicas: entries,
             ..JinghzhuPluginStatus::default()
         });
-        let others = others_figures(Some(&resource), "me");
-        assert_eq!(others.len(), 1);
-        assert_eq!(others[0].step, 2);
-        assert!(others_figures(None, "me").is_empty());
+        resource
+    }
+
+    #[test]
+    fn only_live_members_own_entries_within_the_fleet_count() {
+        let resource = resource(
+            vec![
+                entry("me", Some(1)),
+                entry("live", Some(4)),
+                entry("crashed", Some(4)),
+                entry("planted", Some(100_000)),
+                entry("boastful", Some(50)),
+                entry("quiet", None),
+            ],
+            vec![
+                owns("wasm-operator/me", &["me"]),
+                owns("wasm-operator/live", &["live"]),
+                owns("wasm-operator/crashed", &["crashed"]),
+                owns("kubectl-patch", &["planted"]),
+                owns("wasm-operator/boastful", &["boastful"]),
+                // A manager named for one replica owning another's entry.
+                owns("wasm-operator/live", &["quiet"]),
+            ],
+        );
+        let live = ["me", "live", "planted", "boastful", "quiet"].map(String::from);
+        let counted = others_figures(Some(&resource), "me", &live, 20);
+        assert_eq!(counted.figures.len(), 1);
+        let theirs = counted.figures[0].canary_figures;
+        assert_eq!(
+            (theirs.objects, theirs.failed),
+            (4, 4),
+            "failed bounded by objects"
+        );
+        assert_eq!(
+            counted.ignored,
+            [
+                ("crashed".to_string(), Ignored::NotLive),
+                ("planted".to_string(), Ignored::NotItsOwn),
+                ("boastful".to_string(), Ignored::OutOfBounds),
+            ]
+        );
+        assert!(others_figures(None, "me", &live, 20).figures.is_empty());
+        let owned = own_entries(&resource);
+        assert!(owned.contains("live") && !owned.contains("planted") && !owned.contains("quiet"));
     }
 }

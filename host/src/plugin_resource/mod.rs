@@ -58,7 +58,7 @@ use crate::crd::plugin::{
     EffectiveLimits, JinghzhuPlugin, JinghzhuPluginSpec, PluginMode, PluginSourceSpec,
     VerificationSpec,
 };
-use crate::hotswap::candidate::{Refusal, vet};
+use crate::hotswap::candidate::{Refusal, Served, vet};
 use crate::hotswap::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::hotswap::setup::Plugins;
 use crate::hotswap::sources::{self, Candidate, FirstRead};
@@ -354,6 +354,14 @@ pub struct Driver {
     rollout_history: Vec<crate::crd::plugin::RolloutStepRecord>,
     /// When this replica's figures were last written.
     figures_written: Option<Instant>,
+    /// When this replica last tried again to write an entry left out.
+    entry_retried: Option<Instant>,
+    /// The cluster's Jinghzhus as last counted, and when (the judge's).
+    fleet_objects: Option<(u64, Instant)>,
+    /// Entries whose figures the judge left out, reported already.
+    ignored_reported: std::collections::HashSet<(String, judge::Ignored)>,
+    /// When the judge last looked for entries no replica wrote.
+    planted_checked: Option<Instant>,
 }
 
 /// The spec being served and the newest bytes of its source.
@@ -401,6 +409,10 @@ impl Driver {
             last_seen: None,
             rollout_history: Vec::new(),
             figures_written: None,
+            entry_retried: None,
+            fleet_objects: None,
+            ignored_reported: std::collections::HashSet::new(),
+            planted_checked: None,
         }
     }
 
@@ -435,6 +447,7 @@ impl Driver {
                     };
                     // A rollout action is an annotation: no new generation;
                     // the judge's decisions are in the status.
+                    self.note_fleet_newest(&resource);
                     self.on_rollout_action(&resource).await;
                     self.follow_judge(&resource).await;
                     // A status write or a relist: the same object at the same generation.
@@ -504,6 +517,13 @@ impl Driver {
     /// A new generation of the spec.
     async fn on_spec(&mut self, resource: Arc<JinghzhuPlugin>, current: &mut Option<Current>) {
         self.writer.observe(resource.metadata.generation);
+        self.writer.forget_written();
+        // The resource's pod policy holds every plugin it serves (stable,
+        // canary, shadow), from this spec on, whatever becomes of its bytes.
+        self.active.narrow_pod_policy(
+            self.role,
+            asked_pod_policy(&resource.spec).map(|asked| asked.stricter_of(self.pod_policy)),
+        );
         // An edit of spec.rollout is the explicit retry of an aborted canary.
         if current
             .as_ref()
@@ -822,6 +842,7 @@ impl Driver {
             Err(refusal) => {
                 self.refuse(resource, &digest, rule_of(&refusal), seen_at)
                     .await;
+                self.serve_what_the_fleet_serves(resource, seen_at).await;
                 return;
             }
         };
@@ -832,12 +853,6 @@ impl Driver {
                 effective.memory_mib.saturating_mul(1024 * 1024),
             );
         }
-        // A stricter pod policy holds this plugin from its first reconcile.
-        self.active.narrow_pod_policy(
-            &self.name,
-            plugin.digest(),
-            asked_pod_policy(spec).map(|asked| asked.stricter_of(self.pod_policy)),
-        );
         let effective = EffectiveLimits {
             timeout_ms: u64::try_from(plugin.deadline().as_millis()).unwrap_or(u64::MAX),
             memory_mib: plugin.memory_limit() / (1024 * 1024),
@@ -859,7 +874,10 @@ impl Driver {
         match self.offer_canary(resource, &plugin, seen_at).await {
             rollout::Offer::Serve => self.serve(plugin, from, &digest, seen_at),
             rollout::Offer::Canary => {}
-            rollout::Offer::Refused => return,
+            rollout::Offer::Refused => {
+                self.serve_what_the_fleet_serves(resource, seen_at).await;
+                return;
+            }
         }
         self.writer
             .set("Refused", false, "Accepted", &format!("{digest} accepted"));
@@ -943,6 +961,85 @@ impl Driver {
         true
     }
 
+    /// Notes the newest version the fleet served, from the resource's
+    /// status: an older one stays a downgrade on this replica too, after a
+    /// restart.
+    fn note_fleet_newest(&self, resource: &JinghzhuPlugin) {
+        let newest = resource
+            .status
+            .as_ref()
+            .and_then(|s| s.newest_served.as_ref());
+        if let Some(newest) = newest {
+            self.active.note_served(Served {
+                name: newest.name.clone(),
+                version: newest.version.clone(),
+                digest: newest.digest.clone(),
+            });
+        }
+    }
+
+    /// The plugin `digest` from the precompiled cache (vetted and compiled
+    /// by this host before), within `resource`'s limits; `None` when this
+    /// replica has no trusted copy of it.
+    async fn restore(&self, resource: &JinghzhuPlugin, digest: &str) -> Option<Arc<LoadedPlugin>> {
+        let source = format!("jinghzhuplugin:{} (precompiled cache)", self.name);
+        let Some(mut plugin) = self
+            .runtime
+            .load_precompiled_off_thread(digest.to_string(), source)
+            .await
+        else {
+            tracing::warn!(resource = %self.name, plugin = digest, "the plugin the fleet serves is not in this replica's precompiled cache; it cannot serve here");
+            return None;
+        };
+        let config = self.runtime.config();
+        let limits = effective_limits(
+            &resource.spec,
+            config.deadline,
+            config.memory_limit_bytes,
+            self.pod_policy,
+        );
+        if let Some(loaded) = Arc::get_mut(&mut plugin) {
+            loaded.narrow_limits(
+                Duration::from_millis(limits.timeout_ms),
+                limits.memory_mib.saturating_mul(1024 * 1024),
+            );
+        }
+        tracing::info!(resource = %self.name, plugin = %plugin.describe(), "restored the plugin the fleet serves from the precompiled cache");
+        Some(plugin)
+    }
+
+    /// After a refusal with nothing serving here (a restart, a new
+    /// replica), what the fleet serves serves here too, if this replica
+    /// has a trusted copy: the stable plugin of the rollout at this
+    /// generation, else the newest version served.
+    async fn serve_what_the_fleet_serves(&mut self, resource: &JinghzhuPlugin, seen_at: Instant) {
+        if self.role != PluginMode::Active || self.active.serving().is_some() {
+            return;
+        }
+        let from_rollout = resource
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .filter(|r| r.observed_generation == resource.metadata.generation)
+            .and_then(|r| {
+                if r.phase == "Promoted" {
+                    r.canary.clone()
+                } else {
+                    r.stable.clone()
+                }
+            });
+        let newest = self.active.newest_served().map(|n| n.digest);
+        let Some(digest) = from_rollout.or(newest) else {
+            return;
+        };
+        let Some(plugin) = self.restore(resource, &digest).await else {
+            return;
+        };
+        self.serve(plugin, "the precompiled cache", &digest, seen_at);
+        self.report_serving();
+        self.writer.write().await;
+    }
+
     fn serve(&mut self, plugin: Arc<LoadedPlugin>, from: &str, digest: &str, seen_at: Instant) {
         let old = match self.role {
             PluginMode::Active => {
@@ -1018,6 +1115,7 @@ impl Driver {
                     digest: plugin.digest().to_string(),
                     plugin: Some(format!("{}@{}", plugin.info().name, plugin.info().version)),
                 });
+                self.writer.set_newest_served(self.active.newest_served());
             }
             None => {
                 self.writer

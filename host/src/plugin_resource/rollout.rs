@@ -18,6 +18,7 @@ use crate::crd::plugin::{
 use crate::hotswap::canary::{AbortReason, Strategy};
 use crate::hotswap::criteria::{self, Thresholds};
 use crate::hotswap::rollout::{CanaryStart, Followed, RolloutChange, RolloutView};
+use crate::hotswap::swapper;
 use crate::plugin_text;
 use crate::runtime::LoadedPlugin;
 
@@ -35,6 +36,19 @@ pub const FIGURES_INTERVAL: Duration = Duration::from_secs(2);
 /// The longest a follower waits for its fresh read of the judge's decision
 /// before it starts a canary.
 pub const JUDGE_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often the judge counts the cluster's Jinghzhus (the bound of any
+/// replica's figures).
+pub const FLEET_COUNT_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How often the judge looks for `status.replicas` entries no replica wrote.
+pub const PLANTED_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The most such entries removed at each look.
+pub const PLANTED_REMOVED_PER_TICK: usize = 64;
+
+/// How often a replica whose entry did not fit tries to write it again.
+pub const ENTRY_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Judged steps kept in `status.rollout.history`.
 pub const HISTORY_KEPT: usize = 32;
@@ -80,6 +94,24 @@ fn judged<'a>(resource: Option<&'a JinghzhuPlugin>, digest: &str) -> Option<&'a 
         .then_some(rollout)
 }
 
+/// The rollout the judge wrote at the resource's current generation, for
+/// any canary.
+fn at_generation(resource: Option<&JinghzhuPlugin>) -> Option<&RolloutStatus> {
+    let resource = resource?;
+    let rollout = resource.status.as_ref()?.rollout.as_ref()?;
+    (rollout.observed_generation == resource.metadata.generation).then_some(rollout)
+}
+
+/// The plugin the fleet serves as stable in `rollout`: the canary it
+/// promoted, else the stable one.
+fn fleet_stable(rollout: &RolloutStatus) -> Option<&str> {
+    if rollout.phase == "Promoted" {
+        rollout.canary.as_deref()
+    } else {
+        rollout.stable.as_deref()
+    }
+}
+
 /// How long ago an RFC 3339 time was (zero when unreadable or ahead).
 fn since(time: Option<&str>) -> Duration {
     time.and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
@@ -98,6 +130,16 @@ fn step_of(rollout: &RolloutStatus) -> usize {
         .and_then(|s| s.split_once('/'))
         .and_then(|(step, _)| step.parse().ok())
         .unwrap_or(1)
+}
+
+/// The `jinghzhu.io/rollout-action` annotation of `resource`, if any.
+fn rollout_action(resource: &JinghzhuPlugin) -> Option<String> {
+    resource
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ROLLOUT_ACTION_ANNOTATION))
+        .cloned()
 }
 
 /// What a follower makes of the judge's `rollout`.
@@ -132,13 +174,15 @@ impl Driver {
             step_started: Some(status::now()),
             judge: Some(self.writer.replica().to_string()),
             history: self.rollout_history.clone(),
+            last_action: self.last_rollout_action.clone(),
         }
     }
 
     /// Offers the vetted `plugin` to `resource`'s rollout, if it asks for
-    /// one and this driver serves the active plugin. A canary the judge
-    /// aborted (at this generation) is refused here too; one it promoted
-    /// serves at once.
+    /// one and this driver serves the active plugin. The fleet's decision
+    /// comes first: a canary the judge aborted (at this generation) is
+    /// refused, one it promoted serves at once, and a replica that serves
+    /// nothing yet (restarted, or new) takes up the rollout going on.
     pub(super) async fn offer_canary(
         &mut self,
         resource: &JinghzhuPlugin,
@@ -160,10 +204,26 @@ impl Driver {
             Some("Aborted") => self.active.refuse_canary(plugin.digest()),
             _ => {}
         }
-        match self
-            .active
-            .start_canary(plugin.clone(), strategy(spec), spec.paused)
+        if self.active.serving().is_none()
+            && let Some(taken) = self.take_up_rollout(resource, spec, plugin).await
         {
+            return self.offered(resource, plugin, taken, seen_at).await;
+        }
+        let started = self
+            .active
+            .start_canary(plugin.clone(), strategy(spec), spec.paused);
+        self.offered(resource, plugin, started, seen_at).await
+    }
+
+    /// Reports what became of a canary offered.
+    async fn offered(
+        &mut self,
+        resource: &JinghzhuPlugin,
+        plugin: &Arc<LoadedPlugin>,
+        start: Result<CanaryStart, String>,
+        seen_at: Instant,
+    ) -> Offer {
+        match start {
             Ok(CanaryStart::NoRollout) => Offer::Serve,
             Ok(start) => {
                 if start == CanaryStart::Started {
@@ -179,6 +239,52 @@ impl Driver {
                 Offer::Refused
             }
         }
+    }
+
+    /// With nothing serving here yet, the fleet's rollout at this
+    /// generation is taken up before `plugin` serves anything: its stable
+    /// plugin is restored from the precompiled cache, and `plugin` is the
+    /// canary at the judge's step (a canary the judge rolls out) or at the
+    /// first step (a newer one). `None`: there is no rollout to take up, or
+    /// `plugin` is the fleet's stable plugin (it serves as a first load).
+    async fn take_up_rollout(
+        &mut self,
+        resource: &JinghzhuPlugin,
+        spec: &RolloutSpec,
+        plugin: &Arc<LoadedPlugin>,
+    ) -> Option<Result<CanaryStart, String>> {
+        let rollout = at_generation(self.last_seen.as_deref())?.clone();
+        let stable = fleet_stable(&rollout)?.to_string();
+        if stable == plugin.digest() {
+            return None;
+        }
+        match self.restore(resource, &stable).await {
+            Some(restored) => {
+                self.active.load_first(restored);
+                swapper::lock(&self.history).not_serving = None;
+            }
+            None => {
+                swapper::lock(&self.history).not_serving = Some(format!(
+                    "the rollout's stable plugin {stable} has no copy on this replica: the \
+                     canary serves its cohort, the other objects wait for the rollout's end"
+                ));
+            }
+        }
+        let at = match judged(self.last_seen.as_deref(), plugin.digest()) {
+            Some(r) if r.phase == "Progressing" || r.phase == "Paused" => {
+                (step_of(r), since(r.step_started.as_deref()), spec.paused)
+            }
+            _ if self.active.serving().is_some() => return None,
+            _ => (1, Duration::ZERO, spec.paused),
+        };
+        if let Some(action) = rollout.last_action {
+            self.last_rollout_action = Some(action);
+        }
+        self.rollout_history = rollout.history;
+        Some(
+            self.active
+                .resume_canary(plugin.clone(), &stable, strategy(spec), at),
+        )
     }
 
     /// Reads the resource (its status: the judge's decisions) afresh into
@@ -215,6 +321,10 @@ impl Driver {
         );
         if start == CanaryStart::Started {
             tracing::info!(resource = %self.name, %message, "canary rollout");
+            // An action written before this rollout began is not for it.
+            if let Some(action) = self.last_seen.as_deref().and_then(rollout_action) {
+                self.last_rollout_action = Some(action);
+            }
         }
         self.writer.set("Rollout", true, phase, &message);
         let status = self.rollout_status(&view, phase, message);
@@ -228,18 +338,169 @@ impl Driver {
     /// replica, judges the rollout's step and writes what changed.
     pub(super) async fn on_rollout_tick(&mut self, resource: Option<Arc<JinghzhuPlugin>>) {
         self.publish_figures().await;
+        self.write_left_out_entry().await;
         if !self.judge.here() {
             return;
         }
-        let others = judge::others_figures(self.last_seen.as_deref(), self.writer.replica());
+        self.remove_planted_entries().await;
+        let counted = self.counted_figures().await;
+        self.report_ignored(&counted.ignored, resource.as_deref())
+            .await;
         let before = self.active.rollout_view();
-        let Some((change, figures)) = self.active.advance_rollout(Instant::now(), &others) else {
+        let Some((change, figures)) = self
+            .active
+            .advance_rollout(Instant::now(), &counted.figures)
+        else {
             return;
         };
         if let Some(before) = before {
             self.report_rollout(before, change, Some(figures), resource)
                 .await;
         }
+    }
+
+    /// The other replicas' figures the judge counts (see
+    /// [`judge::others_figures`]): live members' own entries, each within
+    /// the fleet's objects.
+    async fn counted_figures(&mut self) -> judge::Counted {
+        let live = self.judge.live_members();
+        let others = self.last_seen.as_deref().is_some_and(|r| {
+            r.status.as_ref().is_some_and(|s| {
+                s.replicas
+                    .iter()
+                    .any(|e| e.rollout.is_some() && e.name != self.writer.replica())
+            })
+        });
+        let bound = if others {
+            self.fleet_objects().await
+        } else {
+            u64::MAX
+        };
+        judge::others_figures(
+            self.last_seen.as_deref(),
+            self.writer.replica(),
+            &live,
+            bound,
+        )
+    }
+
+    /// How many Jinghzhus the cluster holds (no replica can have seen
+    /// more), counted with a one-item list at most every
+    /// [`FLEET_COUNT_INTERVAL`]; unknown (no bound) until counted.
+    async fn fleet_objects(&mut self) -> u64 {
+        if let Some((count, at)) = self.fleet_objects
+            && at.elapsed() < FLEET_COUNT_INTERVAL
+        {
+            return count;
+        }
+        let api: kube::Api<crate::crd::Jinghzhu> = kube::Api::all(self.client.clone());
+        let listed = tokio::time::timeout(
+            JUDGE_READ_TIMEOUT,
+            api.list_metadata(&kube::api::ListParams::default().limit(1)),
+        )
+        .await;
+        let count = match listed {
+            Ok(Ok(list)) => match (
+                list.metadata.remaining_item_count,
+                list.metadata.continue_.as_deref(),
+            ) {
+                (Some(rest), _) => u64::try_from(rest).unwrap_or(0) + list.items.len() as u64,
+                (None, None | Some("")) => list.items.len() as u64,
+                (None, Some(_)) => u64::MAX,
+            },
+            _ => self.fleet_objects.map_or(u64::MAX, |(count, _)| count),
+        };
+        self.fleet_objects = Some((count, Instant::now()));
+        count
+    }
+
+    /// Counts and reports (once per entry and reason while the rollout
+    /// lasts) the entries whose figures the judge left out: a metric and a
+    /// Warning naming the rule `rollout/figures-not-counted`.
+    async fn report_ignored(
+        &mut self,
+        ignored: &[(String, judge::Ignored)],
+        resource: Option<&JinghzhuPlugin>,
+    ) {
+        for (name, why) in ignored {
+            if !self.ignored_reported.insert((name.clone(), *why)) {
+                continue;
+            }
+            self.metrics
+                .rollout_figures_ignored
+                .get_or_create(&crate::telemetry::metrics::ReasonLabels {
+                    reason: why.as_str().to_string(),
+                })
+                .inc();
+            let text = match why {
+                judge::Ignored::NotLive => "its replica is not a live member of the fleet",
+                judge::Ignored::NotItsOwn => "it was not written by its replica's field manager",
+                judge::Ignored::OutOfBounds => "it claims more objects than the cluster holds",
+            };
+            let message = format!(
+                "the rollout's judge leaves out the figures of the status.replicas entry {} \
+                 (rule rollout/figures-not-counted): {text}",
+                plugin_text::escape_within(name, 253)
+            );
+            tracing::warn!(resource = %self.name, entry = %plugin_text::escape_within(name, 253), reason = why.as_str(), "rollout figures not counted");
+            if let Some(resource) = resource {
+                self.writer.warn(resource, &message).await;
+            }
+        }
+    }
+
+    /// Removes the `status.replicas` entries no replica wrote (not owned by
+    /// the field manager of the replica they name), at most
+    /// [`PLANTED_REMOVED_PER_TICK`] every [`PLANTED_INTERVAL`]: they are
+    /// not the fleet's, and a full list keeps real replicas' entries out.
+    async fn remove_planted_entries(&mut self) {
+        if self
+            .planted_checked
+            .is_some_and(|at| at.elapsed() < PLANTED_INTERVAL)
+        {
+            return;
+        }
+        self.planted_checked = Some(Instant::now());
+        let Some(resource) = self.last_seen.clone() else {
+            return;
+        };
+        let own = judge::own_entries(&resource);
+        let entries = resource.status.as_ref().map(|s| s.replicas.as_slice());
+        let planted: Vec<(usize, String)> = entries
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !own.contains(&e.name))
+            .map(|(index, e)| (index, e.name.clone()))
+            .collect();
+        // From the last: a removal does not move the indexes still to come.
+        for (index, name) in planted.into_iter().rev().take(PLANTED_REMOVED_PER_TICK) {
+            match status::StatusWriter::remove_entry(&self.client, &self.name, index, &name).await {
+                Ok(()) => {
+                    tracing::info!(resource = %self.name, entry = %plugin_text::escape_within(&name, 253), "removed a status.replicas entry no replica wrote")
+                }
+                Err(err) => {
+                    tracing::debug!(resource = %self.name, error = %err, "a status.replicas entry no replica wrote was not removed (moved meanwhile?)")
+                }
+            }
+        }
+    }
+
+    /// Writes the status again when the last write had to leave this
+    /// replica's entry out (the list was full: the judge removes entries
+    /// of replicas that are not live, and those no replica wrote), at most
+    /// every [`ENTRY_RETRY_INTERVAL`].
+    async fn write_left_out_entry(&mut self) {
+        if !self.writer.entry_left_out()
+            || self
+                .entry_retried
+                .is_some_and(|at| at.elapsed() < ENTRY_RETRY_INTERVAL)
+        {
+            return;
+        }
+        self.entry_retried = Some(Instant::now());
+        self.writer.forget_written();
+        self.writer.write().await;
     }
 
     /// Writes this replica's figures for the step in its entry, when they
@@ -284,13 +545,9 @@ impl Driver {
     /// (`promote sha256:…` or `abort sha256:…`, naming the canary it is
     /// for), acted on once per value.
     pub(super) async fn on_rollout_action(&mut self, resource: &Arc<JinghzhuPlugin>) {
-        let action = resource
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ROLLOUT_ACTION_ANNOTATION))
-            .cloned();
-        if action.is_none() || action == self.last_rollout_action {
+        let action = rollout_action(resource);
+        let recorded = at_generation(Some(resource)).and_then(|r| r.last_action.clone());
+        if action.is_none() || action == self.last_rollout_action || action == recorded {
             return;
         }
         self.last_rollout_action = action.clone();
@@ -314,6 +571,29 @@ impl Driver {
         if let Some(before) = before {
             self.report_rollout(before, change, None, Some(resource.clone()))
                 .await;
+        }
+    }
+
+    /// A step held past twice its duration with nothing to judge: the
+    /// `Rollout` condition and a Warning (rule `rollout/too-little-traffic`)
+    /// say why it waits.
+    async fn report_starved(
+        &mut self,
+        before: &RolloutView,
+        resource: Option<Arc<JinghzhuPlugin>>,
+    ) {
+        let message = format!(
+            "step {}/{} ({}%) waits: no object was reconciled in it, so there is nothing to \
+             judge it on (rule rollout/too-little-traffic); it goes on once objects are \
+             reconciled, or by hand (wasm-operator rollout promote|abort)",
+            before.step.0, before.step.1, before.weight
+        );
+        tracing::warn!(resource = %self.name, %message, "canary rollout starved");
+        self.writer
+            .set("Rollout", true, "TooLittleTraffic", &message);
+        self.writer.write().await;
+        if let Some(resource) = resource {
+            self.writer.warn(&resource, &message).await;
         }
     }
 
@@ -347,8 +627,13 @@ impl Driver {
     ) {
         let figures = figures.unwrap_or_default();
         match change {
-            RolloutChange::Advanced(weight) => {
-                self.remember_step(&before, "Passed", &figures);
+            RolloutChange::Starved => {
+                self.report_starved(&before, resource).await;
+                return;
+            }
+            RolloutChange::Advanced { weight, empty } => {
+                let verdict = if empty { "Empty" } else { "Passed" };
+                self.remember_step(&before, verdict, &figures);
                 let view = self.active.rollout_view().unwrap_or(before);
                 let message = format!(
                     "step {}/{}: the canary serves {weight}% of the objects",

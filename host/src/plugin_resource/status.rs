@@ -21,8 +21,9 @@ use kube::{Client, Resource};
 use super::judge::RolloutJudge;
 use crate::crd::plugin::{
     EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaRollout, ReplicaStatus,
-    RolloutStatus,
+    RolloutStatus, ServedVersion,
 };
+use crate::hotswap::candidate::Served;
 use crate::hotswap::router::ObjectCounts;
 use crate::plugin_text;
 
@@ -53,6 +54,20 @@ pub struct Serving {
     pub plugin: Option<String>,
 }
 
+/// Every replica's field manager is this and its name.
+pub const FIELD_MANAGER_PREFIX: &str = "wasm-operator/";
+
+/// How long an unchanged status goes without being written again (then it
+/// is, in case another writer removed or changed what it holds).
+pub const REWRITE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A status body applied.
+struct Written {
+    body: serde_json::Value,
+    with_entry: bool,
+    at: std::time::Instant,
+}
+
 /// One replica's view of one resource, and how it writes it.
 pub struct StatusWriter {
     api: Api<JinghzhuPlugin>,
@@ -72,6 +87,12 @@ pub struct StatusWriter {
     /// `status.rollout`, which the others follow.
     judge: RolloutJudge,
     replica_rollout: Option<ReplicaRollout>,
+    newest_served: Option<ServedVersion>,
+    /// The body last applied, whether this replica's entry was in it, and
+    /// when: an unchanged status is not written again for
+    /// [`REWRITE_INTERVAL`], and an entry left out (the list was full) is
+    /// tried again.
+    last_written: std::sync::Mutex<Option<Written>>,
 }
 
 impl StatusWriter {
@@ -93,7 +114,34 @@ impl StatusWriter {
             rollout: None,
             judge: RolloutJudge::default(),
             replica_rollout: None,
+            newest_served: None,
+            last_written: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The newest plugin version the slot served, for `newestServed`.
+    pub fn set_newest_served(&mut self, served: Option<Served>) {
+        self.newest_served = served.map(|s| ServedVersion {
+            name: s.name,
+            version: s.version,
+            digest: s.digest,
+        });
+    }
+
+    /// Whether the last write left this replica's entry out (the list was
+    /// full), so it is to be tried again.
+    pub fn entry_left_out(&self) -> bool {
+        self.last_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|written| !written.with_entry)
+    }
+
+    /// Forgets the body last written: the next write is sent whatever it
+    /// holds (a new generation, or another object under the same name).
+    pub fn forget_written(&self) {
+        *self.last_written.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// The canary rollout to show (`status.rollout`), written while this
@@ -131,7 +179,7 @@ impl StatusWriter {
 
     /// The field manager of this replica.
     pub fn manager(&self) -> String {
-        format!("wasm-operator/{}", self.replica)
+        format!("{FIELD_MANAGER_PREFIX}{}", self.replica)
     }
 
     /// Sets the generation the next write describes.
@@ -202,6 +250,7 @@ impl StatusWriter {
             "state": self.state,
             "effectiveLimits": self.effective,
             "lastRefusal": self.last_refusal,
+            "newestServed": self.newest_served,
             "rollout": self.rollout.as_ref().filter(|_| self.judge.here()),
             "replicas": [ReplicaStatus {
                 name: self.replica.clone(),
@@ -221,7 +270,19 @@ impl StatusWriter {
             "metadata": { "name": self.name },
             "status": strip_nulls(status),
         });
+        {
+            let last = self.last_written.lock().unwrap_or_else(|e| e.into_inner());
+            let unchanged = last.as_ref().is_some_and(|written| {
+                written.with_entry
+                    && written.body == body
+                    && written.at.elapsed() < REWRITE_INTERVAL
+            });
+            if unchanged {
+                return;
+            }
+        }
         let params = PatchParams::apply(&self.manager()).force();
+        let mut with_entry = true;
         let mut result = self
             .api
             .patch_status(&self.name, &params, &Patch::Apply(&body))
@@ -239,17 +300,28 @@ impl StatusWriter {
                 status.remove("replicas");
             }
             tracing::warn!(resource = %self.name, error = %status.message, "the JinghzhuPlugin status was refused with this replica's entry (is status.replicas full?); writing it without");
+            with_entry = false;
             result = self
                 .api
                 .patch_status(&self.name, &params, &Patch::Apply(&without_entry))
                 .await;
         }
-        if let Err(err) = result {
-            tracing::warn!(
-                resource = %self.name,
-                error = %err,
-                "could not write the JinghzhuPlugin status"
-            );
+        match result {
+            Ok(_) => {
+                *self.last_written.lock().unwrap_or_else(|e| e.into_inner()) = Some(Written {
+                    body,
+                    with_entry,
+                    at: std::time::Instant::now(),
+                });
+            }
+            Err(err) => {
+                *self.last_written.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                tracing::warn!(
+                    resource = %self.name,
+                    error = %err,
+                    "could not write the JinghzhuPlugin status"
+                );
+            }
         }
     }
 

@@ -140,6 +140,51 @@ impl PrecompiledCache {
             .as_ref()
     }
 
+    /// The component whose sha256 is `digest_hex`, if a trusted artifact
+    /// of it is in the cache (for this engine); untrusted or unusable ones
+    /// are reported and treated as absent.
+    pub fn cached(&self, engine: &Engine, digest_hex: &str) -> Option<Component> {
+        let path = self.path_for(engine, digest_hex)?;
+        let key = self.key()?;
+        fs::symlink_metadata(&path).ok()?;
+        match read_artifact(&path, key) {
+            Ok(precompiled) => {
+                // SAFETY: `Component::deserialize` trusts its input to be
+                // wasmtime's own output: it checks the header, the
+                // wasmtime version and the engine's settings, but not the
+                // machine code. These bytes carry an HMAC under a key
+                // only this host's user can read, over this very file
+                // name, and `store` only ever signs what
+                // `Engine::precompile_component` produced; the file name
+                // binds the engine's compatibility hash. The bytes are
+                // read into memory first rather than mapped, so nothing
+                // done to the file later can change code in use.
+                match unsafe { Component::deserialize(engine, &precompiled) } {
+                    Ok(component) => {
+                        private::touch(&path);
+                        Some(component)
+                    }
+                    Err(err) => {
+                        tracing::warn!(
+                            path = %path.display(),
+                            error = %format!("{err:#}"),
+                            "unusable precompiled plugin in the cache; compiling again"
+                        );
+                        None
+                    }
+                }
+            }
+            Err(why) => {
+                tracing::warn!(
+                    path = %path.display(),
+                    error = %why,
+                    "untrusted or corrupt precompiled plugin in the cache; compiling again"
+                );
+                None
+            }
+        }
+    }
+
     /// The component for `bytes` (whose sha256 is `digest_hex`): from the
     /// cache when a trusted artifact is there, else compiled by `compile`
     /// (and stored).
@@ -150,42 +195,11 @@ impl PrecompiledCache {
         digest_hex: &str,
         compile: impl FnOnce(&[u8]) -> anyhow::Result<Vec<u8>>,
     ) -> anyhow::Result<(Component, LoadOutcome)> {
+        if let Some(component) = self.cached(engine, digest_hex) {
+            return Ok((component, LoadOutcome::FromCache));
+        }
         let path = self.path_for(engine, digest_hex);
         let key = path.as_ref().and_then(|_| self.key());
-        if let (Some(path), Some(key)) = (path.as_deref(), key)
-            && fs::symlink_metadata(path).is_ok()
-        {
-            match read_artifact(path, key) {
-                Ok(precompiled) => {
-                    // SAFETY: `Component::deserialize` trusts its input to be
-                    // wasmtime's own output: it checks the header, the
-                    // wasmtime version and the engine's settings, but not the
-                    // machine code. These bytes carry an HMAC under a key
-                    // only this host's user can read, over this very file
-                    // name, and `store` only ever signs what
-                    // `Engine::precompile_component` produced; the file name
-                    // binds the engine's compatibility hash. The bytes are
-                    // read into memory first rather than mapped, so nothing
-                    // done to the file later can change code in use.
-                    match unsafe { Component::deserialize(engine, &precompiled) } {
-                        Ok(component) => {
-                            private::touch(path);
-                            return Ok((component, LoadOutcome::FromCache));
-                        }
-                        Err(err) => tracing::warn!(
-                            path = %path.display(),
-                            error = %format!("{err:#}"),
-                            "unusable precompiled plugin in the cache; compiling again"
-                        ),
-                    }
-                }
-                Err(why) => tracing::warn!(
-                    path = %path.display(),
-                    error = %why,
-                    "untrusted or corrupt precompiled plugin in the cache; compiling again"
-                ),
-            }
-        }
         let precompiled = compile(bytes)?;
         // Checked before it is signed: nothing the compiler returns is
         // stored unless this engine accepts it as a component.

@@ -11,7 +11,7 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::bindings::{Operator, OperatorPre, v2};
-use super::cache::PrecompiledCache;
+use super::cache::{LoadOutcome, PrecompiledCache};
 use super::config::RuntimeConfig;
 use super::contract::{self, ContractVersion, Detected};
 use super::engine::new_engine;
@@ -102,6 +102,53 @@ impl Runtime {
             outcome,
         )?;
         Ok(Arc::new(plugin))
+    }
+
+    /// The plugin whose component's sha256 is `digest` (`sha256:<hex>`)
+    /// from the precompiled cache alone, never compiled (there are no
+    /// bytes): a plugin this host vetted and compiled before, taken up
+    /// again after a restart. `None` when no trusted artifact of it is
+    /// there or it no longer loads. Blocking, as [`Runtime::load`].
+    pub fn load_precompiled(&self, digest: &str, source: &str) -> Option<Arc<LoadedPlugin>> {
+        let digest_hex = digest.strip_prefix("sha256:")?;
+        if digest_hex.len() != 64 || !digest_hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let component = self.cache.cached(&self.engine, digest_hex)?;
+        let loaded = self
+            .pre_instantiate(&component)
+            .map_err(|err| format!("{err:#}"))
+            .and_then(|pre| {
+                LoadedPlugin::new(
+                    pre,
+                    self.engine.clone(),
+                    &self.config,
+                    digest.to_string(),
+                    source,
+                    LoadOutcome::FromCache,
+                )
+                .map_err(|err| format!("{err:#}"))
+            });
+        match loaded {
+            Ok(plugin) => Some(Arc::new(plugin)),
+            Err(why) => {
+                tracing::warn!(plugin = digest, reason = %why, "a precompiled plugin in the cache no longer loads");
+                None
+            }
+        }
+    }
+
+    /// [`Runtime::load_precompiled`] on tokio's blocking pool.
+    pub async fn load_precompiled_off_thread(
+        self: &Arc<Self>,
+        digest: String,
+        source: String,
+    ) -> Option<Arc<LoadedPlugin>> {
+        let runtime = self.clone();
+        tokio::task::spawn_blocking(move || runtime.load_precompiled(&digest, &source))
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Links `component` and checks it against the world of the contract

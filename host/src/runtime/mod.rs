@@ -58,3 +58,4 @@ pub use contract::ContractVersion;
 pub use errors::{LoadError, PluginError};
 pub use loader::{Runtime, digest_of};
 pub use plugin::{LoadedPlugin, PluginInput, RawProposal, ReusableInstance, block_on, object_key};
+pub use tags::short_digest;

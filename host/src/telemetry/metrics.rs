@@ -89,6 +89,13 @@ pub struct WatchLabels {
     pub kind: String,
 }
 
+/// `{reason}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Why, as a short word.
+    pub reason: String,
+}
+
 /// `{controller}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -229,6 +236,8 @@ pub struct Metrics {
     pub fenced_writes: Family<FencedLabels, Counter>,
     /// Objects of this replica's cache each plugin selects and serves.
     pub plugin_objects: Family<PluginObjectsLabels, Gauge>,
+    /// Other replicas' rollout figures the judge left out, by why.
+    pub rollout_figures_ignored: Family<ReasonLabels, Counter>,
 
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: Family<ResultLabels, Counter>,
@@ -283,6 +292,7 @@ impl Default for Metrics {
             write_failures: Family::default(),
             fenced_writes: Family::default(),
             plugin_objects: Family::default(),
+            rollout_figures_ignored: Family::default(),
             budget_exceeded: Counter::default(),
             pods_relabelled: Counter::default(),
             reconcile_total: Family::default(),
@@ -415,6 +425,11 @@ impl Metrics {
             "plugin_objects",
             "Jinghzhus of this replica's cache each plugin resource selects and serves, by resource (empty: the default plugin) and count (selected, served)",
             self.plugin_objects.clone(),
+        );
+        r.register(
+            "rollout_figures_ignored",
+            "status.replicas entries whose rollout figures the judge left out, by reason (not-live, not-its-own, out-of-bounds)",
+            self.rollout_figures_ignored.clone(),
         );
         r.register(
             "plugin_call_outcomes",
