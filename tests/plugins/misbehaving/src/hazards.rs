@@ -121,7 +121,9 @@ pub fn flood_log() {
 /// profile the template does not use), `grace-period` (a day),
 /// `active-deadline` (a day, for a template that sets a shorter one),
 /// `image-pull-policy` (`Never`), `env-secret-key` (key `password` of
-/// [`SECRET`]) and `env-from-secret` (every key of it, via `envFrom`).
+/// [`SECRET`]), `env-from-secret` (every key of it, via `envFrom`) and `env`
+/// (a plain variable `EVIL=1`: within the restricted profile, outside the
+/// template).
 /// Anything else gives the plain compliant spec (pod `runAsGroup` 65535, as
 /// the host's default template).
 pub fn escalated_spec(what: &str) -> String {
@@ -149,6 +151,7 @@ pub fn escalated_spec(what: &str) -> String {
             r#","env":[{"name":"P","valueFrom":{"secretKeyRef":{"name":"db-credentials","key":"password"}}}]"#
         }
         "env-from-secret" => r#","envFrom":[{"secretRef":{"name":"db-credentials"}}]"#,
+        "env" => r#","env":[{"name":"EVIL","value":"1"}]"#,
         _ => "",
     };
     let pod_context_extra = match what {
@@ -286,6 +289,7 @@ mod tests {
             "image-pull-policy",
             "env-secret-key",
             "env-from-secret",
+            "env",
             "none",
         ] {
             let spec = escalated_spec(what);

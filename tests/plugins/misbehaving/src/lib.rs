@@ -121,19 +121,23 @@ impl Guest for MisbehavingPlugin {
 /// A literal, so `plugins/build-components.sh` finds it in the artifact.
 const VERSION_SUFFIX: &str = match (
     cfg!(feature = "always-trap"),
+    cfg!(feature = "idle"),
+    cfg!(feature = "slow"),
     cfg!(feature = "v2"),
     cfg!(feature = "fail-fifth"),
     cfg!(feature = "differ"),
 ) {
     (true, ..) => "+always-trap",
-    (false, false, false, false) => "",
-    (false, true, false, false) => "+v2",
-    (false, false, true, false) => "+fail-fifth",
-    (false, true, true, false) => "+v2.fail-fifth",
-    (false, false, false, true) => "+differ",
-    (false, true, false, true) => "+v2.differ",
-    (false, false, true, true) => "+fail-fifth.differ",
-    (false, true, true, true) => "+v2.fail-fifth.differ",
+    (false, true, ..) => "+idle",
+    (false, false, true, ..) => "+slow",
+    (false, false, false, false, false, false) => "",
+    (false, false, false, true, false, false) => "+v2",
+    (false, false, false, false, true, false) => "+fail-fifth",
+    (false, false, false, true, true, false) => "+v2.fail-fifth",
+    (false, false, false, false, false, true) => "+differ",
+    (false, false, false, true, false, true) => "+v2.differ",
+    (false, false, false, false, true, true) => "+fail-fifth.differ",
+    (false, false, false, true, true, true) => "+v2.fail-fifth.differ",
 };
 
 /// The status `out` proposes, taken out of it to be altered: else the
@@ -203,9 +207,16 @@ pub fn reconcile_as(
     {
         return Err(error);
     }
+    if build.slow {
+        variants::burn_cpu();
+    }
     let mut out = as_asked(input)?;
     if build.differ {
         variants::mark_differ(&mut out, name);
+    }
+    if build.idle {
+        out.create_pods.clear();
+        out.delete_pods.clear();
     }
     Ok(out)
 }
@@ -606,7 +617,7 @@ mod tests {
     fn fail_fifth_fails_by_name_and_is_normal_elsewhere() {
         let build = Build {
             fail_fifth: true,
-            differ: false,
+            ..Build::default()
         };
         let names: Vec<String> = (0..50).map(|i| format!("web-{i}")).collect();
         let (failing, passing): (Vec<&String>, Vec<&String>) =
@@ -624,10 +635,24 @@ mod tests {
     }
 
     #[test]
+    fn idle_writes_the_status_and_makes_no_pod() {
+        let build = Build {
+            idle: true,
+            ..Build::default()
+        };
+        let input = web(None).build();
+        let normal = plain(&input).expect("normal output");
+        let idle = reconcile_as(&input, build).expect("idle output");
+        assert!(!normal.create_pods.is_empty());
+        assert!(idle.create_pods.is_empty() && idle.delete_pods.is_empty());
+        assert_eq!(idle.status, normal.status);
+    }
+
+    #[test]
     fn differ_adds_one_label_and_nothing_else() {
         let build = Build {
-            fail_fifth: false,
             differ: true,
+            ..Build::default()
         };
         let input = web(None).build();
         let normal = plain(&input).expect("normal output");

@@ -15,6 +15,9 @@
 //!   The key is under the host's default allowed prefix and the value
 //!   scoped to the object, as the host's label rules require (a key like
 //!   `test.jinghzhu.io/differ`, or a free value like `yes`, is refused).
+//! - `idle`: the normal status, but no pod create or delete: a canary that
+//!   does nothing, whose objects never reach a new `desired`.
+//! - `slow`: about 10 ms of CPU ([`burn_cpu`]) before each reconcile.
 
 use jinghzhu_plugin_sdk::prelude::*;
 
@@ -31,6 +34,10 @@ pub struct Build {
     pub fail_fifth: bool,
     /// Built with `differ`.
     pub differ: bool,
+    /// Built with `idle`.
+    pub idle: bool,
+    /// Built with `slow`.
+    pub slow: bool,
 }
 
 impl Build {
@@ -38,7 +45,22 @@ impl Build {
     pub const THIS: Build = Build {
         fail_fifth: cfg!(feature = "fail-fifth"),
         differ: cfg!(feature = "differ"),
+        idle: cfg!(feature = "idle"),
+        slow: cfg!(feature = "slow"),
     };
+}
+
+/// Iterations of [`burn_cpu`]'s loop: about 10 ms of a compiled guest on
+/// the machines the tests run on.
+pub const SLOW_ITERATIONS: u64 = 10_000_000;
+
+/// Burns CPU for `slow`: a loop the compiler cannot remove.
+pub fn burn_cpu() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..SLOW_ITERATIONS {
+        x = std::hint::black_box(x.rotate_left(5) ^ i).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    std::hint::black_box(x);
 }
 
 /// FNV-1a 64 of `name`'s bytes.
