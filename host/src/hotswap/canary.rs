@@ -330,12 +330,9 @@ impl Steps {
             canary.add(c);
             stable.add(s);
         }
-        let against = match self.baseline {
-            Some(baseline) if stable.objects == 0 => baseline,
-            _ => stable,
-        };
+        let baseline = self.baseline.filter(|_| stable.objects == 0);
         let mut figures = describe(&canary, &stable);
-        if stable.objects == 0 && self.baseline.is_some() {
+        if baseline.is_some() {
             figures.push_str("; the stable plugin's figures of the step before are the baseline");
         }
         if self.paused {
@@ -344,9 +341,12 @@ impl Steps {
         let min = self.min_reconciles(&canary);
         // A failing canary is aborted as soon as it has been seen enough,
         // without waiting for the step's end.
-        if let Some(mut reason) =
-            criteria::failed_criterion(&canary, &against, &self.strategy.thresholds, min)
-        {
+        let thresholds = &self.strategy.thresholds;
+        let failed = match &baseline {
+            Some(baseline) => criteria::failed_against_baseline(&canary, baseline, thresholds, min),
+            None => criteria::failed_criterion(&canary, &stable, thresholds, min),
+        };
+        if let Some(mut reason) = failed {
             let (step, steps) = self.step();
             reason.message = format!(
                 "at step {step}/{steps} ({}%): {}",
@@ -656,19 +656,31 @@ mod tests {
             steps.judge(start + Duration::from_secs(11), &[]).0,
             advance(100)
         );
-        // At 100% nothing is left to the stable plugin; a slow canary is
-        // still compared with what it did the step before.
+        // At 100% nothing is left to the stable plugin: the canary's own
+        // failures are held to the stable plugin's share of the step before.
         for object in ["a", "b", "c", "d", "e"] {
             steps
                 .canary_tally
                 .record(object, OK, Duration::from_millis(40), start);
         }
         let (verdict, figures) = steps.judge(start + Duration::from_secs(12), &[]);
-        let Verdict::Abort(reason) = verdict else {
-            panic!("aborted: {figures}");
-        };
-        assert_eq!(reason.rule, "rollout/latency");
+        assert_eq!(
+            verdict,
+            Verdict::Hold,
+            "latencies of another window are not compared"
+        );
         assert!(figures.contains("baseline"), "{figures}");
+        steps.canary_tally.record("f", Sample::Failed, MS, start);
+        steps.canary_tally.settle("f", false, false);
+        let Verdict::Abort(reason) = steps.judge(start + Duration::from_secs(12), &[]).0 else {
+            panic!("aborted against the baseline");
+        };
+        assert_eq!(reason.rule, "rollout/failure-rate");
+        assert!(
+            reason.message.contains("against 0% of 4 stable ones"),
+            "{}",
+            reason.message
+        );
     }
 
     fn steps_with_healthy_stable() -> Steps {

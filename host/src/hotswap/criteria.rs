@@ -83,6 +83,9 @@ pub const LATENCY_MIN_SAMPLES: u64 = 100;
 pub const LATENCY_MIN_MEDIAN_SAMPLES: u64 = 3;
 /// Microseconds of p99 the canary may exceed the stable's by in any case.
 pub const LATENCY_SLACK_MICROS: f64 = 1000.0;
+/// Microseconds of median the canary may exceed the stable's by in any case
+/// (a few calls on a busy machine move a median more than many move a p99).
+pub const MEDIAN_SLACK_MICROS: f64 = 2000.0;
 
 fn share(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -93,12 +96,36 @@ fn share(part: u64, whole: u64) -> f64 {
 }
 
 /// The first criterion the canary fails once it made `min_reconciles`
-/// (comparisons for the difference), or `None`.
+/// (comparisons for the difference), or `None`; `stable` is the stable
+/// plugin's figures over the same window.
 pub fn failed_criterion(
     canary: &RolloutFigures,
     stable: &RolloutFigures,
     thresholds: &Thresholds,
     min_reconciles: u64,
+) -> Option<AbortReason> {
+    judged(canary, stable, thresholds, min_reconciles, true)
+}
+
+/// [`failed_criterion`] against the stable plugin's figures of an earlier
+/// window (the step before, where the stable plugin serves no object
+/// now): every criterion but latency, since calls made at another moment
+/// (a quieter or a busier one) say nothing about the plugin's speed.
+pub fn failed_against_baseline(
+    canary: &RolloutFigures,
+    baseline: &RolloutFigures,
+    thresholds: &Thresholds,
+    min_reconciles: u64,
+) -> Option<AbortReason> {
+    judged(canary, baseline, thresholds, min_reconciles, false)
+}
+
+fn judged(
+    canary: &RolloutFigures,
+    stable: &RolloutFigures,
+    thresholds: &Thresholds,
+    min_reconciles: u64,
+    same_window: bool,
 ) -> Option<AbortReason> {
     if canary.reconciles < min_reconciles {
         return difference(canary, thresholds, min_reconciles);
@@ -143,12 +170,17 @@ pub fn failed_criterion(
         )
     })
     .or_else(|| relative(canary, stable, thresholds, min_reconciles))
+    .or_else(|| {
+        same_window
+            .then(|| latency(canary, stable, thresholds))
+            .flatten()
+    })
     .or_else(|| difference(canary, thresholds, min_reconciles))
 }
 
-/// Writes per accepted reconcile and p99 latency, judged only when the
-/// stable plugin made `min_reconciles` too (there is nothing to compare
-/// with before), writes only when both had proposals accepted.
+/// Writes per accepted reconcile, judged only when the stable plugin made
+/// `min_reconciles` too (there is nothing to compare with before) and both
+/// had proposals accepted.
 fn relative(
     canary: &RolloutFigures,
     stable: &RolloutFigures,
@@ -172,31 +204,37 @@ fn relative(
             ),
         });
     }
-    latency(canary, stable, thresholds)
+    None
 }
 
 /// The p99 call latency where both plugins made enough calls for one, else
-/// the median where both made a few (see the sample constants).
+/// the median where both made a few (see the sample constants), with
+/// [`LATENCY_SLACK_MICROS`] and [`MEDIAN_SLACK_MICROS`] of slack.
 fn latency(
     canary: &RolloutFigures,
     stable: &RolloutFigures,
     thresholds: &Thresholds,
 ) -> Option<AbortReason> {
     let calls = canary.reconciles.min(stable.reconciles);
-    let (name, cl, sl) = if calls >= LATENCY_MIN_SAMPLES {
-        ("p99", canary.p99_micros, stable.p99_micros)
+    let (name, cl, sl, slack) = if calls >= LATENCY_MIN_SAMPLES {
+        (
+            "p99",
+            canary.p99_micros,
+            stable.p99_micros,
+            LATENCY_SLACK_MICROS,
+        )
     } else if calls >= LATENCY_MIN_MEDIAN_SAMPLES {
-        ("median", canary.p50_micros, stable.p50_micros)
+        (
+            "median",
+            canary.p50_micros,
+            stable.p50_micros,
+            MEDIAN_SLACK_MICROS,
+        )
     } else {
         return None;
     };
     let (cl, sl) = (cl as f64, sl as f64);
-    exceeds(
-        cl,
-        sl,
-        thresholds.max_latency_increase,
-        LATENCY_SLACK_MICROS,
-    )
+    exceeds(cl, sl, thresholds.max_latency_increase, slack)
     .then(|| AbortReason {
         rule: "rollout/latency",
         message: format!(
