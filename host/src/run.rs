@@ -163,6 +163,19 @@ pub struct RunArgs {
     /// `list`/`watch` on JinghzhuPlugins.
     #[arg(long, env = "WASM_OPERATOR_TENANT_PLUGINS")]
     pub tenant_plugins: bool,
+    /// With --tenant-plugins: a Secret, NAMESPACE/NAME, that a tenant
+    /// JinghzhuPlugin's spec.verification.keys may name; repeat (or
+    /// separate with commas) for more. Default: none (a tenant naming any
+    /// other is refused, rule verification/secret-not-allowed, before the
+    /// Secret is read). The --plugin-resource resource may name any.
+    #[arg(
+        long = "tenant-key-secret",
+        env = "WASM_OPERATOR_TENANT_KEY_SECRET",
+        value_name = "NAMESPACE/NAME",
+        value_delimiter = ',',
+        requires = "tenant_plugins"
+    )]
+    pub tenant_key_secrets: Vec<String>,
     /// Shortest time between two plugin swaps, in seconds: a source that
     /// moves again sooner (a flapping tag) is held until then and only its
     /// newest plugin is offered; the ones in between are coalesced, counted
@@ -363,6 +376,10 @@ async fn plugin_router(
     let router = Arc::new(PluginRouter::new(active));
     if args.tenant_plugins {
         crate::plugin_resource::check_tenant_access(client).await?;
+        crate::plugin_resource::tenants::check_access(client).await?;
+        let key_secrets =
+            crate::plugin_resource::keys::AllowedKeySecrets::parse(&args.tenant_key_secrets)
+                .map_err(|err| anyhow!(err))?;
         crate::plugin_resource::tenants::start(
             client,
             runtime,
@@ -375,6 +392,7 @@ async fn plugin_router(
             crate::plugin_resource::tenants::SlotSettings {
                 allow_downgrade: args.plugin_allow_downgrade,
                 min_swap_interval: Duration::from_secs(args.min_swap_interval_secs),
+                key_secrets,
             },
             metrics.clone(),
             router.clone(),
