@@ -218,7 +218,13 @@ impl PluginRouter {
     pub fn route(&self, jz: &Jinghzhu) -> Route {
         let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
         let opt_ins = self.opt_ins.read().unwrap_or_else(|e| e.into_inner());
-        match tenants.iter().find(|t| serves(t, jz, &opt_ins)) {
+        // One lookup: a namespace that opts in to no tenant is done here.
+        let allowed = opted_in_to(jz, &opt_ins);
+        match allowed.and_then(|name| {
+            tenants
+                .iter()
+                .find(|t| t.name == name && t.selection.matches(jz))
+        }) {
             Some(tenant) => Route {
                 tenant: Some(tenant.name.clone()),
                 slot: tenant.slot.clone(),
@@ -314,11 +320,12 @@ impl PluginRouter {
         let mut default = ObjectCounts::default();
         for jz in objects {
             default.selected += 1;
+            let allowed = opted_in_to(jz, &opt_ins);
             let mut served = false;
             for (tenant, counts) in tenants.iter().zip(counts.iter_mut()) {
                 if tenant.selection.matches(jz) {
                     counts.selected += 1;
-                    if !served && serves(tenant, jz, &opt_ins) {
+                    if !served && allowed == Some(tenant.name.as_str()) {
                         counts.served += 1;
                         served = true;
                     }
@@ -376,13 +383,11 @@ impl PluginRouter {
     }
 }
 
-/// Whether `tenant` serves `jz`: it selects it and its namespace opts in to it.
-fn serves(tenant: &Tenant, jz: &Jinghzhu, opt_ins: &OptIns) -> bool {
+/// The tenant `jz`'s namespace opts in to, if any: the only one that may
+/// serve it.
+fn opted_in_to<'a>(jz: &Jinghzhu, opt_ins: &'a OptIns) -> Option<&'a str> {
     let namespace = jz.metadata.namespace.as_deref().unwrap_or_default();
-    opt_ins
-        .get(namespace)
-        .is_some_and(|name| *name == tenant.name)
-        && tenant.selection.matches(jz)
+    opt_ins.get(namespace).map(String::as_str)
 }
 
 /// The order of precedence: namespaced first, then the oldest, then by name.

@@ -255,7 +255,10 @@ impl Tenants {
     /// The namespaces that opt in now: the router re-routes their objects.
     fn set_opt_ins(&mut self, opt_ins: OptIns) {
         if self.router.set_opt_ins(opt_ins.clone()) {
-            tracing::info!(namespaces = opt_ins.len(), "the namespaces opting in to tenant plugins (label {TENANT_LABEL}) changed; objects re-routed");
+            tracing::info!(
+                namespaces = opt_ins.len(),
+                "the namespaces opting in to tenant plugins (label {TENANT_LABEL}) changed; objects re-routed"
+            );
         }
         self.opt_ins = Some(opt_ins);
     }
