@@ -1005,4 +1005,39 @@ mod tests {
         assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-queue", "0"]).is_err());
         assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-plugin-sha256", "ab"]).is_ok());
     }
+
+    #[test]
+    fn tenant_key_secrets_repeat_or_split_on_commas_and_need_tenant_plugins() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["wasm-operator", "run", "--plugin", "p.wasm"];
+            argv.extend_from_slice(extra);
+            crate::cli::Cli::try_parse_from(argv)
+        };
+        let crate::cli::Command::Run(args) = parse(&[
+            "--tenant-plugins",
+            "--tenant-key-secret",
+            "ops/a,ops/b",
+            "--tenant-key-secret",
+            "keys/c",
+        ])
+        .expect("parse")
+        .command
+        else {
+            panic!("not run")
+        };
+        assert_eq!(args.tenant_key_secrets, ["ops/a", "ops/b", "keys/c"]);
+        assert!(
+            crate::plugin_resource::keys::AllowedKeySecrets::parse(&args.tenant_key_secrets)
+                .is_ok()
+        );
+        assert!(parse(&["--tenant-key-secret", "ops/a"]).is_err());
+        let crate::cli::Command::Run(args) = parse(&[]).expect("parse").command else {
+            panic!("not run")
+        };
+        assert!(
+            args.tenant_key_secrets.is_empty(),
+            "none allowed by default"
+        );
+    }
 }
