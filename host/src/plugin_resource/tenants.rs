@@ -167,7 +167,8 @@ impl Tenants {
         let mut listed: HashSet<String> = HashSet::new();
         // The namespaces of a (re)list going on.
         let mut listing = OptIns::new();
-        // A judge that changes hands writes the conditions afresh.
+        // Every 5 s too: a replica that became the judge writes the
+        // conditions then, without waiting for a change.
         let mut ticks = tokio::time::interval(OBJECT_COUNT_INTERVAL);
         loop {
             tokio::select! {
