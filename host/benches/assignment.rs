@@ -144,11 +144,19 @@ fn selection(i: usize, n: usize) -> Selection {
     }
 }
 
-/// A router with `n` tenants, each its own slot serving `plugin`.
+/// A router with `n` tenants, each its own slot serving `plugin`; the
+/// objects' namespace (`default`) opts in to the last.
 fn router(n: usize, plugin: &Arc<LoadedPlugin>) -> PluginRouter {
     let router = PluginRouter::new(slot(plugin));
     for i in 0..n {
         router.upsert(&format!("tenant-{i}"), None, selection(i, n), &slot(plugin));
+    }
+    if n > 0 {
+        router.set_opt_ins(
+            [("default".to_string(), format!("tenant-{}", n - 1))]
+                .into_iter()
+                .collect(),
+        );
     }
     router
 }

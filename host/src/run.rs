@@ -163,6 +163,19 @@ pub struct RunArgs {
     /// `list`/`watch` on JinghzhuPlugins.
     #[arg(long, env = "WASM_OPERATOR_TENANT_PLUGINS")]
     pub tenant_plugins: bool,
+    /// With --tenant-plugins: a Secret, NAMESPACE/NAME, that a tenant
+    /// JinghzhuPlugin's spec.verification.keys may name; repeat (or
+    /// separate with commas) for more. Default: none (a tenant naming any
+    /// other is refused, rule verification/secret-not-allowed, before the
+    /// Secret is read). The --plugin-resource resource may name any.
+    #[arg(
+        long = "tenant-key-secret",
+        env = "WASM_OPERATOR_TENANT_KEY_SECRET",
+        value_name = "NAMESPACE/NAME",
+        value_delimiter = ',',
+        requires = "tenant_plugins"
+    )]
+    pub tenant_key_secrets: Vec<String>,
     /// Shortest time between two plugin swaps, in seconds: a source that
     /// moves again sooner (a flapping tag) is held until then and only its
     /// newest plugin is offered; the ones in between are coalesced, counted
@@ -363,6 +376,10 @@ async fn plugin_router(
     let router = Arc::new(PluginRouter::new(active));
     if args.tenant_plugins {
         crate::plugin_resource::check_tenant_access(client).await?;
+        crate::plugin_resource::tenants::check_access(client).await?;
+        let key_secrets =
+            crate::plugin_resource::keys::AllowedKeySecrets::parse(&args.tenant_key_secrets)
+                .map_err(|err| anyhow!(err))?;
         crate::plugin_resource::tenants::start(
             client,
             runtime,
@@ -375,6 +392,7 @@ async fn plugin_router(
             crate::plugin_resource::tenants::SlotSettings {
                 allow_downgrade: args.plugin_allow_downgrade,
                 min_swap_interval: Duration::from_secs(args.min_swap_interval_secs),
+                key_secrets,
             },
             metrics.clone(),
             router.clone(),
@@ -986,5 +1004,40 @@ mod tests {
         assert!(parse(&["--shadow-plugin-sha256", "ab"]).is_err());
         assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-queue", "0"]).is_err());
         assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-plugin-sha256", "ab"]).is_ok());
+    }
+
+    #[test]
+    fn tenant_key_secrets_repeat_or_split_on_commas_and_need_tenant_plugins() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["wasm-operator", "run", "--plugin", "p.wasm"];
+            argv.extend_from_slice(extra);
+            crate::cli::Cli::try_parse_from(argv)
+        };
+        let crate::cli::Command::Run(args) = parse(&[
+            "--tenant-plugins",
+            "--tenant-key-secret",
+            "ops/a,ops/b",
+            "--tenant-key-secret",
+            "keys/c",
+        ])
+        .expect("parse")
+        .command
+        else {
+            panic!("not run")
+        };
+        assert_eq!(args.tenant_key_secrets, ["ops/a", "ops/b", "keys/c"]);
+        assert!(
+            crate::plugin_resource::keys::AllowedKeySecrets::parse(&args.tenant_key_secrets)
+                .is_ok()
+        );
+        assert!(parse(&["--tenant-key-secret", "ops/a"]).is_err());
+        let crate::cli::Command::Run(args) = parse(&[]).expect("parse").command else {
+            panic!("not run")
+        };
+        assert!(
+            args.tenant_key_secrets.is_empty(),
+            "none allowed by default"
+        );
     }
 }

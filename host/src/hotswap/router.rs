@@ -5,12 +5,22 @@
 //! ([`ActivePlugin`]): its own vetting, limits, pod policy, swaps and
 //! rollbacks, so one tenant's failures never touch another's objects.
 //!
-//! One rule settles overlaps, computed from the resources alone, so every
-//! replica (and every shard holder) routes an object the same way: a
-//! resource that names namespaces beats one that selects by labels across
-//! the cluster; among equals the oldest (`creationTimestamp`) wins, then
-//! the name. Objects no resource selects get the default slot.
+//! A namespace opts in to one tenant: a cluster admin labels it
+//! [`TENANT_LABEL`]`=<resource name>` (rule `tenant/namespace-not-allowed`).
+//! A tenant serves an object only if it selects the object and the
+//! object's namespace names that tenant; every other object stays with the
+//! default slot, whatever the resources select. The namespaces' labels are
+//! handed in with [`PluginRouter::set_opt_ins`] (followed by
+//! [`crate::plugin_resource::tenants`]).
+//!
+//! One rule settles overlaps, computed from the resources and the
+//! namespaces' labels alone, so every replica (and every shard holder)
+//! routes an object the same way: a resource that names namespaces beats
+//! one that selects by labels across the cluster; among equals the oldest
+//! (`creationTimestamp`) wins, then the name. Objects no resource serves
+//! get the default slot.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
@@ -23,6 +33,14 @@ use super::ActivePlugin;
 use crate::crd::Jinghzhu;
 use crate::crd::plugin::ObjectSelectorSpec;
 use crate::tasks::AbortOnDrop;
+
+/// The namespace label naming the one tenant resource that may serve the
+/// namespace's objects. Namespace labels are cluster-admin territory (a
+/// Namespace is a cluster-scoped object): a namespace's users cannot set it.
+pub const TENANT_LABEL: &str = "jinghzhu.io/tenant-plugin";
+
+/// Which namespace opts in to which tenant: namespace → resource name.
+pub type OptIns = HashMap<String, String>;
 
 /// The objects a tenant resource selects.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +87,46 @@ impl Selection {
     fn namespaced(&self) -> bool {
         !self.namespaces.is_empty()
     }
+
+    /// Whether it names namespaces (else it selects by labels alone).
+    pub fn names_namespaces(&self) -> bool {
+        self.namespaced()
+    }
+
+    /// Which namespaces the tenant `name` with this selection serves, and
+    /// which namespaces it names that do not opt in to it.
+    pub fn namespace_view(&self, name: &str, opt_ins: &OptIns) -> NamespaceView {
+        let opted_in = |namespace: &str| opt_ins.get(namespace).is_some_and(|n| n == name);
+        if self.namespaced() {
+            let (allowed, refused): (BTreeSet<&String>, BTreeSet<&String>) =
+                self.namespaces.iter().partition(|ns| opted_in(ns));
+            return NamespaceView {
+                allowed: allowed.into_iter().cloned().collect(),
+                refused: refused.into_iter().cloned().collect(),
+            };
+        }
+        let allowed: BTreeSet<&String> = opt_ins
+            .iter()
+            .filter(|(_, tenant)| *tenant == name)
+            .map(|(namespace, _)| namespace)
+            .collect();
+        NamespaceView {
+            allowed: allowed.into_iter().cloned().collect(),
+            refused: Vec::new(),
+        }
+    }
+}
+
+/// The namespaces a tenant serves and those it is refused (see
+/// [`Selection::namespace_view`]), each sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceView {
+    /// Named by the selection (or, for a selection by labels alone, any
+    /// namespace) and labelled with the tenant's name.
+    pub allowed: Vec<String>,
+    /// Named by the selection but not labelled with the tenant's name:
+    /// their objects stay with the default plugin.
+    pub refused: Vec<String>,
 }
 
 /// How often the controller counts the objects each resource selects and
@@ -81,7 +139,8 @@ pub const OBJECT_COUNT_INTERVAL: std::time::Duration = std::time::Duration::from
 pub struct ObjectCounts {
     /// Matched by its selector.
     pub selected: u64,
-    /// Routed to it (not taken by a resource of higher precedence).
+    /// Routed to it: its namespace opts in to it (and no resource of
+    /// higher precedence takes it).
     pub served: u64,
 }
 
@@ -113,6 +172,8 @@ pub struct PluginRouter {
     default: Arc<ActivePlugin>,
     /// In order of precedence.
     tenants: RwLock<Vec<Tenant>>,
+    /// The namespaces that opt in, and to which tenant.
+    opt_ins: RwLock<OptIns>,
     /// Counts the changes that re-route or re-serve objects: a swap in any
     /// slot, a tenant added, removed or re-selected.
     generation: watch::Sender<u64>,
@@ -140,6 +201,7 @@ impl PluginRouter {
         Self {
             default,
             tenants: RwLock::new(Vec::new()),
+            opt_ins: RwLock::new(OptIns::new()),
             generation,
             default_counts: std::sync::Mutex::new(ObjectCounts::default()),
             _default_forwarding: forwarding,
@@ -151,10 +213,18 @@ impl PluginRouter {
         &self.default
     }
 
-    /// Where `jz` is reconciled.
+    /// Where `jz` is reconciled: the first tenant that selects it and
+    /// that its namespace opts in to, else the default slot.
     pub fn route(&self, jz: &Jinghzhu) -> Route {
         let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
-        match tenants.iter().find(|t| t.selection.matches(jz)) {
+        let opt_ins = self.opt_ins.read().unwrap_or_else(|e| e.into_inner());
+        // One lookup: a namespace that opts in to no tenant is done here.
+        let allowed = opted_in_to(jz, &opt_ins);
+        match allowed.and_then(|name| {
+            tenants
+                .iter()
+                .find(|t| t.name == name && t.selection.matches(jz))
+        }) {
             Some(tenant) => Route {
                 tenant: Some(tenant.name.clone()),
                 slot: tenant.slot.clone(),
@@ -210,6 +280,21 @@ impl PluginRouter {
         }
     }
 
+    /// Sets which namespaces opt in to which tenant (the namespaces'
+    /// [`TENANT_LABEL`]); a change re-routes, so the controller re-queues
+    /// every object. Returns whether anything changed.
+    pub fn set_opt_ins(&self, opt_ins: OptIns) -> bool {
+        {
+            let mut current = self.opt_ins.write().unwrap_or_else(|e| e.into_inner());
+            if *current == opt_ins {
+                return false;
+            }
+            *current = opt_ins;
+        }
+        self.generation.send_modify(|g| *g += 1);
+        true
+    }
+
     /// The tenants' names, in order of precedence.
     pub fn tenant_names(&self) -> Vec<String> {
         let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
@@ -230,15 +315,17 @@ impl PluginRouter {
         // Counted under the read lock, which every reconcile's route takes
         // too; the write lock only stores the results.
         let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        let opt_ins = self.opt_ins.read().unwrap_or_else(|e| e.into_inner());
         let mut counts = vec![ObjectCounts::default(); tenants.len()];
         let mut default = ObjectCounts::default();
         for jz in objects {
             default.selected += 1;
+            let allowed = opted_in_to(jz, &opt_ins);
             let mut served = false;
             for (tenant, counts) in tenants.iter().zip(counts.iter_mut()) {
                 if tenant.selection.matches(jz) {
                     counts.selected += 1;
-                    if !served {
+                    if !served && allowed == Some(tenant.name.as_str()) {
                         counts.served += 1;
                         served = true;
                     }
@@ -250,6 +337,7 @@ impl PluginRouter {
         }
         let counted: Vec<(String, ObjectCounts)> =
             tenants.iter().map(|t| t.name.clone()).zip(counts).collect();
+        drop(opt_ins);
         drop(tenants);
         let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
         for (name, counts) in counted {
@@ -293,6 +381,13 @@ impl PluginRouter {
             tenant.slot.forget_object(uid);
         }
     }
+}
+
+/// The tenant `jz`'s namespace opts in to, if any: the only one that may
+/// serve it.
+fn opted_in_to<'a>(jz: &Jinghzhu, opt_ins: &'a OptIns) -> Option<&'a str> {
+    let namespace = jz.metadata.namespace.as_deref().unwrap_or_default();
+    opt_ins.get(namespace).map(String::as_str)
 }
 
 /// The order of precedence: namespaced first, then the oldest, then by name.
@@ -367,8 +462,15 @@ mod tests {
         assert!(everything.is_err(), "{everything:?}");
     }
 
+    fn opt_ins(pairs: &[(&str, &str)]) -> OptIns {
+        pairs
+            .iter()
+            .map(|(ns, tenant)| (ns.to_string(), tenant.to_string()))
+            .collect()
+    }
+
     #[tokio::test]
-    async fn namespaces_beat_labels_then_the_oldest_wins_and_the_rest_is_the_default() {
+    async fn a_tenant_serves_only_the_namespaces_that_opt_in_to_it() {
         let default = slot();
         let router = PluginRouter::new(default.clone());
         let (team_a, team_b, by_label, younger) = (slot(), slot(), slot(), slot());
@@ -387,6 +489,14 @@ mod tests {
             ["team-a", "younger-a", "team-b", "by-label"]
         );
         let route = |jz: &Jinghzhu| router.route(jz).tenant;
+        // No namespace opts in yet: every object stays with the default.
+        assert_eq!(route(&object("ns-a", &[("team", "a")])), None);
+        assert_eq!(route(&object("ns-b", &[])), None);
+        router.set_opt_ins(opt_ins(&[
+            ("ns-a", "team-a"),
+            ("ns-b", "team-b"),
+            ("ns-c", "by-label"),
+        ]));
         assert_eq!(
             route(&object("ns-a", &[("team", "a")])).as_deref(),
             Some("team-a")
@@ -396,6 +506,8 @@ mod tests {
             route(&object("ns-c", &[("team", "a")])).as_deref(),
             Some("by-label")
         );
+        // Selected by labels, but its namespace does not opt in.
+        assert_eq!(route(&object("ns-d", &[("team", "a")])), None);
         assert_eq!(route(&object("ns-c", &[("team", "b")])), None);
         assert!(Arc::ptr_eq(
             &router.route(&object("ns-c", &[])).slot,
@@ -406,6 +518,7 @@ mod tests {
             object("ns-a", &[]),
             object("ns-c", &[("team", "a")]),
             object("ns-c", &[]),
+            object("ns-d", &[("team", "a")]),
         ];
         router.count(objects.iter());
         let counts = |name| router.counts(name).expect("counted");
@@ -416,6 +529,7 @@ mod tests {
                 served: 2
             }
         );
+        // Selects ns-a, which opts in to team-a only.
         assert_eq!(
             counts(Some("younger-a")),
             ObjectCounts {
@@ -426,20 +540,50 @@ mod tests {
         assert_eq!(
             counts(Some("by-label")),
             ObjectCounts {
-                selected: 2,
+                selected: 3,
                 served: 1
             }
         );
         assert_eq!(
             counts(None),
             ObjectCounts {
-                selected: 4,
-                served: 1
+                selected: 5,
+                served: 2
             }
         );
-        // Removed: its objects fall to the next in line.
+        // Removed: its namespace's objects go back to the default, not to
+        // another tenant that selects them, until the namespace says so.
         router.remove("team-a");
+        assert_eq!(route(&object("ns-a", &[])), None);
+        router.set_opt_ins(opt_ins(&[("ns-a", "younger-a")]));
         assert_eq!(route(&object("ns-a", &[])).as_deref(), Some("younger-a"));
+        assert_eq!(route(&object("ns-b", &[])), None);
+    }
+
+    #[test]
+    fn the_namespace_view_names_what_is_served_and_what_is_refused() {
+        let labels = opt_ins(&[("a", "t"), ("b", "other"), ("c", "t")]);
+        let view = selection(&["victim", "c", "b", "a"], &[]).namespace_view("t", &labels);
+        assert_eq!(
+            view,
+            NamespaceView {
+                allowed: vec!["a".into(), "c".into()],
+                refused: vec!["b".into(), "victim".into()],
+            }
+        );
+        // By labels alone: every namespace that opts in, none refused.
+        let by_labels = selection(&[], &[("team", "t")]);
+        assert_eq!(
+            by_labels.namespace_view("t", &labels),
+            NamespaceView {
+                allowed: vec!["a".into(), "c".into()],
+                refused: Vec::new(),
+            }
+        );
+        assert_eq!(
+            by_labels.namespace_view("nobody", &labels),
+            NamespaceView::default()
+        );
     }
 
     #[tokio::test]
@@ -453,6 +597,12 @@ mod tests {
             .expect("a tenant added re-queues");
         // The same selection again changes nothing.
         router.upsert("t", at(1), selection(&["ns"], &[]), &tenant);
+        // A namespace opting in (or out) re-routes its objects.
+        assert!(router.set_opt_ins(opt_ins(&[("ns", "t")])));
+        tokio::time::timeout(std::time::Duration::from_secs(1), swaps.next())
+            .await
+            .expect("an opt-in re-queues");
+        assert!(!router.set_opt_ins(opt_ins(&[("ns", "t")])));
         router.remove("t");
         tokio::time::timeout(std::time::Duration::from_secs(1), swaps.next())
             .await

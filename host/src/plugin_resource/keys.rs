@@ -14,7 +14,14 @@
 //!
 //! The refresh task holds the key weakly and stops once the policy holding
 //! the key is dropped (the source replaced or the resource gone).
+//!
+//! A tenant resource's keys may name only the Secrets the admin allows
+//! ([`AllowedKeySecrets`], `--tenant-key-secret`; none by default), checked
+//! before any read (rule `verification/secret-not-allowed`), so the refusal
+//! says nothing of whether a Secret exists or what it holds. The resources
+//! the admin names with `--plugin-resource` may name any.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
@@ -24,6 +31,53 @@ use kube::{Api, Client};
 
 use crate::crd::plugin::VerificationKeySpec;
 use crate::sources::signature::{CosignSignature, PublicKeyVerifier, Subject, Verifier};
+
+/// The flag that allows a Secret for tenants' keys.
+pub const TENANT_KEY_SECRET_FLAG: &str = "--tenant-key-secret";
+
+/// The Secrets a tenant resource's `spec.verification.keys` may name
+/// (`--tenant-key-secret NAMESPACE/NAME`, repeatable); empty: none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedKeySecrets {
+    /// `(namespace, name)` pairs.
+    secrets: BTreeSet<(String, String)>,
+}
+
+impl AllowedKeySecrets {
+    /// Parses `NAMESPACE/NAME` items; an error names the one that is not.
+    pub fn parse<S: AsRef<str>>(items: &[S]) -> Result<Self, String> {
+        let secrets = items
+            .iter()
+            .map(|item| {
+                let item = item.as_ref().trim();
+                item.split_once('/')
+                    .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+                    .map(|(ns, name)| (ns.to_string(), name.to_string()))
+                    .ok_or_else(|| {
+                        format!("{TENANT_KEY_SECRET_FLAG} {item:?}: expected NAMESPACE/NAME")
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { secrets })
+    }
+
+    /// Whether the key `spec` names an allowed Secret; the refusal reads
+    /// the same whether that Secret exists or not (nothing is read here).
+    pub fn check(&self, spec: &VerificationKeySpec) -> Result<(), String> {
+        let at = &spec.secret_ref;
+        if self
+            .secrets
+            .contains(&(at.namespace.clone(), at.name.clone()))
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "key {:?} names Secret {}/{}, which a tenant plugin may not use: its keys may name \
+             only Secrets the admin allows ({TENANT_KEY_SECRET_FLAG} {}/{})",
+            spec.name, at.namespace, at.name, at.namespace, at.name
+        ))
+    }
+}
 
 /// What a key read from its Secret is now.
 type KeyState = Result<PublicKeyVerifier, String>;
@@ -203,6 +257,28 @@ mod tests {
         Secret {
             data: Some([(key.to_string(), ByteString(value.to_vec()))].into()),
             ..Secret::default()
+        }
+    }
+
+    #[test]
+    fn only_allowed_secrets_pass_and_the_refusal_names_the_flag() {
+        let none = AllowedKeySecrets::default();
+        let refused = none.check(&spec()).expect_err("none allowed by default");
+        assert!(
+            refused.contains("--tenant-key-secret ns/release-key"),
+            "{refused}"
+        );
+        let allowed = AllowedKeySecrets::parse(&["ns/release-key", " other/key "]).expect("parsed");
+        assert_eq!(allowed.check(&spec()), Ok(()));
+        let mut elsewhere = spec();
+        elsewhere.secret_ref.namespace = "other-ns".into();
+        // The same words whatever the Secret holds: only its name is read.
+        assert_eq!(
+            allowed.check(&elsewhere).expect_err("another namespace"),
+            none.check(&elsewhere).expect_err("none allowed")
+        );
+        for bad in ["release-key", "/x", "ns/", "a/b/c"] {
+            assert!(AllowedKeySecrets::parse(&[bad]).is_err(), "{bad}");
         }
     }
 

@@ -128,6 +128,7 @@ impl RuleRefusal {
             | "verification/source"
             | "verification/unsigned-source"
             | "verification/keys"
+            | "verification/secret-not-allowed"
             | "verification/policy"
             | "oci/unsigned"
             | "oci/signature" => "Verified",
@@ -340,6 +341,9 @@ pub struct Driver {
     verified_by: Vec<String>,
     /// A tenant's driver: the router counting its objects, for its entry.
     counting: Option<Arc<PluginRouter>>,
+    /// A tenant's driver: the Secrets its keys may name (`None`: any, for
+    /// the resources the admin names with `--plugin-resource`).
+    key_secrets: Option<keys::AllowedKeySecrets>,
     /// The active resource's driver: the router (once there is one)
     /// counting the objects no tenant serves.
     default_counting: Option<Arc<OnceLock<Arc<PluginRouter>>>>,
@@ -403,6 +407,7 @@ impl Driver {
             allow_unsigned: options.allow_unsigned,
             verified_by: Vec::new(),
             counting: None,
+            key_secrets: None,
             default_counting: None,
             last_rollout_action: None,
             judge: options.judge.clone(),
@@ -757,6 +762,14 @@ impl Driver {
         spec: &VerificationSpec,
         refresh: Duration,
     ) -> Result<VerificationPolicy, RuleRefusal> {
+        // Every name is checked before any Secret is read.
+        if let Some(allowed) = &self.key_secrets {
+            for key in &spec.keys {
+                allowed
+                    .check(key)
+                    .map_err(|why| RuleRefusal::new("verification/secret-not-allowed", why))?;
+            }
+        }
         let mut keys: Vec<(String, Arc<dyn Verifier>)> = Vec::new();
         for key in &spec.keys {
             let verifier = SecretKey::open(&self.client, key, refresh)

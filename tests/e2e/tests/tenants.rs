@@ -1,11 +1,14 @@
-//! Tenant plugins (`--tenant-plugins`, issue 41) on the real control
-//! plane, two replicas sharing the objects by shard: two `JinghzhuPlugin`s
-//! selecting two namespaces serve their own plugins, a third namespace gets
-//! the default plugin, and one tenant's broken plugin touches no other
-//! tenant's objects.
+//! Tenant plugins (`--tenant-plugins`) on the real control plane: two
+//! `JinghzhuPlugin`s selecting two namespaces that opt in serve their own
+//! plugins (two replicas sharing the objects by shard), a third namespace
+//! gets the default plugin, and one tenant's broken plugin touches no other
+//! tenant's objects; a tenant serves no namespace that does not opt in
+//! (rule `tenant/namespace-not-allowed`); a tenant's keys name only the
+//! Secrets the admin allows (rule `verification/secret-not-allowed`).
 //!
-//! The host watches every namespace here, so this binary holds this one
-//! test (each test binary has a control plane of its own).
+//! The hosts watch every namespace and follow every JinghzhuPlugin, and
+//! the tests of a binary share its control plane: the tests here run one
+//! at a time ([`SERIAL`]) and delete their resources.
 
 // Shared with rollouts.rs, which uses all of it.
 #[allow(dead_code)]
@@ -14,15 +17,41 @@ mod tenant_host;
 use std::time::Duration;
 
 use e2e_tests::{TestEnv, plugin, wait_for};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
-use tenant_host::{TenantHost, create_configmap, tenant};
-use wasm_operator::crd::plugin::JinghzhuPlugin;
+use tenant_host::{
+    HostOptions, TenantHost, create_configmap, create_configmap_only, opt_in, tenant,
+};
+use wasm_operator::crd::plugin::{
+    JinghzhuPlugin, JinghzhuPluginStatus, OciSourceSpec, PluginSourceSpec, SecretKeyRef,
+    VerificationKeySpec, VerificationSpec,
+};
 use wasm_operator::runtime::digest_of;
 use wasm_operator::telemetry::metrics::PluginObjectsLabels;
 
 const CONVERGE: Duration = Duration::from_secs(90);
 const V2_PREFIX: &str = "[v2] ";
 const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
+
+/// One test at a time: each one's hosts serve every namespace.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The status and reason of the condition `type_` of `status`.
+fn condition<'a>(status: &'a JinghzhuPluginStatus, type_: &str) -> Option<(&'a str, &'a str)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.as_str(), c.reason.as_str()))
+}
+
+/// The status of the resource `name`.
+async fn status_of(
+    resources: &Api<JinghzhuPlugin>,
+    name: &str,
+) -> anyhow::Result<JinghzhuPluginStatus> {
+    Ok(resources.get_status(name).await?.status.unwrap_or_default())
+}
 
 /// The status message of `name` in `env`'s namespace.
 async fn message(env: &TestEnv, name: &str) -> anyhow::Result<String> {
@@ -33,6 +62,7 @@ async fn message(env: &TestEnv, name: &str) -> anyhow::Result<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() -> anyhow::Result<()>
 {
+    let _serial = SERIAL.lock().await;
     let (team_a, team_b, others) = (
         TestEnv::new("tenant-a").await?,
         TestEnv::new("tenant-b").await?,
@@ -214,4 +244,285 @@ async fn an_unusable_selector_serves_nothing(
         .delete(&everything, &DeleteParams::default())
         .await?;
     Ok(())
+}
+
+/// Hazard: a tenant resource naming a namespace that never opted in, with
+/// a source that is not even a plugin, took the namespace's objects from
+/// the default plugin (their scale waited until the resource went). Now
+/// the namespace keeps its default plugin and the resource is told why
+/// (rule tenant/namespace-not-allowed); a namespace the admin labels for a
+/// tenant is served by it, and removing the label gives its objects back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_serves_only_the_namespaces_that_opt_in_to_it() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let (victim, team, leases) = (
+        TestEnv::new("victim").await?,
+        TestEnv::new("opted").await?,
+        TestEnv::new("tenant-leases").await?,
+    );
+    e2e_tests::install_plugin_crd(&victim.client).await?;
+    let v1 = plugin("replicaset-plugin", &[]);
+    let v2 = std::fs::read(plugin("replicaset-plugin", &["v2"]))?;
+    let resources: Api<JinghzhuPlugin> = Api::all(victim.client.clone());
+    let host = TenantHost::start(&leases, &v1, "replica-a").await?;
+    victim.create("web", 1, &[]).await?;
+    victim.wait_converged("web", 1, CONVERGE).await?;
+
+    // The claim: the claimer's own ConfigMap holds no plugin.
+    create_configmap_only(&team, b"not a plugin".to_vec()).await?;
+    let claim = format!("{}-claim", team.namespace);
+    let mut claiming = tenant(&team, &claim);
+    if let Some(selector) = claiming.spec.selector.as_mut() {
+        selector.namespaces = vec![victim.namespace.clone()];
+    }
+    resources.create(&PostParams::default(), &claiming).await?;
+    wait_for("the claim followed", CONVERGE, || async {
+        Ok(host.router.tenant_names().contains(&claim))
+    })
+    .await?;
+    let started = std::time::Instant::now();
+    victim.scale("web", 3).await?;
+    victim.wait_converged("web", 3, CONVERGE).await?;
+    println!(
+        "victim scaled 1 -> 3 under the default plugin in {} ms while a tenant claims its namespace",
+        started.elapsed().as_millis()
+    );
+    wait_for(
+        "a Warning naming tenant/namespace-not-allowed and the victim",
+        CONVERGE,
+        || async {
+            Ok(e2e_tests::plugin_refusals(&victim.client, &claim)
+                .await?
+                .iter()
+                .any(|m| {
+                    m.contains("tenant/namespace-not-allowed") && m.contains(&victim.namespace)
+                }))
+        },
+    )
+    .await?;
+    let status = status_of(&resources, &claim).await?;
+    assert_eq!(
+        condition(&status, "Namespaces"),
+        Some(("False", "NamespaceNotAllowed")),
+        "{:?}",
+        status.conditions
+    );
+
+    // A namespace that opts in is served by its tenant (v2), and given
+    // back to the default (v1) when the label goes; no restart.
+    create_configmap_only(&victim, v2).await?;
+    let owner = victim.namespace.clone();
+    resources
+        .create(&PostParams::default(), &tenant(&victim, &owner))
+        .await?;
+    wait_for("the owner's tenant followed", CONVERGE, || async {
+        Ok(host.router.tenant_names().contains(&owner))
+    })
+    .await?;
+    victim.scale("web", 2).await?;
+    victim.wait_converged("web", 2, CONVERGE).await?;
+    assert!(
+        !message(&victim, "web").await?.starts_with(V2_PREFIX),
+        "served by its tenant before the namespace opted in"
+    );
+    opt_in(&victim, Some(&owner)).await?;
+    wait_for("the object served by its tenant (v2)", CONVERGE, || async {
+        Ok(message(&victim, "web").await?.starts_with(V2_PREFIX))
+    })
+    .await?;
+    wait_for(
+        "the owner's Namespaces condition True",
+        CONVERGE,
+        || async {
+            let status = status_of(&resources, &owner).await?;
+            Ok(condition(&status, "Namespaces") == Some(("True", "OptedIn")))
+        },
+    )
+    .await?;
+    opt_in(&victim, None).await?;
+    wait_for(
+        "the object given back to the default (v1)",
+        CONVERGE,
+        || async { Ok(!message(&victim, "web").await?.starts_with(V2_PREFIX)) },
+    )
+    .await?;
+    victim.scale("web", 1).await?;
+    victim.wait_converged("web", 1, CONVERGE).await?;
+    host.stop().await;
+    for name in [&claim, &owner] {
+        resources.delete(name, &DeleteParams::default()).await?;
+    }
+    Ok(())
+}
+
+/// Hazard: a tenant's key `secretRef` could name any Secret the host may
+/// read and learn from the refusal whether it exists and parses. Now a
+/// tenant names only the Secrets the admin allows (--tenant-key-secret):
+/// any other is refused before it is read (rule
+/// verification/secret-not-allowed), in the same words whether it exists
+/// or not; an allowed one verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_keys_name_only_the_secrets_the_admin_allows() -> anyhow::Result<()> {
+    use local_control_plane::registry::{LocalRegistry, RegistryOptions};
+    use wasm_operator::plugin_resource::keys::AllowedKeySecrets;
+    use wasm_operator::sources::{OciOptions, OciPuller, OciRef};
+
+    const REPO: &str = "plugins/replicaset";
+    let _serial = SERIAL.lock().await;
+    let env = TestEnv::new("tenant-keys").await?;
+    e2e_tests::install_plugin_crd(&env.client).await?;
+    let registry = LocalRegistry::start(RegistryOptions::default())?;
+    let dir = tempfile::tempdir()?;
+    let (key, public) = registry.cosign_key_pair(dir.path())?;
+    let public = std::fs::read_to_string(&public)?;
+    let v1 = plugin("replicaset-plugin", &[]);
+    let store = tempfile::tempdir()?;
+    let options = OciOptions {
+        ca_files: vec![registry.ca_cert.clone()],
+        docker_config: Some(std::fs::read(registry.docker_config_file())?),
+        store_dir: Some(store.path().to_path_buf()),
+        ..OciOptions::default()
+    };
+    registry.oras_push(&format!("{REPO}:live"), &v1, true)?;
+    let reference = format!("{}/{REPO}:live", registry.addr);
+    let manifest = OciPuller::new(options.clone())?
+        .resolve(&OciRef::parse(&format!("oci://{reference}"))?)
+        .await?;
+    registry.cosign_sign(&key, REPO, &manifest)?;
+    create_key_secret(&env, "allowed-key", &public).await?;
+    let host = TenantHost::start_with(
+        &env,
+        &v1,
+        "replica-a",
+        HostOptions {
+            oci: Some((options, Duration::from_secs(1))),
+            key_secrets: AllowedKeySecrets::parse(&[format!("{}/allowed-key", env.namespace)])
+                .map_err(anyhow::Error::msg)?,
+        },
+    )
+    .await?;
+    let resources: Api<JinghzhuPlugin> = Api::all(env.client.clone());
+
+    // Not allowed and missing; then not allowed and there, with a valid key.
+    let probe = format!("{}-probe", env.namespace);
+    resources
+        .create(
+            &PostParams::default(),
+            &signed_by(&env, &probe, &reference, "probe-key"),
+        )
+        .await?;
+    let missing = last_refusal(&resources, &probe).await?;
+    println!("a tenant naming a missing Secret: {missing:?}");
+    resources.delete(&probe, &DeleteParams::default()).await?;
+    wait_for("the probe gone", CONVERGE, || async {
+        Ok(resources.get_opt(&probe).await?.is_none())
+    })
+    .await?;
+    create_key_secret(&env, "probe-key", &public).await?;
+    resources
+        .create(
+            &PostParams::default(),
+            &signed_by(&env, &probe, &reference, "probe-key"),
+        )
+        .await?;
+    let existing = last_refusal(&resources, &probe).await?;
+    println!("a tenant naming an existing Secret: {existing:?}");
+    assert_eq!(missing.0, "verification/secret-not-allowed");
+    assert!(missing.1.contains("--tenant-key-secret"), "{}", missing.1);
+    assert_eq!(
+        missing, existing,
+        "the refusal tells whether the Secret exists"
+    );
+    wait_for(
+        "a Warning naming verification/secret-not-allowed",
+        CONVERGE,
+        || async {
+            Ok(e2e_tests::plugin_refusals(&env.client, &probe)
+                .await?
+                .iter()
+                .any(|m| m.contains("rule verification/secret-not-allowed")))
+        },
+    )
+    .await?;
+
+    // An allowed Secret verifies the signed plugin.
+    let allowed = format!("{}-allowed", env.namespace);
+    resources
+        .create(
+            &PostParams::default(),
+            &signed_by(&env, &allowed, &reference, "allowed-key"),
+        )
+        .await?;
+    let v1_digest = digest_of(&std::fs::read(&v1)?);
+    wait_for(
+        "the allowed tenant verified and serving",
+        CONVERGE,
+        || async {
+            let status = status_of(&resources, &allowed).await?;
+            Ok(condition(&status, "Verified") == Some(("True", "Signed"))
+                && status.replicas.iter().any(|r| r.digest == v1_digest))
+        },
+    )
+    .await?;
+    host.stop().await;
+    for name in [&probe, &allowed] {
+        resources.delete(name, &DeleteParams::default()).await?;
+    }
+    Ok(())
+}
+
+/// A Secret `name` in `env`'s namespace holding the cosign public key `pem`.
+async fn create_key_secret(env: &TestEnv, name: &str, pem: &str) -> anyhow::Result<()> {
+    let mut secret = Secret::default();
+    secret.metadata.name = Some(name.into());
+    secret.string_data = Some(std::collections::BTreeMap::from([(
+        "cosign.pub".to_string(),
+        pem.to_string(),
+    )]));
+    Api::<Secret>::namespaced(env.client.clone(), &env.namespace)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    Ok(())
+}
+
+/// A tenant `name` of `env`'s namespace serving the OCI artifact
+/// `reference`, signed by the key in the Secret `secret` of that namespace.
+fn signed_by(env: &TestEnv, name: &str, reference: &str, secret: &str) -> JinghzhuPlugin {
+    let mut resource = tenant(env, name);
+    resource.spec.source = PluginSourceSpec {
+        oci: Some(OciSourceSpec {
+            reference: reference.to_string(),
+        }),
+        ..PluginSourceSpec::default()
+    };
+    resource.spec.verification = Some(VerificationSpec {
+        keys: vec![VerificationKeySpec {
+            name: "release".into(),
+            secret_ref: SecretKeyRef {
+                namespace: env.namespace.clone(),
+                name: secret.into(),
+                key: "cosign.pub".into(),
+            },
+        }],
+        policy: None,
+    });
+    resource
+}
+
+/// The rule and message of the resource `name`'s last refusal, once it has one.
+async fn last_refusal(
+    resources: &Api<JinghzhuPlugin>,
+    name: &str,
+) -> anyhow::Result<(String, String)> {
+    let refusal = std::sync::Mutex::new(None);
+    wait_for("a refusal", CONVERGE, || async {
+        let status = status_of(resources, name).await?;
+        let found = status.last_refusal.map(|r| (r.rule, r.message));
+        let seen = found.is_some();
+        *refusal.lock().unwrap_or_else(|e| e.into_inner()) = found;
+        Ok(seen)
+    })
+    .await?;
+    let found = refusal.lock().unwrap_or_else(|e| e.into_inner()).take();
+    Ok(found.unwrap_or_default())
 }

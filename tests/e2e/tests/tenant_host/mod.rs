@@ -1,26 +1,29 @@
 //! What the tenant and rollout tests share: a host as `run --plugin FILE
-//! --tenant-plugins --shards 4` wires it, and a tenant resource.
+//! --tenant-plugins --shards 4` wires it, a tenant resource, and the
+//! namespace label that lets a tenant serve a namespace.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use e2e_tests::{TestEnv, plugin_configmap};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::oneshot;
 use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::plugin::{
     ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, ObjectSelectorSpec, PluginSourceSpec,
 };
 use wasm_operator::hotswap::RollbackPolicy;
-use wasm_operator::hotswap::router::PluginRouter;
+use wasm_operator::hotswap::router::{PluginRouter, TENANT_LABEL};
 use wasm_operator::hotswap::setup::{self, PluginOptions, PluginSource};
 use wasm_operator::leader::LeaderElectionConfig;
 use wasm_operator::plugin_resource::ResourceOptions;
 use wasm_operator::plugin_resource::judge::{JudgeBy, RolloutJudge};
+use wasm_operator::plugin_resource::keys::AllowedKeySecrets;
 use wasm_operator::plugin_resource::tenants::{self, SlotSettings};
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
 use wasm_operator::shards::{Coordinator, ShardConfig};
+use wasm_operator::sources::OciOptions;
 use wasm_operator::telemetry::metrics::Metrics;
 
 /// A tenant resource serving the ConfigMap `plugin` of `env`'s namespace to
@@ -48,9 +51,32 @@ pub fn tenant(env: &TestEnv, name: &str) -> JinghzhuPlugin {
     resource
 }
 
+/// Creates the ConfigMap `plugin` of `env`'s namespace, and opts the
+/// namespace in to the tenant named after it (as the tests name a
+/// namespace's tenant: `tenant(env, &env.namespace)`).
 pub async fn create_configmap(env: &TestEnv, bytes: Vec<u8>) -> anyhow::Result<()> {
+    create_configmap_only(env, bytes).await?;
+    opt_in(env, Some(&env.namespace)).await
+}
+
+/// Creates the ConfigMap `plugin` of `env`'s namespace (no opt-in).
+pub async fn create_configmap_only(env: &TestEnv, bytes: Vec<u8>) -> anyhow::Result<()> {
     Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
         .create(&PostParams::default(), &plugin_configmap("plugin", bytes))
+        .await?;
+    Ok(())
+}
+
+/// Labels `env`'s namespace so the tenant `tenant` may serve it (as a
+/// cluster admin does), or with `None` removes the label.
+pub async fn opt_in(env: &TestEnv, tenant: Option<&str>) -> anyhow::Result<()> {
+    let patch = serde_json::json!({"metadata": {"labels": {TENANT_LABEL: tenant}}});
+    Api::<Namespace>::all(env.client.clone())
+        .patch(
+            &env.namespace,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await?;
     Ok(())
 }
@@ -65,11 +91,29 @@ pub struct TenantHost {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// What a [`TenantHost`] takes beyond the defaults of [`TenantHost::start`].
+#[derive(Default)]
+pub struct HostOptions {
+    /// The `--oci-*` options and the poll interval (none: no OCI sources).
+    pub oci: Option<(OciOptions, Duration)>,
+    /// `--tenant-key-secret`.
+    pub key_secrets: AllowedKeySecrets,
+}
+
 impl TenantHost {
     pub async fn start(
         env: &TestEnv,
         default_plugin: &std::path::Path,
         replica: &str,
+    ) -> anyhow::Result<Self> {
+        Self::start_with(env, default_plugin, replica, HostOptions::default()).await
+    }
+
+    pub async fn start_with(
+        env: &TestEnv,
+        default_plugin: &std::path::Path,
+        replica: &str,
+        options: HostOptions,
     ) -> anyhow::Result<Self> {
         let (shards, coordinator) = Coordinator::start(
             env.client.clone(),
@@ -117,7 +161,7 @@ impl TenantHost {
                 shadow_queue: 8,
                 rollback: RollbackPolicy::default(),
                 pod_policy: Default::default(),
-                oci: None,
+                oci: options.oci,
                 files: Default::default(),
                 allow_unsigned: false,
                 judge: judge.clone(),
@@ -126,6 +170,7 @@ impl TenantHost {
             SlotSettings {
                 allow_downgrade: false,
                 min_swap_interval: Duration::ZERO,
+                key_secrets: options.key_secrets,
             },
             metrics.clone(),
             router.clone(),

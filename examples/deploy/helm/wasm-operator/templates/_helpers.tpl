@@ -18,3 +18,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "wasm-operator.keySecret" -}}
 {{- if .key.secretName -}}{{ .key.secretName }}{{- else -}}{{ include "wasm-operator.fullname" .root }}-key-{{ .key.name }}{{- end -}}
 {{- end -}}
+
+{{/* The tenants' key Secrets as --tenant-key-secret takes them: NAMESPACE/NAME, comma-separated. */}}
+{{- define "wasm-operator.tenantKeySecrets" -}}
+{{- $namespace := .Release.Namespace -}}
+{{- $items := list -}}
+{{- range .Values.tenantPlugins.keySecrets -}}
+{{- $items = append $items (printf "%s/%s" $namespace .) -}}
+{{- end -}}
+{{- join "," $items -}}
+{{- end }}
