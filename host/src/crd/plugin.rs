@@ -527,7 +527,8 @@ pub struct JinghzhuPluginStatus {
     /// The `metadata.generation` the last writer acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Resolved`, `Verified`, `Compiled`, `Serving`, `Refused`.
+    /// `Resolved`, `Verified`, `Compiled`, `Serving`, `Refused`, `Rollout`;
+    /// a tenant's also `Namespaces`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<PluginCondition>,
