@@ -429,9 +429,9 @@ async fn a_canary_that_makes_no_pods_is_not_promoted() -> anyhow::Result<()> {
 }
 
 /// Hazard 6: two `status.replicas` entries written by another field
-/// manager claim 100 000 healthy canary objects at the canary's step; a
-/// canary failing every reconcile is still aborted, and the entries are
-/// removed.
+/// manager claim 100 000 healthy canary objects at each step of the
+/// rollout; a canary failing every reconcile is aborted at its first step,
+/// and the entries are removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn planted_figures_do_not_steer_the_judge() -> anyhow::Result<()> {
     let env = TestEnv::new("rollout-planted").await?;
@@ -450,12 +450,13 @@ async fn planted_figures_do_not_steer_the_judge() -> anyhow::Result<()> {
         "accepted": 100_000, "writes": 0, "stalled": 0, "p99Micros": 100,
         "compared": 0, "differed": 0,
     });
-    let planted: Vec<serde_json::Value> = ["ghost-1", "ghost-2"]
+    // One entry for each step of the rollout.
+    let planted: Vec<serde_json::Value> = [1, 2]
         .iter()
-        .map(|ghost| {
+        .map(|step| {
             serde_json::json!({
-                "name": ghost, "digest": digest_of(&v2), "state": "Serving",
-                "rollout": {"canary": digest_of(&v2), "step": 1,
+                "name": format!("ghost-{step}"), "digest": digest_of(&v2), "state": "Serving",
+                "rollout": {"canary": digest_of(&v2), "step": step,
                             "canaryFigures": healthy, "stableFigures": healthy},
             })
         })
@@ -495,6 +496,16 @@ async fn planted_figures_do_not_steer_the_judge() -> anyhow::Result<()> {
             .map_or(0, |c| c.get())
     );
     assert_eq!(rollout.phase, "Aborted");
+    let passed = rollout
+        .history
+        .iter()
+        .filter(|h| h.verdict == "Passed")
+        .count();
+    assert_eq!(
+        passed, 0,
+        "no step of the failing canary passed: {:?}",
+        rollout.history
+    );
     wait_for("the planted entries removed", CONVERGE, || async {
         let status = status_of(&env, &name).await?;
         Ok(!status.replicas.iter().any(|e| e.name.starts_with("ghost-")))
