@@ -263,9 +263,9 @@ async fn forward(
             () = until(release) => Step::Release,
             next = input.recv() => match next {
                 Some(candidate) => Step::Next(Box::new(candidate)),
-                None => return,
+                None => break,
             },
-            () = tx.closed() => return,
+            () = tx.closed() => break,
         };
         let offer = match step {
             Step::Release => release_newest(&damping, &mut moves, held.take(), quiet),
@@ -278,9 +278,13 @@ async fn forward(
                 moves.offered(&digest_of(&offer.bytes), holding(&damping.active));
             }
             if tx.send(offer).await.is_err() {
-                return;
+                break;
             }
         }
+    }
+    // The source was replaced or stopped: a flap it was in is over.
+    if moves.flapping() {
+        lock(&damping.history).flapping = None;
     }
 }
 

@@ -301,8 +301,8 @@ async fn recovers_then_sends_an_endless_manifest(
 /// Hazard 1 (`run --plugin oci://…`): a registry that drips or hangs never
 /// delays `/healthz`, polls go on while it drips (each request cut at its
 /// deadline), a restart while it hangs binds its probes at once and serves
-/// the verified local copy when the pull does not finish in time, and a v2
-/// pushed once the registry recovers is served. The same host then meets an endless
+/// the verified local copy (at once: the registry is looked at behind it),
+/// and a v2 pushed once the registry recovers is served. The same host then meets an endless
 /// manifest (hazard 2, against a running host).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyhow::Result<()> {
@@ -355,8 +355,8 @@ async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyho
     );
 
     // A restart while the registry hangs (accepts, never answers): probes
-    // at once, the local copy (pulled by host-a) after the request
-    // deadline (6 s).
+    // at once, the local copy (pulled by host-a) at once, the registry
+    // looked at behind it (cut at its 6 s request deadline).
     registry.set_mode(Mode::Hang);
     first.kill().await;
     let mut second = WatchedHost::start(
@@ -373,8 +373,8 @@ async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyho
         healthy < Duration::from_secs(4),
         "/healthz waited for the pull: {healthy:?}"
     );
-    let pending = second.get("/readyz").await;
-    eprintln!("measured: /readyz while pulling: {pending:?}");
+    let first_answer = second.get("/readyz").await;
+    eprintln!("measured: /readyz at once: {first_answer:?}");
     let ready = second.wait_ready(CONVERGE).await?;
     eprintln!("measured: ready (local copy) after {ready:?}");
     neighbour(&env, "restarted", 1).await?;
