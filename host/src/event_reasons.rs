@@ -33,6 +33,8 @@ pub const HOST_REASONS: &[&str] = &[
     "PodLabelsRestored",
     // Plugins the host refuses to load (hotswap).
     "PluginRefused",
+    // A plugin source moving too often: its moves held (hotswap::damper).
+    "PluginSourceFlapping",
 ];
 
 /// The rule id of a plugin Event that uses a host reason.

@@ -176,10 +176,13 @@ pub struct RunArgs {
         requires = "tenant_plugins"
     )]
     pub tenant_key_secrets: Vec<String>,
-    /// Shortest time between two plugin swaps, in seconds: a source that
-    /// moves again sooner (a flapping tag) is held until then and only its
-    /// newest plugin is offered; the ones in between are coalesced, counted
-    /// and reported (rule swap/min-interval). 0: never held.
+    /// The quiet interval of plugin sources, in seconds: a change after
+    /// this long without one (or one swap back to the plugin before)
+    /// swaps at once; a source that moves again sooner is flapping, held
+    /// until it has been quiet long enough (this, doubled the longer it
+    /// flaps, at most 8 times it), and only its newest plugin is offered;
+    /// the others are coalesced, counted and reported (rule swap/flapping).
+    /// 0: never held.
     #[arg(long, env = "WASM_OPERATOR_MIN_SWAP_INTERVAL_SECS", default_value_t = crate::hotswap::damper::DEFAULT_MIN_SWAP_INTERVAL.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub min_swap_interval_secs: u64,
     /// Most pods one reconcile may create.

@@ -227,6 +227,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
         "lastRefusal": history.last_refusal,
         "swapsCoalesced": history.swaps_coalesced,
         "lastCoalesced": history.last_coalesced,
+        "flapping": history.flapping,
         "metricsAddr": state.bound.to_string(),
         "ready": state.health.caches_synced() && serving,
         "leaderElection": state.leader.as_ref().map(|info| serde_json::json!({

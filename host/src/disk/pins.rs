@@ -1,23 +1,34 @@
-//! What the bounded directories must keep: the digests (`sha256:<hex>` of a
-//! component's bytes) of the plugins each hot-swap slot serves, had before
-//! (its rollback target) and runs as a shadow.
+//! What the bounded directories must keep, as the live parts of the host
+//! say:
 //!
-//! A process-wide registry, because the slot that knows them
-//! (`hotswap::ActivePlugin`) and the directories that need them (the
-//! precompiled cache in the runtime, the OCI store in each puller) are made
-//! apart: each slot holds a [`PinHolder`] and sets its digests whenever they
-//! change; a pruner asks for the union ([`pinned`]). A dropped holder's pins
-//! go with it. A process with several slots (tests) keeps what any of them
-//! needs: pins only ever keep more.
+//! - **pinned digests** (`sha256:<hex>` of a component's bytes): the
+//!   plugins each hot-swap slot serves, had before (its rollback target),
+//!   runs as a shadow or rolls out as a canary, and the plugins being vetted
+//!   (a candidate staged between its pull and its swap). Each holder (a
+//!   slot, a staged candidate) keeps a [`PinHolder`] and sets its digests
+//!   whenever they change; a pruner asks for the union ([`pinned`]).
+//! - **followed references** (`oci://…` as the OCI source prints it): the
+//!   references some live OCI source follows now. The OCI store keeps the
+//!   last known good of these only (what each one last resolved to); a
+//!   reference no source follows any more is evictable like anything else.
+//!   Each source holds a [`Following`] while it lives ([`followed`]).
+//!
+//! Process-wide registries, because who knows them (`hotswap`'s slots and
+//! sources) and the directories that need them (the precompiled cache in
+//! the runtime, the OCI store in each puller) are made apart. A dropped
+//! holder's pins go with it. A process with several slots (tests) keeps
+//! what any of them needs: pins only ever keep more.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static PINS: Mutex<BTreeMap<u64, Vec<String>>> = Mutex::new(BTreeMap::new());
+static FOLLOWED: Mutex<BTreeMap<u64, String>> = Mutex::new(BTreeMap::new());
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
-/// One slot's pins; removed when dropped.
+/// One holder's pinned digests (a slot's, a staged candidate's); removed
+/// when dropped.
 #[derive(Debug)]
 pub struct PinHolder {
     id: u64,
@@ -35,6 +46,13 @@ impl PinHolder {
         Self {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// A holder pinning `digests` from now on.
+    pub fn of(digests: impl IntoIterator<Item = String>) -> Self {
+        let holder = Self::new();
+        holder.set(digests);
+        holder
     }
 
     /// Replaces this holder's pins with `digests`.
@@ -64,6 +82,44 @@ pub fn pinned() -> BTreeSet<String> {
         .collect()
 }
 
+/// A reference one live source follows; no longer followed once dropped
+/// (unless another holder follows it too).
+#[derive(Debug)]
+pub struct Following {
+    id: u64,
+}
+
+impl Following {
+    /// Follows `reference` (as the source prints it) until dropped.
+    pub fn new(reference: String) -> Self {
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        FOLLOWED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, reference);
+        Self { id }
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        FOLLOWED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
+
+/// Every reference some live source follows.
+pub fn followed() -> BTreeSet<String> {
+    FOLLOWED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .cloned()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +137,21 @@ mod tests {
         drop(b);
         assert!(!pinned().contains("sha256:test-b"));
         assert!(pinned().contains("sha256:test-a2"));
+        let staged = PinHolder::of(["sha256:test-staged".to_string()]);
+        assert!(pinned().contains("sha256:test-staged"));
+        drop(staged);
+        assert!(!pinned().contains("sha256:test-staged"));
+    }
+
+    #[test]
+    fn a_reference_is_followed_while_some_holder_lives() {
+        let reference = "oci://pins.test/p:followed".to_string();
+        let first = Following::new(reference.clone());
+        let second = Following::new(reference.clone());
+        assert!(followed().contains(&reference));
+        drop(first);
+        assert!(followed().contains(&reference), "the second still follows");
+        drop(second);
+        assert!(!followed().contains(&reference));
     }
 }

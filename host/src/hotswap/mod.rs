@@ -16,9 +16,9 @@
 //! (issue 22, hazard 6). The shadow candidate, if any, runs in its own
 //! bounded queue ([`shadow::ShadowQueue`]), never inside a reconcile.
 //!
-//! Swaps are damped ([`damper`]): a candidate arriving within the minimum
-//! swap interval of the last swap (or rollback) waits for it to end, and
-//! only the newest of those that came meanwhile is offered.
+//! Swaps are damped where a source flaps ([`damper`]): a change after a
+//! quiet period of its source, or one swap back, swaps at once; a source
+//! that keeps moving is held until quiet, and only its newest is offered.
 
 pub mod canary;
 pub mod candidate;
@@ -116,7 +116,7 @@ pub struct ActivePlugin {
     /// the host's: one for everything the active resource serves, one for
     /// the shadow resource's plugin.
     pod_policies: RwLock<RolePolicies>,
-    /// The last swap or rollback, and the shortest time between two.
+    /// The last swap or rollback, and the quiet interval of the sources.
     swap_clock: Mutex<(Option<Instant>, Duration)>,
     /// Plugins that stopped serving whose metric series are still kept,
     /// oldest first (see [`ActivePlugin::retire`]).
@@ -217,21 +217,26 @@ impl ActivePlugin {
         .collect()
     }
 
-    /// Sets the shortest time between two swaps (`--min-swap-interval`;
-    /// zero: swaps are never held).
+    /// Sets the quiet interval of this slot's sources
+    /// (`--min-swap-interval-secs`; zero: swaps are never held): a move
+    /// after this long without one swaps at once, closer moves (beyond one
+    /// swap back) are a flapping source's ([`damper`]).
     pub fn set_min_swap_interval(&self, interval: Duration) {
         self.swap_clock.lock().unwrap_or_else(|e| e.into_inner()).1 = interval;
     }
 
-    /// How long a candidate arriving now waits before it may be swapped
-    /// in: what is left of the minimum interval since the last swap or
-    /// rollback (zero when none happened yet or the interval has passed).
-    pub fn swap_wait(&self) -> Duration {
-        let (last, interval) = *self.swap_clock.lock().unwrap_or_else(|e| e.into_inner());
-        last.map_or(Duration::ZERO, |at| interval.saturating_sub(at.elapsed()))
+    /// The quiet interval of this slot's sources ([`damper`]).
+    pub fn quiet_interval(&self) -> Duration {
+        self.swap_clock.lock().unwrap_or_else(|e| e.into_inner()).1
     }
 
-    /// Starts the minimum interval again: a swap or a rollback happened.
+    /// How long ago the last swap or rollback was, if one happened.
+    pub fn since_last_swap(&self) -> Option<Duration> {
+        let (last, _) = *self.swap_clock.lock().unwrap_or_else(|e| e.into_inner());
+        last.map(|at| at.elapsed())
+    }
+
+    /// Records that a swap or a rollback happened now.
     fn swapped_now(&self) {
         self.swap_clock.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(Instant::now());
     }

@@ -23,6 +23,11 @@
 //!   pulling or compiling ([`check`]), binds its probes, and only then
 //!   reads, pulls and compiles ([`deliver`], in the background), with
 //!   `/readyz` and `/status` saying what is pending.
+//! - **Readiness never waits on a registry it has a trusted copy for**:
+//!   an OCI source whose store keeps a verified local copy serves it at
+//!   once (re-verified under the current keys) and the watcher looks at the
+//!   registry right behind it; a newer artifact then swaps in, a refused
+//!   one is reported with the copy serving as the last known good.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -118,8 +123,11 @@ struct FirstSource {
     first: sources::FirstRead,
     /// The object an OCI source's refusals are recorded on.
     regarding: Option<k8s_openapi::api::core::v1::ObjectReference>,
-    /// The manifest digest an OCI source handled at start.
-    oci_initial: String,
+    /// Where an OCI source's watcher starts (what it handled at start).
+    oci_start: sources::OciStart,
+    /// Follows an OCI source's reference while it is read (the watcher
+    /// follows it from then on), so the store keeps its last known good.
+    _following: Option<crate::disk::pins::Following>,
     /// A refusal of the source itself (digest, reason), before there were bytes.
     source_refusal: Option<(String, String)>,
 }
@@ -198,7 +206,8 @@ async fn first_read(client: &Client, options: &PluginOptions) -> Result<FirstSou
         label: options.source.label(),
         first: sources::FirstRead::Missing(String::new()),
         regarding: None,
-        oci_initial: String::new(),
+        oci_start: sources::OciStart::Handled(String::new()),
+        _following: None,
         source_refusal: None,
     };
     out.first = match &options.source {
@@ -214,41 +223,56 @@ async fn first_read(client: &Client, options: &PluginOptions) -> Result<FirstSou
         } => sources::read_configmap(client, namespace, name, key).await?,
         PluginSource::Oci(oci) => {
             out.regarding = oci.events_on.clone();
-            match sources::read_oci(oci).await {
-                sources::OciFirstRead::Pulled(pulled) => {
-                    out.oci_initial = pulled.manifest_digest.clone();
-                    out.label = pulled.reference;
-                    sources::FirstRead::Bytes(pulled.bytes)
-                }
-                sources::OciFirstRead::Missing(why) => sources::FirstRead::Missing(why),
-                sources::OciFirstRead::Refused { digest, error } => {
-                    // A signature may still come (cosign signs after the
-                    // push), a misbehaving registry may recover: the
-                    // watcher looks at this digest again.
-                    out.oci_initial = sources::handled_after(&error, &digest);
-                    let reason = error.to_string();
-                    out.source_refusal = Some((digest, reason.clone()));
-                    sources::FirstRead::Missing(reason)
-                }
-                sources::OciFirstRead::LastKnownGood {
-                    pulled,
-                    digest,
-                    error,
-                } => {
-                    // The local copy serves; the refusal is reported (once
-                    // here; a digest looked at again is reported by the
-                    // watcher's first poll).
-                    if !sources::look_again(&error) {
-                        out.oci_initial = digest.clone();
-                        out.source_refusal = Some((digest, error.to_string()));
-                    }
-                    out.label = pulled.reference;
-                    sources::FirstRead::Bytes(pulled.bytes)
-                }
-            }
+            out._following = Some(crate::disk::pins::Following::new(oci.reference.to_string()));
+            first_oci_read(oci, &mut out).await
         }
     };
     Ok(out)
+}
+
+/// The first read of an OCI source: its verified local copy, served at
+/// once with the registry looked at right behind it (readiness never waits
+/// for a registry when the store keeps a copy it trusts), else a pull
+/// within its deadlines (the local copy when the registry is slow or down;
+/// the last known good, with the refusal reported, when what the reference
+/// names now is refused).
+async fn first_oci_read(oci: &sources::OciSource, out: &mut FirstSource) -> sources::FirstRead {
+    if let Some(pulled) = sources::trusted_local_copy(oci) {
+        out.oci_start = sources::OciStart::LocalCopy(pulled.manifest_digest.clone());
+        out.label = pulled.reference;
+        return sources::FirstRead::Bytes(pulled.bytes);
+    }
+    match sources::read_oci(oci).await {
+        sources::OciFirstRead::Pulled(pulled) => {
+            out.oci_start = sources::OciStart::Handled(pulled.manifest_digest.clone());
+            out.label = pulled.reference;
+            sources::FirstRead::Bytes(pulled.bytes)
+        }
+        sources::OciFirstRead::Missing(why) => sources::FirstRead::Missing(why),
+        sources::OciFirstRead::Refused { digest, error } => {
+            // A signature may still come (cosign signs after the push), a
+            // misbehaving registry may recover: the watcher looks at this
+            // digest again.
+            out.oci_start = sources::OciStart::Handled(sources::handled_after(&error, &digest));
+            let reason = error.to_string();
+            out.source_refusal = Some((digest, reason.clone()));
+            sources::FirstRead::Missing(reason)
+        }
+        sources::OciFirstRead::LastKnownGood {
+            pulled,
+            digest,
+            error,
+        } => {
+            // The local copy serves; the refusal is reported (once here; a
+            // digest looked at again is reported by the watcher's first poll).
+            if !sources::look_again(&error) {
+                out.oci_start = sources::OciStart::Handled(digest.clone());
+                out.source_refusal = Some((digest, error.to_string()));
+            }
+            out.label = pulled.reference;
+            sources::FirstRead::Bytes(pulled.bytes)
+        }
+    }
 }
 
 /// Serves what the source held at start, or reports why not; returns the
@@ -405,13 +429,15 @@ pub async fn deliver(
     metrics: Arc<Metrics>,
     plugins: &Plugins,
 ) -> Result<()> {
-    let first = first_read(client, &options).await?;
-    let oci_initial = first.oci_initial.clone();
+    let mut first = first_read(client, &options).await?;
+    let oci_start = first.oci_start.clone();
+    // Followed until the watcher follows it.
+    let _following = first._following.take();
     let initial_digest = serve_first(client, &runtime, &options, &metrics, plugins, first).await;
     start_shadow(&runtime, &options, &metrics, plugins).await?;
     let (tx, rx) = mpsc::channel(4);
-    // A source moving faster than the minimum swap interval is damped
-    // between the source and the swapper (see `damper`).
+    // A flapping source is damped between the source and the swapper
+    // (see `damper`); its Warning goes where its refusals go.
     let last = (!initial_digest.is_empty()).then(|| initial_digest.clone());
     let rx = damper::damped(
         rx,
@@ -419,6 +445,8 @@ pub async fn deliver(
             active: plugins.active.clone(),
             history: plugins.history.clone(),
             metrics: metrics.clone(),
+            client: Some(client.clone()),
+            events_on: None,
         },
         last,
     );
@@ -438,7 +466,7 @@ pub async fn deliver(
             key,
         } => sources::watch_configmap(client.clone(), namespace, name, key, initial_digest, tx),
         PluginSource::Oci(oci) => {
-            sources::watch_oci(*oci, Some(oci_initial), tx);
+            sources::watch_oci(*oci, oci_start, tx);
         }
     }
     tokio::spawn(swapper::run(

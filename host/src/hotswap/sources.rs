@@ -18,9 +18,15 @@
 //!   a [`SourceRefusal`], which the swapper reports like a vetting refusal.
 //!   Every request is cut at its deadline, so a registry that hangs or
 //!   drips delays only its own poll; the next poll asks again. The task
-//!   can make the first pull itself ([`watch_oci`] without an initial
-//!   digest) so that whoever starts it never waits for a registry, and is
-//!   aborted (an in-flight pull with it) through the handle it returns.
+//!   can make the first read itself ([`OciStart::Read`]) so that whoever
+//!   starts it never waits for a registry, and is aborted (an in-flight
+//!   pull with it) through the handle it returns. A first read serves the
+//!   verified local copy when the store keeps one (re-verified under the
+//!   current policy) and looks at the registry right behind it: a start
+//!   never waits on a registry it has a trusted copy for. While the task
+//!   lives its reference is followed ([`crate::disk::pins::Following`]),
+//!   so the store keeps that reference's last known good; a candidate
+//!   pulled keeps its plugin pinned until it is vetted (`staged`).
 //!
 //! Files are read through [`crate::sources::bounded`]: a regular file
 //! within the cap, opened without blocking, under the file root when
@@ -40,6 +46,7 @@ use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::disk::pins::{Following, PinHolder};
 use crate::runtime::digest_of;
 use crate::sources::bounded::{FileRefusal, FileRules};
 use crate::sources::{OciError, OciPuller, OciRef, Pulled};
@@ -69,6 +76,14 @@ pub struct Candidate {
     pub verified_by: Vec<String>,
     /// When the change was seen.
     pub seen_at: std::time::Instant,
+    /// What the source held when it was opened (its first read, or the
+    /// local copy it serves before it looks at the registry): not a move of
+    /// the source, so never damped nor counted as one.
+    pub initial: bool,
+    /// Pins the candidate's plugin while it is vetted (staged), so the OCI
+    /// store never evicts what is about to serve ([`crate::disk::pins`]);
+    /// released when the candidate is dropped.
+    pub staged: Option<PinHolder>,
 }
 
 /// An artifact a source refused itself (see [`Candidate::refusal`]).
@@ -191,6 +206,8 @@ pub fn watch_file(
                         }),
                         verified_by: Vec::new(),
                         seen_at,
+                        initial: false,
+                        staged: None,
                     };
                     if tx.send(candidate).await.is_err() {
                         break;
@@ -207,6 +224,8 @@ pub fn watch_file(
                 refusal: None,
                 verified_by: Vec::new(),
                 seen_at,
+                initial: false,
+                staged: None,
             };
             if !send_if_changed(&tx, &mut last, candidate).await {
                 break;
@@ -310,6 +329,8 @@ pub fn watch_configmap(
                 refusal: None,
                 verified_by: Vec::new(),
                 seen_at,
+                initial: false,
+                staged: None,
             };
             if !send_if_changed(&tx, &mut last, candidate).await {
                 break;
@@ -476,16 +497,38 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
     }
 }
 
-/// The first pull of `source`, as candidates to send in order (bytes, a
+/// What an OCI source held when it was opened, as candidates to send in
+/// order, and where its polls start.
+struct Opening {
+    candidates: Vec<Candidate>,
+    /// The manifest digest handled (empty: look again at the next poll).
+    handled: String,
+    /// Whether to look at the registry at once (a local copy serves).
+    look_now: bool,
+}
+
+/// The first read of `source`: the verified local copy when the store
+/// keeps one (re-verified under the current policy; the registry is looked
+/// at right behind it), else a pull as [`read_oci`] makes it (bytes, a
 /// refusal, or the last known good's bytes and then the refusal, which
-/// stays reported), and the manifest digest handled (empty: look again at
-/// the next poll).
-async fn first_pull(source: &OciSource) -> (Vec<Candidate>, String) {
+/// stays reported).
+async fn first_pull(source: &OciSource) -> Opening {
     let seen_at = std::time::Instant::now();
-    match read_oci(source).await {
+    if let Some(pulled) = trusted_local_copy(source) {
+        let handled = pulled.manifest_digest.clone();
+        return Opening {
+            candidates: vec![pulled_candidate(source, pulled, seen_at, true)],
+            handled,
+            look_now: true,
+        };
+    }
+    let (candidates, handled) = match read_oci(source).await {
         OciFirstRead::Pulled(pulled) => {
             let digest = pulled.manifest_digest.clone();
-            (vec![pulled_candidate(source, pulled, seen_at)], digest)
+            (
+                vec![pulled_candidate(source, pulled, seen_at, true)],
+                digest,
+            )
         }
         OciFirstRead::Refused { digest, error } => {
             let handled = handled_after(&error, &digest);
@@ -500,7 +543,7 @@ async fn first_pull(source: &OciSource) -> (Vec<Candidate>, String) {
             let handled = handled_after(&error, &digest);
             let refusal = refusal_candidate(source, digest, error.to_string(), seen_at);
             (
-                vec![pulled_candidate(source, pulled, seen_at), refusal],
+                vec![pulled_candidate(source, pulled, seen_at, true), refusal],
                 handled,
             )
         }
@@ -508,10 +551,46 @@ async fn first_pull(source: &OciSource) -> (Vec<Candidate>, String) {
             vec![refusal_candidate(source, String::new(), why, seen_at)],
             String::new(),
         ),
+    };
+    Opening {
+        candidates,
+        handled,
+        look_now: false,
     }
 }
 
-fn pulled_candidate(source: &OciSource, pulled: Pulled, seen_at: std::time::Instant) -> Candidate {
+/// The local copy of what `source` names, if the store keeps one that
+/// passes every check under the current signature policy (as
+/// [`crate::sources::OciPuller::local_copy`] re-verifies it): served
+/// before the registry is asked, so a start never waits for a registry. A
+/// copy refused now (a revoked key) is logged and not served: the registry
+/// is asked instead.
+pub fn trusted_local_copy(source: &OciSource) -> Option<Pulled> {
+    match source.puller.local_copy(&source.reference) {
+        Ok(Some(pulled)) => {
+            tracing::info!(
+                reference = %pulled.reference,
+                plugin = %pulled.layer_digest,
+                verified_by = ?pulled.verified_by,
+                "serving the verified local copy of the OCI artifact; the registry is looked at right behind it"
+            );
+            Some(pulled)
+        }
+        Ok(None) => None,
+        Err(refused) => {
+            tracing::warn!(reference = %source.reference, error = %refused, "the local copy of the OCI artifact is refused now; asking the registry");
+            None
+        }
+    }
+}
+
+fn pulled_candidate(
+    source: &OciSource,
+    pulled: Pulled,
+    seen_at: std::time::Instant,
+    initial: bool,
+) -> Candidate {
+    let staged = PinHolder::of([pulled.layer_digest.clone()]);
     Candidate {
         bytes: pulled.bytes,
         source: pulled.reference,
@@ -520,12 +599,31 @@ fn pulled_candidate(source: &OciSource, pulled: Pulled, seen_at: std::time::Inst
         refusal: None,
         verified_by: pulled.verified_by,
         seen_at,
+        initial,
+        staged: Some(staged),
     }
 }
 
+/// Where a [`watch_oci`] task starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OciStart {
+    /// Make the first read in the task and send it: the verified local
+    /// copy if the store keeps one (then the registry is looked at at
+    /// once), else a pull. Whoever starts the task never waits for a
+    /// registry.
+    Read,
+    /// The manifest digest handled already (served, or its refusal
+    /// reported); the first poll comes after the interval.
+    Handled(String),
+    /// The local copy with this manifest digest serves (whoever started
+    /// the task served it): the registry is looked at at once, and what
+    /// the reference names now is reported if refused (the local copy
+    /// keeps serving as the last known good).
+    LocalCopy(String),
+}
+
 /// Polls `source`'s tag every `poll_interval` and sends each new digest's
-/// artifact (or its refusal) once; `initial` is the manifest digest already
-/// handled, `None` to make (and send) the first pull here. A digest
+/// artifact (or its refusal) once, starting as `start` says. A digest
 /// refused for its signatures, or because the registry misbehaved (too
 /// slow, too big, a refused redirect), is looked at again each poll, its
 /// refusal reported once. A digest reference is fixed: it is only retried
@@ -533,19 +631,24 @@ fn pulled_candidate(source: &OciSource, pulled: Pulled, seen_at: std::time::Inst
 /// per distinct error) and retried; bad credentials and a misbehaving
 /// registry are refusals (once per distinct error). Every request is cut at
 /// its deadline, so a hung one delays the next poll by that much at most.
-/// Aborting the returned handle stops the task, a pull in flight with it.
+/// The reference is followed ([`Following`]: the store keeps its last
+/// known good) for as long as the task lives. Aborting the returned handle
+/// stops the task, a pull in flight with it.
 pub fn watch_oci(
     source: OciSource,
-    initial: Option<String>,
+    start: OciStart,
     tx: mpsc::Sender<Candidate>,
 ) -> tokio::task::AbortHandle {
+    let following = Following::new(source.reference.to_string());
     tokio::spawn(async move {
+        let _following = following;
         let mut last_problem: Option<String> = None;
-        let mut last = match initial {
-            Some(initial) => initial,
-            None => {
-                let (candidates, handled) = first_pull(&source).await;
-                for candidate in candidates {
+        let (mut last, mut look_now) = match start {
+            OciStart::Handled(digest) => (digest, false),
+            OciStart::LocalCopy(digest) => (digest, true),
+            OciStart::Read => {
+                let opening = first_pull(&source).await;
+                for candidate in opening.candidates {
                     if let Some(refusal) = &candidate.refusal {
                         last_problem = Some(refusal.reason.clone());
                     }
@@ -553,21 +656,25 @@ pub fn watch_oci(
                         return;
                     }
                 }
-                handled
+                (opening.handled, opening.look_now)
             }
         };
         let mut poll = tokio::time::interval(source.poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        poll.tick().await; // the first tick is immediate: the start just pulled
+        poll.tick().await; // the first tick is immediate: the start just read
         loop {
             if source.reference.tag.is_none() && !last.is_empty() {
                 break; // a digest never moves
             }
-            poll.tick().await;
+            if !look_now {
+                poll.tick().await;
+            }
             if tx.is_closed() {
                 break;
             }
-            let Some(candidate) = poll_once(&source, &mut last, &mut last_problem).await else {
+            let first_look = std::mem::take(&mut look_now);
+            let found = poll_once(&source, &mut last, &mut last_problem, first_look).await;
+            let Some(candidate) = found else {
                 continue;
             };
             if tx.send(candidate).await.is_err() {
@@ -578,11 +685,15 @@ pub fn watch_oci(
     .abort_handle()
 }
 
-/// One poll: what to send, if anything (see [`watch_oci`]).
+/// One poll: what to send, if anything (see [`watch_oci`]). The first
+/// look behind a local copy (`first_look`) reports what the reference
+/// names now when that is refused for any reason but an unreachable or
+/// slow registry (the tag gone, say), as a first pull would have.
 async fn poll_once(
     source: &OciSource,
     last: &mut String,
     last_problem: &mut Option<String>,
+    first_look: bool,
 ) -> Option<Candidate> {
     let seen_at = std::time::Instant::now();
     let report_once = |last_problem: &mut Option<String>, digest: String, error: &OciError| {
@@ -596,7 +707,9 @@ async fn poll_once(
     let digest = match source.puller.resolve(&source.reference).await {
         Ok(digest) => digest,
         Err(error)
-            if error.rule == crate::sources::rules::AUTH || error.is_misbehaving_registry() =>
+            if error.rule == crate::sources::rules::AUTH
+                || error.is_misbehaving_registry()
+                || (first_look && !error.is_transient()) =>
         {
             return report_once(last_problem, String::new(), &error);
         }
@@ -622,7 +735,7 @@ async fn poll_once(
                 verified_by = ?pulled.verified_by,
                 "the plugin's tag moved; pulled the new artifact"
             );
-            pulled_candidate(source, pulled, seen_at)
+            pulled_candidate(source, pulled, seen_at, false)
         }
         // A signature may be pushed after the artifact, a registry may
         // recover: look again at each poll, but report each reason once.
@@ -670,6 +783,8 @@ fn refusal_candidate(
         }),
         verified_by: Vec::new(),
         seen_at,
+        initial: false,
+        staged: None,
     }
 }
 

@@ -38,6 +38,33 @@ pub struct SwapHistory {
     /// The last candidate coalesced: never swapped in, a newer one (or the
     /// plugin serving) took its place.
     pub last_coalesced: Option<SwapRecord>,
+    /// A source flapping now, its moves held ([`super::damper`]).
+    pub flapping: Option<FlapRecord>,
+}
+
+/// A flapping source whose moves are held (rule `swap/flapping`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FlapRecord {
+    /// The source.
+    pub source: String,
+    /// The rule holding it.
+    pub rule: String,
+    /// Unix time the flap was seen.
+    pub since_unix: u64,
+    /// Moves held so far in this flap (only the newest may be offered).
+    pub held_moves: u32,
+    /// How long the source must now be quiet before its newest is offered.
+    pub hold_ms: u64,
+    /// The newest plugin held (its digest).
+    pub held: String,
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
 }
 
 /// One swap or refusal.
@@ -63,10 +90,7 @@ impl SwapRecord {
             digest,
             outcome,
             latency_ms: u64::try_from(seen_at.elapsed().as_millis()).unwrap_or(u64::MAX),
-            at_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or_default(),
+            at_unix: unix_now(),
         }
     }
 }
@@ -121,23 +145,12 @@ pub async fn refused(
             "no plugin serves until a good one arrives"
         }
     };
-    if let (Some(client), Some((ns, name))) = (client, refusal.configmap) {
-        record_refusal(
-            client,
-            ns,
-            name,
-            refusal.digest,
-            consequence,
-            refusal.reason,
-        )
-        .await;
-    } else if let (Some(client), Some(regarding)) = (client, refusal.regarding) {
+    if let Some(client) = client {
         publish_refusal(
             client,
-            regarding,
-            refusal.digest,
-            consequence,
-            refusal.reason,
+            refusal.configmap,
+            refusal.regarding,
+            (refusal.digest, consequence, refusal.reason),
         )
         .await;
     }
@@ -197,10 +210,7 @@ pub async fn run(
         )
         .await
         .and_then(|plugin| active.check_downgrade(&plugin).map(|()| plugin));
-        let at_unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default();
+        let at_unix = unix_now();
         match outcome {
             Ok(plugin) => {
                 let old = active
@@ -252,27 +262,37 @@ pub fn lock(history: &Mutex<SwapHistory>) -> std::sync::MutexGuard<'_, SwapHisto
     history.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn record_refusal(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    digest: &str,
-    consequence: &str,
-    reason: &str,
-) {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let Ok(cm) = api.get(name).await else { return };
-    publish_refusal(client, &cm.object_ref(&()), digest, consequence, reason).await;
-}
-
-/// Records a `PluginRefused` Warning Event on `regarding`.
+/// Records a `PluginRefused` Warning Event on the object the refusal names.
 async fn publish_refusal(
     client: &Client,
-    regarding: &ObjectReference,
-    digest: &str,
-    consequence: &str,
-    reason: &str,
+    configmap: Option<&(String, String)>,
+    regarding: Option<&ObjectReference>,
+    (digest, consequence, reason): (&str, &str, &str),
 ) {
+    let note = format!("plugin {digest} refused, {consequence}: {reason}");
+    warn_on(client, configmap, regarding, "PluginRefused", &note).await;
+}
+
+/// Records a Warning Event with `reason` and `note` on the ConfigMap
+/// `(namespace, name)` when that is the source, else on `regarding`.
+pub async fn warn_on(
+    client: &Client,
+    configmap: Option<&(String, String)>,
+    regarding: Option<&ObjectReference>,
+    reason: &str,
+    note: &str,
+) {
+    let regarding = match configmap {
+        Some((namespace, name)) => {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+            let Ok(cm) = api.get(name).await else { return };
+            cm.object_ref(&())
+        }
+        None => match regarding {
+            Some(regarding) => regarding.clone(),
+            None => return,
+        },
+    };
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -282,15 +302,15 @@ async fn publish_refusal(
     );
     let event = Event {
         type_: EventType::Warning,
-        reason: "PluginRefused".into(),
+        reason: reason.to_string(),
         note: Some(crate::plugin_text::escape_within(
-            &format!("plugin {digest} refused, {consequence}: {reason}"),
+            note,
             crate::plugin_text::MAX_EVENT_NOTE,
         )),
         action: "HotSwap".into(),
         secondary: None,
     };
-    if let Err(err) = recorder.publish(&event, regarding).await {
-        tracing::warn!(error = %err, "could not record the refusal Event");
+    if let Err(err) = recorder.publish(&event, &regarding).await {
+        tracing::warn!(error = %err, reason, "could not record the Warning Event");
     }
 }

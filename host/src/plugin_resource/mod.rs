@@ -637,8 +637,8 @@ impl Driver {
         }
     }
 
-    /// The source's later candidates, damped by the minimum swap interval
-    /// when this driver serves the active plugin (see
+    /// The source's later candidates, damped where the source flaps when
+    /// this driver serves the active plugin (see
     /// [`crate::hotswap::damper`]); a shadow's swaps re-queue nothing.
     fn damped(
         &self,
@@ -658,6 +658,12 @@ impl Driver {
                 active: self.active.clone(),
                 history: self.history.clone(),
                 metrics: self.metrics.clone(),
+                client: Some(self.client.clone()),
+                // The flapping Warning goes on the resource, as refusals do.
+                events_on: self
+                    .last_seen
+                    .as_ref()
+                    .map(|resource| kube::Resource::object_ref(resource.as_ref(), &())),
             },
             last,
         )
@@ -751,8 +757,13 @@ impl Driver {
             // Refusals are recorded on the resource by this driver.
             events_on: None,
         };
-        // The first pull happens in the source's own task, like the polls.
-        Ok(Opened::Pulling(sources::watch_oci(source, None, tx)))
+        // The first read (the verified local copy, else a pull) happens in
+        // the source's own task, like the polls.
+        Ok(Opened::Pulling(sources::watch_oci(
+            source,
+            sources::OciStart::Read,
+            tx,
+        )))
     }
 
     /// The signature policy `spec` asks for, with the keys read from their

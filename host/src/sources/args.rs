@@ -72,8 +72,9 @@ pub struct OciArgs {
     #[arg(long, env = "WASM_OPERATOR_OCI_STORE_DIR", value_name = "DIR")]
     pub oci_store_dir: Option<PathBuf>,
     /// Most MiB the OCI store keeps: past it, after each pull, the least
-    /// recently used artifacts go (never one a reference resolves to last,
-    /// nor the plugin serving, the previous one or the shadow).
+    /// recently used artifacts go (never the plugin serving, the previous
+    /// one, the shadow or a canary, one being vetted, nor the last known
+    /// good of a reference a live source follows).
     #[arg(long, env = "WASM_OPERATOR_OCI_STORE_MAX_MIB", default_value_t = super::store::DEFAULT_MAX_BYTES >> 20, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub oci_store_max_mib: u64,
     /// A trusted cosign public key (PEM, ECDSA P-256); repeat for more. With

@@ -26,9 +26,13 @@
 //! Bounded: after each save, whole artifacts (manifest, signatures, blob)
 //! least recently used first (the files' mtime, set on every load) are
 //! removed until the store holds at most `--oci-store-max-mib`
-//! ([`DEFAULT_MAX_BYTES`]). Never removed: an artifact a reference resolves
-//! to (its last known good) and one whose plugin a hot-swap slot serves,
-//! had before or shadows ([`crate::disk::pins`]).
+//! ([`DEFAULT_MAX_BYTES`]), and with them the refs that resolved to them.
+//! Never removed ([`crate::disk::pins`]): an artifact whose plugin a
+//! hot-swap slot serves, had before (rollback target), shadows or rolls out
+//! as a canary; one being vetted (staged); and the last known good of each
+//! reference a live source still follows. The last known good of a
+//! reference nobody follows any more (a resource moved to another tag) is
+//! evictable like anything else.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -131,7 +135,12 @@ impl Store {
     }
 
     fn ref_rel(reference: &OciRef) -> String {
-        let key = sha256_digest(reference.to_string().as_bytes());
+        Self::ref_rel_of(&reference.to_string())
+    }
+
+    /// The ref file of the reference printed as `reference`.
+    fn ref_rel_of(reference: &str) -> String {
+        let key = sha256_digest(reference.as_bytes());
         format!("refs/{}", file_name(&key))
     }
 
@@ -215,7 +224,7 @@ impl Store {
         self.write(&Self::signatures_rel(manifest_digest), &sigs)?;
         self.write(&Self::manifest_rel(manifest_digest), manifest)?;
         self.write(&Self::ref_rel(reference), manifest_digest.as_bytes())?;
-        self.prune(&pins::pinned());
+        self.prune(&pins::pinned(), &pins::followed());
         Ok(())
     }
 
@@ -272,6 +281,8 @@ impl Store {
 
 /// One artifact of the store, as the pruner sees it.
 struct Unit {
+    /// Its manifest digest (empty for an orphan file).
+    manifest_digest: String,
     /// Its files (`<subdir>/<file>`), the manifest first: removed in this
     /// order, so a crash midway leaves no manifest without its blob.
     files: Vec<String>,
@@ -304,30 +315,29 @@ impl Store {
             .unwrap_or_default()
     }
 
-    /// The manifest digests the references resolve to (their last known
-    /// good); refs that fail a check, or whose manifest is gone, are removed.
-    fn ref_targets(&self) -> BTreeSet<String> {
-        let mut targets = BTreeSet::new();
+    /// Every ref (`refs/<file>`) and the manifest digest it resolves to;
+    /// refs that fail a check, or whose manifest is gone, are removed.
+    fn refs(&self) -> Vec<(String, String)> {
+        let mut refs = Vec::new();
         for rel in self.list("refs") {
             let Some(text) = self.read(&rel, MAX_REF_BYTES) else {
                 continue;
             };
             let digest = String::from_utf8_lossy(&text).trim().to_string();
             if is_digest(&digest) && self.stat(&Self::manifest_rel(&digest)).is_some() {
-                targets.insert(digest);
+                refs.push((rel, digest));
             } else {
                 let _ = fs::remove_file(self.path(&rel));
             }
         }
-        targets
+        refs
     }
 
     /// The store's artifacts (one per manifest) and its orphan files (a
     /// blob or signatures no manifest names: an interrupted save), each a
-    /// unit; pinned when a reference resolves to it or its layer is in
-    /// `pinned`.
-    fn units(&self, pinned: &BTreeSet<String>) -> Vec<Unit> {
-        let targets = self.ref_targets();
+    /// unit; pinned when its manifest is in `kept_manifests` or its layer
+    /// in `pinned`.
+    fn units(&self, pinned: &BTreeSet<String>, kept_manifests: &BTreeSet<String>) -> Vec<Unit> {
         let mut orphans: BTreeSet<String> = self
             .list("blobs")
             .into_iter()
@@ -348,8 +358,8 @@ impl Store {
                 .chain(std::iter::once(Self::signatures_rel(&digest)))
                 .chain(blobs.iter().cloned())
                 .collect();
-            let is_pinned = targets.contains(&digest) || layers.iter().any(|l| pinned.contains(l));
-            units.push(self.unit(files, blobs, is_pinned, &mut orphans));
+            let is_pinned = is_kept(&digest, &layers, pinned, kept_manifests);
+            units.push(self.unit(digest, files, blobs, is_pinned, &mut orphans));
         }
         for rel in std::mem::take(&mut orphans) {
             let blobs = if rel.starts_with("blobs/") {
@@ -357,13 +367,14 @@ impl Store {
             } else {
                 Vec::new()
             };
-            units.push(self.unit(vec![rel], blobs, false, &mut BTreeSet::new()));
+            units.push(self.unit(String::new(), vec![rel], blobs, false, &mut BTreeSet::new()));
         }
         units
     }
 
     fn unit(
         &self,
+        manifest_digest: String,
         files: Vec<String>,
         blobs: Vec<String>,
         pinned: bool,
@@ -378,6 +389,7 @@ impl Store {
             }
         }
         Unit {
+            manifest_digest,
             files,
             blobs,
             entry: prune::Entry {
@@ -389,9 +401,13 @@ impl Store {
     }
 
     /// Removes the least recently used artifacts until the store holds at
-    /// most its bound, keeping pinned ones ([`Store::units`]).
-    pub fn prune(&self, pinned: &BTreeSet<String>) {
-        let units = self.units(pinned);
+    /// most its bound, keeping those whose layer is in `pinned` (plugins a
+    /// slot holds, candidates being vetted) and the last known good of each
+    /// reference in `followed`; a ref whose artifact goes goes with it.
+    pub fn prune(&self, pinned: &BTreeSet<String>, followed: &BTreeSet<String>) {
+        let refs = self.refs();
+        let kept_manifests = last_known_good(&refs, followed, Self::ref_rel_of);
+        let units = self.units(pinned, &kept_manifests);
         let entries: Vec<prune::Entry> = units.iter().map(|u| u.entry.clone()).collect();
         let evicted: BTreeSet<usize> = prune::choose(&entries, self.max_bytes)
             .into_iter()
@@ -402,23 +418,62 @@ impl Store {
             .filter(|(i, _)| !evicted.contains(i))
             .flat_map(|(_, u)| &u.blobs)
             .collect();
+        let mut gone = BTreeSet::new();
         for &i in &evicted {
             let unit = &units[i];
-            for file in unit.files.iter().filter(|f| !kept_blobs.contains(f)) {
-                if let Err(err) = fs::remove_file(self.path(file))
-                    && err.kind() != std::io::ErrorKind::NotFound
-                {
-                    tracing::warn!(file = %self.path(file).display(), error = %err, "could not evict it from the OCI store");
-                }
-            }
+            self.remove_files(unit.files.iter().filter(|f| !kept_blobs.contains(f)));
+            gone.insert(unit.manifest_digest.as_str());
             tracing::info!(
                 artifact = %unit.files.first().map(String::as_str).unwrap_or_default(),
                 bytes = unit.entry.bytes,
                 bound = self.max_bytes,
-                "evicted an artifact from the OCI store (least recently used; over --oci-store-max-mib)"
+                "evicted an artifact from the OCI store (least recently used, not pinned; over --oci-store-max-mib)"
             );
         }
+        // A ref resolving to an evicted artifact names nothing any more.
+        self.remove_files(
+            refs.iter()
+                .filter(|(_, digest)| gone.contains(digest.as_str()))
+                .map(|(rel, _)| rel),
+        );
     }
+
+    fn remove_files<'a>(&self, files: impl Iterator<Item = &'a String>) {
+        for file in files {
+            if let Err(err) = fs::remove_file(self.path(file))
+                && err.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(file = %self.path(file).display(), error = %err, "could not evict it from the OCI store");
+            }
+        }
+    }
+}
+
+/// The manifest digests the store keeps as last known good: what the refs
+/// of the `followed` references (as printed; `rel_of` names their ref
+/// files) resolve to. The refs of references nobody follows keep nothing.
+fn last_known_good(
+    refs: &[(String, String)],
+    followed: &BTreeSet<String>,
+    rel_of: impl Fn(&str) -> String,
+) -> BTreeSet<String> {
+    let followed_rels: BTreeSet<String> = followed.iter().map(|r| rel_of(r)).collect();
+    refs.iter()
+        .filter(|(rel, _)| followed_rels.contains(rel))
+        .map(|(_, digest)| digest.clone())
+        .collect()
+}
+
+/// Whether the artifact `manifest_digest` (with `layers`) is never evicted:
+/// its plugin is pinned (`pinned` layer digests), or it is the last known
+/// good of a followed reference (`kept_manifests`).
+fn is_kept(
+    manifest_digest: &str,
+    layers: &[String],
+    pinned: &BTreeSet<String>,
+    kept_manifests: &BTreeSet<String>,
+) -> bool {
+    kept_manifests.contains(manifest_digest) || layers.iter().any(|l| pinned.contains(l))
 }
 
 /// The layer digests a stored manifest names (unparsable: none).
@@ -612,6 +667,11 @@ mod tests {
         let bound = 14 * 1024;
         let store = open(dir.path(), bound);
         let live = reference("live");
+        // Both references are followed by a live source.
+        let _following = [
+            pins::Following::new(live.to_string()),
+            pins::Following::new(reference("stable").to_string()),
+        ];
         // Another reference, saved once and never used again: its last
         // known good is the least recently used artifact, and kept.
         let (manifest, blob, stable_md, stable_bd) = artifact(100, 3000);
@@ -672,5 +732,115 @@ mod tests {
                 assert!(store.blob(bd, 1 << 20).is_none(), "push {i} was evicted");
             }
         }
+    }
+
+    /// Bytes of every file of the store.
+    fn used(store: &Store) -> u64 {
+        SUBDIRS
+            .iter()
+            .flat_map(|sub| store.list(sub))
+            .filter_map(|rel| store.stat(&rel).map(|(size, _)| size))
+            .sum()
+    }
+
+    /// Hazard: the last known good of every reference ever followed was a
+    /// pin, so a resource moved through eight tags kept all eight over the
+    /// bound. Only the followed reference's last known good and what the
+    /// slot holds (serving, previous) are kept; the other tags' artifacts
+    /// are evicted and their refs go with them.
+    #[test]
+    fn references_nobody_follows_keep_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Room for three artifacts of ~3.3 KiB.
+        let bound = 11 * 1024;
+        let store = open(dir.path(), bound);
+        let slot = pins::PinHolder::new();
+        let mut saved: Vec<(OciRef, String, String)> = Vec::new();
+        for seed in 0..8u8 {
+            // The resource moves to the next tag: a new source follows it,
+            // the old one is dropped.
+            let tag = reference(&format!("moved-{seed}"));
+            let _following = pins::Following::new(tag.to_string());
+            let (manifest, blob, md, bd) = artifact(50 + seed, 3000);
+            store
+                .save(&tag, &md, &manifest, &bd, &blob, &[])
+                .expect("saves");
+            saved.push((tag, md, bd.clone()));
+            // It serves; the one before is the rollback target.
+            let held: Vec<String> = saved.iter().rev().take(2).map(|s| s.2.clone()).collect();
+            slot.set(held);
+        }
+        assert!(used(&store) <= bound + 512, "{} bytes", used(&store));
+        for (i, (tag, _, bd)) in saved.iter().enumerate() {
+            let kept = i >= 5; // the two pinned and the newest that fits
+            assert_eq!(store.blob(bd, 1 << 20).is_some(), kept, "tag {i}'s blob");
+            if i < 5 {
+                // Evicted: its ref went with it.
+                assert!(!store.path(&Store::ref_rel(tag)).exists(), "tag {i}'s ref");
+                assert!(store.load(tag).is_none());
+            }
+        }
+    }
+
+    /// A followed reference's last known good is kept even when it is the
+    /// least recently used artifact and the store is over its bound; once
+    /// nobody follows it, it goes at the next save.
+    #[test]
+    fn a_followed_references_last_known_good_is_kept_until_unfollowed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bound = 7 * 1024; // two artifacts
+        let store = open(dir.path(), bound);
+        let old = reference("followed-old");
+        let following = pins::Following::new(old.to_string());
+        let (manifest, blob, old_md, old_bd) = artifact(70, 3000);
+        store
+            .save(&old, &old_md, &manifest, &old_bd, &blob, &[])
+            .expect("saves");
+        for seed in 71..74u8 {
+            let (manifest, blob, md, bd) = artifact(seed, 3000);
+            let tag = reference(&format!("followed-{seed}"));
+            store
+                .save(&tag, &md, &manifest, &bd, &blob, &[])
+                .expect("saves");
+        }
+        // (Looked at without a load, which would make it the most recently used.)
+        assert!(
+            store.path(&Store::manifest_rel(&old_md)).exists()
+                && store.path(&Store::ref_rel(&old)).exists(),
+            "the followed reference's last known good is kept"
+        );
+        drop(following);
+        let (manifest, blob, md, bd) = artifact(75, 3000);
+        store
+            .save(&reference("followed-75"), &md, &manifest, &bd, &blob, &[])
+            .expect("saves");
+        assert!(store.load(&old).is_none(), "unfollowed: evicted");
+        assert!(
+            !store.path(&Store::ref_rel(&old)).exists(),
+            "its ref went too"
+        );
+        assert!(used(&store) <= bound + 512, "{} bytes", used(&store));
+    }
+
+    #[test]
+    fn the_pruning_choice_keeps_pins_and_followed_last_known_goods_only() {
+        let rel_of = |r: &str| format!("refs/{r}");
+        let refs = vec![
+            ("refs/a".to_string(), "sha256:ma".to_string()),
+            ("refs/b".to_string(), "sha256:mb".to_string()),
+        ];
+        let followed: BTreeSet<String> = ["b".to_string(), "c".to_string()].into();
+        let kept = last_known_good(&refs, &followed, rel_of);
+        assert_eq!(kept, BTreeSet::from(["sha256:mb".to_string()]));
+        let pinned = BTreeSet::from(["sha256:layer-serving".to_string()]);
+        let layers = |l: &str| vec![l.to_string()];
+        assert!(is_kept("sha256:mb", &layers("sha256:x"), &pinned, &kept));
+        assert!(is_kept(
+            "sha256:mz",
+            &layers("sha256:layer-serving"),
+            &pinned,
+            &kept
+        ));
+        assert!(!is_kept("sha256:ma", &layers("sha256:y"), &pinned, &kept));
     }
 }

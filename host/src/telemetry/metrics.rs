@@ -209,10 +209,13 @@ pub struct Metrics {
     pub plugin_swaps_refused: Counter,
     /// Automatic rollbacks.
     pub plugin_rollbacks: Counter,
-    /// Plugin candidates not swapped in because a newer one from the same
-    /// source came within `--min-swap-interval` of the last swap, or the
-    /// source was back at what serves when the interval ended.
+    /// Plugin candidates not swapped in: a newer one from the same
+    /// flapping source took their place, or the flapping source settled on
+    /// what the slot holds (rule `swap/flapping`).
     pub plugin_swaps_coalesced: Counter,
+    /// Plugin sources found flapping (moving again within the quiet
+    /// interval, beyond one swap back): their moves held (rule `swap/flapping`).
+    pub plugin_source_flaps: Counter,
     /// 1 while a shadow plugin is configured.
     pub shadow_active: Gauge,
     /// Reconciles where the shadow plugin proposed something else.
@@ -281,6 +284,7 @@ impl Default for Metrics {
             plugin_swaps_refused: Counter::default(),
             plugin_rollbacks: Counter::default(),
             plugin_swaps_coalesced: Counter::default(),
+            plugin_source_flaps: Counter::default(),
             shadow_active: Gauge::default(),
             shadow_differences: Counter::default(),
             shadow_dropped: Counter::default(),
@@ -388,8 +392,13 @@ impl Metrics {
         );
         r.register(
             "plugin_swaps_coalesced",
-            "Plugin candidates coalesced: a newer one came within --min-swap-interval of the last swap, or the source was back at what serves (rule swap/min-interval)",
+            "Plugin candidates coalesced: a newer one from the same flapping source took their place, or it settled on what the slot holds (rule swap/flapping)",
             self.plugin_swaps_coalesced.clone(),
+        );
+        r.register(
+            "plugin_source_flaps",
+            "Plugin sources found flapping: moving again within --min-swap-interval-secs of their last change, beyond one swap back; held until quiet (rule swap/flapping)",
+            self.plugin_source_flaps.clone(),
         );
         r.register(
             "shadow_active",

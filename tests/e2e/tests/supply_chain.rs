@@ -22,7 +22,8 @@ use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use wasm_operator::crd::plugin::{
-    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginSourceSpec,
+    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, OciSourceSpec,
+    PluginSourceSpec,
 };
 use wasm_operator::runtime::digest_of;
 
@@ -300,8 +301,8 @@ async fn recovers_then_sends_an_endless_manifest(
 /// Hazard 1 (`run --plugin oci://…`): a registry that drips or hangs never
 /// delays `/healthz`, polls go on while it drips (each request cut at its
 /// deadline), a restart while it hangs binds its probes at once and serves
-/// the verified local copy when the pull does not finish in time, and a v2
-/// pushed once the registry recovers is served. The same host then meets an endless
+/// the verified local copy (at once: the registry is looked at behind it),
+/// and a v2 pushed once the registry recovers is served. The same host then meets an endless
 /// manifest (hazard 2, against a running host).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyhow::Result<()> {
@@ -354,8 +355,8 @@ async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyho
     );
 
     // A restart while the registry hangs (accepts, never answers): probes
-    // at once, the local copy (pulled by host-a) after the request
-    // deadline (6 s).
+    // at once, the local copy (pulled by host-a) at once, the registry
+    // looked at behind it (cut at its 6 s request deadline).
     registry.set_mode(Mode::Hang);
     first.kill().await;
     let mut second = WatchedHost::start(
@@ -372,8 +373,8 @@ async fn a_slow_registry_never_stops_a_host_that_polls_it_or_restarts() -> anyho
         healthy < Duration::from_secs(4),
         "/healthz waited for the pull: {healthy:?}"
     );
-    let pending = second.get("/readyz").await;
-    eprintln!("measured: /readyz while pulling: {pending:?}");
+    let first_answer = second.get("/readyz").await;
+    eprintln!("measured: /readyz at once: {first_answer:?}");
     let ready = second.wait_ready(CONVERGE).await?;
     eprintln!("measured: ready (local copy) after {ready:?}");
     neighbour(&env, "restarted", 1).await?;
@@ -713,5 +714,275 @@ async fn a_killed_replicas_entry_is_pruned_once_its_lease_is_gone() -> anyhow::R
     );
     neighbour(&env, "after", 1).await?;
     b.assert_alive_throughout()?;
+    Ok(())
+}
+
+// ---- Round four: the store's bound, and a restart behind a hung registry ----
+
+/// A `JinghzhuPlugin` named after the namespace, serving the OCI `reference`.
+async fn resource_on_oci(env: &TestEnv, reference: &str) -> anyhow::Result<String> {
+    e2e_tests::install_plugin_crd(&env.client).await?;
+    let resource = JinghzhuPlugin::new(
+        &env.namespace,
+        JinghzhuPluginSpec {
+            source: PluginSourceSpec {
+                oci: Some(OciSourceSpec {
+                    reference: reference.to_string(),
+                }),
+                ..PluginSourceSpec::default()
+            },
+            ..JinghzhuPluginSpec::default()
+        },
+    );
+    Api::<JinghzhuPlugin>::all(env.client.clone())
+        .create(&PostParams::default(), &resource)
+        .await?;
+    Ok(env.namespace.clone())
+}
+
+/// `wasm` (a component) with a custom section naming `n` appended, padded
+/// to about `size` bytes: another digest, the same plugin.
+fn padded(wasm: &[u8], n: usize, size: usize) -> Vec<u8> {
+    fn leb128(mut value: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = format!("padding-{n}");
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.resize(size.saturating_sub(wasm.len()).max(body.len()), n as u8);
+    let mut out = wasm.to_vec();
+    out.push(0); // a custom section
+    leb128(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|listing| {
+            listing
+                .flatten()
+                .map(|entry| match entry.metadata() {
+                    Ok(meta) if meta.is_dir() => bytes_under(&entry.path()),
+                    Ok(meta) => meta.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Round four, hazard 8: a resource's reference moved through 8 tags
+/// (≈ 530 KB each) under `--oci-store-max-mib 1` held 4.15 MiB with 0
+/// evictions: the last known good of every reference ever followed was
+/// kept as a pin. Only what the slot holds (serving, its rollback target)
+/// and the last known good of the reference followed now are pins: the
+/// store stays within its bound and evicts the tags left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_moved_through_tags_keeps_the_store_within_its_bound() -> anyhow::Result<()> {
+    const TAGS: usize = 8;
+    const BOUND: u64 = 1 << 20;
+    let env = TestEnv::new("store-tags").await?;
+    let registry = HostileRegistry::start().await?;
+    let dir = tempfile::tempdir()?;
+    let builds: Vec<Vec<u8>> = (0..TAGS).map(|n| padded(&v1(), n, 300 << 10)).collect();
+    for (n, build) in builds.iter().enumerate() {
+        registry.push("plugins/moving", &format!("t{n}"), build);
+    }
+    let name = resource_on_oci(&env, &registry.reference("plugins/moving", "t0")).await?;
+    let flags = args(
+        &env,
+        dir.path(),
+        &registry,
+        &["--plugin-resource", &name, "--oci-store-max-mib", "1"],
+    );
+    let mut host = WatchedHost::start(
+        Path::new(BIN),
+        "store-host",
+        dir.path(),
+        &flags,
+        &host_env(&env, "store-host"),
+        WATCHDOG,
+    )?;
+    wait_serving(&env, &name, &digest_of(&builds[0])).await?;
+    for (n, build) in builds.iter().enumerate().skip(1) {
+        let source = serde_json::json!({"oci": {"reference": registry.reference("plugins/moving", &format!("t{n}"))}});
+        set_source(&env, &name, source).await?;
+        wait_serving(&env, &name, &digest_of(build)).await?;
+    }
+    neighbour(&env, "after", 1).await?;
+    let store = dir.path().join("precompiled").join("oci");
+    let used = bytes_under(&store);
+    let log = String::from_utf8_lossy(&host.log_bytes()).into_owned();
+    let evictions = log
+        .lines()
+        .filter(|l| l.contains("evicted an artifact from the OCI store"))
+        .count();
+    let refs = std::fs::read_dir(store.join("refs"))?.count();
+    eprintln!(
+        "measured: {TAGS} tags of {} KiB each under --oci-store-max-mib 1: the store holds {} KiB \
+         ({used} bytes), {evictions} evictions, {refs} refs",
+        builds[0].len() >> 10,
+        used >> 10
+    );
+    // The bound, plus the refs and the key (a few hundred bytes).
+    anyhow::ensure!(
+        used <= BOUND + 4096,
+        "the store holds {used} bytes, over its {BOUND}-byte bound"
+    );
+    anyhow::ensure!(
+        evictions >= TAGS - 3,
+        "{evictions} evictions for {TAGS} tags"
+    );
+    check_host(&env, &mut host, 1).await?;
+    Ok(())
+}
+
+/// Waits until the resource `name`'s entry for `replica` serves `digest`.
+async fn wait_replica_serving(
+    env: &TestEnv,
+    name: &str,
+    replica: &str,
+    digest: &str,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    wait_for(&format!("{replica} serving {digest}"), CONVERGE, || async {
+        Ok(status_of(env, name)
+            .await?
+            .replicas
+            .iter()
+            .any(|r| r.name == replica && r.digest == digest && r.state == "Serving"))
+    })
+    .await?;
+    Ok(started.elapsed())
+}
+
+/// Starts `replica` with `flags`, waits until it serves, stops it, makes
+/// the registry hang and starts it again: returns the restarted host and
+/// how long after its start it was ready.
+async fn restart_while_hung(
+    env: &TestEnv,
+    dir: &Path,
+    registry: &HostileRegistry,
+    replica: &str,
+    flags: &[String],
+) -> anyhow::Result<(WatchedHost, Duration)> {
+    let first = WatchedHost::start(
+        Path::new(BIN),
+        replica,
+        dir,
+        flags,
+        &host_env(env, replica),
+        WATCHDOG,
+    )?;
+    first.wait_ready(CONVERGE).await?;
+    first.kill().await;
+    registry.set_mode(Mode::Hang);
+    let second = WatchedHost::start(
+        Path::new(BIN),
+        replica,
+        dir,
+        flags,
+        &host_env(env, replica),
+        WATCHDOG,
+    )?;
+    let ready = second.wait_ready(CONVERGE).await?;
+    Ok((second, ready))
+}
+
+/// Round four, hazard 13: a host restarted with a verified local copy in
+/// its store while the registry accepts connections and never answers was
+/// ready only after the pull's first request hit its deadline (30.2 s with
+/// the defaults). It serves the local copy at once and looks at the
+/// registry right behind it: ready within a couple of seconds for the
+/// `--plugin oci://` flag and a resource's OCI source alike; the hung look
+/// is reported (`oci/deadline`), and a new tag is served once the registry
+/// answers. (`--oci-request-timeout 10s` here: the hung look ends sooner.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_the_registry_hangs_serves_the_local_copy_at_once() -> anyhow::Result<()> {
+    const READY_WITHIN: Duration = Duration::from_secs(4);
+    let env = TestEnv::new("hung-restart").await?;
+    let registry = HostileRegistry::start().await?;
+    let v2_layer = digest_of(&v2());
+
+    // The `--plugin oci://…` flag.
+    let flag_dir = tempfile::tempdir()?;
+    registry.push("plugins/flag", "live", &v1());
+    let reference = registry.reference("plugins/flag", "live");
+    let flags = args(
+        &env,
+        flag_dir.path(),
+        &registry,
+        &["--plugin", &reference, "--oci-request-timeout", "10s"],
+    );
+    let (mut flag_host, flag_ready) =
+        restart_while_hung(&env, flag_dir.path(), &registry, "flag-host", &flags).await?;
+    neighbour(&env, "flag", 1).await?;
+    wait_for("a Warning naming oci/deadline", CONVERGE, || async {
+        Ok(
+            e2e_tests::refusal_events(&env.client, &env.namespace, "Pod", "flag-host")
+                .await?
+                .iter()
+                .any(|m| m.contains("oci/deadline")),
+        )
+    })
+    .await?;
+    registry.push("plugins/flag", "live", &v2());
+    registry.set_mode(Mode::Good);
+    let recovered = Instant::now();
+    wait_for("v2 serving once the registry answers", CONVERGE, || async {
+        Ok(flag_host
+            .get("/status")
+            .await
+            .is_some_and(|(_, body)| body.contains(&v2_layer)))
+    })
+    .await?;
+    let flag_v2 = recovered.elapsed();
+    check_host(&env, &mut flag_host, 1).await?;
+    flag_host.kill().await;
+
+    // A resource's OCI source.
+    let resource_dir = tempfile::tempdir()?;
+    registry.push("plugins/resource", "live", &v1());
+    let name = resource_on_oci(&env, &registry.reference("plugins/resource", "live")).await?;
+    let flags = args(
+        &env,
+        resource_dir.path(),
+        &registry,
+        &["--plugin-resource", &name, "--oci-request-timeout", "10s"],
+    );
+    let (mut resource_host, resource_ready) = restart_while_hung(
+        &env,
+        resource_dir.path(),
+        &registry,
+        "resource-host",
+        &flags,
+    )
+    .await?;
+    neighbour(&env, "resource", 1).await?;
+    wait_refused(&env, &mut resource_host, &name, "oci/deadline").await?;
+    registry.push("plugins/resource", "live", &v2());
+    registry.set_mode(Mode::Good);
+    let resource_v2 = wait_replica_serving(&env, &name, "resource-host", &v2_layer).await?;
+    eprintln!(
+        "measured: restarted while the registry hangs: --plugin oci:// ready after \
+         {flag_ready:?}, a resource's OCI source ready after {resource_ready:?}; v2 served \
+         {flag_v2:?} / {resource_v2:?} after the registry answered"
+    );
+    anyhow::ensure!(
+        flag_ready < READY_WITHIN && resource_ready < READY_WITHIN,
+        "readiness waited on the hung registry: {flag_ready:?} (flag), {resource_ready:?} (resource)"
+    );
+    check_host(&env, &mut resource_host, 2).await?;
     Ok(())
 }
