@@ -71,8 +71,9 @@ pub struct Damping {
     pub metrics: Arc<Metrics>,
     /// Records the Warning Event (none: logs and `/status` only).
     pub client: Option<Client>,
-    /// The object the Warning goes on when a candidate names none (a
-    /// `JinghzhuPlugin`'s driver records its source's refusals itself).
+    /// The object the Warning goes on (a `JinghzhuPlugin` whose driver
+    /// follows the source); none: the ConfigMap or the object the
+    /// candidate names.
     pub events_on: Option<ObjectReference>,
 }
 
@@ -414,11 +415,12 @@ fn note_flap(
         hold.as_secs(),
         quiet.saturating_mul(MAX_HOLD_FACTOR).as_secs(),
     );
-    let configmap = candidate.configmap.clone();
-    let regarding = candidate
-        .regarding
-        .clone()
-        .or_else(|| damping.events_on.clone());
+    // A resource's flap is recorded on the resource, as its refusals are;
+    // otherwise on the ConfigMap or the object the candidate names.
+    let (configmap, regarding) = match damping.events_on.clone() {
+        Some(resource) => (None, Some(resource)),
+        None => (candidate.configmap.clone(), candidate.regarding.clone()),
+    };
     tokio::spawn(async move {
         warn_on(
             &client,

@@ -28,9 +28,15 @@
 //!    rollback path: a plugin failing after the swap is rolled back and the
 //!    replica's entry shows the digest served again), or make it the shadow
 //!    for a resource named by `--shadow-plugin-resource`. `Serving`. The
-//!    active resource's source is damped ([`crate::hotswap::damper`]): its
-//!    moves within `--min-swap-interval-secs` of the last swap are
-//!    coalesced; a spec edit is not held.
+//!    active resource's source is damped ([`crate::hotswap::damper`]): a
+//!    source that keeps moving within `--min-swap-interval-secs` is held
+//!    (`Flapping`, rule `swap/flapping`); a spec edit is not held. With
+//!    `spec.rollout` a new plugin is a canary instead ([`rollout`]).
+//!
+//! Before anything serves, the fleet's decisions are read from the status:
+//! the rollout going on or aborted, and the newest version served (an
+//! older one is a downgrade); a replica that restarts restores what the
+//! fleet serves from its precompiled cache.
 //!
 //! Any refusal leaves what serves serving, sets `Refused` (reason: the
 //! rule), `lastRefusal`, a `PluginRefused` Warning Event on the resource
@@ -366,6 +372,9 @@ pub struct Driver {
     ignored_reported: std::collections::HashSet<(String, judge::Ignored)>,
     /// When the judge last looked for entries no replica wrote.
     planted_checked: Option<Instant>,
+    /// The plugin the damper held when the `Flapping` condition was last
+    /// written (`None`: not flapping).
+    flap_reported: Option<String>,
 }
 
 /// The spec being served and the newest bytes of its source.
@@ -418,6 +427,7 @@ impl Driver {
             fleet_objects: None,
             ignored_reported: std::collections::HashSet::new(),
             planted_checked: None,
+            flap_reported: None,
         }
     }
 

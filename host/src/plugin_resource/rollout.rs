@@ -338,6 +338,7 @@ impl Driver {
     /// replica, judges the rollout's step and writes what changed.
     pub(super) async fn on_rollout_tick(&mut self, resource: Option<Arc<JinghzhuPlugin>>) {
         self.publish_figures().await;
+        self.report_flapping().await;
         self.write_left_out_entry().await;
         if !self.judge.here() {
             return;
@@ -484,6 +485,35 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// The `Flapping` condition follows the damper: `True` (reason
+    /// `Flapping`, rule `swap/flapping`) while the source's changes are held,
+    /// `False` once it has settled; written when that changes.
+    async fn report_flapping(&mut self) {
+        let flap = swapper::lock(&self.history).flapping.clone();
+        let held = flap.as_ref().map(|f| f.held.clone());
+        if held == self.flap_reported {
+            return;
+        }
+        let was = self.flap_reported.is_some();
+        self.flap_reported = held;
+        match flap {
+            Some(flap) => {
+                let message = format!(
+                    "[{}] the source keeps moving: its changes are held until it has been quiet \
+                     for {} ms, then only its newest plugin ({}) is offered",
+                    flap.rule, flap.hold_ms, flap.held
+                );
+                self.writer.set("Flapping", true, "Flapping", &message);
+            }
+            None if was => {
+                self.writer
+                    .set("Flapping", false, "Settled", "the source has settled");
+            }
+            None => return,
+        }
+        self.writer.write().await;
     }
 
     /// Writes the status again when the last write had to leave this

@@ -33,8 +33,8 @@ fn count(n: u64) -> i64 {
 }
 
 /// The condition types, in the order they are written.
-pub const CONDITION_TYPES: [&str; 6] = [
-    "Resolved", "Verified", "Compiled", "Serving", "Refused", "Rollout",
+pub const CONDITION_TYPES: [&str; 7] = [
+    "Resolved", "Verified", "Compiled", "Serving", "Refused", "Rollout", "Flapping",
 ];
 
 /// Now, as Kubernetes writes times (RFC 3339, seconds).

@@ -920,13 +920,17 @@ async fn a_flapping_configmap_is_held_and_swaps_a_bounded_number_of_times() -> a
     );
     // The flap ends once the source has been quiet for its hold (at most
     // 8 quiet intervals after the last move).
-    wait_for("the flap ended", QUIET * 8 + Duration::from_secs(10), || async {
-        Ok(host
-            .history
-            .lock()
-            .map(|h| h.flapping.is_none())
-            .unwrap_or(false))
-    })
+    wait_for(
+        "the flap ended",
+        QUIET * 8 + Duration::from_secs(10),
+        || async {
+            Ok(host
+                .history
+                .lock()
+                .map(|h| h.flapping.is_none())
+                .unwrap_or(false))
+        },
+    )
     .await?;
     host.stop().await;
     Ok(())

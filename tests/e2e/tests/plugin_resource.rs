@@ -1036,3 +1036,73 @@ async fn a_canary_is_paused_promoted_and_aborted_by_hand() -> anyhow::Result<()>
     delete_resource(&env, &name).await;
     Ok(())
 }
+
+/// Issue 52, hazard 12: a resource whose ConfigMap keeps flipping between
+/// two plugins is held (the `Flapping` condition and a
+/// `PluginSourceFlapping` Warning name `swap/flapping`) and settles on the
+/// newest; the condition turns `False` once it has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flapping_resource_source_says_so_and_settles() -> anyhow::Result<()> {
+    const QUIET: Duration = Duration::from_secs(2);
+    let env = TestEnv::new("jzp-flapping").await?;
+    install_plugin_crd(&env).await?;
+    let name = env.namespace.clone();
+    let (v1, v2) = (v1(), v2());
+    create_configmap(&env, "plugin", v1.clone()).await?;
+    Api::<JinghzhuPlugin>::all(env.client.clone())
+        .create(&PostParams::default(), &resource(&env, "plugin"))
+        .await?;
+    let setup = Setup {
+        min_swap_interval: Some(QUIET),
+        ..Setup::default()
+    };
+    let host = ResourceHost::start_with(&env, &name, "replica-a", setup).await?;
+    wait_replicas_on(&env, &name, &["replica-a"], &digest_of(&v1)).await?;
+    let mut seen = None;
+    for flip in 0..8 {
+        let bytes = if flip % 2 == 0 {
+            v2.clone()
+        } else {
+            v1.clone()
+        };
+        replace_configmap(&env, "plugin", bytes).await?;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let status = status_of(&env, &name).await?;
+        if let Some(flapping) = condition(&status, "Flapping").filter(|(s, _)| *s == "True") {
+            seen = Some(flapping.1.to_string());
+        }
+    }
+    wait_for("the Flapping condition", CONVERGE, || async {
+        let status = status_of(&env, &name).await?;
+        if condition(&status, "Flapping") == Some(("True", "Flapping")) {
+            return Ok(true);
+        }
+        Ok(seen.is_some())
+    })
+    .await?;
+    wait_for("the source settled on v1", CONVERGE, || async {
+        let status = status_of(&env, &name).await?;
+        Ok(condition(&status, "Flapping") == Some(("False", "Settled"))
+            && host
+                .active
+                .serving()
+                .is_some_and(|p| p.digest() == digest_of(&v1)))
+    })
+    .await?;
+    let warned = e2e_tests::events_on(&env.client, "default", "JinghzhuPlugin", &name)
+        .await?
+        .into_iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("PluginSourceFlapping")
+                && e.message.is_some_and(|m| m.contains("swap/flapping"))
+        });
+    println!(
+        "8 moves 0.7 s apart: Flapping condition seen, settled on v1, swaps {}",
+        host.metrics.plugin_swaps.get()
+    );
+    assert!(warned, "a PluginSourceFlapping Warning on the resource");
+    assert!(host.metrics.plugin_swaps.get() <= 3);
+    host.stop().await;
+    delete_resource(&env, &name).await;
+    Ok(())
+}

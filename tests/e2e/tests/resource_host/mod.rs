@@ -90,6 +90,8 @@ pub struct Setup<'a> {
     pub pod_policy: PodPolicy,
     /// `--plugin-resource-allow-unsigned`.
     pub allow_unsigned: bool,
+    /// `--min-swap-interval-secs` (`None`: the default).
+    pub min_swap_interval: Option<Duration>,
 }
 
 /// A host serving the resource, as `run --plugin-resource` does (optionally
@@ -133,6 +135,7 @@ impl ResourceHost {
             shadow,
             pod_policy,
             allow_unsigned,
+            min_swap_interval,
         } = setup;
         let metrics = Arc::new(Metrics::default());
         let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
@@ -155,6 +158,9 @@ impl ResourceHost {
             metrics.clone(),
         )
         .await?;
+        if let Some(interval) = min_swap_interval {
+            plugins.active.set_min_swap_interval(interval);
+        }
         let mut config = ControllerConfig {
             namespace: Some(env.namespace.clone()),
             policy: PolicyConfig {
