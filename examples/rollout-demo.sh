@@ -147,7 +147,7 @@ watch_rollout() {
 }
 
 say "rolling out v2: replacing the ConfigMap's plugin with v2 (status messages start with [v2])"
-echo "(a plugin offered within --min-swap-interval-secs, 10 s by default, of the last swap waits until then)"
+echo "(a source that keeps moving within --min-swap-interval-secs, 10 s by default, is held as flapping; one move is offered at once)"
 put_plugin "$v2" replace
 watch_rollout "OBJECTS ON V2" 'objects_on "replicaset@.*+v2"' Promoted 120
 converge_all 1 "replicaset@.*+v2"
@@ -243,7 +243,7 @@ first_failure=$(grep 'plugin failed' "$work/host.log" | sed -n "$((failed_before
 first_failure=$([[ -n "$first_failure" ]] && date -d "$first_failure" +%s%3N || true)
 aborted=$(log_ms 'canary rollout aborted')
 if [[ -n "$started_ms" && -n "$first_failure" && -n "$aborted" ]]; then
-    echo "    by the host's log: offered -> v3's rollout started $(( started_ms - offered / 1000000 )) ms (held by --min-swap-interval-secs, default 10 s after v2's promotion, then vetted);"
+    echo "    by the host's log: offered -> v3's rollout started $(( started_ms - offered / 1000000 )) ms (vetted: compiled and smoke-reconciled);"
     echo "    started -> v3's first failed reconcile $(( first_failure - started_ms )) ms; first failed reconcile -> abort $(( aborted - first_failure )) ms"
 fi
 echo "    (the demo ran for $(( $(date +%s) - demo_started )) s)"
