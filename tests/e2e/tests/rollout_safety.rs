@@ -53,6 +53,21 @@ async fn phase_is(env: &TestEnv, name: &str, phase: &str, canary: &[u8]) -> anyh
     .await
 }
 
+/// Waits for the judge's verdict on the canary `bytes`: promoted or aborted.
+async fn verdict(env: &TestEnv, name: &str, canary: &[u8]) -> anyhow::Result<RolloutStatus> {
+    let digest = digest_of(canary);
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let rollout = rollout_of(env, name).await?.unwrap_or_default();
+        let decided = rollout.phase == "Promoted" || rollout.phase == "Aborted";
+        if decided && rollout.canary.as_deref() == Some(digest.as_str()) {
+            return Ok(rollout);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no verdict: {rollout:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Creates the resource `name` of `env` over the ConfigMap `plugin` holding
 /// `stable`, with `rollout` (and `tweak` applied), and a host serving it.
 async fn serve(
@@ -361,15 +376,7 @@ async fn an_authors_broken_objects_do_not_veto_a_good_canary() -> anyhow::Result
             )
             .await?;
     }
-    let deadline = Instant::now() + CONVERGE;
-    let rollout = loop {
-        let rollout = rollout_of(&env, &name).await?.unwrap_or_default();
-        if rollout.phase == "Promoted" || rollout.phase == "Aborted" {
-            break rollout;
-        }
-        anyhow::ensure!(Instant::now() < deadline, "no verdict: {rollout:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let rollout = verdict(&env, &name, &v2).await?;
     println!(
         "the good v2 with 3 of 11 objects broken by their author: {} ({:?})",
         rollout.phase, rollout.rule
@@ -403,15 +410,7 @@ async fn a_canary_that_makes_no_pods_is_not_promoted() -> anyhow::Result<()> {
         env.scale(&format!("web-{i}"), 2).await?;
     }
     let started = Instant::now();
-    let deadline = started + CONVERGE;
-    let rollout = loop {
-        let rollout = rollout_of(&env, &name).await?.unwrap_or_default();
-        if rollout.phase == "Promoted" || rollout.phase == "Aborted" {
-            break rollout;
-        }
-        anyhow::ensure!(Instant::now() < deadline, "no verdict: {rollout:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let rollout = verdict(&env, &name, &idle).await?;
     println!(
         "the idle canary: {} after {:.1} s ({:?})",
         rollout.phase,
@@ -473,17 +472,7 @@ async fn planted_figures_do_not_steer_the_judge() -> anyhow::Result<()> {
         )
         .await?;
     replace_configmap(&env, "plugin", v2.clone()).await?;
-    let deadline = Instant::now() + CONVERGE;
-    let rollout = loop {
-        let rollout = rollout_of(&env, &name).await?.unwrap_or_default();
-        if rollout.canary.as_deref() == Some(digest_of(&v2).as_str())
-            && (rollout.phase == "Promoted" || rollout.phase == "Aborted")
-        {
-            break rollout;
-        }
-        anyhow::ensure!(Instant::now() < deadline, "no verdict: {rollout:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let rollout = verdict(&env, &name, &v2).await?;
     println!(
         "a canary failing every call with 2 planted entries: {} ({:?}), {} failed calls",
         rollout.phase,
@@ -654,15 +643,7 @@ async fn a_slow_canary_is_aborted_in_a_small_fleet() -> anyhow::Result<()> {
     for i in 0..6 {
         env.scale(&format!("web-{i}"), 2).await?;
     }
-    let deadline = Instant::now() + CONVERGE;
-    let rollout = loop {
-        let rollout = rollout_of(&env, &name).await?.unwrap_or_default();
-        if rollout.phase == "Promoted" || rollout.phase == "Aborted" {
-            break rollout;
-        }
-        anyhow::ensure!(Instant::now() < deadline, "no verdict: {rollout:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let rollout = verdict(&env, &name, &slow).await?;
     println!(
         "the slow canary: {} ({:?}): {:?}",
         rollout.phase, rollout.rule, rollout.message
