@@ -37,6 +37,12 @@
 //! or refused one is tried again after a backoff that the next list's
 //! start does not reset; on its failure each cache drops what it had
 //! buffered of it, so an abandoned list holds no memory while it waits.
+//! Pod lists are sized to the Jinghzhus served ([`crate::list_bounds`],
+//! rule `list/sized-to-work`): the pod watch lists only once the Jinghzhu
+//! cache holds a list of the same selection, so the count is known. The
+//! pods no Jinghzhu controls never reach these streams: the client leaves
+//! them out ([`crate::list_bounds::pods`]), and a pod that stops being
+//! controlled arrives as a `DELETED` event without an owner.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,22 +121,50 @@ pub struct Synced {
 type EventStream<K> =
     std::pin::Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
 
+/// The selection generation whose Jinghzhu list the cache last took in
+/// (`None` before the first).
+pub type JinghzhusListed = tokio::sync::watch::Receiver<Option<u64>>;
+
+/// `watch`, polled only once `listed` shows a Jinghzhu list of selection
+/// `generation` or a later one (at once without `listed`).
+fn after_jinghzhus_listed<K: Send + 'static>(
+    listed: Option<JinghzhusListed>,
+    generation: u64,
+    watch: EventStream<K>,
+) -> EventStream<K> {
+    let Some(mut listed) = listed else {
+        return watch;
+    };
+    Box::pin(
+        futures::stream::once(async move {
+            // A closed channel (the Jinghzhu stream ended) waits no more.
+            let _ = listed
+                .wait_for(|l| l.is_some_and(|l| l >= generation))
+                .await;
+            watch
+        })
+        .flatten(),
+    )
+}
+
 /// A watch of `api` with `config` (plus the selection's label selector
 /// when sharded) that restarts with the new selector whenever `selection`
 /// changes. `started` is set to the generation of the watch now running.
+/// With `listed`, each watch (the first, and each for a new selection)
+/// starts only once the Jinghzhu cache holds that selection's list.
 pub fn selected<K>(
     api: Api<K>,
     config: watcher::Config,
     selection: Option<tokio::sync::watch::Receiver<Selection>>,
     started: Arc<AtomicU64>,
-    bounds: ListBounds,
+    (bounds, listed): (ListBounds, Option<JinghzhusListed>),
 ) -> EventStream<K>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
     let Some(mut selection) = selection else {
-        return bounded_watcher(api, config, bounds);
+        return after_jinghzhus_listed(listed, 0, bounded_watcher(api, config, bounds));
     };
     let make = move |sel: &Selection| -> EventStream<K> {
         let labels = match &config.label_selector {
@@ -140,7 +174,11 @@ where
         started.store(sel.generation, Ordering::SeqCst);
         tracing::info!(kind = %K::kind(&K::DynamicType::default()), selector = %labels, generation = sel.generation,
             "sharding: (re)starting the watch for the shards held");
-        bounded_watcher(api.clone(), config.clone().labels(&labels), bounds.clone())
+        after_jinghzhus_listed(
+            listed.clone(),
+            sel.generation,
+            bounded_watcher(api.clone(), config.clone().labels(&labels), bounds.clone()),
+        )
     };
     let first = make(&selection.borrow_and_update());
     Box::pin(futures::stream::unfold(
@@ -207,6 +245,23 @@ where
     }
 }
 
+/// At each `InitDone` of the Jinghzhu watch (the cache has swapped the
+/// list in): pod lists are sized to `cache` from now on, and `listed`
+/// says which selection's list it holds.
+fn size_pod_lists(
+    bounds: ListBounds,
+    cache: Store<Jinghzhu>,
+    started: Arc<AtomicU64>,
+    listed: tokio::sync::watch::Sender<Option<u64>>,
+) -> impl FnMut(&watcher::Event<Jinghzhu>) {
+    move |event| {
+        if matches!(event, watcher::Event::InitDone) {
+            bounds.pods.serve(cache.clone());
+            listed.send_replace(Some(started.load(Ordering::SeqCst)));
+        }
+    }
+}
+
 /// Publishes `started` into `synced` at each `InitDone` (after the cache
 /// swapped the list in).
 fn publish_synced<K>(
@@ -248,6 +303,8 @@ impl Watches {
         };
 
         let (jinghzhu_cache, jinghzhu_writer) = reflector::store();
+        let (listed_tx, listed) = tokio::sync::watch::channel(None);
+        let pods_wait_for_jinghzhus = bounds.pods.sized_to_work().then_some(listed);
         let decoder = Decoder {
             objects: objects.clone(),
             events,
@@ -258,11 +315,17 @@ impl Watches {
             watcher::Config::default(),
             selection.clone(),
             jz_started.clone(),
-            bounds.clone(),
+            (bounds.clone(), None),
         )
         .filter_map(move |event| futures::future::ready(decoder.decode(event)))
         .inspect_ok(count_lists(&lists, "jinghzhu"))
         .map(reflect_abandoning(jinghzhu_writer))
+        .inspect_ok(size_pod_lists(
+            bounds.clone(),
+            jinghzhu_cache.clone(),
+            jz_started.clone(),
+            listed_tx,
+        ))
         .inspect_ok(publish_synced(jz_started, jz_synced_tx))
         .applied_objects()
         .try_filter({
@@ -303,7 +366,7 @@ impl Watches {
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
             selection,
             pod_started.clone(),
-            bounds,
+            (bounds, pods_wait_for_jinghzhus),
         )
         .inspect_ok(count_lists(&lists, "pod"))
         .map(move |event| {
