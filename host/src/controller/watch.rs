@@ -369,12 +369,16 @@ impl Watches {
             (bounds, pods_wait_for_jinghzhus),
         )
         .inspect_ok(count_lists(&lists, "pod"))
-        .map(move |event| {
-            match &event {
-                Ok(event) => pod_events.apply(event),
-                Err(_) => pod_events.abandon_list(),
+        .map(move |event| match event {
+            Ok(event) => {
+                let released = pod_events.released(&event);
+                pod_events.apply(&event);
+                Ok(released.unwrap_or(event))
             }
-            event
+            Err(err) => {
+                pod_events.abandon_list();
+                Err(err)
+            }
         })
         .inspect_ok(publish_synced(pod_started, pod_synced_tx))
         .touched_objects()
@@ -471,6 +475,24 @@ impl PodEvents {
             }
         }
         expectations.pod_event_applied();
+    }
+
+    /// A pod whose event takes it out of the cache with no controller (what
+    /// the client sends in place of a pod a Jinghzhu no longer controls,
+    /// see [`crate::list_bounds::pods`]) while its cached version had one:
+    /// that version, for the triggers downstream, so its former owner is
+    /// queued and replaces it. Asked before the event is applied; the
+    /// event itself (no owner) holds nobody as a stray.
+    fn released(&self, event: &watcher::Event<CachedPod>) -> Option<watcher::Event<CachedPod>> {
+        let watcher::Event::Delete(pod) = event else {
+            return None;
+        };
+        if controller_uid(pod).is_some() {
+            return None;
+        }
+        let cached = self.cache.get(&ObjectRef::from_obj(pod))?;
+        (cached.uid() == pod.uid() && controller_uid(&cached).is_some())
+            .then(|| watcher::Event::Delete((*cached).clone()))
     }
 
     /// Drops what the list under way had buffered (a failed or refused list,
@@ -718,6 +740,43 @@ mod tests {
         );
         events.apply(&watcher::Event::Apply(owned_pod("web-c", "j1")));
         assert!(reconcile_would_act(&events, "j1"));
+    }
+
+    #[test]
+    fn a_pod_released_by_its_owner_leaves_the_cache_and_names_the_owner_it_left() {
+        let mut events = pod_events();
+        events.apply(&watcher::Event::InitDone);
+        let pod = owned_pod("web-a", "j1");
+        events.apply(&watcher::Event::Apply(pod.clone()));
+        // What the client sends once the pod has no controller: its
+        // identity alone.
+        let mut stub = CachedPod::default();
+        stub.metadata.name = pod.metadata.name.clone();
+        stub.metadata.namespace = pod.metadata.namespace.clone();
+        stub.metadata.uid = pod.metadata.uid.clone();
+        let gone = watcher::Event::Delete(stub.clone());
+        let released = events.released(&gone);
+        events.apply(&gone);
+        assert!(events.cache.state().is_empty());
+        assert!(events.owners.pods_of("j1").is_empty());
+        // Its former owner is told (the cached version carries it), and
+        // not held as if the pod had strayed.
+        let Some(watcher::Event::Delete(told)) = released else {
+            panic!("the released pod's cached version")
+        };
+        assert_eq!(controller_uid(&told), Some("j1"));
+        assert!(events.objects.expectations.take_strays("j1").is_empty());
+        // A deletion the cache cannot match (another uid, or not cached) is left as it is.
+        events.apply(&watcher::Event::Apply(pod.clone()));
+        stub.metadata.uid = Some("another".into());
+        assert!(
+            events
+                .released(&watcher::Event::Delete(stub.clone()))
+                .is_none()
+        );
+        stub.metadata.name = Some("web-z".into());
+        assert!(events.released(&watcher::Event::Delete(stub)).is_none());
+        assert!(events.released(&watcher::Event::Delete(pod)).is_none());
     }
 
     #[test]

@@ -298,9 +298,11 @@ async fn counter(host: &WatchedHost, name: &str, labels: &str) -> u64 {
     let Some((200, text)) = host.get("/metrics").await else {
         return 0;
     };
-    let prefix = format!("{name}{{");
+    let (labelled, bare) = (format!("{name}{{"), format!("{name} "));
     text.lines()
-        .filter(|line| line.starts_with(&prefix) && line.contains(labels))
+        .filter(|line| {
+            (line.starts_with(&labelled) || line.starts_with(&bare)) && line.contains(labels)
+        })
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|value| value as u64)
         .sum()
@@ -487,6 +489,97 @@ async fn an_endless_pod_list_is_refused_near_the_working_set() -> Result<()> {
             .wait_converged(name, 2, Duration::from_secs(60))
             .await?;
     }
+    host.assert_alive_throughout()?;
+    host.terminate(Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+/// Through the host's pod filter, the API server's watch semantics still
+/// hold: a pod that loses its managed-by label alive (a `DELETED` event
+/// with its owner) gets it back and is not replaced (`pods/lost-labels`);
+/// a pod released by its owner (its controller reference removed: a
+/// `MODIFIED` event the filter turns into a `DELETED` one without an
+/// owner) leaves the cache, and its former owner replaces it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlabelled_and_released_pods_are_handled_through_the_filter() -> Result<()> {
+    use kube::ResourceExt;
+    use kube::api::{Patch, PatchParams};
+    use wasm_operator::ownership::MANAGED_BY_LABEL;
+    let _turn = SERIAL.lock().await;
+    let env = TestEnv::new("released").await?;
+    env.create("web", 2, &[]).await?;
+    let dir = tempfile::tempdir()?;
+    let mut host = WatchedHost::start(
+        std::path::Path::new(BIN),
+        "released",
+        dir.path(),
+        &host_args(&env, dir.path(), &[]),
+        &host_env(
+            "released",
+            &env.namespace,
+            env.control_plane.kubeconfig_path(),
+        ),
+        WATCHDOG,
+    )?;
+    host.wait_ready(Duration::from_secs(40)).await?;
+    let (_, pods) = env
+        .wait_converged("web", 2, Duration::from_secs(60))
+        .await?;
+    let (unlabelled, released) = (pods[0].name_any(), pods[1].name_any());
+
+    let unlabel = serde_json::json!({"metadata": {"labels": {MANAGED_BY_LABEL: null}}});
+    env.pods()
+        .patch(
+            &unlabelled,
+            &PatchParams::default(),
+            &Patch::Merge(&unlabel),
+        )
+        .await?;
+    wait_for("the label back", Duration::from_secs(20), || async {
+        let pod = env.pods().get(&unlabelled).await?;
+        Ok(pod.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some("wasm-operator"))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure!(
+        env.live_pods("web").await?.len() == 2,
+        "an unlabelled pod was replaced"
+    );
+
+    let release = serde_json::json!({"metadata": {"ownerReferences": null}});
+    env.pods()
+        .patch(&released, &PatchParams::default(), &Patch::Merge(&release))
+        .await?;
+    let at = Instant::now();
+    let (_, now) = env
+        .wait_converged("web", 2, Duration::from_secs(20))
+        .await?;
+    let replaced_after = at.elapsed();
+    ensure!(
+        now.iter().all(|p| p.name_any() != released),
+        "the released pod still counts as the owner's"
+    );
+    ensure!(
+        env.pods()
+            .get(&released)
+            .await?
+            .owner_references()
+            .is_empty(),
+        "the released pod was adopted back"
+    );
+    let relabelled = counter(&host, "wasm_operator_pods_relabelled_total", "").await;
+    let dropped = counter(
+        &host,
+        "wasm_operator_pods_dropped_total",
+        r#"reason="not-controlled""#,
+    )
+    .await;
+    eprintln!(
+        "released: the unlabelled pod got its label back (relabelled {relabelled}); the released pod was \
+         replaced {:.1} s after its release ({dropped} events of pods nobody controls left out)",
+        replaced_after.as_secs_f64()
+    );
+    ensure!(dropped >= 1, "the released pod's event was not left out");
     host.assert_alive_throughout()?;
     host.terminate(Duration::from_secs(30)).await?;
     Ok(())
