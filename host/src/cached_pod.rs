@@ -246,6 +246,45 @@ pub struct ListedPod {
 }
 
 impl ListedPod {
+    /// Leaves out every label and annotation but the labels the host
+    /// selects and relabels its pods by (managed-by, owner, shard), with
+    /// the marker annotation saying so: for a pod whose labels and
+    /// annotations, within the cap as counted, are much larger as JSON
+    /// (escaped control characters, thousands of tiny labels).
+    pub fn keep_only_host_labels(&mut self) {
+        use crate::ownership::{MANAGED_BY_LABEL, OWNER_LABEL, SHARD_LABEL};
+        let meta = &mut self.pod.metadata;
+        let (mut entries, mut bytes) = (0usize, 0usize);
+        let mut count = |(k, v): (&String, &String)| {
+            entries += 1;
+            bytes = bytes.saturating_add(k.len()).saturating_add(v.len());
+        };
+        if let Some(labels) = &mut meta.labels {
+            labels.retain(|k, v| {
+                let host = [MANAGED_BY_LABEL, OWNER_LABEL, SHARD_LABEL].contains(&k.as_str());
+                if !host {
+                    count((k, v));
+                }
+                host
+            });
+        }
+        for entry in meta.annotations.iter().flatten() {
+            count(entry);
+        }
+        meta.annotations = Some(BTreeMap::from([(
+            OMITTED_ANNOTATION.to_string(),
+            format!(
+                "{entries} labels and annotations ({bytes} bytes) left out of the operator's cache"
+            ),
+        )]));
+        warn_cut(
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+            entries,
+            bytes,
+        );
+    }
+
     /// The pod as JSON with only what [`CachedPod`] keeps: decoding it
     /// gives the same [`CachedPod`] (and the same `kind` and `apiVersion`).
     pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {

@@ -19,13 +19,17 @@
 //!   sends it (default 512 KiB: a pod the host creates is at most 64 KiB
 //!   of spec and 16 KiB of plugin metadata; the rest is others' metadata)
 //!   is read past, not buffered, and left out; so is one whose cut form
-//!   (below) is over [`MAX_CACHED_POD_BYTES`] (a wall of ownerReferences).
+//!   (below) is over [`MAX_CACHED_POD_BYTES`] with its labels and
+//!   annotations left out but the host's own (a wall of ownerReferences).
 //!
 //! A kept pod is handed on cut to what the cache keeps
 //! ([`crate::cached_pod::ListedPod::to_json`]: metadata without
 //! `managedFields`, labels and annotations cut to 32 KiB, phase and
 //! readiness; no spec): the bytes a list's bounds count are the bytes the
-//! cache can hold, at most [`MAX_CACHED_POD_BYTES`] a pod.
+//! cache can hold, at most [`MAX_CACHED_POD_BYTES`] a pod. A pod whose
+//! labels and annotations fit the cache's cap but are larger as JSON
+//! (escaped control characters, thousands of tiny labels) keeps only the
+//! labels the host selects its pods by, and the marker annotation.
 //!
 //! In a watch, a pod left out must also leave the cache if an earlier
 //! version of it was there (it lost its controller reference, or grew past
@@ -346,15 +350,23 @@ impl PodJudge {
 
     /// Decodes one pod and decides.
     fn decide(raw: &[u8]) -> Result<Verdict, ScanError> {
-        let listed: ListedPod = serde_json::from_slice(raw)
+        let mut listed: ListedPod = serde_json::from_slice(raw)
             .map_err(|err| ScanError::Judged(format!("a pod the host cannot read: {err}")))?;
         let identity = Identity::of(&listed);
         if !controlled_by_a_jinghzhu(&listed.pod) {
             return Ok(Verdict::Drop(DropReason::NotControlled, identity));
         }
-        let cut = listed
-            .to_json()
-            .map_err(|err| ScanError::Judged(format!("a pod the host cannot write: {err}")))?;
+        let write = |listed: &ListedPod| {
+            listed
+                .to_json()
+                .map_err(|err| ScanError::Judged(format!("a pod the host cannot write: {err}")))
+        };
+        let mut cut = write(&listed)?;
+        if cut.len() as u64 > MAX_CACHED_POD_BYTES {
+            // Labels and annotations within their cap, larger as JSON.
+            listed.keep_only_host_labels();
+            cut = write(&listed)?;
+        }
         if cut.len() as u64 > MAX_CACHED_POD_BYTES {
             return Ok(Verdict::Drop(DropReason::TooLarge, identity));
         }
@@ -568,6 +580,29 @@ mod tests {
             .map(|p| p.metadata.name.clone().unwrap_or_default())
             .collect();
         assert_eq!(names, ["fine"]);
+        assert_eq!(rules.dropped_of(DropReason::TooLarge), 2);
+        // Labels and annotations within the cache's cap as counted, but
+        // six times larger as JSON: kept with the host's labels only.
+        let mut escaped = owned("escaped");
+        escaped["metadata"]["annotations"]["fat"] = "\u{1}".repeat(30 * 1024).into();
+        escaped["metadata"]["labels"]["jinghzhu.io/owner"] = "web".into();
+        escaped["metadata"]["labels"]["team"] = "a".into();
+        let roomy = PodRules::host(512, DEFAULT_PODS_PER_OBJECT);
+        let out = filtered(Shape::List, &roomy, &list(vec![escaped])).expect("filters");
+        let kept: kube::core::ObjectList<CachedPod> =
+            serde_json::from_slice(&out).expect("a PodList");
+        let meta = &kept.items[0].metadata;
+        let labels = meta.labels.clone().expect("labels");
+        assert_eq!(
+            labels.keys().collect::<Vec<_>>(),
+            ["app.kubernetes.io/managed-by", "jinghzhu.io/owner"]
+        );
+        let annotations = meta.annotations.clone().expect("annotations");
+        assert_eq!(annotations.len(), 1);
+        assert!(
+            annotations[crate::cached_pod::OMITTED_ANNOTATION]
+                .starts_with("2 labels and annotations")
+        );
         assert_eq!(rules.dropped_of(DropReason::TooLarge), 2);
         // A controlled pod with 40 KiB of annotations is kept, cut to 32 KiB.
         let fat_annotations = pod("cut", Some(("jinghzhu.io/v1", "Jinghzhu", true)), 40 * 1024);

@@ -204,6 +204,17 @@ struct Open {
     capture: Option<(Field, Vec<u8>)>,
 }
 
+/// Where the bytes being scanned go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sink {
+    /// The unit being read.
+    Unit,
+    /// The output (a list's bytes outside `items`).
+    Out,
+    /// Nowhere (between units; a unit over the cap).
+    Nowhere,
+}
+
 /// The scanner of one body (see the module documentation).
 #[derive(Debug)]
 pub struct Scanner {
@@ -212,14 +223,19 @@ pub struct Scanner {
     stack: Vec<Frame>,
     expect: Expect,
     lex: Lex,
-    key: Vec<u8>,
+    /// The key being read, when it may be one the scanner looks for (its
+    /// first bytes, and how many it has: more than [`MAX_KEY`] is none).
+    key: Option<([u8; MAX_KEY], usize)>,
     /// A list: inside its `items` array.
     in_items: bool,
-    /// Units written into the `items` array so far.
+    /// Units written so far.
     written: u64,
     unit: Option<Open>,
-    /// Bytes consumed.
+    /// Bytes consumed before the chunk being scanned.
     offset: u64,
+    /// Where in the chunk being scanned the bytes not yet sent to their
+    /// sink begin.
+    from: usize,
 }
 
 fn is_scalar_byte(b: u8) -> bool {
@@ -235,11 +251,12 @@ impl Scanner {
             stack: Vec::new(),
             expect: Expect::Value,
             lex: Lex::Between,
-            key: Vec::with_capacity(MAX_KEY),
+            key: None,
             in_items: false,
             written: 0,
             unit: None,
             offset: 0,
+            from: 0,
         }
     }
 
@@ -250,38 +267,33 @@ impl Scanner {
         out: &mut Vec<u8>,
         judge: &mut impl Judge,
     ) -> Result<(), ScanError> {
-        let start = self.offset;
+        self.from = 0;
         let mut i = 0;
         while i < chunk.len() {
-            self.offset = start + i as u64;
             i += match self.lex {
-                Lex::String { key, escape: false } => self.string_run(&chunk[i..], key, out),
+                Lex::String { key, escape: false } => self.string_run(&chunk[i..], key),
                 Lex::String { key, escape: true } => {
                     self.lex = Lex::String { key, escape: false };
-                    self.record(&chunk[i..=i], out);
+                    self.take_string_bytes(&chunk[i..=i], key);
                     1
                 }
-                Lex::Scalar if is_scalar_byte(chunk[i]) => {
-                    let run = chunk[i..]
-                        .iter()
-                        .position(|b| !is_scalar_byte(*b))
-                        .unwrap_or(chunk.len() - i);
-                    self.record(&chunk[i..i + run], out);
-                    run
-                }
-                Lex::Scalar => {
-                    // The scalar ended; the byte is looked at again.
-                    self.lex = Lex::Between;
-                    self.value_done(out, judge)?;
-                    0
-                }
+                Lex::Scalar => match chunk[i..].iter().position(|b| !is_scalar_byte(*b)) {
+                    None => chunk.len() - i,
+                    Some(run) => {
+                        // The scalar ended; the byte after it is looked at next.
+                        self.lex = Lex::Between;
+                        self.value_done(chunk, i + run, out, judge)?;
+                        run
+                    }
+                },
                 Lex::Between => {
-                    self.structural(chunk[i], out, judge)?;
+                    self.structural(chunk, i, out, judge)?;
                     1
                 }
             };
         }
-        self.offset = start + chunk.len() as u64;
+        self.flush(chunk, chunk.len(), out);
+        self.offset += chunk.len() as u64;
         Ok(())
     }
 
@@ -290,7 +302,7 @@ impl Scanner {
     pub fn finish(&mut self, out: &mut Vec<u8>, judge: &mut impl Judge) -> Result<(), ScanError> {
         if self.lex == Lex::Scalar {
             self.lex = Lex::Between;
-            self.value_done(out, judge)?;
+            self.value_done(&[], 0, out, judge)?;
         }
         let ended = self.lex == Lex::Between
             && self.stack.is_empty()
@@ -305,23 +317,54 @@ impl Scanner {
         }
     }
 
+    fn sink(&self) -> Sink {
+        match &self.unit {
+            Some(unit) if !unit.over => Sink::Unit,
+            Some(_) => Sink::Nowhere,
+            None if self.shape == Shape::List && !self.in_items => Sink::Out,
+            None => Sink::Nowhere,
+        }
+    }
+
+    /// Sends `chunk[self.from..to]` to where the bytes go now.
+    fn flush(&mut self, chunk: &[u8], to: usize, out: &mut Vec<u8>) {
+        let bytes = chunk.get(self.from..to).unwrap_or_default();
+        self.from = to;
+        match self.sink() {
+            Sink::Out => out.extend_from_slice(bytes),
+            Sink::Nowhere | Sink::Unit => {
+                let Some(unit) = &mut self.unit else {
+                    return;
+                };
+                unit.captured.bytes += bytes.len() as u64;
+                if unit.over {
+                } else if unit.buf.len() + bytes.len() > self.max_unit {
+                    unit.over = true;
+                    unit.buf = Vec::new();
+                } else {
+                    unit.buf.extend_from_slice(bytes);
+                }
+            }
+        }
+    }
+
     /// Inside a string, not after a backslash: consumes up to and including
     /// its closing quote or next backslash; how many bytes.
-    fn string_run(&mut self, rest: &[u8], key: bool, out: &mut Vec<u8>) -> usize {
+    fn string_run(&mut self, rest: &[u8], key: bool) -> usize {
         let Some(stop) = rest.iter().position(|b| *b == b'"' || *b == b'\\') else {
-            self.record(rest, out);
+            self.take_string_bytes(rest, key);
             return rest.len();
         };
-        self.record(&rest[..=stop], out);
         if rest[stop] == b'\\' {
+            self.take_string_bytes(&rest[..=stop], key);
             self.lex = Lex::String { key, escape: true };
             return stop + 1;
         }
         self.lex = Lex::Between;
         if key {
-            // The quotes are in `self.key`; a longer key is none we look for.
-            let found = match self.key.get(1..self.key.len() - 1) {
-                Some(name) if name.len() <= MAX_KEY => Key::of(name),
+            self.take_string_bytes(&rest[..stop], key);
+            let found = match self.key.take() {
+                Some((name, len)) if len <= MAX_KEY => Key::of(&name[..len]),
                 _ => Key::Other,
             };
             if let Some(top) = self.stack.last_mut() {
@@ -329,6 +372,7 @@ impl Scanner {
             }
             self.expect = Expect::Colon;
         } else {
+            self.take_string_bytes(&rest[..=stop], key);
             // Units are objects: a string never ends one.
             self.end_capture();
             self.expect = self.after_value();
@@ -336,117 +380,120 @@ impl Scanner {
         stop + 1
     }
 
-    /// Where a byte goes: the unit being read, the output (a list's bytes
-    /// outside `items`), or nowhere; keys and captures take a copy.
-    fn record(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
-        if let Lex::String { key: true, .. } = self.lex
-            && self.key.len() <= MAX_KEY + 2
-        {
-            let room = (MAX_KEY + 3).saturating_sub(self.key.len());
-            self.key.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        }
-        match &mut self.unit {
-            Some(unit) => {
-                if let Some((_, raw)) = &mut unit.capture {
-                    if raw.len() + bytes.len() <= MAX_CAPTURE {
-                        raw.extend_from_slice(bytes);
-                    } else {
-                        unit.capture = None;
-                    }
+    /// Bytes of a string: kept when it is a key the scanner may look for,
+    /// or a value it captures.
+    fn take_string_bytes(&mut self, bytes: &[u8], key: bool) {
+        if key {
+            if let Some((name, len)) = &mut self.key {
+                if let Some(room) = name.get_mut(*len..*len + bytes.len()) {
+                    room.copy_from_slice(bytes);
                 }
-                unit.captured.bytes += bytes.len() as u64;
-                if unit.over {
-                    return;
-                }
-                if unit.buf.len() + bytes.len() > self.max_unit {
-                    unit.over = true;
-                    unit.buf = Vec::new();
-                } else {
-                    unit.buf.extend_from_slice(bytes);
-                }
+                *len += bytes.len();
             }
-            None if self.shape == Shape::List && !self.in_items => out.extend_from_slice(bytes),
-            None => {}
+            return;
+        }
+        let Some(unit) = &mut self.unit else {
+            return;
+        };
+        if let Some((_, raw)) = &mut unit.capture {
+            if raw.len() + bytes.len() <= MAX_CAPTURE {
+                raw.extend_from_slice(bytes);
+            } else {
+                unit.capture = None;
+            }
         }
     }
 
     fn structural(
         &mut self,
-        b: u8,
+        chunk: &[u8],
+        i: usize,
         out: &mut Vec<u8>,
         judge: &mut impl Judge,
     ) -> Result<(), ScanError> {
-        match b {
+        match chunk[i] {
             b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
-            b'{' | b'[' => self.open(b, out),
-            b'}' | b']' => self.close(b, out, judge),
+            b @ (b'{' | b'[') => self.open(b == b'{', chunk, i, out),
+            b @ (b'}' | b']') => self.close(b == b'}', chunk, i, out, judge),
             b':' => {
-                self.expecting(&[Expect::Colon], "a ':' out of place")?;
+                self.expecting(&[Expect::Colon], i, "a ':' out of place")?;
                 self.expect = Expect::Value;
-                self.record(b":", out);
                 Ok(())
             }
             b',' => {
-                self.expecting(&[Expect::CommaOrClose], "a ',' out of place")?;
+                self.expecting(&[Expect::CommaOrClose], i, "a ',' out of place")?;
                 let Some(top) = self.stack.last() else {
-                    return Err(self.malformed("a ',' outside any object or array"));
+                    return Err(self.malformed(i, "a ',' outside any object or array"));
                 };
                 self.expect = if top.object {
                     Expect::Key
                 } else {
                     Expect::Value
                 };
-                self.record(b",", out);
+                Ok(())
+            }
+            b'"' if matches!(self.expect, Expect::Key | Expect::KeyOrClose) => {
+                self.lex = Lex::String {
+                    key: true,
+                    escape: false,
+                };
+                self.key = self.key_wanted().then_some(([0; MAX_KEY], 0));
                 Ok(())
             }
             b'"' => {
-                if matches!(self.expect, Expect::Key | Expect::KeyOrClose) {
-                    self.lex = Lex::String {
-                        key: true,
-                        escape: false,
-                    };
-                    self.key.clear();
-                    self.record(b"\"", out);
-                    return Ok(());
-                }
-                self.begin_value(b)?;
+                self.begin_value(b'"', chunk, i, out)?;
                 self.lex = Lex::String {
                     key: false,
                     escape: false,
                 };
                 self.begin_capture();
-                self.record(b"\"", out);
                 Ok(())
             }
             b if is_scalar_byte(b) => {
-                self.begin_value(b)?;
+                self.begin_value(b, chunk, i, out)?;
                 self.lex = Lex::Scalar;
-                self.record(&[b], out);
                 Ok(())
             }
-            _ => Err(self.malformed("a byte that cannot start a JSON token")),
+            _ => Err(self.malformed(i, "a byte that cannot start a JSON token")),
         }
     }
 
-    fn malformed(&self, what: &'static str) -> ScanError {
+    /// Whether the key starting now may be one the scanner looks for: a
+    /// list's top-level key, or one of a unit's first three levels.
+    fn key_wanted(&self) -> bool {
+        match &self.unit {
+            Some(unit) => self.stack.len() - unit.base <= 3,
+            None => self.shape == Shape::List && self.stack.len() == 1,
+        }
+    }
+
+    fn malformed(&self, i: usize, what: &'static str) -> ScanError {
         ScanError::Malformed {
-            at: self.offset,
+            at: self.offset + i as u64,
             what,
         }
     }
 
-    fn expecting(&self, allowed: &[Expect], what: &'static str) -> Result<(), ScanError> {
+    fn expecting(&self, allowed: &[Expect], i: usize, what: &'static str) -> Result<(), ScanError> {
         if allowed.contains(&self.expect) {
             Ok(())
         } else {
-            Err(self.malformed(what))
+            Err(self.malformed(i, what))
         }
     }
 
-    /// A value starts with `b`: checks it may, and opens a unit when it is one.
-    fn begin_value(&mut self, b: u8) -> Result<(), ScanError> {
+    /// A value starts with `chunk[i]`: checks it may, and opens a unit
+    /// when it is one.
+    fn begin_value(
+        &mut self,
+        b: u8,
+        chunk: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ScanError> {
         self.expecting(
             &[Expect::Value, Expect::ValueOrClose],
+            i,
             "a value where none may come",
         )?;
         let is_unit = match self.shape {
@@ -455,8 +502,10 @@ impl Scanner {
         };
         if is_unit {
             if b != b'{' {
-                return Err(self.malformed("an item or event that is not an object"));
+                return Err(self.malformed(i, "an item or event that is not an object"));
             }
+            // What came before goes where it went; the unit starts here.
+            self.flush(chunk, i, out);
             self.unit = Some(Open {
                 base: self.stack.len(),
                 buf: Vec::new(),
@@ -468,19 +517,27 @@ impl Scanner {
         Ok(())
     }
 
-    fn open(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), ScanError> {
-        self.begin_value(b)?;
+    fn open(
+        &mut self,
+        object: bool,
+        chunk: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ScanError> {
+        self.begin_value(if object { b'{' } else { b'[' }, chunk, i, out)?;
         if self.stack.len() >= MAX_DEPTH {
-            return Err(ScanError::TooDeep { at: self.offset });
+            return Err(ScanError::TooDeep {
+                at: self.offset + i as u64,
+            });
         }
-        let object = b == b'{';
-        self.record(&[b], out);
         // A list's `items`: the array under the top object's `items` key.
+        // Its bracket is passed on; what is inside goes to the units.
         if self.shape == Shape::List
             && !object
             && self.stack.len() == 1
             && self.stack[0].key == Key::Items
         {
+            self.flush(chunk, i + 1, out);
             self.in_items = true;
         }
         self.stack.push(Frame {
@@ -495,35 +552,52 @@ impl Scanner {
         Ok(())
     }
 
-    fn close(&mut self, b: u8, out: &mut Vec<u8>, judge: &mut impl Judge) -> Result<(), ScanError> {
-        let object = b == b'}';
+    fn close(
+        &mut self,
+        object: bool,
+        chunk: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+        judge: &mut impl Judge,
+    ) -> Result<(), ScanError> {
         let allowed = if object {
             [Expect::KeyOrClose, Expect::CommaOrClose]
         } else {
             [Expect::ValueOrClose, Expect::CommaOrClose]
         };
-        self.expecting(&allowed, "a closing bracket out of place")?;
+        self.expecting(&allowed, i, "a closing bracket out of place")?;
         match self.stack.last() {
             Some(top) if top.object == object => {}
-            _ => return Err(self.malformed("a closing bracket that does not match")),
+            _ => return Err(self.malformed(i, "a closing bracket that does not match")),
         }
         if self.in_items && self.stack.len() == 2 {
+            // The end of `items`: what was between the units goes nowhere,
+            // the bracket is passed on.
+            self.flush(chunk, i, out);
             self.in_items = false;
         }
-        self.record(&[b], out);
         self.stack.pop();
-        self.value_done(out, judge)
+        self.value_done(chunk, i + 1, out, judge)
     }
 
-    /// A number, literal, object or array just ended.
-    fn value_done(&mut self, out: &mut Vec<u8>, judge: &mut impl Judge) -> Result<(), ScanError> {
+    /// A number, literal, object or array just ended, its last byte before
+    /// `chunk[end]`.
+    fn value_done(
+        &mut self,
+        chunk: &[u8],
+        end: usize,
+        out: &mut Vec<u8>,
+        judge: &mut impl Judge,
+    ) -> Result<(), ScanError> {
         if self
             .unit
             .as_ref()
             .is_some_and(|unit| unit.base == self.stack.len())
-            && let Some(unit) = self.unit.take()
         {
-            self.hand_over(unit, out, judge)?;
+            self.flush(chunk, end, out);
+            if let Some(unit) = self.unit.take() {
+                self.hand_over(unit, out, judge)?;
+            }
         }
         self.expect = self.after_value();
         Ok(())
@@ -579,7 +653,6 @@ impl Scanner {
         // hold a captured field).
         let inner = &self.stack[unit.base..];
         if inner.len() > 3 {
-            unit.capture = None;
             return;
         }
         let mut keys = [Key::Other; 3];
@@ -603,7 +676,7 @@ impl Scanner {
             (Shape::List, rest) => metadata(rest),
             _ => None,
         };
-        unit.capture = field.map(|f| (f, Vec::new()));
+        unit.capture = field.map(|f| (f, b"\"".to_vec()));
     }
 
     /// At the end of a string value: keeps what was captured.
@@ -722,11 +795,11 @@ mod tests {
                 assert_eq!(seen_here.len(), 3);
             }
         }
-        // A unit is the item's JSON, whitespace outside strings gone.
+        // A unit is the item's JSON, from its `{` to its `}`.
         let Unit::Whole(second) = &seen[1] else {
             panic!("whole")
         };
-        assert!(!second.contains(&b'\n') && second.starts_with(b"{\"metadata\""));
+        assert!(second.starts_with(b"{\"metadata\"") && second.ends_with(b"false}"));
         let decoded: serde_json::Value = serde_json::from_slice(second).expect("a unit is JSON");
         assert_eq!(decoded["metadata"]["annotations"]["q"], "\\\"{[A");
     }
