@@ -48,6 +48,7 @@ use tower::buffer::BufferLayer;
 use tower::retry::{Policy, RetryLayer};
 
 use crate::list_bounds::ListBounds;
+use crate::list_bounds::filter::PodFilterLayer;
 use crate::list_bounds::layer::ListBoundsLayer;
 
 /// Requests queued for the client's connection pool (kube's own buffer
@@ -93,7 +94,9 @@ pub fn build_with_max_wait(config: kube::Config, max_wait: Duration) -> Result<C
 
 /// [`build_with_max_wait`] with its lists bounded by `lists` (pages, bytes
 /// and repeated `continue` tokens, by a layer outside the retries: a read
-/// the client repeats is one page).
+/// the client repeats is one page), and its pod lists and watches filtered
+/// by `lists.pods` (a layer inside that one, so only the pods it keeps are
+/// counted; see [`crate::list_bounds::pods`]).
 pub fn build_bounded(
     config: kube::Config,
     max_wait: Duration,
@@ -108,6 +111,7 @@ pub fn build_bounded(
     Ok(builder
         .with_layer(&BufferLayer::new(BUFFERED_REQUESTS))
         .with_layer(&RetryLayer::new(ReadRetries::new(max_wait)))
+        .with_layer(&PodFilterLayer::new(lists.pods.clone()))
         .with_layer(&ListBoundsLayer::new(lists))
         .build())
 }

@@ -19,6 +19,12 @@
 //! annotation [`OMITTED_ANNOTATION`] saying how much was left out; the host
 //! logs a warning (at most once a minute). What a plugin may write on one
 //! pod (`limits/pod-metadata-size`, 16 KiB) fits well within the cap.
+//!
+//! The host's client hands kube each pod of a pod list or watch already cut
+//! this way ([`ListedPod::to_json`], see [`crate::list_bounds::pods`]): the
+//! bytes a list's bounds count are those the cache can keep. Decoding such
+//! a pod again keeps it as it is (the marker annotation, when it is the
+//! host's, is not counted against the cap).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -30,7 +36,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Most bytes (keys and values) of labels and annotations one cached pod
 /// keeps, besides [`OMITTED_ANNOTATION`].
@@ -40,6 +46,20 @@ pub const MAX_CACHED_METADATA_BYTES: usize = 32 * 1024;
 /// annotations were left out of the cache (a host key: plugins cannot
 /// write it). Its value says how many entries and bytes.
 pub const OMITTED_ANNOTATION: &str = "jinghzhu.io/omitted-metadata";
+
+/// Longest value of [`OMITTED_ANNOTATION`] the host writes; a longer one
+/// is not the host's and counts against the cap like any other entry.
+const OMITTED_NOTE_MAX: usize = 128;
+
+/// Bytes of one label or annotation entry against the cap: the host's own
+/// note of what it left out counts nothing, so a pod decoded twice is cut
+/// once.
+fn entry_size((key, value): (&String, &String)) -> usize {
+    if key == OMITTED_ANNOTATION && value.len() <= OMITTED_NOTE_MAX {
+        return 0;
+    }
+    key.len().saturating_add(value.len())
+}
 
 /// Pods cut to the cap since the last warning.
 static CUT_SINCE_WARNING: AtomicU64 = AtomicU64::new(0);
@@ -56,7 +76,7 @@ fn bound_metadata(
     namespace: Option<&str>,
     name: Option<&str>,
 ) {
-    let size = |(k, v): (&String, &String)| k.len().saturating_add(v.len());
+    let size = entry_size;
     let total = labels
         .iter()
         .flatten()
@@ -211,6 +231,82 @@ impl From<&Pod> for CachedPod {
     }
 }
 
+/// A pod as a list or watch answer carries it: what the cache keeps
+/// ([`CachedPod`]), and the `kind` and `apiVersion` the answer gave it
+/// (watch events and metadata lists carry them, a typed list's items not).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "wire::Pod")]
+pub struct ListedPod {
+    /// `kind`, if the answer gave one.
+    pub kind: Option<String>,
+    /// `apiVersion`, if the answer gave one.
+    pub api_version: Option<String>,
+    /// What the cache keeps of it.
+    pub pod: CachedPod,
+}
+
+impl ListedPod {
+    /// Leaves out every label and annotation but the labels the host
+    /// selects and relabels its pods by (managed-by, owner, shard), with
+    /// the marker annotation saying so: for a pod whose labels and
+    /// annotations, within the cap as counted, are much larger as JSON
+    /// (escaped control characters, thousands of tiny labels).
+    pub fn keep_only_host_labels(&mut self) {
+        use crate::ownership::{MANAGED_BY_LABEL, OWNER_LABEL, SHARD_LABEL};
+        let meta = &mut self.pod.metadata;
+        let (mut entries, mut bytes) = (0usize, 0usize);
+        let mut count = |(k, v): (&String, &String)| {
+            entries += 1;
+            bytes = bytes.saturating_add(k.len()).saturating_add(v.len());
+        };
+        if let Some(labels) = &mut meta.labels {
+            labels.retain(|k, v| {
+                let host = [MANAGED_BY_LABEL, OWNER_LABEL, SHARD_LABEL].contains(&k.as_str());
+                if !host {
+                    count((k, v));
+                }
+                host
+            });
+        }
+        for entry in meta.annotations.iter().flatten() {
+            count(entry);
+        }
+        meta.annotations = Some(BTreeMap::from([(
+            OMITTED_ANNOTATION.to_string(),
+            format!(
+                "{entries} labels and annotations ({bytes} bytes) left out of the operator's cache"
+            ),
+        )]));
+        warn_cut(
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+            entries,
+            bytes,
+        );
+    }
+
+    /// The pod as JSON with only what [`CachedPod`] keeps: decoding it
+    /// gives the same [`CachedPod`] (and the same `kind` and `apiVersion`).
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        let pod = &self.pod;
+        let status = (pod.phase.is_some() || pod.ready.is_some()).then(|| wire::SlimStatus {
+            phase: pod.phase.as_deref(),
+            conditions: pod.ready.map(|ready| {
+                [wire::SlimCondition {
+                    type_: "Ready",
+                    status: if ready { "True" } else { "False" },
+                }]
+            }),
+        });
+        serde_json::to_vec(&wire::Slim {
+            kind: self.kind.as_deref(),
+            api_version: self.api_version.as_deref(),
+            metadata: &pod.metadata,
+            status,
+        })
+    }
+}
+
 impl Resource for CachedPod {
     type DynamicType = ();
     type Scope = NamespaceResourceScope;
@@ -246,6 +342,9 @@ mod wire {
 
     #[derive(Deserialize)]
     pub struct Pod {
+        kind: Option<String>,
+        #[serde(rename = "apiVersion")]
+        api_version: Option<String>,
         #[serde(default)]
         metadata: Metadata,
         #[serde(default)]
@@ -282,8 +381,43 @@ mod wire {
         status: String,
     }
 
+    /// A pod cut to what [`super::CachedPod`] keeps, as JSON.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Slim<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub kind: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub api_version: Option<&'a str>,
+        pub metadata: &'a ObjectMeta,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub status: Option<SlimStatus<'a>>,
+    }
+
+    #[derive(Serialize)]
+    pub struct SlimStatus<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub phase: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub conditions: Option<[SlimCondition; 1]>,
+    }
+
+    #[derive(Serialize)]
+    pub struct SlimCondition {
+        #[serde(rename = "type")]
+        pub type_: &'static str,
+        pub status: &'static str,
+    }
+
     impl From<Pod> for super::CachedPod {
         fn from(pod: Pod) -> Self {
+            super::ListedPod::from(pod).pod
+        }
+    }
+
+    impl From<Pod> for super::ListedPod {
+        fn from(pod: Pod) -> Self {
+            let (kind, api_version) = (pod.kind, pod.api_version);
             let Metadata {
                 name,
                 generate_name,
@@ -315,7 +449,7 @@ mod wire {
                 ),
                 None => (None, None),
             };
-            Self {
+            let pod = super::CachedPod {
                 metadata: ObjectMeta {
                     name,
                     generate_name,
@@ -332,6 +466,11 @@ mod wire {
                 },
                 phase,
                 ready,
+            };
+            Self {
+                kind,
+                api_version,
+                pod,
             }
         }
     }
@@ -484,6 +623,37 @@ mod tests {
                 .expect("annotations")
                 .contains_key(OMITTED_ANNOTATION)
         );
+    }
+
+    #[test]
+    fn a_listed_pod_cut_to_json_decodes_to_the_same_cached_pod() {
+        let mut fat = full_pod();
+        fat["metadata"]["annotations"]["example.com/blob"] = "y".repeat(40 * 1024).into();
+        for json in [
+            full_pod(),
+            fat,
+            serde_json::json!({"kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "m"}}),
+            serde_json::json!({}),
+        ] {
+            let listed: ListedPod = serde_json::from_value(json.clone()).expect("decodes");
+            let cut = listed.to_json().expect("encodes");
+            let again: ListedPod = serde_json::from_slice(&cut).expect("decodes again");
+            assert_eq!(again, listed, "{}", String::from_utf8_lossy(&cut));
+            let cached: CachedPod = serde_json::from_value(json).expect("decodes");
+            assert_eq!(again.pod, cached);
+            let text = String::from_utf8_lossy(&cut);
+            assert!(
+                !text.contains("managedFields") && !text.contains("spec"),
+                "{text}"
+            );
+        }
+        // A marker annotation that is not the host's counts like any other.
+        let mut forged = full_pod();
+        forged["metadata"]["annotations"][OMITTED_ANNOTATION] = "z".repeat(40 * 1024).into();
+        let cached: CachedPod = serde_json::from_value(forged).expect("decodes");
+        let note = &cached.metadata.annotations.expect("annotations")[OMITTED_ANNOTATION];
+        assert!(note.len() <= OMITTED_NOTE_MAX, "{note}");
     }
 
     #[test]

@@ -583,8 +583,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
         config.validate().map_err(|err| anyhow!(err))?;
     }
     let metrics = Arc::new(Metrics::default());
-    let list_bounds =
-        crate::list_bounds::ListBounds::new(args.lists.limits(), metrics.list_refused.clone());
+    let list_bounds = args
+        .lists
+        .bounds(metrics.list_refused.clone(), metrics.pods_dropped.clone());
     let client = connect_bounded(list_bounds.clone()).await?;
     check_crd_in(&client, args.namespace.as_deref()).await?;
 

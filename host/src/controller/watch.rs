@@ -37,6 +37,12 @@
 //! or refused one is tried again after a backoff that the next list's
 //! start does not reset; on its failure each cache drops what it had
 //! buffered of it, so an abandoned list holds no memory while it waits.
+//! Pod lists are sized to the Jinghzhus served ([`crate::list_bounds`],
+//! rule `list/sized-to-work`): the pod watch lists only once the Jinghzhu
+//! cache holds a list of the same selection, so the count is known. The
+//! pods no Jinghzhu controls never reach these streams: the client leaves
+//! them out ([`crate::list_bounds::pods`]), and a pod that stops being
+//! controlled arrives as a `DELETED` event without an owner.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,22 +121,50 @@ pub struct Synced {
 type EventStream<K> =
     std::pin::Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
 
+/// The selection generation whose Jinghzhu list the cache last took in
+/// (`None` before the first).
+pub type JinghzhusListed = tokio::sync::watch::Receiver<Option<u64>>;
+
+/// `watch`, polled only once `listed` shows a Jinghzhu list of selection
+/// `generation` or a later one (at once without `listed`).
+fn after_jinghzhus_listed<K: Send + 'static>(
+    listed: Option<JinghzhusListed>,
+    generation: u64,
+    watch: EventStream<K>,
+) -> EventStream<K> {
+    let Some(mut listed) = listed else {
+        return watch;
+    };
+    Box::pin(
+        futures::stream::once(async move {
+            // A closed channel (the Jinghzhu stream ended) waits no more.
+            let _ = listed
+                .wait_for(|l| l.is_some_and(|l| l >= generation))
+                .await;
+            watch
+        })
+        .flatten(),
+    )
+}
+
 /// A watch of `api` with `config` (plus the selection's label selector
 /// when sharded) that restarts with the new selector whenever `selection`
 /// changes. `started` is set to the generation of the watch now running.
+/// With `listed`, each watch (the first, and each for a new selection)
+/// starts only once the Jinghzhu cache holds that selection's list.
 pub fn selected<K>(
     api: Api<K>,
     config: watcher::Config,
     selection: Option<tokio::sync::watch::Receiver<Selection>>,
     started: Arc<AtomicU64>,
-    bounds: ListBounds,
+    (bounds, listed): (ListBounds, Option<JinghzhusListed>),
 ) -> EventStream<K>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
     let Some(mut selection) = selection else {
-        return bounded_watcher(api, config, bounds);
+        return after_jinghzhus_listed(listed, 0, bounded_watcher(api, config, bounds));
     };
     let make = move |sel: &Selection| -> EventStream<K> {
         let labels = match &config.label_selector {
@@ -140,7 +174,11 @@ where
         started.store(sel.generation, Ordering::SeqCst);
         tracing::info!(kind = %K::kind(&K::DynamicType::default()), selector = %labels, generation = sel.generation,
             "sharding: (re)starting the watch for the shards held");
-        bounded_watcher(api.clone(), config.clone().labels(&labels), bounds.clone())
+        after_jinghzhus_listed(
+            listed.clone(),
+            sel.generation,
+            bounded_watcher(api.clone(), config.clone().labels(&labels), bounds.clone()),
+        )
     };
     let first = make(&selection.borrow_and_update());
     Box::pin(futures::stream::unfold(
@@ -207,6 +245,23 @@ where
     }
 }
 
+/// At each `InitDone` of the Jinghzhu watch (the cache has swapped the
+/// list in): pod lists are sized to `cache` from now on, and `listed`
+/// says which selection's list it holds.
+fn size_pod_lists(
+    bounds: ListBounds,
+    cache: Store<Jinghzhu>,
+    started: Arc<AtomicU64>,
+    listed: tokio::sync::watch::Sender<Option<u64>>,
+) -> impl FnMut(&watcher::Event<Jinghzhu>) {
+    move |event| {
+        if matches!(event, watcher::Event::InitDone) {
+            bounds.pods.serve(cache.clone());
+            listed.send_replace(Some(started.load(Ordering::SeqCst)));
+        }
+    }
+}
+
 /// Publishes `started` into `synced` at each `InitDone` (after the cache
 /// swapped the list in).
 fn publish_synced<K>(
@@ -248,6 +303,8 @@ impl Watches {
         };
 
         let (jinghzhu_cache, jinghzhu_writer) = reflector::store();
+        let (listed_tx, listed) = tokio::sync::watch::channel(None);
+        let pods_wait_for_jinghzhus = bounds.pods.sized_to_work().then_some(listed);
         let decoder = Decoder {
             objects: objects.clone(),
             events,
@@ -258,11 +315,17 @@ impl Watches {
             watcher::Config::default(),
             selection.clone(),
             jz_started.clone(),
-            bounds.clone(),
+            (bounds.clone(), None),
         )
         .filter_map(move |event| futures::future::ready(decoder.decode(event)))
         .inspect_ok(count_lists(&lists, "jinghzhu"))
         .map(reflect_abandoning(jinghzhu_writer))
+        .inspect_ok(size_pod_lists(
+            bounds.clone(),
+            jinghzhu_cache.clone(),
+            jz_started.clone(),
+            listed_tx,
+        ))
         .inspect_ok(publish_synced(jz_started, jz_synced_tx))
         .applied_objects()
         .try_filter({
@@ -303,15 +366,19 @@ impl Watches {
             watcher::Config::default().labels(MANAGED_BY_SELECTOR),
             selection,
             pod_started.clone(),
-            bounds,
+            (bounds, pods_wait_for_jinghzhus),
         )
         .inspect_ok(count_lists(&lists, "pod"))
-        .map(move |event| {
-            match &event {
-                Ok(event) => pod_events.apply(event),
-                Err(_) => pod_events.abandon_list(),
+        .map(move |event| match event {
+            Ok(event) => {
+                let released = pod_events.released(&event);
+                pod_events.apply(&event);
+                Ok(released.unwrap_or(event))
             }
-            event
+            Err(err) => {
+                pod_events.abandon_list();
+                Err(err)
+            }
         })
         .inspect_ok(publish_synced(pod_started, pod_synced_tx))
         .touched_objects()
@@ -408,6 +475,24 @@ impl PodEvents {
             }
         }
         expectations.pod_event_applied();
+    }
+
+    /// A pod whose event takes it out of the cache with no controller (what
+    /// the client sends in place of a pod a Jinghzhu no longer controls,
+    /// see [`crate::list_bounds::pods`]) while its cached version had one:
+    /// that version, for the triggers downstream, so its former owner is
+    /// queued and replaces it. Asked before the event is applied; the
+    /// event itself (no owner) holds nobody as a stray.
+    fn released(&self, event: &watcher::Event<CachedPod>) -> Option<watcher::Event<CachedPod>> {
+        let watcher::Event::Delete(pod) = event else {
+            return None;
+        };
+        if controller_uid(pod).is_some() {
+            return None;
+        }
+        let cached = self.cache.get(&ObjectRef::from_obj(pod))?;
+        (cached.uid() == pod.uid() && controller_uid(&cached).is_some())
+            .then(|| watcher::Event::Delete((*cached).clone()))
     }
 
     /// Drops what the list under way had buffered (a failed or refused list,
@@ -655,6 +740,43 @@ mod tests {
         );
         events.apply(&watcher::Event::Apply(owned_pod("web-c", "j1")));
         assert!(reconcile_would_act(&events, "j1"));
+    }
+
+    #[test]
+    fn a_pod_released_by_its_owner_leaves_the_cache_and_names_the_owner_it_left() {
+        let mut events = pod_events();
+        events.apply(&watcher::Event::InitDone);
+        let pod = owned_pod("web-a", "j1");
+        events.apply(&watcher::Event::Apply(pod.clone()));
+        // What the client sends once the pod has no controller: its
+        // identity alone.
+        let mut stub = CachedPod::default();
+        stub.metadata.name = pod.metadata.name.clone();
+        stub.metadata.namespace = pod.metadata.namespace.clone();
+        stub.metadata.uid = pod.metadata.uid.clone();
+        let gone = watcher::Event::Delete(stub.clone());
+        let released = events.released(&gone);
+        events.apply(&gone);
+        assert!(events.cache.state().is_empty());
+        assert!(events.owners.pods_of("j1").is_empty());
+        // Its former owner is told (the cached version carries it), and
+        // not held as if the pod had strayed.
+        let Some(watcher::Event::Delete(told)) = released else {
+            panic!("the released pod's cached version")
+        };
+        assert_eq!(controller_uid(&told), Some("j1"));
+        assert!(events.objects.expectations.take_strays("j1").is_empty());
+        // A deletion the cache cannot match (another uid, or not cached) is left as it is.
+        events.apply(&watcher::Event::Apply(pod.clone()));
+        stub.metadata.uid = Some("another".into());
+        assert!(
+            events
+                .released(&watcher::Event::Delete(stub.clone()))
+                .is_none()
+        );
+        stub.metadata.name = Some("web-z".into());
+        assert!(events.released(&watcher::Event::Delete(stub)).is_none());
+        assert!(events.released(&watcher::Event::Delete(pod)).is_none());
     }
 
     #[test]

@@ -118,7 +118,7 @@ impl<'a> ListRequest<'a> {
 }
 
 /// The resource a path lists, when it is a collection's path.
-fn collection(path: &str) -> Option<&str> {
+pub(super) fn collection(path: &str) -> Option<&str> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let rest = match segments.as_slice() {
         ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
@@ -155,12 +155,8 @@ impl<S> BoundedLists<S> {
         let Some(list) = ListRequest::parse(request.method(), request.uri(), accept) else {
             return Ok(None);
         };
-        let refused = |bound, limit| ListRefused {
-            resource: list.resource.to_string(),
-            bound,
-            limit,
-        };
-        let limits = self.bounds.limits;
+        let refused = |bound| self.bounds.refusal(list.resource, bound);
+        let max_pages = self.bounds.limit(list.resource, Bound::Pages).0;
         let now = Instant::now();
         let mut chains = self.chains.lock().unwrap_or_else(|e| e.into_inner());
         if list.token.is_none() {
@@ -175,13 +171,13 @@ impl<S> BoundedLists<S> {
             let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(token);
             if !chain.tokens.insert(hash) {
                 chains.remove(&list.key);
-                return Err(refused(Bound::RepeatedToken, 0));
+                return Err(refused(Bound::RepeatedToken));
             }
         }
         chain.pages += 1;
-        if limits.max_pages > 0 && chain.pages > limits.max_pages {
+        if max_pages > 0 && chain.pages > max_pages {
             chains.remove(&list.key);
-            return Err(refused(Bound::Pages, limits.max_pages));
+            return Err(refused(Bound::Pages));
         }
         Ok(Some(ByteBudget {
             spent: chain.bytes.clone(),
@@ -250,16 +246,18 @@ pub struct ByteBudget {
 
 impl ByteBudget {
     fn refused(&self) -> ListRefused {
-        self.bounds.refuse(ListRefused {
-            resource: self.resource.clone(),
-            bound: Bound::Bytes,
-            limit: self.bounds.limits.max_bytes,
-        })
+        self.bounds
+            .refuse(self.bounds.refusal(&self.resource, Bound::Bytes))
+    }
+
+    /// The chain's bound now (a pod list's grows with the Jinghzhus served).
+    fn max(&self) -> u64 {
+        self.bounds.limit(&self.resource, Bound::Bytes).0
     }
 
     /// Refuses when `more` bytes would take the chain past the bound.
     fn check(&self, more: u64) -> Result<(), ListRefused> {
-        let max = self.bounds.limits.max_bytes;
+        let max = self.max();
         if max > 0 && self.spent.load(Ordering::Relaxed).saturating_add(more) > max {
             return Err(self.refused());
         }
@@ -268,7 +266,7 @@ impl ByteBudget {
 
     /// Counts `read` bytes; refuses once the chain is past the bound.
     fn spend(&self, read: u64) -> Result<(), ListRefused> {
-        let max = self.bounds.limits.max_bytes;
+        let max = self.max();
         let spent = self.spent.fetch_add(read, Ordering::Relaxed) + read;
         if max > 0 && spent > max {
             return Err(self.refused());

@@ -41,9 +41,32 @@
 //! (the watches of the controller, the leader's catch-up list, the shard
 //! labeller's, `record`); items are counted on the controller's two
 //! watches, whose caches are what a long list fills.
+//!
+//! **Pod lists are sized to the work** (rule `list/sized-to-work`): the
+//! flags are the admin's ceiling, but a pod list may take no more than the
+//! Jinghzhus the host serves can own: (Jinghzhus in the cache + 1) ×
+//! `--list-pods-per-object` pods (default 2000: twice the 1000 pods one
+//! Jinghzhu may have, for pods terminating beside their replacements), and
+//! that many times [`pods::MAX_CACHED_POD_BYTES`] bytes (each pod is handed
+//! on cut to what the cache keeps, see [`pods`]). The one added object is
+//! the floor of an empty cluster, and room for a Jinghzhu created while
+//! the list runs. So a hostile list is refused near the working set, not
+//! at the worst case the flags allow. The controller's pod watch lists
+//! only once the Jinghzhu cache has had its list (the count is known);
+//! `--list-pods-per-object 0` bounds pod lists by the flags alone.
+//!
+//! **Pods the host does not control cost it nothing**: every pod list and
+//! watch answer is filtered as it streams in, before any bound counts it
+//! (rules `pods/not-controlled` and `pods/too-large`, see [`pods`] and
+//! [`filter`], with the scanner of [`scan`]).
 
+pub mod filter;
 pub mod layer;
+pub mod pods;
+pub mod scan;
 pub mod stream;
+
+pub use pods::PodRules;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -115,6 +138,17 @@ pub struct ListBoundArgs {
     /// read stops at the bound and the list is tried again with backoff. 0: no bound.
     #[arg(long, env = "WASM_OPERATOR_LIST_MAX_MIB", default_value_t = DEFAULT_MAX_MIB, value_parser = clap::value_parser!(u64).range(0..=1 << 30))]
     pub list_max_mib: u64,
+    /// Pods one Jinghzhu may own, for sizing pod lists: a pod list may take
+    /// (Jinghzhus in the cache + 1) × this many pods, and 40 KiB each,
+    /// within --list-max-items and --list-max-mib (rule list/sized-to-work).
+    /// 0: pod lists are bounded by those flags alone.
+    #[arg(long, env = "WASM_OPERATOR_LIST_PODS_PER_OBJECT", default_value_t = pods::DEFAULT_PODS_PER_OBJECT)]
+    pub list_pods_per_object: u64,
+    /// Most KiB of one pod the host reads from a pod list or watch; a pod
+    /// over it is read past, never held whole, and left out of the cache
+    /// (rule pods/too-large).
+    #[arg(long, env = "WASM_OPERATOR_POD_MAX_KIB", default_value_t = pods::DEFAULT_MAX_POD_KIB, value_parser = clap::value_parser!(u64).range(64..=64 * 1024))]
+    pub pod_max_kib: u64,
 }
 
 impl ListBoundArgs {
@@ -125,6 +159,18 @@ impl ListBoundArgs {
             max_items: self.list_max_items,
             max_bytes: self.list_max_mib << 20,
         }
+    }
+
+    /// The host's bounds and pod rules these flags give, counting refusals
+    /// in `refused` and pods left out in `dropped`.
+    pub fn bounds(
+        &self,
+        refused: Family<ListRefusedLabels, Counter>,
+        dropped: Family<pods::PodsDroppedLabels, Counter>,
+    ) -> ListBounds {
+        ListBounds::new(self.limits(), refused).with_pods(
+            PodRules::host(self.pod_max_kib, self.list_pods_per_object).counting(dropped),
+        )
     }
 }
 
@@ -152,6 +198,16 @@ impl Bound {
         }
     }
 
+    /// The rule id.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Self::Pages => "list/pages",
+            Self::Items => "list/items",
+            Self::Bytes => "list/bytes",
+            Self::RepeatedToken => "list/repeated-token",
+        }
+    }
+
     /// The flag that raises it (`None`: a repeated token is never allowed).
     pub fn flag(self) -> Option<&'static str> {
         match self {
@@ -160,6 +216,33 @@ impl Bound {
             Self::Bytes => Some("--list-max-mib"),
             Self::RepeatedToken => None,
         }
+    }
+}
+
+/// The rule id of a pod list bound sized to the work.
+pub const RULE_SIZED_TO_WORK: &str = "list/sized-to-work";
+
+/// What sized a pod list's bound: the Jinghzhus served, and the pods each
+/// may own (`--list-pods-per-object`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    /// Jinghzhus in the cache.
+    pub objects: u64,
+    /// `--list-pods-per-object`.
+    pub pods_per_object: u64,
+}
+
+impl Work {
+    /// Pods the served objects may own, with room for one more object.
+    pub fn pods(self) -> u64 {
+        self.objects
+            .saturating_add(1)
+            .saturating_mul(self.pods_per_object)
+    }
+
+    /// Bytes those pods may take as the client hands them on.
+    pub fn bytes(self) -> u64 {
+        self.pods().saturating_mul(pods::MAX_CACHED_POD_BYTES)
     }
 }
 
@@ -173,10 +256,45 @@ pub struct ListRefused {
     pub bound: Bound,
     /// That bound's value (pages, items or bytes; 0 for a repeated token).
     pub limit: u64,
+    /// What sized it, when the work did (not the flag).
+    pub work: Option<Work>,
 }
 
 impl ListRefused {
+    /// The rule id.
+    pub fn rule(&self) -> &'static str {
+        match self.work {
+            Some(_) => RULE_SIZED_TO_WORK,
+            None => self.bound.rule(),
+        }
+    }
+
+    /// The flag that raises it.
+    pub fn flag(&self) -> Option<&'static str> {
+        match self.work {
+            Some(_) => Some("--list-pods-per-object"),
+            None => self.bound.flag(),
+        }
+    }
+
     fn describe(&self) -> String {
+        if let Some(work) = self.work {
+            let took = match self.bound {
+                Bound::Bytes => format!("more than {} MiB", self.limit >> 20),
+                _ => format!("more than {} pods", self.limit),
+            };
+            return format!(
+                "list of {} abandoned: it took {took}, more than the {} Jinghzhus this host \
+                 serves may own (({} + 1) × {} pods, {} KiB each; rule {RULE_SIZED_TO_WORK}: \
+                 raise --list-pods-per-object, or 0 to bound pod lists by --list-max-items and \
+                 --list-max-mib alone)",
+                self.resource,
+                work.objects,
+                work.objects,
+                work.pods_per_object,
+                pods::MAX_CACHED_POD_BYTES >> 10
+            );
+        }
         let what = match self.bound {
             Bound::Pages => format!("more than {} pages", self.limit),
             Bound::Items => format!("more than {} objects", self.limit),
@@ -222,16 +340,71 @@ pub struct ListRefusedLabels {
 /// the watch streams (cheap to clone).
 #[derive(Debug, Clone, Default)]
 pub struct ListBounds {
-    /// The limits.
+    /// The limits (the flags: the admin's ceiling).
     pub limits: ListLimits,
     /// `wasm_operator_list_refused_total`.
     pub refused: Family<ListRefusedLabels, Counter>,
+    /// What the client does with pods, and how pod lists are sized.
+    pub pods: PodRules,
 }
 
 impl ListBounds {
-    /// `limits`, counting refusals in `refused`.
+    /// `limits`, counting refusals in `refused`; pods read as they come
+    /// and lists bounded by `limits` alone (see [`Self::with_pods`]).
     pub fn new(limits: ListLimits, refused: Family<ListRefusedLabels, Counter>) -> Self {
-        Self { limits, refused }
+        Self {
+            limits,
+            refused,
+            pods: PodRules::default(),
+        }
+    }
+
+    /// These bounds with `pods` as the pod rules.
+    pub fn with_pods(mut self, pods: PodRules) -> Self {
+        self.pods = pods;
+        self
+    }
+
+    /// The bound on `resource`'s lists for `bound` (0: none), and the work
+    /// that sized it when that is lower than the flag.
+    pub fn limit(&self, resource: &str, bound: Bound) -> (u64, Option<Work>) {
+        let flag = match bound {
+            Bound::Pages => self.limits.max_pages,
+            Bound::Items => self.limits.max_items,
+            Bound::Bytes => self.limits.max_bytes,
+            Bound::RepeatedToken => return (0, None),
+        };
+        let objects = match (resource, bound) {
+            ("pods", Bound::Items | Bound::Bytes) => self.pods.served_objects(),
+            _ => None,
+        };
+        let Some(objects) = objects else {
+            return (flag, None);
+        };
+        let work = Work {
+            objects,
+            pods_per_object: self.pods.pods_per_object,
+        };
+        let sized = match bound {
+            Bound::Bytes => work.bytes(),
+            _ => work.pods(),
+        };
+        if flag == 0 || sized < flag {
+            (sized, Some(work))
+        } else {
+            (flag, None)
+        }
+    }
+
+    /// The refusal of a list of `resource` past `bound`.
+    pub fn refusal(&self, resource: &str, bound: Bound) -> ListRefused {
+        let (limit, work) = self.limit(resource, bound);
+        ListRefused {
+            resource: resource.to_string(),
+            bound,
+            limit,
+            work,
+        }
     }
 
     /// Lists refused so far (all resources and bounds).
@@ -273,7 +446,8 @@ impl ListBounds {
             resource = %refused.resource,
             bound = refused.bound.as_str(),
             limit = refused.limit,
-            flag = refused.bound.flag().unwrap_or("-"),
+            rule = refused.rule(),
+            flag = refused.flag().unwrap_or("-"),
             "{refused}; retrying with backoff"
         );
         refused
@@ -290,6 +464,7 @@ mod tests {
             resource: "pods".into(),
             bound: Bound::Pages,
             limit: 3,
+            work: None,
         };
         let client = kube::Error::Service(Box::new(refused));
         let watch = kube::runtime::watcher::Error::InitialListFailed(client);
@@ -307,54 +482,79 @@ mod tests {
             resource: "pods".into(),
             bound: Bound::RepeatedToken,
             limit: 0,
+            work: None,
         });
         assert_eq!(bounds.refused_of("pods", Bound::RepeatedToken), 1);
         assert_eq!(bounds.refused_of("pods", Bound::Pages), 0);
         assert_eq!(bounds.refused_total(), 1);
     }
 
-    /// A fake API server on a loopback port answering every pod list with
-    /// a page of one pod and a `continue` token: a new one each time, or
-    /// always `same` when `repeat`. Counts the pages it served.
-    async fn endless_pages(repeat: bool) -> (String, Arc<AtomicUsize>) {
+    /// A fake API server on a loopback port answering every request with
+    /// the JSON body `answer` gives for the request's number. Counts them.
+    async fn serving(
+        answer: impl Fn(usize) -> String + Send + 'static,
+    ) -> (String, Arc<AtomicUsize>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let pages = Arc::new(AtomicUsize::new(0));
-        let served = pages.clone();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let served = requests.clone();
         tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
                 let mut buf = vec![0u8; 16 * 1024];
                 let _ = socket.read(&mut buf).await;
-                let page = served.fetch_add(1, Ordering::SeqCst);
-                let token = if repeat {
-                    "same".to_string()
-                } else {
-                    format!("t{page}")
-                };
-                let body = format!(
-                    r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"1","continue":"{token}"}},"items":[{{"metadata":{{"name":"p{page}","namespace":"ns","uid":"u{page}"}}}}]}}"#
-                );
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                let body = answer(served.fetch_add(1, Ordering::SeqCst));
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
                     body.len()
                 );
-                let _ = socket.write_all(answer.as_bytes()).await;
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(body.as_bytes()).await;
                 let _ = socket.shutdown().await;
             }
         });
-        (url, pages)
+        (url, requests)
     }
 
-    /// The first error of a bounded pod watcher through the host's client
-    /// against [`endless_pages`], and the pages served by then.
-    async fn first_refusal(repeat: bool, limits: ListLimits) -> (ListRefused, usize, ListBounds) {
-        use futures::StreamExt;
-        use k8s_openapi::api::core::v1::Pod;
-        let (url, pages) = endless_pages(repeat).await;
-        let bounds = ListBounds::new(limits, Family::default());
+    /// A pod named `name`, controlled by a Jinghzhu when `owned`, with
+    /// `annotation` bytes of annotation.
+    fn fake_pod(name: &str, owned: bool, annotation: usize) -> String {
+        let owners = if owned {
+            r#","ownerReferences":[{"apiVersion":"jinghzhu.io/v1","kind":"Jinghzhu","name":"j","uid":"j1","controller":true}]"#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","uid":"u-{name}","resourceVersion":"1","annotations":{{"a":"{}"}}{owners}}}}}"#,
+            "x".repeat(annotation)
+        )
+    }
+
+    /// A fake API server answering every pod list with a page of one pod
+    /// (controlled by a Jinghzhu when `owned`) and a `continue` token: a
+    /// new one each time, or always `same` when `repeat`. Counts the pages.
+    async fn endless_pages(repeat: bool, owned: bool) -> (String, Arc<AtomicUsize>) {
+        serving(move |page| {
+            let token = if repeat {
+                "same".to_string()
+            } else {
+                format!("t{page}")
+            };
+            format!(
+                r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"1","continue":"{token}"}},"items":[{}]}}"#,
+                fake_pod(&format!("p{page}"), owned, 0)
+            )
+        })
+        .await
+    }
+
+    /// A pod watcher through a host client bounded by `bounds` against `url`.
+    fn pod_events(
+        url: &str,
+        bounds: &ListBounds,
+    ) -> stream::Events<k8s_openapi::api::core::v1::Pod> {
         let config = kube::Config::new(url.parse().expect("url"));
         let client = crate::api_client::build_bounded(
             config,
@@ -362,13 +562,18 @@ mod tests {
             bounds.clone(),
         )
         .expect("client");
-        let api: kube::Api<Pod> = kube::Api::namespaced(client, "ns");
-        let mut events = stream::bounded_watcher(
+        let api = kube::Api::namespaced(client, "ns");
+        stream::bounded_watcher(
             api,
             kube::runtime::watcher::Config::default().page_size(1),
             bounds.clone(),
-        );
-        let refused = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        )
+    }
+
+    /// The first error of `events`.
+    async fn first_error<K: Send + 'static>(mut events: stream::Events<K>) -> ListRefused {
+        use futures::StreamExt;
+        tokio::time::timeout(std::time::Duration::from_secs(20), async {
             loop {
                 if let Err(err) = events.next().await.expect("endless") {
                     break refusal_in(&err).cloned().expect("a refusal");
@@ -376,8 +581,140 @@ mod tests {
             }
         })
         .await
-        .expect("refused within 20 s");
+        .expect("refused within 20 s")
+    }
+
+    /// The first error of a bounded pod watcher through the host's client
+    /// against [`endless_pages`], and the pages served by then.
+    async fn first_refusal(repeat: bool, limits: ListLimits) -> (ListRefused, usize, ListBounds) {
+        let (url, pages) = endless_pages(repeat, false).await;
+        let bounds = ListBounds::new(limits, Family::default());
+        let refused = first_error(pod_events(&url, &bounds)).await;
         (refused, pages.load(Ordering::SeqCst), bounds)
+    }
+
+    /// A cache of `n` Jinghzhus.
+    fn served(n: usize) -> kube::runtime::reflector::Store<crate::crd::Jinghzhu> {
+        let (cache, mut writer) = kube::runtime::reflector::store();
+        for i in 0..n {
+            let mut jz = crate::crd::Jinghzhu::new(&format!("j{i}"), Default::default());
+            jz.metadata.namespace = Some("ns".into());
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(jz));
+        }
+        cache
+    }
+
+    #[test]
+    fn pod_lists_are_sized_to_the_jinghzhus_served() {
+        let bounds = ListBounds::default().with_pods(PodRules::host(512, 10));
+        let flags = ListLimits::default();
+        // Before the Jinghzhu cache has had a list: the flags.
+        assert_eq!(bounds.limit("pods", Bound::Items), (flags.max_items, None));
+        bounds.pods.serve(served(2));
+        let work = Some(Work {
+            objects: 2,
+            pods_per_object: 10,
+        });
+        assert_eq!(bounds.limit("pods", Bound::Items), (30, work));
+        assert_eq!(
+            bounds.limit("pods", Bound::Bytes),
+            (30 * pods::MAX_CACHED_POD_BYTES, work)
+        );
+        assert_eq!(bounds.limit("pods", Bound::Pages), (flags.max_pages, None));
+        assert_eq!(
+            bounds.limit("jinghzhus", Bound::Items),
+            (flags.max_items, None)
+        );
+        let refused = bounds.refusal("pods", Bound::Items);
+        assert_eq!(refused.rule(), RULE_SIZED_TO_WORK);
+        let text = refused.to_string();
+        assert!(
+            text.contains("more than 30 pods") && text.contains("--list-pods-per-object"),
+            "{text}"
+        );
+        // The flag is the ceiling; 0 there is no bound, so the work is.
+        let tight = ListBounds::new(
+            ListLimits {
+                max_items: 20,
+                ..ListLimits::unbounded()
+            },
+            Family::default(),
+        )
+        .with_pods(bounds.pods.clone());
+        assert_eq!(tight.limit("pods", Bound::Items), (20, None));
+        assert_eq!(
+            tight.limit("pods", Bound::Bytes),
+            (30 * pods::MAX_CACHED_POD_BYTES, work)
+        );
+        // Not sized: the flags alone.
+        let flags_only = ListBounds::default().with_pods(PodRules::host(512, 0));
+        flags_only.pods.serve(served(2));
+        assert_eq!(
+            flags_only.limit("pods", Bound::Items),
+            (flags.max_items, None)
+        );
+        // An empty cluster: room for one object's pods.
+        let empty = ListBounds::default().with_pods(PodRules::host(512, 10));
+        empty.pods.serve(served(0));
+        assert_eq!(empty.limit("pods", Bound::Items).0, 10);
+    }
+
+    #[tokio::test]
+    async fn an_endless_chain_of_controlled_pods_is_refused_near_the_work() {
+        let (url, pages) = endless_pages(false, true).await;
+        let bounds = ListBounds::default().with_pods(PodRules::host(512, 3));
+        bounds.pods.serve(served(1));
+        let refused = first_error(pod_events(&url, &bounds)).await;
+        assert_eq!(refused.bound, Bound::Items);
+        assert_eq!(refused.limit, 6);
+        assert_eq!(refused.rule(), RULE_SIZED_TO_WORK);
+        assert!(pages.load(Ordering::SeqCst) <= 7);
+    }
+
+    #[tokio::test]
+    async fn pods_nobody_controls_spend_no_bytes_of_a_list() {
+        // One page: 40 pods of 10 KiB nobody controls, and one of ours,
+        // under a bound of 100 KiB.
+        let page = |_| {
+            let mut items: Vec<String> = (0..40)
+                .map(|i| fake_pod(&format!("n{i}"), false, 10_000))
+                .collect();
+            items.push(fake_pod("mine", true, 100));
+            format!(
+                r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"1"}},"items":[{}]}}"#,
+                items.join(",")
+            )
+        };
+        let limits = ListLimits {
+            max_bytes: 100_000,
+            ..ListLimits::default()
+        };
+        // Read as they come (the filter off): the list is refused.
+        let (url, _) = serving(page).await;
+        let unfiltered = ListBounds::new(limits, Family::default());
+        let refused = first_error(pod_events(&url, &unfiltered)).await;
+        assert_eq!(refused.bound, Bound::Bytes);
+        // Filtered: the list completes with our pod alone.
+        let (url, _) = serving(page).await;
+        let filtered = ListBounds::new(limits, Family::default()).with_pods(PodRules::host(512, 0));
+        use futures::StreamExt;
+        use kube::runtime::watcher::Event;
+        let mut events = pod_events(&url, &filtered);
+        let mut listed = Vec::new();
+        loop {
+            match events.next().await.expect("events") {
+                Ok(Event::InitApply(pod)) => listed.push(pod.metadata.name.unwrap_or_default()),
+                Ok(Event::InitDone) => break,
+                Ok(_) => {}
+                Err(err) => panic!("the list failed: {err}"),
+            }
+        }
+        assert_eq!(listed, ["mine"]);
+        assert_eq!(
+            filtered.pods.dropped_of(pods::DropReason::NotControlled),
+            40
+        );
+        assert_eq!(filtered.refused_total(), 0);
     }
 
     use std::sync::Arc;

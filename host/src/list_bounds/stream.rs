@@ -42,7 +42,7 @@ use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
-use super::{Bound, ListBounds, ListRefused, refusal_in};
+use super::{Bound, ListBounds, refusal_in};
 
 /// A watch event stream.
 pub type Events<K> = Pin<Box<dyn Stream<Item = Result<Event<K>, watcher::Error>> + Send>>;
@@ -193,9 +193,9 @@ impl<K> Bounded<K> {
             Ok(Event::Init) => self.items = 0,
             Ok(Event::InitApply(_)) => {
                 self.items += 1;
-                let max = self.bounds.limits.max_items;
+                let max = self.bounds.limit(&self.resource, Bound::Items).0;
                 if max > 0 && self.items > max {
-                    return Err(self.abandon(max));
+                    return Err(self.abandon());
                 }
             }
             Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) => {
@@ -222,15 +222,13 @@ impl<K> Bounded<K> {
 
     /// Drops the watcher (and its buffered page) for a fresh one, tried
     /// after the backoff.
-    fn abandon(&mut self, max: u64) -> watcher::Error {
+    fn abandon(&mut self) -> watcher::Error {
+        let refused = self
+            .bounds
+            .refuse(self.bounds.refusal(&self.resource, Bound::Items));
         self.current = (self.start)();
         self.items = 0;
         self.back_off();
-        let refused = self.bounds.refuse(ListRefused {
-            resource: self.resource.clone(),
-            bound: Bound::Items,
-            limit: max,
-        });
         watcher::Error::InitialListFailed(kube::Error::Service(Box::new(refused)))
     }
 

@@ -179,6 +179,9 @@ pub struct Metrics {
     pub watch_lists: Family<WatchLabels, Counter>,
     /// Lists abandoned at a bound ([`crate::list_bounds`]).
     pub list_refused: Family<crate::list_bounds::ListRefusedLabels, Counter>,
+    /// Pods the client left out of pod lists and watches, by reason
+    /// ([`crate::list_bounds::pods`]).
+    pub pods_dropped: Family<crate::list_bounds::pods::PodsDroppedLabels, Counter>,
     /// Plugin calls by plugin digest.
     pub plugin_calls: Family<PluginLabels, Counter>,
     /// Plugin calls that failed (trap, deadline, memory cap, returned error).
@@ -271,6 +274,7 @@ impl Default for Metrics {
             waited_for_cache: Counter::default(),
             watch_lists: Family::default(),
             list_refused: Family::default(),
+            pods_dropped: Family::default(),
             plugin_calls: Family::default(),
             plugin_errors: Family::default(),
             plugin_writes: Family::default(),
@@ -353,6 +357,11 @@ impl Metrics {
             "list_refused",
             "Lists abandoned at a bound (pages, items, bytes, repeated_token), by resource; retried with backoff",
             self.list_refused.clone(),
+        );
+        r.register(
+            "pods_dropped",
+            "Pods left out of pod lists and watches before they were cached or counted, by reason (not-controlled, too-large)",
+            self.pods_dropped.clone(),
         );
         self.register_plugins(r);
         self.register_writes(r);

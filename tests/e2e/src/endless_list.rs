@@ -83,6 +83,36 @@ impl EndlessLists {
         Ok(config)
     }
 
+    /// A kubeconfig file in `dir` that reaches the API server through this
+    /// proxy (plain HTTP, no credentials: the proxy has its own), for a
+    /// host run as a process of its own.
+    pub fn kubeconfig(&self, dir: &std::path::Path, namespace: &str) -> Result<std::path::PathBuf> {
+        let path = dir.join("endless-lists.kubeconfig");
+        let server = format!("http://{}", self.addr);
+        let text = [
+            "apiVersion: v1",
+            "kind: Config",
+            "clusters:",
+            "- name: proxy",
+            "  cluster:",
+            &format!("    server: {server}"),
+            "users:",
+            "- name: proxy",
+            "  user: {}",
+            "contexts:",
+            "- name: proxy",
+            "  context:",
+            "    cluster: proxy",
+            "    user: proxy",
+            &format!("    namespace: {namespace}"),
+            "current-context: proxy",
+            "",
+        ]
+        .join("\n");
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+
     /// Answers pod lists as `mode` says from now on.
     pub fn set_mode(&self, mode: ListMode) {
         *self.shared.mode.lock().unwrap_or_else(|e| e.into_inner()) = mode;
