@@ -29,11 +29,13 @@ const LAYERS: &[&[&str]] = &[
     &["apply"],
     &["telemetry"],
     &["runtime"],
-    &["event_reasons", "observed", "ownership", "disk"],
-    &["actions", "cached_pod"],
-    &["crd"],
-    &["api_client", "plugin_text"],
+    &["event_reasons", "observed", "disk"],
+    &["actions", "api_client"],
     &["list_bounds"],
+    &["cached_pod"],
+    &["ownership"],
+    &["crd"],
+    &["plugin_text"],
     &["tasks"],
 ];
 

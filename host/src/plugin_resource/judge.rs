@@ -204,7 +204,7 @@ pub fn own_entries(resource: &JinghzhuPlugin) -> std::collections::HashSet<Strin
         let Some(name) = managed
             .manager
             .as_deref()
-            .and_then(|m| m.strip_prefix(super::status::FIELD_MANAGER_PREFIX))
+            .and_then(|m| m.strip_prefix(super::FIELD_MANAGER_PREFIX))
         else {
             continue;
         };

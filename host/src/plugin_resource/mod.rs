@@ -42,6 +42,10 @@
 //! rule), `lastRefusal`, a `PluginRefused` Warning Event on the resource
 //! naming the rule, and the usual log line, counter and `/status` entry.
 
+/// Every replica writes the resource's status as this field manager
+/// followed by its name.
+pub const FIELD_MANAGER_PREFIX: &str = "wasm-operator/";
+
 pub mod judge;
 pub mod keys;
 pub mod prune;

@@ -18,6 +18,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 
+use super::FIELD_MANAGER_PREFIX;
 use super::judge::RolloutJudge;
 use crate::crd::plugin::{
     EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaRollout, ReplicaStatus,
@@ -53,9 +54,6 @@ pub struct Serving {
     /// `name@version`.
     pub plugin: Option<String>,
 }
-
-/// Every replica's field manager is this and its name.
-pub const FIELD_MANAGER_PREFIX: &str = "wasm-operator/";
 
 /// How long an unchanged status goes without being written again (then it
 /// is, in case another writer removed or changed what it holds).
