@@ -32,6 +32,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::locks::MutexExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -138,7 +139,7 @@ fn bound_metadata(
 /// Logs that a pod was cut, at most once per [`WARNING_INTERVAL`].
 fn warn_cut(namespace: Option<&str>, name: Option<&str>, entries: usize, bytes: usize) {
     let cut = CUT_SINCE_WARNING.fetch_add(1, Ordering::Relaxed) + 1;
-    let mut last = LAST_WARNING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut last = LAST_WARNING.lock_unpoisoned();
     if last.is_some_and(|at| at.elapsed() < WARNING_INTERVAL) {
         return;
     }

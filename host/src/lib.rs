@@ -44,6 +44,7 @@ pub mod event_reasons;
 pub mod hotswap;
 pub mod leader;
 pub mod list_bounds;
+pub mod locks;
 pub mod observed;
 pub mod offline;
 pub mod ownership;

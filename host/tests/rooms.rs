@@ -36,7 +36,7 @@ const LAYERS: &[&[&str]] = &[
     &["ownership"],
     &["crd"],
     &["plugin_text"],
-    &["tasks"],
+    &["tasks", "locks"],
 ];
 
 /// The module path of the source file `file` under `src` (`mod.rs` is its

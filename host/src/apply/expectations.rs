@@ -58,6 +58,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::locks::MutexExt;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 
@@ -279,7 +280,7 @@ impl Expectations {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.pending.lock_unpoisoned()
     }
 
     /// Publishes how many objects wait (call with the lock held, after a change).

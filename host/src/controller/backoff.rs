@@ -23,6 +23,7 @@
 //! assert_eq!(backoff.failed("ns/a"), Duration::from_millis(5));
 //! ```
 
+use crate::locks::MutexExt;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -57,7 +58,7 @@ impl PerObjectBackoff {
 
     /// Records a failure of `key` and returns how long to wait before retrying it.
     pub fn failed(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failures = self.failures.lock_unpoisoned();
         let count = failures.entry(key.to_string()).or_insert(0);
         let exponent = *count;
         *count = count.saturating_add(1);
@@ -72,13 +73,13 @@ impl PerObjectBackoff {
 
     /// Forgets the failures of `key` (call on success or when the object is gone).
     pub fn succeeded(&self, key: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failures = self.failures.lock_unpoisoned();
         failures.remove(key);
     }
 
     /// Consecutive failures recorded for `key`.
     pub fn failures(&self, key: &str) -> u32 {
-        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let failures = self.failures.lock_unpoisoned();
         failures.get(key).copied().unwrap_or(0)
     }
 }

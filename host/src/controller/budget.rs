@@ -20,6 +20,7 @@
 //! assert!(wait <= Duration::from_secs(1));
 //! ```
 
+use crate::locks::MutexExt;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -83,7 +84,7 @@ impl WriteBudget {
     pub fn try_spend(&self, owner: &str, cost: u32) -> Result<(), Duration> {
         let burst = f64::from(self.config.burst);
         let rate = self.rate_per_sec();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buckets = self.buckets.lock_unpoisoned();
         let now = Instant::now();
         let bucket = buckets.entry(owner.to_string()).or_insert(Bucket {
             tokens: burst,
@@ -106,7 +107,7 @@ impl WriteBudget {
     /// True (and remembered) when `owner` may get another Warning Event
     /// about its budget now.
     pub fn should_warn(&self, owner: &str) -> bool {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buckets = self.buckets.lock_unpoisoned();
         let Some(bucket) = buckets.get_mut(owner) else {
             return false;
         };
@@ -119,15 +120,12 @@ impl WriteBudget {
 
     /// Forgets `owner` (the Jinghzhu is gone).
     pub fn forget(&self, owner: &str) {
-        self.buckets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(owner);
+        self.buckets.lock_unpoisoned().remove(owner);
     }
 
     /// How many objects have a bucket.
     pub fn len(&self) -> usize {
-        self.buckets.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.buckets.lock_unpoisoned().len()
     }
 
     /// True when no object has a bucket.

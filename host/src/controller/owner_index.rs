@@ -20,6 +20,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
+use crate::locks::RwLockExt;
 use crate::ownership::is_controlled_by;
 
 /// Owner UID → keys of the pods it controls; cheap to clone (shared).
@@ -90,7 +91,7 @@ fn pod_key(pod: &CachedPod) -> ObjectRef<CachedPod> {
 impl OwnerIndex {
     /// Applies one pod watch event, as the reflector store does.
     pub fn apply_watcher_event(&self, event: &watcher::Event<CachedPod>) {
-        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.write_unpoisoned();
         match event {
             watcher::Event::Apply(pod) => state.live.apply(pod),
             watcher::Event::Delete(pod) => state.live.remove(&pod_key(pod)),
@@ -102,7 +103,7 @@ impl OwnerIndex {
 
     /// Keys of the pods controlled by the object with UID `owner_uid`.
     pub fn pods_of(&self, owner_uid: &str) -> Vec<ObjectRef<CachedPod>> {
-        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.read_unpoisoned();
         state
             .live
             .by_owner

@@ -36,6 +36,7 @@ use tokio::sync::Notify;
 
 use super::PerObject;
 use crate::crd::Jinghzhu;
+use crate::locks::MutexExt;
 
 /// The longest a stranded object waits before it is tried again, however
 /// many times the outage failed it.
@@ -66,7 +67,7 @@ impl Recovery {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ObjectRef<Jinghzhu>>> {
-        self.stranded.lock().unwrap_or_else(|e| e.into_inner())
+        self.stranded.lock_unpoisoned()
     }
 
     /// Takes every stranded object, forgetting its failures in `objects`.

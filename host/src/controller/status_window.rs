@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::crd::JinghzhuStatus;
+use crate::locks::MutexExt;
 
 /// The window by default.
 pub const DEFAULT_WINDOW: Duration = Duration::from_millis(1000);
@@ -66,9 +67,7 @@ impl StatusWindow {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.held_since
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.held_since.lock_unpoisoned()
     }
 
     fn admit_at(&self, uid: &str, status: &JinghzhuStatus, desired: u32, now: Instant) -> Admit {

@@ -62,6 +62,7 @@ use super::owner_index::OwnerIndex;
 use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
 use crate::crd::incoming::{Incoming, Unreadable};
+use crate::locks::MutexExt;
 use crate::ownership::MANAGED_BY_SELECTOR;
 use crate::shards::hash::selector_in;
 use crate::telemetry::events::{EventSink, QueuedEvent};
@@ -562,8 +563,7 @@ impl Decoder {
                     self.objects.forget(&uid);
                     let prefix = format!("{uid}/");
                     self.reported
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
+                        .lock_unpoisoned()
                         .retain(|key| !key.starts_with(&prefix));
                 }
                 // Gone: nothing to report, whatever its shape.
@@ -594,12 +594,7 @@ impl Decoder {
             obj.metadata.uid.as_deref().unwrap_or_default(),
             obj.metadata.resource_version.as_deref().unwrap_or_default()
         );
-        if !self
-            .reported
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key)
-        {
+        if !self.reported.lock_unpoisoned().insert(key) {
             return;
         }
         let object = format!(

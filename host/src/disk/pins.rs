@@ -19,6 +19,7 @@
 //! holder's pins go with it. A process with several slots (tests) keeps
 //! what any of them needs: pins only ever keep more.
 
+use crate::locks::MutexExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,28 +59,19 @@ impl PinHolder {
     /// Replaces this holder's pins with `digests`.
     pub fn set(&self, digests: impl IntoIterator<Item = String>) {
         let digests: Vec<String> = digests.into_iter().collect();
-        PINS.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(self.id, digests);
+        PINS.lock_unpoisoned().insert(self.id, digests);
     }
 }
 
 impl Drop for PinHolder {
     fn drop(&mut self) {
-        PINS.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.id);
+        PINS.lock_unpoisoned().remove(&self.id);
     }
 }
 
 /// Every digest some live holder pins.
 pub fn pinned() -> BTreeSet<String> {
-    PINS.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .values()
-        .flatten()
-        .cloned()
-        .collect()
+    PINS.lock_unpoisoned().values().flatten().cloned().collect()
 }
 
 /// A reference one live source follows; no longer followed once dropped
@@ -93,31 +85,20 @@ impl Following {
     /// Follows `reference` (as the source prints it) until dropped.
     pub fn new(reference: String) -> Self {
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        FOLLOWED
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, reference);
+        FOLLOWED.lock_unpoisoned().insert(id, reference);
         Self { id }
     }
 }
 
 impl Drop for Following {
     fn drop(&mut self) {
-        FOLLOWED
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.id);
+        FOLLOWED.lock_unpoisoned().remove(&self.id);
     }
 }
 
 /// Every reference some live source follows.
 pub fn followed() -> BTreeSet<String> {
-    FOLLOWED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .values()
-        .cloned()
-        .collect()
+    FOLLOWED.lock_unpoisoned().values().cloned().collect()
 }
 
 #[cfg(test)]

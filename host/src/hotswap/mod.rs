@@ -48,6 +48,7 @@ use crate::apply::Limits;
 use crate::apply::policy::{PodPolicy, PolicyConfig};
 use crate::crd::Jinghzhu;
 use crate::crd::plugin::PluginMode;
+use crate::locks::{MutexExt, RwLockExt};
 use crate::runtime::LoadedPlugin;
 use crate::telemetry::metrics::{Metrics, PluginCallLabels};
 
@@ -153,7 +154,7 @@ impl ActivePlugin {
     /// A slot serving `plugin`.
     pub fn new(plugin: Arc<LoadedPlugin>, policy: RollbackPolicy, metrics: Arc<Metrics>) -> Self {
         let slot = Self::empty(policy, metrics);
-        *slot.current.write().unwrap_or_else(|e| e.into_inner()) = Some(plugin);
+        *slot.current.write_unpoisoned() = Some(plugin);
         slot.metrics.plugin_serving.set(1);
         slot.repin();
         slot
@@ -201,14 +202,10 @@ impl ActivePlugin {
     fn in_use(&self) -> Vec<Arc<LoadedPlugin>> {
         [
             self.serving(),
-            self.previous
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            self.previous.lock_unpoisoned().clone(),
             self.shadow(),
             self.canary
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
+                .read_unpoisoned()
                 .as_ref()
                 .map(|canary| canary.plugin.clone()),
         ]
@@ -222,32 +219,29 @@ impl ActivePlugin {
     /// after this long without one swaps at once, closer moves (beyond one
     /// swap back) are a flapping source's ([`damper`]).
     pub fn set_min_swap_interval(&self, interval: Duration) {
-        self.swap_clock.lock().unwrap_or_else(|e| e.into_inner()).1 = interval;
+        self.swap_clock.lock_unpoisoned().1 = interval;
     }
 
     /// The quiet interval of this slot's sources ([`damper`]).
     pub fn quiet_interval(&self) -> Duration {
-        self.swap_clock.lock().unwrap_or_else(|e| e.into_inner()).1
+        self.swap_clock.lock_unpoisoned().1
     }
 
     /// How long ago the last swap or rollback was, if one happened.
     pub fn since_last_swap(&self) -> Option<Duration> {
-        let (last, _) = *self.swap_clock.lock().unwrap_or_else(|e| e.into_inner());
+        let (last, _) = *self.swap_clock.lock_unpoisoned();
         last.map(|at| at.elapsed())
     }
 
     /// Records that a swap or a rollback happened now.
     fn swapped_now(&self) {
-        self.swap_clock.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(Instant::now());
+        self.swap_clock.lock_unpoisoned().0 = Some(Instant::now());
     }
 
     /// The plugin a reconcile starting now uses; `None` while no plugin
     /// serves (every plugin offered so far was refused).
     pub fn serving(&self) -> Option<Arc<LoadedPlugin>> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.current.read_unpoisoned().clone()
     }
 
     /// The plugin a reconcile starting now uses, for callers that started
@@ -268,7 +262,7 @@ impl ActivePlugin {
     pub fn load_first(&self, plugin: Arc<LoadedPlugin>) {
         self.note_served(candidate::Served::of(&plugin));
         {
-            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+            let mut current = self.current.write_unpoisoned();
             if current.is_none() {
                 *current = Some(plugin);
                 self.metrics.plugin_serving.set(1);
@@ -318,7 +312,7 @@ impl ActivePlugin {
     /// status says): it becomes the newest unless an equal or newer version
     /// of the same plugin is noted already.
     pub fn note_served(&self, served: candidate::Served) {
-        let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+        let mut newest = self.newest.lock_unpoisoned();
         let newer = newest
             .as_ref()
             .is_none_or(|known| known.name != served.name || known.is_older_than(&served));
@@ -329,19 +323,16 @@ impl ActivePlugin {
 
     /// The newest version noted ([`ActivePlugin::note_served`]).
     pub fn newest_served(&self) -> Option<candidate::Served> {
-        self.newest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.newest.lock_unpoisoned().clone()
     }
 
     /// Makes `plugin` the active one (it has passed every check already).
     pub fn swap(&self, plugin: Arc<LoadedPlugin>) {
         self.note_served(candidate::Served::of(&plugin));
         // A plugin swapped in directly ends any rollout.
-        *self.canary.write().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.canary.write_unpoisoned() = None;
         let old = {
-            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+            let mut current = self.current.write_unpoisoned();
             current.replace(plugin.clone())
         };
         self.metrics.plugin_serving.set(1);
@@ -363,18 +354,10 @@ impl ActivePlugin {
             new = %plugin.describe(),
             "plugin swapped; re-queueing every object"
         );
-        let inherited = self
-            .failing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .failing_under(old.digest());
-        *self.probation.lock().unwrap_or_else(|e| e.into_inner()) =
+        let inherited = self.failing.lock_unpoisoned().failing_under(old.digest());
+        *self.probation.lock_unpoisoned() =
             Some(probation::Probation::start(plugin.digest(), inherited));
-        let displaced = self
-            .previous
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(old);
+        let displaced = self.previous.lock_unpoisoned().replace(old);
         if let Some(displaced) = displaced {
             self.retire(&displaced);
         }
@@ -405,12 +388,9 @@ impl ActivePlugin {
     /// `digest`; rolls back if too many of the objects judged under the
     /// plugin swapped in last fail within the window ([`probation`]).
     pub fn record_outcome(&self, object: &str, digest: &str, ok: bool) {
-        self.failing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(object, digest, ok);
+        self.failing.lock_unpoisoned().record(object, digest, ok);
         let rollback = {
-            let mut probation = self.probation.lock().unwrap_or_else(|e| e.into_inner());
+            let mut probation = self.probation.lock_unpoisoned();
             let Some(p) = probation.as_mut() else { return };
             if p.digest != digest {
                 return;
@@ -428,12 +408,7 @@ impl ActivePlugin {
             failing.then_some(standing)
         };
         if let Some(standing) = rollback {
-            let Some(previous) = self
-                .previous
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-            else {
+            let Some(previous) = self.previous.lock_unpoisoned().take() else {
                 return;
             };
             tracing::error!(
@@ -446,7 +421,7 @@ impl ActivePlugin {
                 "plugin fails on too many objects after the swap; rolling back (objects failing before the swap are not judged)"
             );
             let failed = {
-                let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+                let mut current = self.current.write_unpoisoned();
                 current.replace(previous)
             };
             if let Some(failed) = failed {
@@ -462,10 +437,7 @@ impl ActivePlugin {
     /// Forgets the object `uid` (deleted, or no longer this replica's) in
     /// the rollback judge's memory of failing objects.
     pub fn forget_object(&self, uid: &str) {
-        self.failing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .forget(uid);
+        self.failing.lock_unpoisoned().forget(uid);
     }
 
     /// `plugin` stopped serving (displaced as the previous plugin, or
@@ -476,7 +448,7 @@ impl ActivePlugin {
     fn retire(&self, plugin: &LoadedPlugin) {
         let labels = Metrics::plugin_labels(plugin);
         let dropped: Vec<PluginCallLabels> = {
-            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            let mut retired = self.retired.lock_unpoisoned();
             retired.retain(|kept| kept != &labels);
             retired.push_back(labels);
             let excess = retired.len().saturating_sub(RETIRED_PLUGIN_SERIES_KEPT);
@@ -500,15 +472,14 @@ impl ActivePlugin {
         self.metrics.shadow_active.set(i64::from(plugin.is_some()));
         let queue =
             plugin.map(|plugin| shadow::ShadowQueue::start(plugin, queue, self.metrics.clone()));
-        *self.shadow.write().unwrap_or_else(|e| e.into_inner()) = queue;
+        *self.shadow.write_unpoisoned() = queue;
         self.repin();
     }
 
     /// The shadow plugin, if one runs.
     pub fn shadow(&self) -> Option<Arc<LoadedPlugin>> {
         self.shadow
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .read_unpoisoned()
             .as_ref()
             .map(|queue| queue.plugin().clone())
     }
@@ -521,7 +492,7 @@ impl ActivePlugin {
     /// shadow. Set before a plugin serves, so its first reconcile is
     /// already held to it.
     pub fn narrow_pod_policy(&self, role: PluginMode, policy: Option<PodPolicy>) {
-        let mut policies = self.pod_policies.write().unwrap_or_else(|e| e.into_inner());
+        let mut policies = self.pod_policies.write_unpoisoned();
         match role {
             PluginMode::Active => policies.active = policy,
             PluginMode::Shadow => policies.shadow = policy,
@@ -532,7 +503,7 @@ impl ActivePlugin {
     /// host's, with the pod policy narrowed to what the resource serving
     /// it asked for (both resources' when one digest serves both roles).
     pub fn policy_for<'a>(&self, digest: &str, host: &'a PolicyConfig) -> Cow<'a, PolicyConfig> {
-        let policies = *self.pod_policies.read().unwrap_or_else(|e| e.into_inner());
+        let policies = *self.pod_policies.read_unpoisoned();
         let shadow = self.shadow().is_some_and(|s| s.digest() == digest);
         let active = !shadow || self.holds_actively(digest);
         let narrowed = [
@@ -557,15 +528,10 @@ impl ActivePlugin {
     fn holds_actively(&self, digest: &str) -> bool {
         let canary = self
             .canary
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .read_unpoisoned()
             .as_ref()
             .map(|c| c.plugin.clone());
-        let previous = self
-            .previous
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let previous = self.previous.lock_unpoisoned().clone();
         [self.serving(), previous, canary]
             .into_iter()
             .flatten()
@@ -588,12 +554,7 @@ impl ActivePlugin {
         rules: (&Limits, &PolicyConfig),
     ) {
         self.offer_stable_shadow(jz, pods, (key, digest), active, rules);
-        if let Some(queue) = self
-            .shadow
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
+        if let Some(queue) = self.shadow.read_unpoisoned().as_ref() {
             self.offer_to(queue, jz, pods, key, active, rules);
         }
     }

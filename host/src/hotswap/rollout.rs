@@ -21,6 +21,7 @@ use crate::apply::Limits;
 use crate::apply::policy::PolicyConfig;
 use crate::crd::Jinghzhu;
 use crate::crd::plugin::ReplicaRollout;
+use crate::locks::{MutexExt, RwLockExt};
 use crate::runtime::LoadedPlugin;
 
 /// What [`ActivePlugin::start_canary`] did.
@@ -106,7 +107,7 @@ impl ActivePlugin {
         };
         let digest = plugin.digest().to_string();
         if stable.digest() == digest {
-            *self.canary.write().unwrap_or_else(|e| e.into_inner()) = None;
+            *self.canary.write_unpoisoned() = None;
             return Ok(CanaryStart::NoRollout);
         }
         if self.lock_aborted().as_deref() == Some(digest.as_str()) {
@@ -116,7 +117,7 @@ impl ActivePlugin {
                 plugin.describe()
             ));
         }
-        let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
+        let mut canary = self.canary.write_unpoisoned();
         if let Some(running) = canary.as_mut()
             && running.plugin.digest() == digest
         {
@@ -139,11 +140,7 @@ impl ActivePlugin {
         }
         // Objects failing now (under stable, or a canary aborted since
         // stable last reconciled them) are not charged to this canary.
-        let excused = self
-            .failing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .failing_except(&digest);
+        let excused = self.failing.lock_unpoisoned().failing_except(&digest);
         let shadowed = strategy.thresholds.max_difference.is_some();
         let mut started = Canary::start(
             plugin,
@@ -207,7 +204,7 @@ impl ActivePlugin {
             weight = resumed.steps.weight(),
             "canary rollout taken up from the judge's status"
         );
-        *self.canary.write().unwrap_or_else(|e| e.into_inner()) = Some(resumed);
+        *self.canary.write_unpoisoned() = Some(resumed);
         self.repin();
         self.generation.send_modify(|g| *g += 1);
         Ok(CanaryStart::Started)
@@ -234,17 +231,17 @@ impl ActivePlugin {
 
     /// Forgets the aborted canary, so the same digest may be rolled out again.
     pub fn retry_aborted(&self) {
-        *self.aborted.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.aborted.lock_unpoisoned() = None;
     }
 
     fn lock_aborted(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.aborted.lock().unwrap_or_else(|e| e.into_inner())
+        self.aborted.lock_unpoisoned()
     }
 
     /// The plugin the object `uid` is reconciled with now: the canary for
     /// its cohort while a rollout goes on, else the one serving.
     pub fn plugin_for(&self, uid: &str) -> Option<Arc<LoadedPlugin>> {
-        let canary = self.canary.read().unwrap_or_else(|e| e.into_inner());
+        let canary = self.canary.read_unpoisoned();
         if let Some(canary) = canary.as_ref()
             && canary.steps.serves(uid)
         {
@@ -264,15 +261,10 @@ impl ActivePlugin {
         latency: Duration,
     ) {
         // Every reconcile records its outcome: no write lock without a rollout.
-        if self
-            .canary
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
-        {
+        if self.canary.read_unpoisoned().is_none() {
             return;
         }
-        let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
+        let mut canary = self.canary.write_unpoisoned();
         if let Some(canary) = canary.as_mut() {
             canary.steps.record(object, digest, sample, latency);
         }
@@ -289,7 +281,7 @@ impl ActivePlugin {
         refused: bool,
         (limits, host): (&Limits, &PolicyConfig),
     ) {
-        let canary = self.canary.read().unwrap_or_else(|e| e.into_inner());
+        let canary = self.canary.read_unpoisoned();
         let Some(canary) = canary.as_ref().filter(|c| c.plugin.digest() == digest) else {
             return;
         };
@@ -309,7 +301,7 @@ impl ActivePlugin {
         active: &ProposedActions,
         rules: (&Limits, &PolicyConfig),
     ) {
-        let canary = self.canary.read().unwrap_or_else(|e| e.into_inner());
+        let canary = self.canary.read_unpoisoned();
         let Some(canary) = canary.as_ref() else {
             return;
         };
@@ -322,7 +314,7 @@ impl ActivePlugin {
 
     /// This replica's figures for the rollout's step now, for its entry.
     pub fn rollout_figures(&self) -> Option<ReplicaRollout> {
-        let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
+        let mut canary = self.canary.write_unpoisoned();
         let canary = canary.as_mut()?;
         canary.drain_reports();
         let (canary_figures, stable_figures) = canary.steps.figures(Instant::now());
@@ -343,7 +335,7 @@ impl ActivePlugin {
         others: &[ReplicaRollout],
     ) -> Option<(RolloutChange, String)> {
         let (verdict, figures) = {
-            let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
+            let mut canary = self.canary.write_unpoisoned();
             let canary = canary.as_mut()?;
             canary.drain_reports();
             let digest = canary.plugin.digest().to_string();
@@ -371,8 +363,7 @@ impl ActivePlugin {
     fn excuse_failing(&self, canary: &mut Canary) {
         let failing = self
             .failing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_unpoisoned()
             .failing_under(&canary.steps.stable);
         canary.steps.excuse(failing);
     }
@@ -381,7 +372,7 @@ impl ActivePlugin {
     /// replica's, read from the status): its step (begun `ago`), or
     /// its promotion or abort (`reason`).
     pub fn follow_rollout(&self, digest: &str, decision: Followed) -> Option<RolloutChange> {
-        let mut canary = self.canary.write().unwrap_or_else(|e| e.into_inner());
+        let mut canary = self.canary.write_unpoisoned();
         let running = canary.as_mut().filter(|c| c.plugin.digest() == digest)?;
         match decision {
             Followed::Step { step, ago } => {
@@ -416,8 +407,7 @@ impl ActivePlugin {
     pub fn decide_rollout(&self, digest: &str, promote: bool) -> Option<RolloutChange> {
         let running = self
             .canary
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .read_unpoisoned()
             .as_ref()
             .is_some_and(|c| c.plugin.digest() == digest);
         if !running {
@@ -446,21 +436,13 @@ impl ActivePlugin {
                 Some(RolloutChange::Advanced { weight, empty })
             }
             Verdict::Promote => {
-                let canary = self
-                    .canary
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take()?;
+                let canary = self.canary.write_unpoisoned().take()?;
                 tracing::info!(plugin = %canary.plugin.describe(), "canary rollout: promoted");
                 self.swap(canary.plugin);
                 Some(RolloutChange::Promoted)
             }
             Verdict::Abort(reason) => {
-                let canary = self
-                    .canary
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take()?;
+                let canary = self.canary.write_unpoisoned().take()?;
                 let digest = canary.plugin.digest().to_string();
                 tracing::warn!(plugin = %canary.plugin.describe(), rule = reason.rule, figures = %reason.message, "canary rollout aborted; every object back on the stable plugin");
                 *self.lock_aborted() = Some(digest.clone());
@@ -476,7 +458,7 @@ impl ActivePlugin {
 
     /// The rollout going on, if any.
     pub fn rollout_view(&self) -> Option<RolloutView> {
-        let canary = self.canary.read().unwrap_or_else(|e| e.into_inner());
+        let canary = self.canary.read_unpoisoned();
         canary.as_ref().map(|c| RolloutView {
             stable: c.steps.stable.clone(),
             canary: c.plugin.digest().to_string(),

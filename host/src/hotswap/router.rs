@@ -32,6 +32,7 @@ use tokio::sync::watch;
 use super::ActivePlugin;
 use crate::crd::Jinghzhu;
 use crate::crd::plugin::ObjectSelectorSpec;
+use crate::locks::{MutexExt, RwLockExt};
 use crate::tasks::AbortOnDrop;
 
 /// The namespace label naming the one tenant resource that may serve the
@@ -216,8 +217,8 @@ impl PluginRouter {
     /// Where `jz` is reconciled: the first tenant that selects it and
     /// that its namespace opts in to, else the default slot.
     pub fn route(&self, jz: &Jinghzhu) -> Route {
-        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
-        let opt_ins = self.opt_ins.read().unwrap_or_else(|e| e.into_inner());
+        let tenants = self.tenants.read_unpoisoned();
+        let opt_ins = self.opt_ins.read_unpoisoned();
         // One lookup: a namespace that opts in to no tenant is done here.
         let allowed = opted_in_to(jz, &opt_ins);
         match allowed.and_then(|name| {
@@ -245,7 +246,7 @@ impl PluginRouter {
         slot: &Arc<ActivePlugin>,
     ) {
         {
-            let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+            let mut tenants = self.tenants.write_unpoisoned();
             if let Some(tenant) = tenants.iter_mut().find(|t| t.name == name) {
                 if tenant.selection == selection && Arc::ptr_eq(&tenant.slot, slot) {
                     return;
@@ -270,7 +271,7 @@ impl PluginRouter {
     /// Removes the tenant `name`: its objects go back to the default slot.
     pub fn remove(&self, name: &str) {
         let removed = {
-            let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+            let mut tenants = self.tenants.write_unpoisoned();
             let before = tenants.len();
             tenants.retain(|t| t.name != name);
             before != tenants.len()
@@ -285,7 +286,7 @@ impl PluginRouter {
     /// every object. Returns whether anything changed.
     pub fn set_opt_ins(&self, opt_ins: OptIns) -> bool {
         {
-            let mut current = self.opt_ins.write().unwrap_or_else(|e| e.into_inner());
+            let mut current = self.opt_ins.write_unpoisoned();
             if *current == opt_ins {
                 return false;
             }
@@ -297,7 +298,7 @@ impl PluginRouter {
 
     /// The tenants' names, in order of precedence.
     pub fn tenant_names(&self) -> Vec<String> {
-        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        let tenants = self.tenants.read_unpoisoned();
         tenants.iter().map(|t| t.name.clone()).collect()
     }
 
@@ -314,8 +315,8 @@ impl PluginRouter {
     pub fn count<'a>(&self, objects: impl IntoIterator<Item = &'a Jinghzhu>) {
         // Counted under the read lock, which every reconcile's route takes
         // too; the write lock only stores the results.
-        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
-        let opt_ins = self.opt_ins.read().unwrap_or_else(|e| e.into_inner());
+        let tenants = self.tenants.read_unpoisoned();
+        let opt_ins = self.opt_ins.read_unpoisoned();
         let mut counts = vec![ObjectCounts::default(); tenants.len()];
         let mut default = ObjectCounts::default();
         for jz in objects {
@@ -339,7 +340,7 @@ impl PluginRouter {
             tenants.iter().map(|t| t.name.clone()).zip(counts).collect();
         drop(opt_ins);
         drop(tenants);
-        let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+        let mut tenants = self.tenants.write_unpoisoned();
         for (name, counts) in counted {
             // A tenant added meanwhile keeps its zero counts until the next count.
             if let Some(tenant) = tenants.iter_mut().find(|t| t.name == name) {
@@ -347,26 +348,17 @@ impl PluginRouter {
             }
         }
         drop(tenants);
-        *self
-            .default_counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = default;
+        *self.default_counts.lock_unpoisoned() = default;
     }
 
     /// The objects the tenant `name` selects and serves at the last count;
     /// `None` (the default slot's): every object, and those no tenant serves.
     pub fn counts(&self, tenant: Option<&str>) -> Option<ObjectCounts> {
         match tenant {
-            None => Some(
-                *self
-                    .default_counts
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()),
-            ),
+            None => Some(*self.default_counts.lock_unpoisoned()),
             Some(name) => self
                 .tenants
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
+                .read_unpoisoned()
                 .iter()
                 .find(|t| t.name == name)
                 .map(|t| t.counts),
@@ -376,7 +368,7 @@ impl PluginRouter {
     /// Forgets the object `uid` in every slot's bookkeeping.
     pub fn forget_object(&self, uid: &str) {
         self.default.forget_object(uid);
-        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        let tenants = self.tenants.read_unpoisoned();
         for tenant in tenants.iter() {
             tenant.slot.forget_object(uid);
         }

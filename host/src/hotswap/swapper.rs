@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::ActivePlugin;
 use super::candidate::vet;
 use super::sources::Candidate;
+use crate::locks::MutexExt;
 use crate::plugin_text;
 use crate::runtime::{Runtime, digest_of};
 use crate::telemetry::metrics::Metrics;
@@ -259,7 +260,7 @@ pub async fn run(
 
 /// The history, even if a holder panicked.
 pub fn lock(history: &Mutex<SwapHistory>) -> std::sync::MutexGuard<'_, SwapHistory> {
-    history.lock().unwrap_or_else(|e| e.into_inner())
+    history.lock_unpoisoned()
 }
 
 /// Records a `PluginRefused` Warning Event on the object the refusal names.

@@ -23,6 +23,7 @@ use kube::runtime::reflector::Store;
 
 use super::{Leadership, Term};
 use crate::cached_pod::CachedPod;
+use crate::locks::MutexExt;
 
 /// How long the barrier waits before letting reconciles go anyway.
 pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -71,7 +72,7 @@ impl LeaderGate {
     }
 
     fn barrier_for(&self, term: u64) -> Barrier {
-        let mut slot = self.barrier.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.barrier.lock_unpoisoned();
         if let Some((t, barrier)) = slot.as_ref()
             && *t == term
         {

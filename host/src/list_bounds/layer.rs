@@ -26,6 +26,7 @@ use http_body::{Body, Frame, SizeHint};
 use tower::{BoxError, Layer, Service};
 
 use super::{Bound, ListBounds, ListRefused};
+use crate::locks::MutexExt;
 
 /// A chain not used for this long is forgotten (when another starts).
 const CHAIN_IDLE: Duration = Duration::from_secs(600);
@@ -158,7 +159,7 @@ impl<S> BoundedLists<S> {
         let refused = |bound| self.bounds.refusal(list.resource, bound);
         let max_pages = self.bounds.limit(list.resource, Bound::Pages).0;
         let now = Instant::now();
-        let mut chains = self.chains.lock().unwrap_or_else(|e| e.into_inner());
+        let mut chains = self.chains.lock_unpoisoned();
         if list.token.is_none() {
             chains.retain(|_, chain| now.duration_since(chain.used) < CHAIN_IDLE);
             chains.insert(list.key.clone(), Chain::new(now));

@@ -57,6 +57,7 @@ use serde_json::value::RawValue;
 use super::scan::{Captured, Judge, ScanError, Shape, Unit};
 use crate::cached_pod::ListedPod;
 use crate::crd::Jinghzhu;
+use crate::locks::{MutexExt, RwLockExt};
 
 /// The rule that leaves out pods no Jinghzhu controls.
 pub const RULE_NOT_CONTROLLED: &str = "pods/not-controlled";
@@ -181,7 +182,7 @@ impl PodRules {
     /// Sizes pod lists to the Jinghzhus in `cache` from now on (called once
     /// the cache has had its first list).
     pub fn serve(&self, cache: Store<Jinghzhu>) {
-        *self.served.write().unwrap_or_else(|e| e.into_inner()) = Some(cache);
+        *self.served.write_unpoisoned() = Some(cache);
     }
 
     /// The Jinghzhus served, when pod lists are sized to them.
@@ -189,7 +190,7 @@ impl PodRules {
         if !self.sized_to_work() {
             return None;
         }
-        let served = self.served.read().unwrap_or_else(|e| e.into_inner());
+        let served = self.served.read_unpoisoned();
         served.as_ref().map(|cache| cache.len() as u64)
     }
 
@@ -209,7 +210,7 @@ impl PodRules {
                 reason: reason.as_str().to_string(),
             })
             .inc();
-        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut log = self.log.lock_unpoisoned();
         log.since += 1;
         if log.last.is_some_and(|at| at.elapsed() < LOG_INTERVAL) {
             return;

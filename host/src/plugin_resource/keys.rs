@@ -30,6 +30,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 
 use crate::crd::plugin::VerificationKeySpec;
+use crate::locks::RwLockExt;
 use crate::sources::signature::{CosignSignature, PublicKeyVerifier, Subject, Verifier};
 
 /// The flag that allows a Secret for tenants' keys.
@@ -196,9 +197,7 @@ async fn keep_current(
         }
         let now = read(&client, &spec).await;
         let Some(state) = state.upgrade() else { return };
-        let mut current = state
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut current = state.write_unpoisoned();
         match now {
             Ok(key) => {
                 if current.is_err() {
@@ -225,10 +224,7 @@ impl Verifier for SecretKey {
     }
 
     fn verify(&self, subject: &Subject<'_>, signature: &CosignSignature) -> Result<(), String> {
-        let state = self
-            .state
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = self.state.read_unpoisoned();
         match &*state {
             Ok(key) => key.verify(subject, signature),
             Err(why) => Err(format!("the key is not usable now: {why}")),

@@ -26,6 +26,7 @@ use crate::crd::plugin::{
 };
 use crate::hotswap::candidate::Served;
 use crate::hotswap::router::ObjectCounts;
+use crate::locks::MutexExt;
 use crate::plugin_text;
 
 /// A count as the status stores it (Kubernetes has no unsigned integers).
@@ -130,8 +131,7 @@ impl StatusWriter {
     /// full), so it is to be tried again.
     pub fn entry_left_out(&self) -> bool {
         self.last_written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_unpoisoned()
             .as_ref()
             .is_some_and(|written| !written.with_entry)
     }
@@ -139,7 +139,7 @@ impl StatusWriter {
     /// Forgets the body last written: the next write is sent whatever it
     /// holds (a new generation, or another object under the same name).
     pub fn forget_written(&self) {
-        *self.last_written.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.last_written.lock_unpoisoned() = None;
     }
 
     /// The canary rollout to show (`status.rollout`), written while this
@@ -269,7 +269,7 @@ impl StatusWriter {
             "status": strip_nulls(status),
         });
         {
-            let last = self.last_written.lock().unwrap_or_else(|e| e.into_inner());
+            let last = self.last_written.lock_unpoisoned();
             let unchanged = last.as_ref().is_some_and(|written| {
                 written.with_entry
                     && written.body == body
@@ -306,14 +306,14 @@ impl StatusWriter {
         }
         match result {
             Ok(_) => {
-                *self.last_written.lock().unwrap_or_else(|e| e.into_inner()) = Some(Written {
+                *self.last_written.lock_unpoisoned() = Some(Written {
                     body,
                     with_entry,
                     at: std::time::Instant::now(),
                 });
             }
             Err(err) => {
-                *self.last_written.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                *self.last_written.lock_unpoisoned() = None;
                 tracing::warn!(
                     resource = %self.name,
                     error = %err,

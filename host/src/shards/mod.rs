@@ -52,6 +52,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::locks::MutexExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -178,7 +179,7 @@ impl Shards {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Held>> {
-        self.0.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.held.lock_unpoisoned()
     }
 
     fn bump(&self) {
@@ -229,11 +230,7 @@ impl Shards {
     /// The members the assignment was last computed over (live
     /// membership Leases, ghosts left out; this replica included).
     pub fn members(&self) -> Vec<String> {
-        self.0
-            .members
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.0.members.lock_unpoisoned().clone()
     }
 
     /// Whether this replica holds `shard` (any phase).
@@ -266,12 +263,7 @@ impl Shards {
                 inflight: h.inflight,
             })
             .collect();
-        let members = self
-            .0
-            .members
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let members = self.0.members.lock_unpoisoned().clone();
         (shards, members)
     }
 
@@ -341,7 +333,7 @@ impl Shards {
 
     fn set_members(&self, members: Vec<String>) {
         self.0.metrics.members.set(members.len() as i64);
-        *self.0.members.lock().unwrap_or_else(|e| e.into_inner()) = members;
+        *self.0.members.lock_unpoisoned() = members;
     }
 
     fn acquired(&self, shard: u32, valid_until: Instant) {

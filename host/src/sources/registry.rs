@@ -33,6 +33,7 @@ use super::auth::Credentials;
 use super::bounded::{self, Cut};
 use super::reference::OciRef;
 use super::{OciError, rules};
+use crate::locks::MutexExt;
 
 /// Default of `--oci-request-timeout`.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -280,12 +281,7 @@ impl Registry {
         let key = Self::authz_key(reference);
         let mut retried = false;
         loop {
-            let known = self
-                .authz
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-                .cloned();
+            let known = self.authz.lock_unpoisoned().get(&key).cloned();
             let mut request = self.http.request(method.clone(), url.clone());
             if !accept.is_empty() {
                 request = request.header(header::ACCEPT, accept.join(", "));
@@ -309,20 +305,14 @@ impl Registry {
                 let authz = self
                     .answer_challenge(asked.as_deref(), reference, what)
                     .await?;
-                self.authz
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key.clone(), authz);
+                self.authz.lock_unpoisoned().insert(key.clone(), authz);
                 continue;
             }
             if response.status().is_success() {
                 return Ok(response);
             }
             if response.status() == StatusCode::UNAUTHORIZED {
-                self.authz
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&key);
+                self.authz.lock_unpoisoned().remove(&key);
             }
             return Err(Self::status_error(response, what).await);
         }

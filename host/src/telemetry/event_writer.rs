@@ -36,6 +36,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Client, ResourceExt};
 
+use crate::locks::MutexExt;
 use crate::plugin_text::{MAX_EVENT_NOTE, MAX_EVENT_REASON, escape_within};
 
 /// The `action` of every Event a plugin asked for (the host's own Events
@@ -126,7 +127,7 @@ impl EventWriter {
     }
 
     fn recent(&self) -> std::sync::MutexGuard<'_, RecentEvents> {
-        self.recent.lock().unwrap_or_else(|e| e.into_inner())
+        self.recent.lock_unpoisoned()
     }
 
     /// The Event as created: named `<object>.<nanoseconds in hex>` like

@@ -11,6 +11,7 @@
 //! not tracked and its lines pass (the limit never hides the first line of
 //! an object).
 
+use crate::locks::MutexExt;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -68,9 +69,7 @@ impl LogLimit {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
-        self.slots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.slots.lock_unpoisoned()
     }
 
     fn check_at(&self, key: &str, now: Instant) -> Verdict {

@@ -30,6 +30,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::locks::MutexExt;
 use crate::runtime::{LoadedPlugin, PluginError};
 
 /// The `controller` (and workqueue `name`) label of every controller metric.
@@ -1000,7 +1001,7 @@ impl QueueTracker {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     /// `key` was triggered.
