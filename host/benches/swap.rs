@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use wasm_artifacts::{Toolchain, build};
-use wasm_operator::hotswap::swapper::{self, SwapHistory};
-use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy, candidate, sources};
+use wasm_operator::delivery::swapper::{self, SwapHistory};
+use wasm_operator::delivery::{sources, vetting};
+use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::runtime::{Runtime, RuntimeConfig, digest_of};
 use wasm_operator::telemetry::metrics::Metrics;
 
@@ -60,14 +61,14 @@ async fn measure(v1: &[u8], v2: &[u8], warm: bool) -> anyhow::Result<Vec<Duratio
         runtime.load(v2, "v2")?;
     }
     let metrics = Arc::new(Metrics::default());
-    let first = candidate::vet(&runtime, v1, "v1", None).await?;
+    let first = vetting::vet(&runtime, v1, "v1", None).await?;
     let active = Arc::new(ActivePlugin::new(
         first,
         RollbackPolicy::default(),
         metrics.clone(),
     ));
     let (tx, rx) = mpsc::channel(4);
-    let rules = wasm_operator::sources::bounded::FileRules {
+    let rules = wasm_operator::registry::bounded::FileRules {
         any_path: true,
         ..Default::default()
     };

@@ -48,10 +48,10 @@ pub enum Command {
     Crd,
     /// Push a plugin component to an OCI registry as a Wasm artifact
     /// (`wasm-operator push plugin.wasm oci://REGISTRY/REPO:TAG`); prints its digest.
-    Push(crate::sources::push::PushArgs),
+    Push(crate::registry::push::PushArgs),
     /// Promote, abort, pause or resume the canary rollout of a JinghzhuPlugin
     /// (patches the resource only; the hosts act on it).
-    Rollout(crate::plugin_resource::rollout_cli::RolloutArgs),
+    Rollout(crate::delivery::resource::rollout_cli::RolloutArgs),
     /// Compile the component on stdin to native code on stdout, for an engine
     /// with the host's settings: the child process `run` compiles plugins in.
     #[command(name = "compile-plugin", hide = true)]
@@ -133,7 +133,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reconcile(args) => crate::offline::run(args),
         Command::Record(args) => crate::offline::record::run(args),
         Command::New(args) => crate::scaffold::run(args),
-        Command::Push(args) => crate::sources::push::run(args),
+        Command::Push(args) => crate::registry::push::run(args),
         Command::Rollout(args) => rollout(&args),
         Command::CompilePlugin(args) => {
             crate::runtime::compiler::compile_plugin(args).map(|()| ExitCode::SUCCESS)
@@ -154,13 +154,13 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// `wasm-operator rollout`: patches the resource, prints what it did.
-fn rollout(args: &crate::plugin_resource::rollout_cli::RolloutArgs) -> anyhow::Result<ExitCode> {
+fn rollout(args: &crate::delivery::resource::rollout_cli::RolloutArgs) -> anyhow::Result<ExitCode> {
     let done = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
         .block_on(async {
             let client = crate::run::connect().await?;
-            crate::plugin_resource::rollout_cli::apply(&client, &args.name, args.action).await
+            crate::delivery::resource::rollout_cli::apply(&client, &args.name, args.action).await
         })?;
     println!("{done}");
     Ok(ExitCode::SUCCESS)

@@ -31,7 +31,7 @@ pub const HOST_REASONS: &[&str] = &[
     "InvalidObject",
     // A controlled pod that lost its labels alive (controller::strays).
     "PodLabelsRestored",
-    // Plugins the host refuses to load (hotswap).
+    // Plugins the host refuses to load (delivery).
     "PluginRefused",
     // A plugin source moving too often: its moves held (hotswap::damper).
     "PluginSourceFlapping",

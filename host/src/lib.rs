@@ -1,60 +1,61 @@
 //! The wasm-operator host: a Kubernetes operator whose reconcile logic is a
 //! sandboxed WebAssembly component.
 //!
-//! - [`api_client`]: the Kubernetes client: read timeout, which failed
-//!   answers it repeats (never a create that may have been made).
-//! - [`crd`]: the `Jinghzhu` custom resource.
-//! - [`actions`]: what a plugin proposes, in the host's types.
-//! - [`ownership`]: what makes a Pod ours (labels, controller ownerReference).
-//! - [`observed`]: what the host counts itself for the status (`readyReplicas`).
-//! - [`plugin_text`]: escaping and bounding text from a plugin or a Jinghzhu
-//!   author before it reaches a log line, an Event or a metric label.
-//! - [`event_reasons`]: the Event reasons the host reserves for itself.
-//! - [`disk`]: files the host keeps and trusts later (the precompiled
-//!   cache, the OCI store): private directories, keyed files, bounds in
-//!   bytes and what is pinned.
+//! Rooms, from the ground up:
+//! - the shared model: [`crd`] (the `Jinghzhu` and `JinghzhuPlugin`
+//!   resources), [`actions`] (what a plugin proposes), [`ownership`] (what
+//!   makes a Pod ours), [`cached_pod`], [`observed`] (what the host counts
+//!   itself for the status), [`plugin_text`] (escaping and bounding text
+//!   from a plugin or a Jinghzhu author), [`event_reasons`].
+//! - [`locks`], [`tasks`], [`disk`]: locks that outlive a panic, named tasks,
+//!   files the host keeps and trusts later (private directories, keyed
+//!   files, bounds in bytes, pins).
+//! - [`kube_api`]: the Kubernetes client (deadlines, retries) and the
+//!   bounds every list and watch is read through.
+//! - [`judging`]: the pure rules of a canary rollout: plans, tallies, criteria.
 //! - [`runtime`]: the Wasm side: engine, loading, limits, calling `reconcile`.
-//! - [`controller`]: the Kubernetes side: informers, workqueue, reconcile loop.
+//! - [`telemetry`]: metrics, the Events queue and writer, probe state.
 //! - [`apply`]: validating and applying a proposal, and remembering what was
 //!   written (expectations, our own status writes).
-//! - [`telemetry`]: metrics, the Events queue and writer, probe state.
-//! - [`hotswap`]: plugin sources, vetting, the atomic switch, shadow mode, rollback.
-//! - [`leader`]: leader election on a Lease; standbys stay warm.
-//! - [`list_bounds`]: bounds on one list (pages, items, bytes, repeated
-//!   `continue` tokens), in the client and on the watch streams.
-//! - [`sources`]: plugins from OCI registries, cosign signature checks, the
-//!   local copies of pulled artifacts, `wasm-operator push`.
-//! - [`plugin_resource`]: the `JinghzhuPlugin` resource as the plugin source,
-//!   and its status.
+//! - [`registry`]: plugins from OCI registries, cosign signatures, the local
+//!   store of pulled artifacts, `wasm-operator push`.
+//! - [`slot`]: which plugin serves now: stable, probation, shadow, canary,
+//!   and the router of tenant slots.
+//! - [`leader`] and [`shards`]: leader election on a Lease; objects split
+//!   between replicas.
+//! - [`delivery`]: plugin sources watched, vetted, damped, swapped in or
+//!   refused; the `JinghzhuPlugin` resource as a source, with its status,
+//!   rollouts and tenants.
+//! - [`controller`]: informers, workqueue, the reconcile loop.
+//! - [`serve`] and [`run`]: the metrics/status endpoint and the `run` command.
 //! - [`offline`]: running a plugin on files, golden fixtures, comparing plugins
 //!   (`wasm-operator reconcile`), recording cases from a cluster (`record`).
 //! - [`scaffold`]: a new plugin crate (`wasm-operator new`).
-//! - [`run`] and [`serve`]: the `run` command and its metrics/status endpoint.
 //! - [`cli`]: the command line.
 
 pub mod actions;
-pub mod api_client;
 pub mod apply;
 pub mod cached_pod;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod delivery;
 pub mod disk;
 pub mod event_reasons;
-pub mod hotswap;
+pub mod judging;
+pub mod kube_api;
 pub mod leader;
-pub mod list_bounds;
 pub mod locks;
 pub mod observed;
 pub mod offline;
 pub mod ownership;
-pub mod plugin_resource;
 pub mod plugin_text;
+pub mod registry;
 pub mod run;
 pub mod runtime;
 pub mod scaffold;
 pub mod serve;
 pub mod shards;
-pub mod sources;
+pub mod slot;
 pub mod tasks;
 pub mod telemetry;

@@ -20,15 +20,15 @@ use crate::apply::Limits;
 use crate::apply::policy::PolicyArgs;
 use crate::controller::budget::BudgetConfig;
 use crate::controller::{self, ControllerConfig};
-use crate::hotswap::router::PluginRouter;
-use crate::hotswap::setup::{self, PluginOptions, PluginSource, Plugins};
-use crate::hotswap::{ActivePlugin, RollbackPolicy};
+use crate::delivery::resource::fleet::{JudgeBy, RolloutJudge};
+use crate::delivery::setup::{self, PluginOptions, PluginSource, Plugins};
 use crate::leader::lease::parse_duration;
 use crate::leader::{self, Elector, LeaderElectionConfig, Leadership};
-use crate::plugin_resource::judge::{JudgeBy, RolloutJudge};
 use crate::runtime::compiler::{DEFAULT_COMPILE_MEMORY_MIB, DEFAULT_COMPILE_TIMEOUT};
 use crate::runtime::{ChildCompiler, Compiler, Runtime, RuntimeArgs, RuntimeConfig};
 use crate::serve::{self, Endpoint, LeaderInfo};
+use crate::slot::router::PluginRouter;
+use crate::slot::{ActivePlugin, RollbackPolicy};
 use crate::tasks::AbortOnDrop;
 use crate::telemetry::health::Health;
 use crate::telemetry::metrics::Metrics;
@@ -122,10 +122,10 @@ pub struct RunArgs {
     pub runtime: RuntimeArgs,
     /// Plugins from OCI registries (`--plugin oci://…`) and their signatures.
     #[command(flatten)]
-    pub oci: crate::sources::OciArgs,
+    pub oci: crate::registry::OciArgs,
     /// Plugin files: the cap, where a JinghzhuPlugin's file may be.
     #[command(flatten)]
-    pub files: crate::sources::FileSourceArgs,
+    pub files: crate::registry::FileSourceArgs,
     /// Most seconds the child process that compiles a plugin (at start and on
     /// every swap) may take; it is killed after that and the plugin refused.
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_COMPILE_TIMEOUT_SECS", default_value_t = DEFAULT_COMPILE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -183,7 +183,7 @@ pub struct RunArgs {
     /// flaps, at most 8 times it), and only its newest plugin is offered;
     /// the others are coalesced, counted and reported (rule swap/flapping).
     /// 0: never held.
-    #[arg(long, env = "WASM_OPERATOR_MIN_SWAP_INTERVAL_SECS", default_value_t = crate::hotswap::damper::DEFAULT_MIN_SWAP_INTERVAL.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
+    #[arg(long, env = "WASM_OPERATOR_MIN_SWAP_INTERVAL_SECS", default_value_t = crate::slot::DEFAULT_MIN_SWAP_INTERVAL.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub min_swap_interval_secs: u64,
     /// Most pods one reconcile may create.
     #[arg(long, env = "WASM_OPERATOR_MAX_CREATES", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=5000))]
@@ -221,7 +221,7 @@ pub struct RunArgs {
     pub leader_election: LeaderElectionArgs,
     /// Bounds on one list (pages, items, bytes).
     #[command(flatten)]
-    pub lists: crate::list_bounds::ListBoundArgs,
+    pub lists: crate::kube_api::list_bounds::ListBoundArgs,
 }
 
 /// Leader election flags (controller-runtime's names and defaults).
@@ -303,14 +303,14 @@ impl LeaderElectionArgs {
 /// The OCI source `--plugin oci://…` names, with the `--oci-*` and
 /// `--plugin-verify-*` flags; refusals are recorded on the host's own Pod.
 fn oci_source(args: &RunArgs, reference: &str) -> Result<PluginSource> {
-    let reference = crate::sources::OciRef::parse(reference)?;
+    let reference = crate::registry::OciRef::parse(reference)?;
     let options = args.oci.options(&args.runtime.config())?;
     Ok(PluginSource::Oci(Box::new(
-        crate::hotswap::sources::OciSource {
+        crate::delivery::sources::OciSource {
             reference,
-            puller: crate::sources::OciPuller::new(options)?,
+            puller: crate::registry::OciPuller::new(options)?,
             poll_interval: args.oci.oci_poll_interval,
-            events_on: crate::hotswap::sources::own_pod(),
+            events_on: crate::delivery::sources::own_pod(),
         },
     )))
 }
@@ -322,8 +322,8 @@ fn resource_options(
     name: &str,
     policy: crate::apply::policy::PodPolicy,
     (replica, late): (String, &LateBound),
-) -> Result<crate::plugin_resource::ResourceOptions> {
-    Ok(crate::plugin_resource::ResourceOptions {
+) -> Result<crate::delivery::resource::ResourceOptions> {
+    Ok(crate::delivery::resource::ResourceOptions {
         name: name.to_string(),
         shadow: args.shadow_plugin_resource.clone(),
         // The Lease identity when electing, so both name one replica.
@@ -367,7 +367,7 @@ impl LateBound {
 
 /// `--tenant-plugins`: the router handing each object its slot, with the
 /// tenants followed in a task of their own (see
-/// [`crate::plugin_resource::tenants`]); without it, the default slot only.
+/// [`crate::delivery::resource::tenants`]); without it, the default slot only.
 async fn plugin_router(
     args: &RunArgs,
     client: &Client,
@@ -378,12 +378,12 @@ async fn plugin_router(
 ) -> Result<Arc<PluginRouter>> {
     let router = Arc::new(PluginRouter::new(active));
     if args.tenant_plugins {
-        crate::plugin_resource::check_tenant_access(client).await?;
-        crate::plugin_resource::tenants::check_access(client).await?;
+        crate::delivery::resource::check_tenant_access(client).await?;
+        crate::delivery::resource::tenants::check_access(client).await?;
         let key_secrets =
-            crate::plugin_resource::keys::AllowedKeySecrets::parse(&args.tenant_key_secrets)
+            crate::delivery::resource::keys::AllowedKeySecrets::parse(&args.tenant_key_secrets)
                 .map_err(|err| anyhow!(err))?;
-        crate::plugin_resource::tenants::start(
+        crate::delivery::resource::tenants::start(
             client,
             runtime,
             resource_options(
@@ -392,7 +392,7 @@ async fn plugin_router(
                 policy,
                 (replica, late),
             )?,
-            crate::plugin_resource::tenants::SlotSettings {
+            crate::delivery::resource::tenants::SlotSettings {
                 allow_downgrade: args.plugin_allow_downgrade,
                 min_swap_interval: Duration::from_secs(args.min_swap_interval_secs),
                 key_secrets,
@@ -419,7 +419,7 @@ async fn plugin_side(
     Ok(if let Some(name) = &args.plugin_resource {
         // The JinghzhuPlugin names the plugin (see `plugin_resource`); its
         // drivers pull and compile in their own tasks.
-        let plugins = crate::plugin_resource::start(
+        let plugins = crate::delivery::resource::start(
             client,
             runtime,
             resource_options(args, name, policy, (replica, late))?,
@@ -429,7 +429,7 @@ async fn plugin_side(
         (plugins, None)
     } else {
         let source = match (&args.plugin, &args.plugin_configmap) {
-            (Some(path), _) if path.to_str().is_some_and(crate::sources::is_oci) => {
+            (Some(path), _) if path.to_str().is_some_and(crate::registry::is_oci) => {
                 oci_source(args, path.to_str().unwrap_or_default())?
             }
             (Some(path), _) => PluginSource::File(path.clone()),
@@ -529,7 +529,7 @@ fn controller_config(
     policy: crate::apply::policy::PolicyConfig,
     (leadership, health, shards): (Leadership, Arc<Health>, Option<crate::shards::Shards>),
     holds_leases: bool,
-    list_bounds: crate::list_bounds::ListBounds,
+    list_bounds: crate::kube_api::list_bounds::ListBounds,
 ) -> ControllerConfig {
     ControllerConfig {
         namespace: args.namespace.clone(),
@@ -744,7 +744,7 @@ async fn release_all(
         .iter()
         .chain(&args.shadow_plugin_resource);
     for name in resources {
-        crate::plugin_resource::status::StatusWriter::leave(client, name, replica).await;
+        crate::delivery::resource::status::StatusWriter::leave(client, name, replica).await;
     }
 }
 
@@ -787,11 +787,11 @@ fn controller_share(timeout: Duration, leases: bool) -> Duration {
 /// `~/.kube/config`, in-cluster), checked to reach the API server; the
 /// errors say what to do.
 pub async fn connect() -> Result<Client> {
-    connect_bounded(crate::list_bounds::ListBounds::default()).await
+    connect_bounded(crate::kube_api::list_bounds::ListBounds::default()).await
 }
 
 /// [`connect`] with the client's lists bounded by `lists`.
-pub async fn connect_bounded(lists: crate::list_bounds::ListBounds) -> Result<Client> {
+pub async fn connect_bounded(lists: crate::kube_api::list_bounds::ListBounds) -> Result<Client> {
     let config = kube::Config::infer().await.map_err(|err| {
         anyhow!(
             "no Kubernetes configuration found ({err}). Set KUBECONFIG or create ~/.kube/config, \
@@ -800,8 +800,11 @@ pub async fn connect_bounded(lists: crate::list_bounds::ListBounds) -> Result<Cl
         )
     })?;
     let server = config.cluster_url.to_string();
-    let client =
-        crate::api_client::build_bounded(config, crate::api_client::MAX_RETRY_WAIT, lists)?;
+    let client = crate::kube_api::client::build_bounded(
+        config,
+        crate::kube_api::client::MAX_RETRY_WAIT,
+        lists,
+    )?;
     client
         .apiserver_version()
         .await
@@ -854,7 +857,7 @@ async fn shutdown_signal() {
 
 /// Sharded: the holder of shard 0 prunes the resources' `status.replicas`
 /// entries of replicas without a live membership Lease
-/// ([`crate::plugin_resource::prune`]); stopped when dropped.
+/// ([`crate::delivery::resource::prune`]); stopped when dropped.
 fn start_pruner(
     args: &RunArgs,
     client: &Client,
@@ -869,7 +872,7 @@ fn start_pruner(
     if resources.is_empty() {
         return None;
     }
-    Some(AbortOnDrop::from(crate::plugin_resource::prune::start(
+    Some(AbortOnDrop::from(crate::delivery::resource::prune::start(
         client.clone(),
         resources,
         shards?.clone(),
@@ -1003,7 +1006,7 @@ mod tests {
         };
         assert_eq!(
             usize::from(args.shadow_queue),
-            crate::hotswap::shadow::DEFAULT_SHADOW_QUEUE
+            crate::slot::shadow::DEFAULT_SHADOW_QUEUE
         );
         assert!(parse(&["--shadow-plugin-sha256", "ab"]).is_err());
         assert!(parse(&["--shadow-plugin", "s.wasm", "--shadow-queue", "0"]).is_err());
@@ -1032,7 +1035,7 @@ mod tests {
         };
         assert_eq!(args.tenant_key_secrets, ["ops/a", "ops/b", "keys/c"]);
         assert!(
-            crate::plugin_resource::keys::AllowedKeySecrets::parse(&args.tenant_key_secrets)
+            crate::delivery::resource::keys::AllowedKeySecrets::parse(&args.tenant_key_secrets)
                 .is_ok()
         );
         assert!(parse(&["--tenant-key-secret", "ops/a"]).is_err());

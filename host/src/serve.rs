@@ -24,10 +24,10 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 
-use crate::hotswap::ActivePlugin;
-use crate::hotswap::swapper::SwapHistory;
+use crate::delivery::swapper::SwapHistory;
 use crate::leader::Leadership;
 use crate::shards::Shards;
+use crate::slot::ActivePlugin;
 use crate::telemetry::health::Health;
 use crate::telemetry::metrics::Metrics;
 

@@ -802,7 +802,7 @@ fn no_state_survives_from_one_call_to_the_next() {
 #[test]
 fn a_slot_pins_the_plugins_it_serves_and_can_roll_back_to() {
     use wasm_operator::disk::pins::pinned;
-    use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
+    use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
     use wasm_operator::telemetry::metrics::Metrics;
     let runtime = Runtime::new(config()).expect("runtime");
     let v1 = load(&runtime, &replicaset(Toolchain::Wasip2)).expect("v1");

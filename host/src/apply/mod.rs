@@ -10,7 +10,7 @@
 //! What it may import: `telemetry/` (Events, counters), `runtime/` (the WIT
 //! types a proposal is checked in) and the shared types (`actions`, `crd`,
 //! `cached_pod`, `ownership`, `observed`, `plugin_text`, `event_reasons`).
-//! Never `controller/`, `hotswap/` or anything above them: they call it.
+//! Never `controller/`, `slot/`, `delivery/` or anything above them: they call it.
 //!
 //! Events are aggregated per reconcile: one `SuccessfulCreate` naming the
 //! pods created, one `SuccessfulDelete`, and one Event per reason the plugin
@@ -47,7 +47,7 @@
 //! or load balancer also answers when its upstream went away mid-request).
 //! A 429 is *answered*: kube-apiserver's rate limits (max-in-flight,
 //! priority and fairness) refuse before the handler runs. The client sends no write
-//! twice ([`crate::api_client`]), so these answers reach this layer as they
+//! twice ([`crate::kube_api::client`]), so these answers reach this layer as they
 //! came. A create that was not sent or was
 //! answered releases its expectation at once, so the object's next
 //! reconcile (after its backoff) creates again; only a maybe-sent create

@@ -8,7 +8,7 @@
 //!
 //! client-go doubles up to 1000 s. The host stops at 30 s: its client hands
 //! a write refused with 429 or 503 straight back instead of waiting on
-//! `Retry-After` ([`crate::api_client`]), so this backoff is what spaces
+//! `Retry-After` ([`crate::kube_api::client`]), so this backoff is what spaces
 //! the retries of such an object, and no object should wait a quarter of
 //! an hour for a refusal that lasted seconds.
 //!

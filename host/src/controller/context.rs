@@ -16,7 +16,7 @@ use crate::apply::Limits;
 use crate::apply::policy::PolicyConfig;
 use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
-use crate::hotswap::router::PluginRouter;
+use crate::slot::router::PluginRouter;
 use crate::telemetry::events::EventSink;
 use crate::telemetry::metrics::Metrics;
 

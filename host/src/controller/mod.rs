@@ -3,7 +3,7 @@
 //! plugin and hand what it proposes to [`crate::apply`]. It owns watching,
 //! queueing and reconciling, nothing else.
 //!
-//! What it may import: the rooms below it — `hotswap/` (the active plugin),
+//! What it may import: the rooms below it — `slot/` (the active plugin), `judging/`,
 //! `apply/` (validating and applying a proposal, expectations, our own
 //! status writes), `leader/`, `telemetry/` (metrics, Events, health),
 //! `runtime/` and the shared types (`crd`, `cached_pod`, `ownership`,
@@ -81,14 +81,14 @@ use crate::apply::fence::WriteFence;
 use crate::apply::policy::PolicyConfig;
 use crate::apply::{expectations, own_writes};
 use crate::crd::Jinghzhu;
-use crate::hotswap::ActivePlugin;
-use crate::hotswap::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::leader::Leadership;
 use crate::leader::catch_up::LeaderGate;
 use crate::ownership::{MANAGED_BY_SELECTOR, SHARD_LABEL};
 use crate::runtime::reclaim;
 use crate::shards::Shards;
 use crate::shards::labeller::Labeller;
+use crate::slot::ActivePlugin;
+use crate::slot::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::tasks::AbortOnDrop;
 use crate::telemetry::health::Health;
 use crate::telemetry::{event_writer, events, metrics};
@@ -190,8 +190,8 @@ pub struct ControllerConfig {
     /// left (at most [`EVENT_DRAIN_TIMEOUT`]).
     pub shutdown_timeout: Duration,
     /// Bounds on the watches' lists (the same the client enforces pages,
-    /// bytes and tokens with; see [`crate::list_bounds`]).
-    pub list_bounds: crate::list_bounds::ListBounds,
+    /// bytes and tokens with; see [`crate::kube_api::list_bounds`]).
+    pub list_bounds: crate::kube_api::list_bounds::ListBounds,
     /// Give the executable's pages back to the kernel once ready, so only
     /// what the host runs from then on is faulted in again
     /// ([`reclaim::page_out_executable`]).
@@ -218,7 +218,7 @@ impl Default for ControllerConfig {
             health: Arc::new(Health::default()),
             shards: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
-            list_bounds: crate::list_bounds::ListBounds::default(),
+            list_bounds: crate::kube_api::list_bounds::ListBounds::default(),
             page_out_start_up_code: true,
         }
     }
@@ -417,7 +417,7 @@ pub async fn run(
 }
 
 /// [`run`] with plugin slots per object: the default one and the tenants'
-/// ([`crate::hotswap::router`]).
+/// ([`crate::slot::router`]).
 pub async fn run_routed(
     client: Client,
     plugin: Arc<PluginRouter>,

@@ -29,11 +29,11 @@ use crate::apply::fence::WriteFence;
 use crate::apply::policy;
 use crate::apply::{self, Applied, ApplyError, Validated, validate};
 use crate::crd::{Jinghzhu, JinghzhuStatus};
-use crate::hotswap::ActivePlugin;
-use crate::hotswap::figures::Sample;
+use crate::judging::tally::Sample;
 use crate::ownership::{MANAGED_BY_SELECTOR, OWNER_LABEL, is_controlled_by};
 use crate::plugin_text::shown;
 use crate::runtime::{LoadedPlugin, PluginError, RawProposal, reclaim};
+use crate::slot::ActivePlugin;
 use crate::telemetry::log_limit::Verdict;
 use crate::telemetry::metrics::{PluginCall, PluginLabels, PluginOutcome};
 

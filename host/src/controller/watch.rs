@@ -32,24 +32,24 @@
 //! its `InitDone` (objects of dropped shards leave, those of new ones come
 //! in), and [`Synced`] says which selection the caches show.
 //!
-//! Each list is bounded ([`crate::list_bounds`]: pages, bytes and repeated
+//! Each list is bounded ([`crate::kube_api::list_bounds`]: pages, bytes and repeated
 //! `continue` tokens in the client, items on these streams) and a failed
 //! or refused one is tried again after a backoff that the next list's
 //! start does not reset; on its failure each cache drops what it had
 //! buffered of it, so an abandoned list holds no memory while it waits.
-//! Pod lists are sized to the Jinghzhus served ([`crate::list_bounds`],
+//! Pod lists are sized to the Jinghzhus served ([`crate::kube_api::list_bounds`],
 //! rule `list/sized-to-work`): the pod watch lists only once the Jinghzhu
 //! cache holds a list of the same selection, so the count is known. The
 //! pods no Jinghzhu controls never reach these streams: the client leaves
-//! them out ([`crate::list_bounds::pods`]), and a pod that stops being
+//! them out ([`crate::kube_api::list_bounds::pods`]), and a pod that stops being
 //! controlled arrives as a `DELETED` event without an owner.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::list_bounds::ListBounds;
-use crate::list_bounds::stream::bounded_watcher;
+use crate::kube_api::list_bounds::ListBounds;
+use crate::kube_api::list_bounds::stream::bounded_watcher;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
@@ -228,7 +228,7 @@ fn count_lists<K>(
 }
 
 /// kube's `reflect(writer)`, that also drops what a failed or refused list
-/// had buffered (see [`crate::list_bounds`]; outside a list the buffer is
+/// had buffered (see [`crate::kube_api::list_bounds`]; outside a list the buffer is
 /// empty).
 fn reflect_abandoning<K>(
     mut writer: reflector::store::Writer<K>,
@@ -480,7 +480,7 @@ impl PodEvents {
 
     /// A pod whose event takes it out of the cache with no controller (what
     /// the client sends in place of a pod a Jinghzhu no longer controls,
-    /// see [`crate::list_bounds::pods`]) while its cached version had one:
+    /// see [`crate::kube_api::list_bounds::pods`]) while its cached version had one:
     /// that version, for the triggers downstream, so its former owner is
     /// queued and replaces it. Asked before the event is applied; the
     /// event itself (no owner) holds nobody as a stray.
@@ -497,7 +497,7 @@ impl PodEvents {
     }
 
     /// Drops what the list under way had buffered (a failed or refused list,
-    /// see [`crate::list_bounds`]: the watcher starts the next one afresh);
+    /// see [`crate::kube_api::list_bounds`]: the watcher starts the next one afresh);
     /// nothing is buffered outside a list.
     fn abandon_list(&mut self) {
         self.writer.apply_watcher_event(&watcher::Event::Init);

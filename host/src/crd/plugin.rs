@@ -5,7 +5,7 @@
 //! Its CRD is generated from these types (`wasm-operator crd`, after the
 //! Jinghzhu's) and kept identical to `examples/crd.yaml` and
 //! `examples/deploy/crd.yaml` by a test. The host that reads it lives in
-//! `plugin_resource/`; this module only says what the object looks like.
+//! `delivery/resource/`; this module only says what the object looks like.
 //!
 //! The status is written by every replica with server-side apply under a
 //! field manager of its own (`wasm-operator/<replica>`): each owns its entry

@@ -14,7 +14,7 @@
 //!   before (its rollback target) and shadows, as the slot last said.
 //!
 //! What it may import: nothing of the crate (it is below `runtime` and
-//! `sources`, which use it, and `hotswap`, which sets the pins).
+//! `registry`, which use it, and `slot`, which sets the pins).
 
 pub mod pins;
 pub mod private;

@@ -13,7 +13,7 @@
 //!   reference no source follows any more is evictable like anything else.
 //!   Each source holds a [`Following`] while it lives ([`followed`]).
 //!
-//! Process-wide registries, because who knows them (`hotswap`'s slots and
+//! Process-wide registries, because who knows them (`slot`'s slots and
 //! sources) and the directories that need them (the precompiled cache in
 //! the runtime, the OCI store in each puller) are made apart. A dropped
 //! holder's pins go with it. A process with several slots (tests) keeps

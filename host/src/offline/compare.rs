@@ -3,7 +3,7 @@
 //! their outcomes differ, a diff says how (`-` old, `+` new).
 //!
 //! Proposals are compared structurally, as shadow mode does
-//! ([`crate::hotswap::shadow::differences_between`] gives the one-line
+//! ([`crate::slot::shadow::differences_between`] gives the one-line
 //! summary shadow mode logs); here the whole YAML diff follows it. A plugin
 //! error is an outcome too: two plugins that fail the same way agree.
 
@@ -16,8 +16,8 @@ use super::diff::diff;
 use super::fixtures::{self, case_name, read_case};
 use super::input::OfflineInput;
 use crate::actions::ProposedActions;
-use crate::hotswap::shadow;
 use crate::runtime::{LoadedPlugin, PluginError};
+use crate::slot::shadow;
 
 /// How two plugins fared on one case.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 //! them; and recording fixture cases from a live cluster
 //! (`wasm-operator record`). The fixture format is `plugins/FIXTURES.md`.
 //!
-//! What it may import: `run.rs` (the runtime flags), `hotswap/`,
+//! What it may import: `run.rs` (the runtime flags), `slot/`,
 //! `runtime/` and the shared types (`actions`, `crd`, `ownership`); only
 //! `cli.rs` sits above it.
 //!

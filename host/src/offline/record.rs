@@ -195,7 +195,7 @@ async fn connect(kubeconfig: Option<&Path>) -> Result<Client> {
         .await
         .with_context(|| format!("the kubeconfig {} is not usable", path.display()))?;
     let server = config.cluster_url.to_string();
-    let client = crate::api_client::build(config)?;
+    let client = crate::kube_api::client::build(config)?;
     client
         .apiserver_version()
         .await

@@ -4,7 +4,7 @@
 //!
 //! What it may import: only the shared types below it (`actions`, `crd`,
 //! `plugin_text`) and `disk` (the precompiled cache's checks and bound). Everything that judges or applies a plugin's output
-//! (`apply/`, `hotswap/`, `controller/`) and `telemetry/` sit above it.
+//! (`apply/`, `slot/`, `controller/`) and `telemetry/` sit above it.
 //!
 //! - [`config`]: limits, allocator, cache location, and their CLI flags.
 //! - [`bindings`]: the `jinghzhu:operator@0.1.0` and `@0.2.0` worlds,

@@ -15,7 +15,7 @@
 //!   ghosts ([`super::ghosts`]);
 //! - `wasm_operator_plugin_resource_entries_pruned_total`: `status.replicas`
 //!   entries of replicas without a live membership Lease removed by this
-//!   replica (the holder of shard 0, see `plugin_resource::prune`);
+//!   replica (the holder of shard 0, see `delivery::resource::prune`);
 //! - `wasm_operator_shard_skipped_reconciles_total`: reconciles skipped
 //!   because this replica does not (or no longer, or not yet) own the
 //!   object's shard;

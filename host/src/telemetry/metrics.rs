@@ -178,11 +178,11 @@ pub struct Metrics {
     /// Lists each watch made: its first, and each relist (410 Gone after a
     /// compaction, or a restart for new shards); a resumed watch lists not.
     pub watch_lists: Family<WatchLabels, Counter>,
-    /// Lists abandoned at a bound ([`crate::list_bounds`]).
-    pub list_refused: Family<crate::list_bounds::ListRefusedLabels, Counter>,
+    /// Lists abandoned at a bound ([`crate::kube_api::list_bounds`]).
+    pub list_refused: Family<crate::kube_api::list_bounds::ListRefusedLabels, Counter>,
     /// Pods the client left out of pod lists and watches, by reason
-    /// ([`crate::list_bounds::pods`]).
-    pub pods_dropped: Family<crate::list_bounds::pods::PodsDroppedLabels, Counter>,
+    /// ([`crate::kube_api::list_bounds::pods`]).
+    pub pods_dropped: Family<crate::kube_api::list_bounds::pods::PodsDroppedLabels, Counter>,
     /// Plugin calls by plugin digest.
     pub plugin_calls: Family<PluginLabels, Counter>,
     /// Plugin calls that failed (trap, deadline, memory cap, returned error).
@@ -699,7 +699,7 @@ impl Metrics {
 
     /// Drops the series of the plugin `labels` names: its calls, errors,
     /// call durations and outcomes (see
-    /// [`crate::hotswap::RETIRED_PLUGIN_SERIES_KEPT`]).
+    /// [`crate::slot::RETIRED_PLUGIN_SERIES_KEPT`]).
     pub fn forget_plugin(&self, labels: &PluginCallLabels) {
         let by_digest = PluginLabels {
             plugin: labels.digest.clone(),

@@ -5,7 +5,7 @@
 //! ([`health`]).
 //!
 //! It sits below the rooms that report through it (`controller/`,
-//! `hotswap/`, `apply/`, `serve.rs`, `run.rs`) so none of them reaches up
+//! `slot/`, `delivery/`, `apply/`, `serve.rs`, `run.rs`) so none of them reaches up
 //! for another to record something. It may import only the rooms below it:
 //! `runtime/` (a plugin's identity and errors, for metric labels), `crd`,
 //! and `plugin_text` (every Event's text is escaped and bounded there).

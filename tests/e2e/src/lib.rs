@@ -27,9 +27,9 @@ use local_control_plane::ControlPlane;
 use tokio::sync::{OnceCell, oneshot};
 use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
-use wasm_operator::hotswap::setup::{self, PluginOptions, PluginSource};
-use wasm_operator::hotswap::swapper::SwapHistory;
-use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
+use wasm_operator::delivery::setup::{self, PluginOptions, PluginSource};
+use wasm_operator::delivery::swapper::SwapHistory;
+use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::ownership::is_controlled_by;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
 use wasm_operator::telemetry::metrics::{Metrics, PluginLabels};
@@ -505,7 +505,7 @@ impl HostOptions {
             pinned_sha256: None,
             shadow: None,
             shadow_pinned_sha256: None,
-            shadow_queue: wasm_operator::hotswap::shadow::DEFAULT_SHADOW_QUEUE,
+            shadow_queue: wasm_operator::slot::shadow::DEFAULT_SHADOW_QUEUE,
             rollback: RollbackPolicy::default(),
             controller: ControllerConfig::default(),
             client: None,
@@ -537,7 +537,7 @@ impl RunningHost {
                 shadow_pinned_sha256: options.shadow_pinned_sha256,
                 shadow_queue: options.shadow_queue,
                 rollback: options.rollback,
-                max_file_bytes: wasm_operator::sources::bounded::FileRules::default().max_bytes,
+                max_file_bytes: wasm_operator::registry::bounded::FileRules::default().max_bytes,
             },
             metrics.clone(),
         )

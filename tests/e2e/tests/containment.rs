@@ -399,7 +399,7 @@ async fn host_compiling_in_a_child(
     cache: &std::path::Path,
 ) -> anyhow::Result<RunningHost> {
     let mut options = HostOptions::file(std::path::Path::new("-"));
-    options.source = wasm_operator::hotswap::setup::PluginSource::ConfigMap {
+    options.source = wasm_operator::delivery::setup::PluginSource::ConfigMap {
         namespace: env.namespace.clone(),
         name: "plugin".into(),
         key: "plugin.wasm".into(),

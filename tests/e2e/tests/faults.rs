@@ -108,7 +108,7 @@ async fn host_through(
         config.reset_reader_on_write = true;
     }
     let options = HostOptions {
-        client: Some(wasm_operator::api_client::build(config)?),
+        client: Some(wasm_operator::kube_api::client::build(config)?),
         ..HostOptions::file(&replicaset())
     };
     RunningHost::start_with(env, options).await
@@ -221,7 +221,7 @@ async fn an_api_server_restarted_at_ten_points_of_a_scale_leaves_no_object_behin
     let host = RunningHost::start_with(
         &env,
         HostOptions {
-            client: Some(wasm_operator::api_client::build(config)?),
+            client: Some(wasm_operator::kube_api::client::build(config)?),
             // One worker: the writes of the 20 objects take turns, so each
             // restart point falls inside the scale.
             controller: ControllerConfig {

@@ -9,8 +9,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use wasm_operator::crd::Jinghzhu;
-use wasm_operator::hotswap::setup::PluginSource;
-use wasm_operator::hotswap::{RollbackPolicy, damper};
+use wasm_operator::delivery::setup::PluginSource;
+use wasm_operator::delivery::damper;
+use wasm_operator::slot::RollbackPolicy;
 use wasm_operator::runtime::digest_of;
 
 const V2_PREFIX: &str = "[v2] ";
@@ -699,7 +700,7 @@ async fn a_flapping_plugin_source_costs_no_status_writes_and_few_swaps() -> anyh
 /// `RETIRED_PLUGIN_SERIES_KEPT` retired ones keep theirs; older ones' go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metric_series_of_long_retired_plugins_are_dropped() -> anyhow::Result<()> {
-    use wasm_operator::hotswap::RETIRED_PLUGIN_SERIES_KEPT;
+    use wasm_operator::slot::RETIRED_PLUGIN_SERIES_KEPT;
     use wasm_operator::telemetry::metrics::PluginLabels;
     let builds: Vec<Vec<u8>> = (0..RETIRED_PLUGIN_SERIES_KEPT + 4)
         .map(|i| with_custom_section(&v1(), "build", format!("build {i}").as_bytes()))
@@ -801,7 +802,7 @@ async fn a_person_swapping_back_within_seconds_is_not_held() -> anyhow::Result<(
     let host = RunningHost::start(&env, &live).await?;
     assert_eq!(
         host.plugin.quiet_interval(),
-        damper::DEFAULT_MIN_SWAP_INTERVAL,
+        wasm_operator::slot::DEFAULT_MIN_SWAP_INTERVAL,
         "the default quiet interval"
     );
     env.create("web", 1, &[]).await?;

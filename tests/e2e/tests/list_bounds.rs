@@ -22,7 +22,7 @@ use e2e_tests::watched_host::WatchedHost;
 use e2e_tests::{HostOptions, LogCapture, RunningHost, TestEnv, plugin, wait_for};
 use futures::future::try_join_all;
 use wasm_operator::controller::ControllerConfig;
-use wasm_operator::list_bounds::{Bound, ListBounds, ListLimits};
+use wasm_operator::kube_api::list_bounds::{Bound, ListBounds, ListLimits};
 use wasm_operator::telemetry::health::Health;
 
 /// One test at a time (each starts a host whose lists never end).
@@ -62,9 +62,9 @@ async fn setup(prefix: &str, mode: ListMode, limits: ListLimits) -> Result<Setup
 }
 
 async fn start_host(setup: &Setup) -> Result<RunningHost> {
-    let client = wasm_operator::api_client::build_bounded(
+    let client = wasm_operator::kube_api::client::build_bounded(
         setup.proxy.host_config(&setup.env.namespace)?,
-        wasm_operator::api_client::MAX_RETRY_WAIT,
+        wasm_operator::kube_api::client::MAX_RETRY_WAIT,
         setup.bounds.clone(),
     )?;
     let options = HostOptions {

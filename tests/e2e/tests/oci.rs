@@ -13,11 +13,11 @@ use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::{Api, ObjectMeta, PostParams};
 use local_control_plane::registry::{LocalRegistry, RegistryOptions};
-use wasm_operator::hotswap::setup::PluginSource;
-use wasm_operator::hotswap::sources::{OciFirstRead, OciSource, read_oci};
+use wasm_operator::delivery::setup::PluginSource;
+use wasm_operator::delivery::sources::{OciFirstRead, OciSource, read_oci};
+use wasm_operator::registry::signature::{Threshold, VerificationPolicy};
+use wasm_operator::registry::{OciOptions, OciPuller, OciRef, rules};
 use wasm_operator::runtime::digest_of;
-use wasm_operator::sources::signature::{Threshold, VerificationPolicy};
-use wasm_operator::sources::{OciOptions, OciPuller, OciRef, rules};
 
 const REPO: &str = "plugins/replicaset";
 const POLL: Duration = Duration::from_secs(1);
@@ -237,7 +237,7 @@ async fn an_oci_plugin_is_verified_swapped_refused_and_kept() -> anyhow::Result<
     registry.oras_push(&format!("{OTHER_REPO}:v3"), &v3, true)?;
     let m_other = digest_in(&registry, OTHER_REPO, "v3", &opts).await;
     registry.cosign_sign(&key, OTHER_REPO, &m_other)?;
-    let sig_tag = wasm_operator::sources::signature::signature_tag(&m_other);
+    let sig_tag = wasm_operator::registry::signature::signature_tag(&m_other);
     registry.oras_copy(
         &format!("{OTHER_REPO}:{sig_tag}"),
         &format!("{REPO}:{sig_tag}"),
@@ -427,7 +427,7 @@ async fn a_plain_http_registry_is_used_only_when_named_insecure() -> anyhow::Res
 
     // Not named: HTTPS is spoken to it and fails, with the way out named.
     let strict = OciPuller::new(OciOptions::default())?;
-    let refused = wasm_operator::sources::push::push(&strict, &reference, &bytes)
+    let refused = wasm_operator::registry::push::push(&strict, &reference, &bytes)
         .await
         .expect_err("a push over HTTPS to a plain-HTTP registry fails");
     assert_eq!(refused.rule, rules::UNREACHABLE, "{refused}");
@@ -436,7 +436,7 @@ async fn a_plain_http_registry_is_used_only_when_named_insecure() -> anyhow::Res
         ..OciOptions::default()
     })?;
     assert!(
-        wasm_operator::sources::push::push(&other, &reference, &bytes)
+        wasm_operator::registry::push::push(&other, &reference, &bytes)
             .await
             .is_err(),
         "naming another registry insecure does not make this one plain HTTP"
@@ -448,7 +448,7 @@ async fn a_plain_http_registry_is_used_only_when_named_insecure() -> anyhow::Res
         ..OciOptions::default()
     };
     let puller = OciPuller::new(insecure.clone())?;
-    let pushed = wasm_operator::sources::push::push(&puller, &reference, &bytes).await?;
+    let pushed = wasm_operator::registry::push::push(&puller, &reference, &bytes).await?;
     let pulled = puller.pull(&reference).await?;
     assert_eq!(pulled.manifest_digest, pushed);
     assert_eq!(pulled.bytes, bytes);
@@ -796,9 +796,9 @@ async fn the_oci_store_is_bounded_and_a_planted_copy_is_not_served() -> anyhow::
     })
     .to_string()
     .into_bytes();
-    let theirs = wasm_operator::sources::store::Store::open(
+    let theirs = wasm_operator::registry::store::Store::open(
         work.path().join("theirs"),
-        &wasm_operator::sources::store::StoreKey::default(),
+        &wasm_operator::registry::store::StoreKey::default(),
         u64::MAX,
     )
     .map_err(anyhow::Error::msg)?;

@@ -15,8 +15,8 @@ use wasm_operator::apply::policy::PodPolicy;
 use wasm_operator::crd::plugin::{
     JinghzhuPlugin, JinghzhuPluginSpec, PluginMode, PluginSourceSpec,
 };
+use wasm_operator::registry::OciOptions;
 use wasm_operator::runtime::digest_of;
-use wasm_operator::sources::OciOptions;
 
 mod resource_host;
 
@@ -284,8 +284,8 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
     };
     registry.oras_push(&format!("{REPO}:live"), &v1, true)?;
     let reference = format!("{}/{REPO}:live", registry.addr);
-    let m1 = wasm_operator::sources::OciPuller::new(options.clone())?
-        .resolve(&wasm_operator::sources::OciRef::parse(&format!(
+    let m1 = wasm_operator::registry::OciPuller::new(options.clone())?
+        .resolve(&wasm_operator::registry::OciRef::parse(&format!(
             "oci://{reference}"
         ))?)
         .await?;
@@ -380,13 +380,13 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
 
     // allOf and anyOf together: v2 signed by the release key only is
     // refused while the policy also wants one of anyOf (the QA key) ...
-    let resolver = wasm_operator::sources::OciPuller::new(OciOptions {
+    let resolver = wasm_operator::registry::OciPuller::new(OciOptions {
         ca_files: vec![registry.ca_cert.clone()],
         docker_config: Some(std::fs::read(registry.docker_config_file())?),
         ..OciOptions::default()
     })?;
     let m2 = resolver
-        .resolve(&wasm_operator::sources::OciRef::parse(&format!(
+        .resolve(&wasm_operator::registry::OciRef::parse(&format!(
             "oci://{reference}"
         ))?)
         .await?;
@@ -492,7 +492,7 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
     let v3_digest = digest_of(&std::fs::read(&v3)?);
     registry.oras_push(&format!("{REPO}:v3"), &v3, false)?;
     let m3 = resolver
-        .resolve(&wasm_operator::sources::OciRef::parse(&format!(
+        .resolve(&wasm_operator::registry::OciRef::parse(&format!(
             "oci://{}/{REPO}:v3",
             registry.addr
         ))?)
@@ -725,7 +725,7 @@ hJXKUuHYSBNjl2ufrM3Y9Pa1goyqYsekz6aLqGn4GlTchKYO78S/gPTuOg==
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_keys_refuse_an_unsigned_resource_source_unless_the_admin_allows_it()
 -> anyhow::Result<()> {
-    use wasm_operator::sources::signature::{
+    use wasm_operator::registry::signature::{
         PublicKeyVerifier, Threshold, VerificationPolicy, Verifier,
     };
     let env = TestEnv::new("plugin-resource-unsigned").await?;
@@ -879,7 +879,7 @@ async fn a_canary_failing_its_first_cohort_is_aborted(
     name: &str,
     (v2, v3): (&[u8], &[u8]),
 ) -> anyhow::Result<()> {
-    use wasm_operator::hotswap::canary::in_cohort;
+    use wasm_operator::judging::plan::in_cohort;
     use wasm_operator::telemetry::metrics::PluginLabels;
     const OBJECTS: usize = 12;
     // v3 fails on the objects of its first cohort (25%): they ask the
@@ -951,7 +951,7 @@ async fn a_canary_failing_its_first_cohort_is_aborted(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canary_is_paused_promoted_and_aborted_by_hand() -> anyhow::Result<()> {
     use wasm_operator::crd::plugin::RolloutSpec;
-    use wasm_operator::plugin_resource::rollout_cli::{RolloutAction, apply};
+    use wasm_operator::delivery::resource::rollout_cli::{RolloutAction, apply};
     let env = TestEnv::new("jzp-rollout-cli").await?;
     install_plugin_crd(&env).await?;
     let name = env.namespace.clone();

@@ -17,8 +17,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use resource_host::*;
 use wasm_operator::apply::policy::PodPolicy;
 use wasm_operator::crd::plugin::{JinghzhuPlugin, PodPolicySpec, RolloutSpec, RolloutStatus};
-use wasm_operator::hotswap::canary::in_cohort;
-use wasm_operator::plugin_resource::rollout::ROLLOUT_ACTION_ANNOTATION;
+use wasm_operator::delivery::resource::rollout::ROLLOUT_ACTION_ANNOTATION;
+use wasm_operator::judging::plan::in_cohort;
 use wasm_operator::runtime::digest_of;
 use wasm_operator::telemetry::metrics::PluginLabels;
 
@@ -158,10 +158,10 @@ async fn a_canary_never_loosens_the_stable_plugins_pod_policy() -> anyhow::Resul
     // stable plugin time to make pods if it could.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let during = evil_pods().await?;
-    wasm_operator::plugin_resource::rollout_cli::apply(
+    wasm_operator::delivery::resource::rollout_cli::apply(
         &env.client,
         &name,
-        wasm_operator::plugin_resource::rollout_cli::RolloutAction::Abort,
+        wasm_operator::delivery::resource::rollout_cli::RolloutAction::Abort,
     )
     .await?;
     phase_is(&env, &name, "Aborted", &v2).await?;
@@ -660,7 +660,7 @@ async fn a_slow_canary_is_aborted_in_a_small_fleet() -> anyhow::Result<()> {
 /// act on the annotation again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_action_is_not_replayed_after_a_restart() -> anyhow::Result<()> {
-    use wasm_operator::plugin_resource::rollout_cli::{RolloutAction, apply};
+    use wasm_operator::delivery::resource::rollout_cli::{RolloutAction, apply};
     let env = TestEnv::new("rollout-replay").await?;
     let name = env.namespace.clone();
     let (v1, v2) = (v1(), v2());

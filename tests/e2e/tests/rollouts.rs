@@ -21,7 +21,7 @@ use e2e_tests::{TestEnv, plugin, wait_for};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tenant_host::{TenantHost, create_configmap, replace_configmap, tenant};
 use wasm_operator::crd::plugin::{JinghzhuPlugin, RolloutSpec, RolloutStatus};
-use wasm_operator::hotswap::canary::{fnv1a, in_cohort};
+use wasm_operator::judging::plan::{fnv1a, in_cohort};
 use wasm_operator::runtime::digest_of;
 use wasm_operator::telemetry::metrics::PluginLabels;
 
@@ -406,7 +406,7 @@ async fn promote_by_hand(
     replicas: &[TenantHost; 2],
     canary: &[u8],
 ) -> anyhow::Result<()> {
-    use wasm_operator::plugin_resource::rollout_cli::{RolloutAction, apply};
+    use wasm_operator::delivery::resource::rollout_cli::{RolloutAction, apply};
     let name = team.namespace.clone();
     let patch =
         serde_json::json!({"spec": {"rollout": {"shadowStable": false, "stepSeconds": 3600}}});

@@ -364,8 +364,8 @@ async fn a_tenant_serves_only_the_namespaces_that_opt_in_to_it() -> anyhow::Resu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_keys_name_only_the_secrets_the_admin_allows() -> anyhow::Result<()> {
     use local_control_plane::registry::{LocalRegistry, RegistryOptions};
-    use wasm_operator::plugin_resource::keys::AllowedKeySecrets;
-    use wasm_operator::sources::{OciOptions, OciPuller, OciRef};
+    use wasm_operator::delivery::resource::keys::AllowedKeySecrets;
+    use wasm_operator::registry::{OciOptions, OciPuller, OciRef};
 
     const REPO: &str = "plugins/replicaset";
     let _serial = SERIAL.lock().await;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use e2e_tests::deploy::http_get;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
-use wasm_operator::hotswap::setup::PluginSource;
+use wasm_operator::delivery::setup::PluginSource;
 use wasm_operator::leader::Leadership;
 use wasm_operator::runtime::digest_of;
 use wasm_operator::serve::{self, Endpoint};

@@ -16,11 +16,11 @@ use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::plugin::{
     ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginSourceSpec,
 };
-use wasm_operator::hotswap::{ActivePlugin, RollbackPolicy};
+use wasm_operator::delivery::resource::{self, ResourceOptions};
+use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::leader::{Elector, LeaderElectionConfig};
-use wasm_operator::plugin_resource::{self, ResourceOptions};
+use wasm_operator::registry::OciOptions;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
-use wasm_operator::sources::OciOptions;
 use wasm_operator::telemetry::metrics::Metrics;
 
 pub const CONVERGE: Duration = Duration::from_secs(90);
@@ -139,7 +139,7 @@ impl ResourceHost {
         } = setup;
         let metrics = Arc::new(Metrics::default());
         let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
-        let plugins = plugin_resource::start(
+        let plugins = resource::start(
             &env.client,
             runtime,
             ResourceOptions {

@@ -13,17 +13,17 @@ use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::plugin::{
     ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, ObjectSelectorSpec, PluginSourceSpec,
 };
-use wasm_operator::hotswap::RollbackPolicy;
-use wasm_operator::hotswap::router::{PluginRouter, TENANT_LABEL};
-use wasm_operator::hotswap::setup::{self, PluginOptions, PluginSource};
+use wasm_operator::delivery::resource::ResourceOptions;
+use wasm_operator::delivery::resource::fleet::{JudgeBy, RolloutJudge};
+use wasm_operator::delivery::resource::keys::AllowedKeySecrets;
+use wasm_operator::delivery::resource::tenants::{self, SlotSettings};
+use wasm_operator::delivery::setup::{self, PluginOptions, PluginSource};
 use wasm_operator::leader::LeaderElectionConfig;
-use wasm_operator::plugin_resource::ResourceOptions;
-use wasm_operator::plugin_resource::judge::{JudgeBy, RolloutJudge};
-use wasm_operator::plugin_resource::keys::AllowedKeySecrets;
-use wasm_operator::plugin_resource::tenants::{self, SlotSettings};
+use wasm_operator::registry::OciOptions;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
 use wasm_operator::shards::{Coordinator, ShardConfig};
-use wasm_operator::sources::OciOptions;
+use wasm_operator::slot::RollbackPolicy;
+use wasm_operator::slot::router::{PluginRouter, TENANT_LABEL};
 use wasm_operator::telemetry::metrics::Metrics;
 
 /// A tenant resource serving the ConfigMap `plugin` of `env`'s namespace to
@@ -145,7 +145,7 @@ impl TenantHost {
                 shadow_pinned_sha256: None,
                 shadow_queue: 8,
                 rollback: RollbackPolicy::default(),
-                max_file_bytes: wasm_operator::sources::bounded::FileRules::default().max_bytes,
+                max_file_bytes: wasm_operator::registry::bounded::FileRules::default().max_bytes,
             },
             metrics.clone(),
         )

@@ -1,0 +1,1335 @@
+//! The `JinghzhuPlugin` resource as the host's plugin source: the host
+//! named with `--plugin-resource NAME` watches that one cluster-scoped
+//! object, takes the plugin bytes from the source its spec names, and
+//! reports what it made of them in the object's status and Events.
+//!
+//! What it may import: the rest of `delivery/` (vetting, the swap history), `slot/`,
+//! `shards/` (the live members, for pruning `status.replicas`),
+//! `telemetry/`, `runtime/`, `apply/` (the pod-policy order) and `crd`.
+//! `run.rs` starts it; nothing below imports it.
+//!
+//! How a spec becomes a served plugin ([`Driver`], one per resource):
+//! 1. **Resolve**: read the bytes from `spec.source` (a ConfigMap key or a
+//!    file, both watched, or an OCI reference); a new source replaces the
+//!    old one, a change of the bytes is a new candidate. `Resolved`. A file
+//!    must be a regular file under `--plugin-file-root` within the cap
+//!    (`file/*` rules). An OCI source is pulled and polled in a task of its
+//!    own: the driver never waits for a registry, so a spec change is seen
+//!    at once, and replacing the source aborts that task, a pull in flight
+//!    with it.
+//! 2. **Verify**: the `spec.digest` pin; signatures for OCI sources
+//!    (`spec.verification`, its keys read from Secrets again every poll
+//!    interval: [`keys`]; a ConfigMap or file carries none, so asking for
+//!    verification of one is refused). `Verified`.
+//! 3. **Compile** and smoke-reconcile ([`crate::delivery::vetting::vet`]),
+//!    then narrow the limits to `spec.limits` clamped by the host's flags.
+//!    `Compiled`.
+//! 4. **Serve**: swap it into the active slot (the existing vet → switch →
+//!    rollback path: a plugin failing after the swap is rolled back and the
+//!    replica's entry shows the digest served again), or make it the shadow
+//!    for a resource named by `--shadow-plugin-resource`. `Serving`. The
+//!    active resource's source is damped ([`crate::delivery::damper`]): a
+//!    source that keeps moving within `--min-swap-interval-secs` is held
+//!    (`Flapping`, rule `swap/flapping`); a spec edit is not held. With
+//!    `spec.rollout` a new plugin is a canary instead ([`rollout`]).
+//!
+//! Before anything serves, the fleet's decisions are read from the status:
+//! the rollout going on or aborted, and the newest version served (an
+//! older one is a downgrade); a replica that restarts restores what the
+//! fleet serves from its precompiled cache.
+//!
+//! Any refusal leaves what serves serving, sets `Refused` (reason: the
+//! rule), `lastRefusal`, a `PluginRefused` Warning Event on the resource
+//! naming the rule, and the usual log line, counter and `/status` entry.
+
+/// Every replica writes the resource's status as this field manager
+/// followed by its name.
+pub const FIELD_MANAGER_PREFIX: &str = "wasm-operator/";
+
+pub mod fleet;
+pub mod keys;
+pub mod prune;
+pub mod rollout;
+pub mod rollout_cli;
+pub mod status;
+pub mod tenants;
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use futures::StreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tokio::sync::mpsc;
+
+use crate::apply::policy::PodPolicy;
+use crate::crd::plugin::{
+    EffectiveLimits, JinghzhuPlugin, JinghzhuPluginSpec, PluginMode, PluginSourceSpec,
+    VerificationSpec,
+};
+use crate::delivery::damper;
+use crate::delivery::setup::Plugins;
+use crate::delivery::sources::{self, Candidate, FirstRead};
+use crate::delivery::swapper::{self, Refused, SwapHistory, SwapRecord};
+use crate::delivery::vetting::{Refusal, vet};
+use crate::registry::bounded::{FileRefusal, FileRules};
+use crate::registry::signature::{Threshold, VerificationPolicy, Verifier};
+use crate::registry::{OciOptions, OciPuller, OciRef};
+use crate::runtime::{LoadedPlugin, Runtime, digest_of};
+use crate::slot::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
+use crate::slot::served::Served;
+use crate::slot::{ActivePlugin, RollbackPolicy};
+use crate::tasks::AbortOnDrop;
+use crate::telemetry::metrics::Metrics;
+use keys::SecretKey;
+use status::{Serving, StatusWriter};
+
+/// How the host picks its resources.
+#[derive(Debug, Clone)]
+pub struct ResourceOptions {
+    /// The active plugin's resource (`--plugin-resource`).
+    pub name: String,
+    /// A shadow candidate's resource (`--shadow-plugin-resource`).
+    pub shadow: Option<String>,
+    /// This replica's name in the status (its pod name or Lease identity).
+    pub replica: String,
+    /// Shadow calls that may wait in the shadow's queue.
+    pub shadow_queue: usize,
+    /// When to roll back after a swap.
+    pub rollback: RollbackPolicy,
+    /// The host's `--pod-policy`: a resource may ask for a stricter one only.
+    pub pod_policy: PodPolicy,
+    /// How OCI sources are reached (the `--oci-*` flags; their
+    /// `--plugin-verify-*` policy applies to resources without
+    /// `spec.verification`), and how often a tag is polled.
+    pub oci: Option<(OciOptions, Duration)>,
+    /// Where a file source may be and how big (`--plugin-file-*`).
+    pub files: FileRules,
+    /// With host keys, whether a source that carries no signature (a
+    /// ConfigMap, a file) may serve (`--plugin-resource-allow-unsigned`).
+    pub allow_unsigned: bool,
+    /// Whether this replica judges canary rollouts ([`judge`]).
+    pub judge: fleet::RolloutJudge,
+    /// With `--tenant-plugins`, the router once it exists: the active
+    /// resource's entry then counts the objects no tenant serves.
+    pub router: Arc<OnceLock<Arc<PluginRouter>>>,
+}
+
+/// A refusal with the rule that made it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleRefusal {
+    /// The rule id, e.g. `plugin/digest-pin` or `oci/unsigned`.
+    pub rule: String,
+    /// Why, for humans.
+    pub message: String,
+}
+
+impl RuleRefusal {
+    fn new(rule: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            rule: rule.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The condition a refusal by this rule turns false.
+    fn condition(&self) -> &'static str {
+        match self.rule.as_str() {
+            "plugin/digest-pin"
+            | "verification/source"
+            | "verification/unsigned-source"
+            | "verification/keys"
+            | "verification/secret-not-allowed"
+            | "verification/policy"
+            | "oci/unsigned"
+            | "oci/signature" => "Verified",
+            "plugin/load" | "plugin/smoke-reconcile" => "Compiled",
+            rule if rule.starts_with("rollout/") => "Rollout",
+            _ => "Resolved",
+        }
+    }
+
+    /// The CamelCase reason: the rule's last part (`digest-pin` → `DigestPin`).
+    pub fn reason(&self) -> String {
+        let last = self.rule.rsplit('/').next().unwrap_or(&self.rule);
+        last.split('-')
+            .map(|word| {
+                let mut chars = word.chars();
+                chars.next().map_or_else(String::new, |first| {
+                    first.to_ascii_uppercase().to_string() + chars.as_str()
+                })
+            })
+            .collect()
+    }
+}
+
+/// The rule of a vetting refusal.
+pub fn rule_of(refusal: &Refusal) -> RuleRefusal {
+    let rule = match refusal {
+        Refusal::DigestMismatch { .. } => "plugin/digest-pin",
+        Refusal::Load(_) => "plugin/load",
+        Refusal::SmokeTest(_) => "plugin/smoke-reconcile",
+        Refusal::Downgrade(_) => "plugin/downgrade",
+    };
+    RuleRefusal::new(rule, refusal.to_string())
+}
+
+/// The pod policy `spec.podPolicy` asks for, if any (the CRD's schema
+/// admits only the three names).
+fn asked_pod_policy(spec: &JinghzhuPluginSpec) -> Option<PodPolicy> {
+    spec.pod_policy
+        .as_ref()
+        .map(|asked| match asked.policy.as_str() {
+            "template" => PodPolicy::Template,
+            "restricted" => PodPolicy::Restricted,
+            _ => PodPolicy::Baseline,
+        })
+}
+
+/// `spec.limits` and `spec.podPolicy` clamped to the host's flags (a
+/// stricter pod policy is kept: the plugin is held to it).
+pub fn effective_limits(
+    spec: &JinghzhuPluginSpec,
+    host_deadline: Duration,
+    host_memory: u64,
+    host_policy: PodPolicy,
+) -> EffectiveLimits {
+    let host_ms = u64::try_from(host_deadline.as_millis()).unwrap_or(u64::MAX);
+    let host_mib = host_memory / (1024 * 1024);
+    let mut clamped = Vec::new();
+    let limits = spec.limits.clone().unwrap_or_default();
+    let timeout_ms = match limits.timeout_ms {
+        Some(asked) if asked > host_ms => {
+            clamped.push(format!(
+                "timeoutMs {asked} > the host's --plugin-timeout-ms {host_ms}"
+            ));
+            host_ms
+        }
+        Some(asked) => asked,
+        None => host_ms,
+    };
+    let memory_mib = match limits.memory_mib {
+        Some(asked) if asked > host_mib => {
+            clamped.push(format!(
+                "memoryMiB {asked} > the host's --plugin-memory-mib {host_mib}"
+            ));
+            host_mib
+        }
+        Some(asked) => asked,
+        None => host_mib,
+    };
+    let pod_policy = asked_pod_policy(spec).map(|wanted| {
+        if wanted.is_looser_than(host_policy) {
+            clamped.push(format!(
+                "podPolicy {wanted} is looser than the host's --pod-policy {host_policy}"
+            ));
+        }
+        wanted.stricter_of(host_policy).to_string()
+    });
+    EffectiveLimits {
+        timeout_ms,
+        memory_mib,
+        pod_policy,
+        clamped: clamped.join("; "),
+    }
+}
+
+/// Checks the JinghzhuPlugin API is served and readable; errors say what to do.
+pub async fn check_access(client: &Client, name: &str) -> Result<()> {
+    let api: Api<JinghzhuPlugin> = Api::all(client.clone());
+    match api.get_opt(name).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => bail!(
+            "the JinghzhuPlugin CRD is not installed: run `wasm-operator crd | kubectl apply -f -` \
+             (or `kubectl apply -f examples/crd.yaml`)"
+        ),
+        Err(kube::Error::Api(status)) if status.code == 403 => bail!(
+            "this host's account may not read JinghzhuPlugins ({}): bind it to the ClusterRole in \
+             examples/deploy/rbac.yaml",
+            status.message
+        ),
+        Err(err) => bail!("reading the JinghzhuPlugin {name}: {err}"),
+    }
+}
+
+/// Checks JinghzhuPlugins can be listed (`--tenant-plugins` follows them
+/// all); errors say what to do.
+pub async fn check_tenant_access(client: &Client) -> Result<()> {
+    let api: Api<JinghzhuPlugin> = Api::all(client.clone());
+    match api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => bail!(
+            "--tenant-plugins needs the JinghzhuPlugin CRD: run `wasm-operator crd | kubectl apply -f -` \
+             (or `kubectl apply -f examples/crd.yaml`)"
+        ),
+        Err(kube::Error::Api(status)) if status.code == 403 => bail!(
+            "--tenant-plugins: this host's account may not list JinghzhuPlugins ({}): bind it to the \
+             ClusterRole in examples/deploy/rbac.yaml",
+            status.message
+        ),
+        Err(err) => bail!("listing JinghzhuPlugins for --tenant-plugins: {err}"),
+    }
+}
+
+/// Starts the drivers of the active resource (and the shadow's): the slot
+/// starts empty and the first good plugin the resource names serves.
+pub async fn start(
+    client: &Client,
+    runtime: Arc<Runtime>,
+    options: ResourceOptions,
+    metrics: Arc<Metrics>,
+) -> Result<Plugins> {
+    check_access(client, &options.name).await?;
+    if let Some(shadow) = &options.shadow {
+        check_access(client, shadow).await?;
+    }
+    let history = Arc::new(Mutex::new(SwapHistory::default()));
+    swapper::lock(&history).not_serving = Some(format!(
+        "waiting for a plugin from the JinghzhuPlugin {}",
+        options.name
+    ));
+    let active = Arc::new(ActivePlugin::empty(
+        options.rollback.clone(),
+        metrics.clone(),
+    ));
+    let roles = std::iter::once((options.name.clone(), PluginMode::Active)).chain(
+        options
+            .shadow
+            .clone()
+            .map(|name| (name, PluginMode::Shadow)),
+    );
+    for (name, role) in roles {
+        let mut driver = Driver::new(
+            client,
+            &runtime,
+            &options,
+            (active.clone(), history.clone()),
+            &metrics,
+            (name, role),
+        );
+        if role == PluginMode::Active {
+            driver.default_counting = Some(options.router.clone());
+        }
+        tokio::spawn(driver.run());
+    }
+    Ok(Plugins { active, history })
+}
+
+/// The bytes source a spec names, for telling a new source from an edit.
+fn source_label(source: &PluginSourceSpec) -> String {
+    if let Some(oci) = &source.oci {
+        return oci.reference.clone();
+    }
+    if let Some(cm) = &source.config_map {
+        return format!("configmap:{}/{}#{}", cm.namespace, cm.name, cm.key);
+    }
+    if let Some(file) = &source.file {
+        return format!("file:{}", file.path);
+    }
+    String::new()
+}
+
+/// Follows one resource: its spec, its source's bytes, and the slot.
+pub struct Driver {
+    client: Client,
+    runtime: Arc<Runtime>,
+    active: Arc<ActivePlugin>,
+    history: Arc<Mutex<SwapHistory>>,
+    metrics: Arc<Metrics>,
+    role: PluginMode,
+    name: String,
+    writer: StatusWriter,
+    shadow_queue: usize,
+    pod_policy: PodPolicy,
+    oci: Option<(OciOptions, Duration)>,
+    files: FileRules,
+    /// With host keys, sources without signatures may serve.
+    allow_unsigned: bool,
+    /// The keys that verified the newest OCI artifact.
+    verified_by: Vec<String>,
+    /// A tenant's driver: the router counting its objects, for its entry.
+    counting: Option<Arc<PluginRouter>>,
+    /// A tenant's driver: the Secrets its keys may name (`None`: any, for
+    /// the resources the admin names with `--plugin-resource`).
+    key_secrets: Option<keys::AllowedKeySecrets>,
+    /// The active resource's driver: the router (once there is one)
+    /// counting the objects no tenant serves.
+    default_counting: Option<Arc<OnceLock<Arc<PluginRouter>>>>,
+    /// The last `jinghzhu.io/rollout-action` acted on.
+    last_rollout_action: Option<String>,
+    /// Whether this replica judges rollouts.
+    judge: fleet::RolloutJudge,
+    /// The resource as last seen (status included): the judge's decisions
+    /// and the other replicas' figures.
+    last_seen: Option<Arc<JinghzhuPlugin>>,
+    /// The judged steps of the rollout (the judge's).
+    rollout_history: Vec<crate::crd::plugin::RolloutStepRecord>,
+    /// When this replica's figures were last written.
+    figures_written: Option<Instant>,
+    /// When this replica last tried again to write an entry left out.
+    entry_retried: Option<Instant>,
+    /// The cluster's Jinghzhus as last counted, and when (the judge's).
+    fleet_objects: Option<(u64, Instant)>,
+    /// Entries whose figures the judge left out, reported already.
+    ignored_reported: std::collections::HashSet<(String, fleet::Ignored)>,
+    /// When the judge last looked for entries no replica wrote.
+    planted_checked: Option<Instant>,
+    /// The plugin the damper held when the `Flapping` condition was last
+    /// written (`None`: not flapping).
+    flap_reported: Option<String>,
+}
+
+/// The spec being served and the newest bytes of its source.
+struct Current {
+    resource: Arc<JinghzhuPlugin>,
+    source: String,
+    bytes: Option<(Vec<u8>, String)>,
+    content: Option<mpsc::Receiver<Candidate>>,
+    /// The source's own task (an OCI source's pulls), stopped with it.
+    _task: Option<AbortOnDrop>,
+}
+
+impl Driver {
+    /// A driver for the resource `name` in `role`, swapping into `slot`
+    /// (with its swap history).
+    pub fn new(
+        client: &Client,
+        runtime: &Arc<Runtime>,
+        options: &ResourceOptions,
+        (active, history): (Arc<ActivePlugin>, Arc<Mutex<SwapHistory>>),
+        metrics: &Arc<Metrics>,
+        (name, role): (String, PluginMode),
+    ) -> Self {
+        let mut writer = StatusWriter::new(client.clone(), &name, &options.replica);
+        writer.set_judge(options.judge.clone());
+        Self {
+            client: client.clone(),
+            runtime: runtime.clone(),
+            active,
+            history,
+            metrics: metrics.clone(),
+            role,
+            writer,
+            name,
+            shadow_queue: options.shadow_queue,
+            pod_policy: options.pod_policy,
+            oci: options.oci.clone(),
+            files: options.files.clone(),
+            allow_unsigned: options.allow_unsigned,
+            verified_by: Vec::new(),
+            counting: None,
+            key_secrets: None,
+            default_counting: None,
+            last_rollout_action: None,
+            judge: options.judge.clone(),
+            last_seen: None,
+            rollout_history: Vec::new(),
+            figures_written: None,
+            entry_retried: None,
+            fleet_objects: None,
+            ignored_reported: std::collections::HashSet::new(),
+            planted_checked: None,
+            flap_reported: None,
+        }
+    }
+
+    /// Runs until the host stops.
+    pub async fn run(mut self) {
+        let api: Api<JinghzhuPlugin> = Api::all(self.client.clone());
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        let mut resources = watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        let mut swaps = self.active.swaps().boxed();
+        let mut current: Option<Current> = None;
+        let mut count_ticks = tokio::time::interval(OBJECT_COUNT_INTERVAL);
+        let mut rollout_ticks = tokio::time::interval(rollout::ROLLOUT_TICK);
+        loop {
+            let content = async {
+                match current.as_mut().and_then(|c| c.content.as_mut()) {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                item = resources.next() => {
+                    let Some(item) = item else { break };
+                    let resource = match item {
+                        Ok(resource) => Arc::new(resource),
+                        Err(err) => {
+                            tracing::warn!(resource = %self.name, error = %err, "JinghzhuPlugin watch error; retrying");
+                            continue;
+                        }
+                    };
+                    // A rollout action is an annotation: no new generation;
+                    // the judge's decisions are in the status.
+                    self.note_fleet_newest(&resource);
+                    self.on_rollout_action(&resource).await;
+                    self.follow_judge(&resource).await;
+                    // A status write or a relist: the same object at the same generation.
+                    let seen = |r: &JinghzhuPlugin| (r.metadata.uid.clone(), r.metadata.generation);
+                    if current.as_ref().is_some_and(|c| seen(&c.resource) == seen(&resource)) {
+                        continue;
+                    }
+                    self.on_spec(resource, &mut current).await;
+                }
+                candidate = content => {
+                    match candidate {
+                        Some(candidate) if candidate.refusal.is_some() => {
+                            if let (Some(c), Some(refusal)) = (current.as_ref(), candidate.refusal) {
+                                let resource = c.resource.clone();
+                                let (rule, message) = split_rule(&refusal.reason);
+                                self.refuse(&resource, &refusal.digest, RuleRefusal::new(rule, message), candidate.seen_at).await;
+                            }
+                        }
+                        Some(candidate) => {
+                            if let Some(c) = current.as_mut() {
+                                if !candidate.verified_by.is_empty() {
+                                    self.verified_by = candidate.verified_by.clone();
+                                }
+                                c.bytes = Some((candidate.bytes.clone(), candidate.source.clone()));
+                                let resource = c.resource.clone();
+                                self.on_bytes(&resource, candidate.bytes, &candidate.source, candidate.seen_at).await;
+                            }
+                        }
+                        None => if let Some(c) = current.as_mut() { c.content = None },
+                    }
+                }
+                _ = count_ticks.tick(), if self.counts_objects() => self.report_objects().await,
+                _ = rollout_ticks.tick(), if self.role == PluginMode::Active => {
+                    self.on_rollout_tick(current.as_ref().map(|c| c.resource.clone())).await;
+                }
+                Some(()) = swaps.next(), if self.role == PluginMode::Active => {
+                    // A swap, or a rollback: the entry shows what serves now.
+                    self.report_serving();
+                    self.writer.write().await;
+                }
+            }
+        }
+    }
+
+    /// Whether this driver's entry counts objects: a tenant's, or the
+    /// active resource's with tenants.
+    fn counts_objects(&self) -> bool {
+        self.counting.is_some() || self.default_counting.is_some()
+    }
+
+    /// A tenant's entry shows the objects it selects and serves on this
+    /// replica, the active resource's (with tenants) the objects no tenant
+    /// serves; written when the count changed.
+    async fn report_objects(&mut self) {
+        let counted = match (&self.counting, &self.default_counting) {
+            (Some(router), _) => router.counts(Some(&self.name)),
+            (None, Some(router)) => router.get().and_then(|router| router.counts(None)),
+            (None, None) => None,
+        };
+        if let Some(objects) = counted
+            && self.writer.set_objects(objects)
+        {
+            self.writer.write().await;
+        }
+    }
+
+    /// A new generation of the spec.
+    async fn on_spec(&mut self, resource: Arc<JinghzhuPlugin>, current: &mut Option<Current>) {
+        self.writer.observe(resource.metadata.generation);
+        self.writer.forget_written();
+        // The resource's pod policy holds every plugin it serves (stable,
+        // canary, shadow), from this spec on, whatever becomes of its bytes.
+        self.active.narrow_pod_policy(
+            self.role,
+            asked_pod_policy(&resource.spec).map(|asked| asked.stricter_of(self.pod_policy)),
+        );
+        // An edit of spec.rollout is the explicit retry of an aborted canary.
+        if current
+            .as_ref()
+            .is_some_and(|c| c.resource.spec.rollout != resource.spec.rollout)
+        {
+            self.active.retry_aborted();
+        }
+        let spec = &resource.spec;
+        let label = source_label(&spec.source);
+        // An OCI puller carries its signature policy: new keys, new source.
+        let key = match &spec.source.oci {
+            Some(_) => format!(
+                "{label} {}",
+                serde_json::to_string(&spec.verification).unwrap_or_default()
+            ),
+            None => label.clone(),
+        };
+        let seen_at = Instant::now();
+        if spec.mode != self.role {
+            let flag = match self.role {
+                PluginMode::Active => "--plugin-resource",
+                PluginMode::Shadow => "--shadow-plugin-resource",
+            };
+            let refusal = RuleRefusal::new(
+                "resource/mode",
+                format!(
+                    "spec.mode is {}, but this host runs it as its {} plugin ({flag}); \
+                     set spec.mode: {} or name it with the other flag",
+                    spec.mode, self.role, self.role
+                ),
+            );
+            *current = Some(Current {
+                resource: resource.clone(),
+                source: key,
+                bytes: None,
+                content: None,
+                _task: None,
+            });
+            self.refuse(&resource, "", refusal, seen_at).await;
+            return;
+        }
+        let same_source = current
+            .as_ref()
+            .is_some_and(|c| c.source == key && c.content.is_some());
+        if same_source && let Some(c) = current.as_mut() {
+            // Same bytes source, another pin, limits or mode: vet again.
+            c.resource = resource.clone();
+            if let Some((bytes, from)) = c.bytes.clone() {
+                self.on_bytes(&resource, bytes, &from, seen_at).await;
+            } else {
+                self.writer.write().await;
+            }
+            return;
+        }
+        let (tx, rx) = mpsc::channel(4);
+        let first = self
+            .open_source(&spec.source, spec.verification.as_ref(), tx)
+            .await;
+        let rx = self.damped(rx, &first);
+        let mut next = Current {
+            resource: resource.clone(),
+            source: key,
+            bytes: None,
+            content: None,
+            _task: None,
+        };
+        // The one being replaced stops now (its task, a pull in flight with it).
+        *current = None;
+        match first {
+            Ok(Opened::Pulling(task)) => {
+                next.content = Some(rx);
+                next._task = Some(AbortOnDrop::new(task));
+                *current = Some(next);
+                self.writer.set(
+                    "Resolved",
+                    false,
+                    "Pulling",
+                    &format!("{label}: pulling (each request within --oci-request-timeout, the pull within --oci-pull-timeout)"),
+                );
+                self.writer.set_state(self.state_now());
+                self.writer.write().await;
+            }
+            Ok(Opened::Bytes(bytes)) => {
+                next.content = Some(rx);
+                next.bytes = Some((bytes.clone(), label.clone()));
+                *current = Some(next);
+                self.on_bytes(&resource, bytes, &label, seen_at).await;
+            }
+            Ok(Opened::Missing(why)) => {
+                next.content = Some(rx);
+                *current = Some(next);
+                self.writer
+                    .set("Resolved", false, "NotFound", &format!("{label}: {why}"));
+                self.writer.set_state(self.state_now());
+                tracing::warn!(resource = %self.name, source = %label, reason = %why, "no plugin bytes at the source yet; watching it");
+                self.writer.write().await;
+            }
+            Err(refusal) => {
+                // An OCI source keeps polling after refusing what its tag
+                // names now (a signed push may follow); other sources
+                // started no watch, and their channel ends at once.
+                next.content = Some(rx);
+                *current = Some(next);
+                self.refuse(&resource, "", refusal, seen_at).await;
+            }
+        }
+    }
+
+    /// The source's later candidates, damped where the source flaps when
+    /// this driver serves the active plugin (see
+    /// [`crate::delivery::damper`]); a shadow's swaps re-queue nothing.
+    fn damped(
+        &self,
+        rx: mpsc::Receiver<Candidate>,
+        first: &Result<Opened, RuleRefusal>,
+    ) -> mpsc::Receiver<Candidate> {
+        if self.role != PluginMode::Active {
+            return rx;
+        }
+        let last = match first {
+            Ok(Opened::Bytes(bytes)) => Some(digest_of(bytes)),
+            _ => None,
+        };
+        damper::damped(
+            rx,
+            damper::Damping {
+                active: self.active.clone(),
+                history: self.history.clone(),
+                metrics: self.metrics.clone(),
+                client: Some(self.client.clone()),
+                // The flapping Warning goes on the resource, as refusals do.
+                events_on: self
+                    .last_seen
+                    .as_ref()
+                    .map(|resource| kube::Resource::object_ref(resource.as_ref(), &())),
+            },
+            last,
+        )
+    }
+
+    /// Reads the source once and starts watching it (changes arrive on `tx`).
+    async fn open_source(
+        &self,
+        source: &PluginSourceSpec,
+        verification: Option<&VerificationSpec>,
+        tx: mpsc::Sender<Candidate>,
+    ) -> Result<Opened, RuleRefusal> {
+        if let Some(oci) = &source.oci {
+            return self.open_oci(&oci.reference, verification, tx).await;
+        }
+        if let Some(cm) = &source.config_map {
+            let first = sources::read_configmap(&self.client, &cm.namespace, &cm.name, &cm.key)
+                .await
+                .map_err(|err| RuleRefusal::new("resource/source", format!("{err:#}")))?;
+            let (opened, initial) = match first {
+                FirstRead::Bytes(bytes) => {
+                    let digest = digest_of(&bytes);
+                    (Opened::Bytes(bytes), digest)
+                }
+                FirstRead::Missing(why) => (Opened::Missing(why), String::new()),
+            };
+            sources::watch_configmap(
+                self.client.clone(),
+                cm.namespace.clone(),
+                cm.name.clone(),
+                cm.key.clone(),
+                initial,
+                tx,
+            );
+            return Ok(opened);
+        }
+        if let Some(file) = &source.file {
+            let path = std::path::PathBuf::from(&file.path);
+            // A regular file under the root, within the cap, opened
+            // without blocking: never /dev/zero, a FIFO or /etc/hostname.
+            let (opened, initial) = match self.files.read(&path).await {
+                Ok(bytes) => {
+                    let digest = digest_of(&bytes);
+                    (Opened::Bytes(bytes), digest)
+                }
+                Err(FileRefusal::Missing(why)) => (Opened::Missing(why), String::new()),
+                Err(refusal) => {
+                    return Err(RuleRefusal::new(refusal.rule(), refusal.message()));
+                }
+            };
+            sources::watch_file(path, initial, self.files.clone(), tx).map_err(|err| {
+                RuleRefusal::new("resource/source", format!("watching {}: {err}", file.path))
+            })?;
+            return Ok(opened);
+        }
+        Err(RuleRefusal::new(
+            "resource/source",
+            "spec.source names no source: set one of oci, configMap or file",
+        ))
+    }
+
+    /// Starts the task that pulls (and verifies) the artifact `reference`
+    /// names and polls its tag; what it pulls or refuses arrives on `tx`.
+    async fn open_oci(
+        &self,
+        reference: &str,
+        verification: Option<&VerificationSpec>,
+        tx: mpsc::Sender<Candidate>,
+    ) -> Result<Opened, RuleRefusal> {
+        let Some((options, poll_interval)) = self.oci.clone() else {
+            return Err(RuleRefusal::new(
+                "resource/source",
+                "this host takes no OCI sources (started without the OCI options)",
+            ));
+        };
+        let text = if crate::registry::is_oci(reference) {
+            reference.to_string()
+        } else {
+            format!("oci://{reference}")
+        };
+        let reference = OciRef::parse(&text).map_err(|e| RuleRefusal::new(e.rule, e.message))?;
+        let mut options = options;
+        if let Some(spec) = verification {
+            options.verification = Some(Arc::new(self.policy_of(spec, poll_interval).await?));
+        }
+        let puller = OciPuller::new(options).map_err(|e| RuleRefusal::new(e.rule, e.message))?;
+        let source = sources::OciSource {
+            reference,
+            puller,
+            poll_interval,
+            // Refusals are recorded on the resource by this driver.
+            events_on: None,
+        };
+        // The first read (the verified local copy, else a pull) happens in
+        // the source's own task, like the polls.
+        Ok(Opened::Pulling(sources::watch_oci(
+            source,
+            sources::OciStart::Read,
+            tx,
+        )))
+    }
+
+    /// The signature policy `spec` asks for, with the keys read from their
+    /// Secrets and re-read every `refresh` ([`keys`]).
+    async fn policy_of(
+        &self,
+        spec: &VerificationSpec,
+        refresh: Duration,
+    ) -> Result<VerificationPolicy, RuleRefusal> {
+        // Every name is checked before any Secret is read.
+        if let Some(allowed) = &self.key_secrets {
+            for key in &spec.keys {
+                allowed
+                    .check(key)
+                    .map_err(|why| RuleRefusal::new("verification/secret-not-allowed", why))?;
+            }
+        }
+        let mut keys: Vec<(String, Arc<dyn Verifier>)> = Vec::new();
+        for key in &spec.keys {
+            let verifier = SecretKey::open(&self.client, key, refresh)
+                .await
+                .map_err(|why| RuleRefusal::new("verification/keys", why))?;
+            keys.push((key.name.clone(), Arc::new(verifier)));
+        }
+        let pick = |names: &[String]| -> Result<Vec<Arc<dyn Verifier>>, RuleRefusal> {
+            names
+                .iter()
+                .map(|name| {
+                    keys.iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.clone())
+                        .ok_or_else(|| {
+                            RuleRefusal::new("verification/policy", format!("the policy names key {name:?}, which spec.verification.keys does not list"))
+                        })
+                })
+                .collect()
+        };
+        let policy = spec.policy.clone().unwrap_or_default();
+        let (verifiers, threshold) = match (policy.all_of.is_empty(), policy.any_of.is_empty()) {
+            (true, true) => (
+                keys.iter().map(|(_, v)| v.clone()).collect(),
+                Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
+            ),
+            (false, true) => (pick(&policy.all_of)?, Threshold::All),
+            (true, false) => (
+                pick(&policy.any_of)?,
+                Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
+            ),
+            (false, false) => {
+                // Every key of allOf, and minimumMatches of anyOf.
+                let all = VerificationPolicy::new(pick(&policy.all_of)?, Threshold::All)
+                    .map_err(|e| RuleRefusal::new("verification/policy", e.message))?;
+                let any = VerificationPolicy::new(
+                    pick(&policy.any_of)?,
+                    Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
+                )
+                .map_err(|e| RuleRefusal::new("verification/policy", e.message))?;
+                return Ok(all.and(any));
+            }
+        };
+        VerificationPolicy::new(verifiers, threshold)
+            .map_err(|e| RuleRefusal::new("verification/policy", e.message))
+    }
+
+    /// New bytes for `resource`: verify, compile, serve or refuse.
+    async fn on_bytes(
+        &mut self,
+        resource: &JinghzhuPlugin,
+        bytes: Vec<u8>,
+        from: &str,
+        seen_at: Instant,
+    ) {
+        let spec = &resource.spec;
+        let digest = digest_of(&bytes);
+        self.writer.set(
+            "Resolved",
+            true,
+            "Resolved",
+            &format!("{from}: {digest} ({} bytes)", bytes.len()),
+        );
+        if !self.check_trust(resource, &digest, seen_at).await {
+            return;
+        }
+        let pinned = spec.digest.as_deref();
+        let config = self.runtime.config();
+        let effective = effective_limits(
+            spec,
+            config.deadline,
+            config.memory_limit_bytes,
+            self.pod_policy,
+        );
+        let vetted = vet(&self.runtime, &bytes, from, pinned)
+            .await
+            .and_then(|plugin| match self.role {
+                PluginMode::Active => self
+                    .active
+                    .check_downgrade(&plugin)
+                    .map(|()| plugin)
+                    .map_err(Refusal::from),
+                PluginMode::Shadow => Ok(plugin),
+            });
+        let mut plugin = match vetted {
+            Ok(plugin) => plugin,
+            Err(refusal) => {
+                self.refuse(resource, &digest, rule_of(&refusal), seen_at)
+                    .await;
+                self.serve_what_the_fleet_serves(resource, seen_at).await;
+                return;
+            }
+        };
+        // Fresh from the loader: this is its only holder.
+        if let Some(loaded) = Arc::get_mut(&mut plugin) {
+            loaded.narrow_limits(
+                Duration::from_millis(effective.timeout_ms),
+                effective.memory_mib.saturating_mul(1024 * 1024),
+            );
+        }
+        let effective = EffectiveLimits {
+            timeout_ms: u64::try_from(plugin.deadline().as_millis()).unwrap_or(u64::MAX),
+            memory_mib: plugin.memory_limit() / (1024 * 1024),
+            ..effective
+        };
+        if !effective.clamped.is_empty() {
+            tracing::warn!(resource = %self.name, clamped = %effective.clamped, "spec.limits clamped to the host's flags");
+        }
+        self.writer.set(
+            "Compiled",
+            true,
+            "Compiled",
+            &format!(
+                "{} compiled and passed the smoke reconcile",
+                plugin.describe()
+            ),
+        );
+        self.writer.set_effective(Some(effective));
+        match self.offer_canary(resource, &plugin, seen_at).await {
+            rollout::Offer::Serve => self.serve(plugin, from, &digest, seen_at),
+            rollout::Offer::Canary => {}
+            rollout::Offer::Refused => {
+                self.serve_what_the_fleet_serves(resource, seen_at).await;
+                return;
+            }
+        }
+        self.writer
+            .set("Refused", false, "Accepted", &format!("{digest} accepted"));
+        self.report_serving();
+        self.writer.write().await;
+    }
+
+    /// The trust checks of new bytes for `resource` before they are
+    /// compiled: signatures asked of a source that carries none, unsigned
+    /// sources while the host requires signatures; then the `Verified`
+    /// condition says what vouches for the bytes. False: refused.
+    async fn check_trust(
+        &mut self,
+        resource: &JinghzhuPlugin,
+        digest: &str,
+        seen_at: Instant,
+    ) -> bool {
+        let spec = &resource.spec;
+        if spec.verification.is_some() && spec.source.oci.is_none() {
+            let refusal = RuleRefusal::new(
+                "verification/source",
+                "spec.verification asks for signatures, but a ConfigMap or a file carries none: \
+                 ship the plugin as an OCI artifact (spec.source.oci) or drop spec.verification",
+            );
+            self.refuse(resource, digest, refusal, seen_at).await;
+            return false;
+        }
+        let host_keys = self
+            .oci
+            .as_ref()
+            .is_some_and(|(options, _)| options.verification.is_some());
+        if host_keys && spec.source.oci.is_none() && !self.allow_unsigned {
+            let refusal = RuleRefusal::new(
+                "verification/unsigned-source",
+                "the host requires signed plugins (--plugin-verify-key), and a ConfigMap or a \
+                 file carries no signature: ship the plugin as an OCI artifact \
+                 (spec.source.oci), or the admin starts the host with \
+                 --plugin-resource-allow-unsigned",
+            );
+            self.refuse(resource, digest, refusal, seen_at).await;
+            return false;
+        }
+        let pinned = spec.digest.as_deref();
+        let signed = spec.source.oci.is_some() && (spec.verification.is_some() || host_keys);
+        if signed {
+            // The puller refuses what the policy does not accept: these
+            // bytes passed it.
+            let by = if self.verified_by.is_empty() {
+                "the policy".to_string()
+            } else {
+                self.verified_by.join(", ")
+            };
+            self.writer.set(
+                "Verified",
+                true,
+                "Signed",
+                &format!(
+                    "cosign signatures verified by {by}{}",
+                    match pinned {
+                        Some(pin) => format!("; the bytes are {pin}, as spec.digest pins"),
+                        None => String::new(),
+                    }
+                ),
+            );
+        } else {
+            match pinned {
+                Some(pin) => self.writer.set(
+                    "Verified",
+                    true,
+                    "DigestPinned",
+                    &format!("the bytes are {pin}, as spec.digest pins"),
+                ),
+                None => self.writer.set(
+                    "Verified",
+                    false,
+                    "NotRequired",
+                    "neither spec.digest nor spec.verification is set: the bytes are not checked",
+                ),
+            }
+        }
+        true
+    }
+
+    /// Notes the newest version the fleet served, from the resource's
+    /// status: an older one stays a downgrade on this replica too, after a
+    /// restart.
+    fn note_fleet_newest(&self, resource: &JinghzhuPlugin) {
+        let newest = resource
+            .status
+            .as_ref()
+            .and_then(|s| s.newest_served.as_ref());
+        if let Some(newest) = newest {
+            self.active.note_served(Served {
+                name: newest.name.clone(),
+                version: newest.version.clone(),
+                digest: newest.digest.clone(),
+            });
+        }
+    }
+
+    /// The plugin `digest` from the precompiled cache (vetted and compiled
+    /// by this host before), within `resource`'s limits; `None` when this
+    /// replica has no trusted copy of it.
+    async fn restore(&self, resource: &JinghzhuPlugin, digest: &str) -> Option<Arc<LoadedPlugin>> {
+        let source = format!("jinghzhuplugin:{} (precompiled cache)", self.name);
+        let Some(mut plugin) = self
+            .runtime
+            .load_precompiled_off_thread(digest.to_string(), source)
+            .await
+        else {
+            tracing::warn!(resource = %self.name, plugin = digest, "the plugin the fleet serves is not in this replica's precompiled cache; it cannot serve here");
+            return None;
+        };
+        let config = self.runtime.config();
+        let limits = effective_limits(
+            &resource.spec,
+            config.deadline,
+            config.memory_limit_bytes,
+            self.pod_policy,
+        );
+        if let Some(loaded) = Arc::get_mut(&mut plugin) {
+            loaded.narrow_limits(
+                Duration::from_millis(limits.timeout_ms),
+                limits.memory_mib.saturating_mul(1024 * 1024),
+            );
+        }
+        tracing::info!(resource = %self.name, plugin = %plugin.describe(), "restored the plugin the fleet serves from the precompiled cache");
+        Some(plugin)
+    }
+
+    /// After a refusal with nothing serving here (a restart, a new
+    /// replica), what the fleet serves serves here too, if this replica
+    /// has a trusted copy: the stable plugin of the rollout at this
+    /// generation, else the newest version served.
+    async fn serve_what_the_fleet_serves(&mut self, resource: &JinghzhuPlugin, seen_at: Instant) {
+        if self.role != PluginMode::Active || self.active.serving().is_some() {
+            return;
+        }
+        let from_rollout = resource
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .filter(|r| r.observed_generation == resource.metadata.generation)
+            .and_then(|r| {
+                if r.phase == "Promoted" {
+                    r.canary.clone()
+                } else {
+                    r.stable.clone()
+                }
+            });
+        let newest = self.active.newest_served().map(|n| n.digest);
+        let Some(digest) = from_rollout.or(newest) else {
+            return;
+        };
+        let Some(plugin) = self.restore(resource, &digest).await else {
+            return;
+        };
+        self.serve(plugin, "the precompiled cache", &digest, seen_at);
+        self.report_serving();
+        self.writer.write().await;
+    }
+
+    fn serve(&mut self, plugin: Arc<LoadedPlugin>, from: &str, digest: &str, seen_at: Instant) {
+        let old = match self.role {
+            PluginMode::Active => {
+                let old = self
+                    .active
+                    .serving()
+                    .map_or_else(|| "nothing".to_string(), |old| old.describe());
+                self.active.swap(plugin.clone());
+                old
+            }
+            PluginMode::Shadow => {
+                let old = self
+                    .active
+                    .shadow()
+                    .map_or_else(|| "nothing".to_string(), |old| old.describe());
+                self.active
+                    .set_shadow(Some(plugin.clone()), self.shadow_queue);
+                old
+            }
+        };
+        tracing::info!(
+            resource = %self.name,
+            mode = %self.role,
+            source = %from,
+            old = %old,
+            new = %plugin.describe(),
+            swap_latency_ms = seen_at.elapsed().as_millis() as u64,
+            "plugin from the JinghzhuPlugin serving"
+        );
+        if self.role == PluginMode::Active {
+            let mut history = swapper::lock(&self.history);
+            history.not_serving = None;
+            history.last_swap = Some(SwapRecord::now(
+                format!("jinghzhuplugin:{} ({from})", self.name),
+                digest.to_string(),
+                "swapped".into(),
+                seen_at,
+            ));
+        }
+    }
+
+    /// The plugin this driver's role serves now.
+    fn served(&self) -> Option<Arc<LoadedPlugin>> {
+        match self.role {
+            PluginMode::Active => self.active.serving(),
+            PluginMode::Shadow => self.active.shadow(),
+        }
+    }
+
+    fn state_now(&self) -> &'static str {
+        if self.served().is_some() {
+            "Serving"
+        } else {
+            "Pending"
+        }
+    }
+
+    /// Sets `Serving` and this replica's entry from the slot.
+    fn report_serving(&mut self) {
+        match self.served() {
+            Some(plugin) => {
+                let what = match self.role {
+                    PluginMode::Active => "serves",
+                    PluginMode::Shadow => "runs as the shadow",
+                };
+                self.writer.set(
+                    "Serving",
+                    true,
+                    "Serving",
+                    &format!("{} {what}", plugin.describe()),
+                );
+                self.writer.set_serving(Serving {
+                    digest: plugin.digest().to_string(),
+                    plugin: Some(format!("{}@{}", plugin.info().name, plugin.info().version)),
+                });
+                self.writer.set_newest_served(self.active.newest_served());
+            }
+            None => {
+                self.writer
+                    .set("Serving", false, "NothingServes", "no plugin serves yet");
+                self.writer.set_serving(Serving::default());
+            }
+        }
+        self.writer.set_state(self.state_now());
+    }
+
+    /// Refuses a candidate: what serves keeps serving.
+    async fn refuse(
+        &mut self,
+        resource: &JinghzhuPlugin,
+        digest: &str,
+        refusal: RuleRefusal,
+        seen_at: Instant,
+    ) {
+        let keeping = self.served().map(|plugin| plugin.describe());
+        let source = format!("jinghzhuplugin:{}", self.name);
+        let text = format!("[{}] {}", refusal.rule, refusal.message);
+        swapper::refused(
+            Refused {
+                source: &source,
+                configmap: None,
+                // The Warning goes on the JinghzhuPlugin, written below.
+                regarding: None,
+                digest,
+                reason: &text,
+                seen_at,
+                keeping: keeping.clone(),
+            },
+            None,
+            &self.metrics,
+            &self.history,
+        )
+        .await;
+        if self.role == PluginMode::Shadow {
+            // A refused shadow does not make the host unready.
+            swapper::lock(&self.history).not_serving = self
+                .active
+                .serving()
+                .is_none()
+                .then(|| "no active plugin serves yet".to_string());
+        }
+        self.writer
+            .set(refusal.condition(), false, &refusal.reason(), &text);
+        self.writer.set("Refused", true, &refusal.reason(), &text);
+        self.writer
+            .set_refusal(digest, &refusal.rule, &refusal.message);
+        self.report_serving();
+        self.writer.set_state("Refused");
+        self.writer.write().await;
+        let candidate = if digest.is_empty() {
+            "the resource".to_string()
+        } else {
+            format!("plugin {digest}")
+        };
+        let consequence = match keeping {
+            Some(keeping) => format!("{keeping} keeps serving"),
+            None => "no plugin serves until a good one arrives".to_string(),
+        };
+        self.writer
+            .warn(
+                resource,
+                &format!(
+                    "{candidate} refused by rule {}, {consequence}: {}",
+                    refusal.rule, refusal.message
+                ),
+            )
+            .await;
+    }
+}
+
+/// What a source held when it was opened.
+enum Opened {
+    Bytes(Vec<u8>),
+    /// An OCI source: its task pulls, and sends what it got.
+    Pulling(tokio::task::AbortHandle),
+    Missing(String),
+}
+
+/// `[oci/unsigned] message` → (`oci/unsigned`, `message`).
+fn split_rule(reason: &str) -> (String, String) {
+    reason
+        .strip_prefix('[')
+        .and_then(|rest| rest.split_once("] "))
+        .map(|(rule, message)| (rule.to_string(), message.to_string()))
+        .unwrap_or_else(|| ("oci/source".to_string(), reason.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::plugin::{PluginLimitsSpec, PodPolicySpec};
+
+    #[test]
+    fn limits_above_the_flags_are_clamped_and_said_so() {
+        let spec = JinghzhuPluginSpec {
+            limits: Some(PluginLimitsSpec {
+                timeout_ms: Some(60_000),
+                memory_mib: Some(16),
+            }),
+            pod_policy: Some(PodPolicySpec {
+                policy: "baseline".into(),
+            }),
+            ..JinghzhuPluginSpec::default()
+        };
+        let effective = effective_limits(
+            &spec,
+            Duration::from_millis(500),
+            64 * 1024 * 1024,
+            PodPolicy::Restricted,
+        );
+        assert_eq!(effective.timeout_ms, 500);
+        assert_eq!(effective.memory_mib, 16);
+        assert_eq!(effective.pod_policy.as_deref(), Some("restricted"));
+        assert!(
+            effective.clamped.contains("timeoutMs 60000"),
+            "{}",
+            effective.clamped
+        );
+        assert!(
+            effective.clamped.contains("looser"),
+            "{}",
+            effective.clamped
+        );
+        assert!(
+            !effective.clamped.contains("memoryMiB"),
+            "{}",
+            effective.clamped
+        );
+        let stricter = effective_limits(
+            &JinghzhuPluginSpec {
+                pod_policy: Some(PodPolicySpec {
+                    policy: "template".into(),
+                }),
+                ..JinghzhuPluginSpec::default()
+            },
+            Duration::from_millis(500),
+            64 * 1024 * 1024,
+            PodPolicy::Restricted,
+        );
+        assert_eq!(stricter.pod_policy.as_deref(), Some("template"));
+        assert!(stricter.clamped.is_empty(), "{}", stricter.clamped);
+        let within = effective_limits(
+            &JinghzhuPluginSpec::default(),
+            Duration::from_millis(500),
+            64 * 1024 * 1024,
+            PodPolicy::Template,
+        );
+        assert_eq!((within.timeout_ms, within.memory_mib), (500, 64));
+        assert!(within.clamped.is_empty());
+    }
+
+    #[test]
+    fn refusal_reasons_are_camel_case_rules() {
+        let pin = rule_of(&Refusal::DigestMismatch {
+            expected: "sha256:a".into(),
+            actual: "sha256:b".into(),
+        });
+        assert_eq!(pin.rule, "plugin/digest-pin");
+        assert_eq!(pin.reason(), "DigestPin");
+        assert_eq!(pin.condition(), "Verified");
+        let smoke = rule_of(&Refusal::SmokeTest("trap".into()));
+        assert_eq!(smoke.reason(), "SmokeReconcile");
+        assert_eq!(smoke.condition(), "Compiled");
+        assert_eq!(
+            RuleRefusal::new("resource/mode", "m").condition(),
+            "Resolved"
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! Vetting a candidate plugin before it may serve: digest pin, compile and
+//! precompile, the world check (done by loading), and a smoke reconcile on a
+//! synthetic object so a plugin that traps on every call is refused before
+//! it touches the cluster. The compile runs on tokio's blocking pool
+//! ([`Runtime::load_off_thread`]), never on an async worker.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::crd::{Jinghzhu, JinghzhuSpec};
+use crate::runtime::{LoadedPlugin, Runtime, digest_of};
+use crate::slot::served::Downgrade;
+
+/// Why a candidate was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The bytes are not what `--plugin-sha256` pins.
+    #[error("digest mismatch: the candidate is {actual}, but only {expected} may load")]
+    DigestMismatch {
+        /// The pinned digest.
+        expected: String,
+        /// The candidate's digest.
+        actual: String,
+    },
+    /// Not a component of our world, or it does not compile.
+    #[error("cannot load: {0}")]
+    Load(String),
+    /// It loaded, but failed the smoke reconcile.
+    #[error("failed the smoke reconcile: {0}")]
+    SmokeTest(String),
+    /// An older version of the plugin that serves (same name, a lower
+    /// version), and downgrades are not allowed.
+    #[error(transparent)]
+    Downgrade(#[from] Downgrade),
+}
+
+/// Checks `bytes` and returns the loaded plugin if it may serve.
+pub async fn vet(
+    runtime: &Arc<Runtime>,
+    bytes: &[u8],
+    source: &str,
+    pinned_sha256: Option<&str>,
+) -> Result<Arc<LoadedPlugin>, Refusal> {
+    if let Some(expected) = pinned_sha256 {
+        let actual = digest_of(bytes);
+        let expected_full = if expected.starts_with("sha256:") {
+            expected.to_string()
+        } else {
+            format!("sha256:{expected}")
+        };
+        if actual != expected_full {
+            return Err(Refusal::DigestMismatch {
+                expected: expected_full,
+                actual,
+            });
+        }
+    }
+    let plugin = runtime
+        .load_off_thread(Arc::from(bytes), source.to_string())
+        .await
+        .map_err(|err| Refusal::Load(format!("{err:#}")))?;
+    smoke_test(&plugin).await?;
+    Ok(plugin)
+}
+
+/// One reconcile of a synthetic Jinghzhu with no pods: it must not trap.
+/// (A plugin error value is acceptable: it may reject the synthetic input.)
+async fn smoke_test(plugin: &Arc<LoadedPlugin>) -> Result<(), Refusal> {
+    let mut jz = Jinghzhu::new(
+        "wasm-operator-smoke-test",
+        JinghzhuSpec {
+            desired: 1,
+            template: None,
+        },
+    );
+    jz.metadata = ObjectMeta {
+        name: Some("wasm-operator-smoke-test".into()),
+        namespace: Some("default".into()),
+        uid: Some("00000000-0000-0000-0000-000000000000".into()),
+        generation: Some(1),
+        ..ObjectMeta::default()
+    };
+    match plugin
+        .reconcile(&jz, &[], "default/wasm-operator-smoke-test")
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(err) if err.is_returned_error() => Ok(()),
+        Err(err) => Err(Refusal::SmokeTest(err.to_string())),
+    }
+}
