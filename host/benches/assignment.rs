@@ -32,11 +32,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use wasm_artifacts::{Toolchain, build};
 use wasm_operator::crd::Jinghzhu;
 use wasm_operator::crd::plugin::ObjectSelectorSpec;
-use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::judging::plan::{Strategy, in_cohort};
 use wasm_operator::runtime::{LoadedPlugin, Runtime, RuntimeConfig};
 use wasm_operator::slot::canary::CanaryStart;
 use wasm_operator::slot::router::{PluginRouter, Selection};
+use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::telemetry::metrics::Metrics;
 
 /// The criterion group (and directory) of every case.

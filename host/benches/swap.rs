@@ -18,8 +18,8 @@ use tokio::sync::mpsc;
 use wasm_artifacts::{Toolchain, build};
 use wasm_operator::delivery::swapper::{self, SwapHistory};
 use wasm_operator::delivery::{sources, vetting};
-use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::runtime::{Runtime, RuntimeConfig, digest_of};
+use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::telemetry::metrics::Metrics;
 
 const SWAPS: usize = 20;

@@ -7,7 +7,8 @@
 //!   makes a Pod ours), [`cached_pod`], [`observed`] (what the host counts
 //!   itself for the status), [`plugin_text`] (escaping and bounding text
 //!   from a plugin or a Jinghzhu author), [`event_reasons`].
-//! - [`locks`], [`tasks`], [`disk`]: locks that outlive a panic, named tasks,
+//! - [`refusal`], [`locks`], [`tasks`], [`disk`]: a refusal and its rule,
+//!   locks that outlive a panic, named tasks,
 //!   files the host keeps and trusts later (private directories, keyed
 //!   files, bounds in bytes, pins).
 //! - [`kube_api`]: the Kubernetes client (deadlines, retries) and the
@@ -50,6 +51,7 @@ pub mod observed;
 pub mod offline;
 pub mod ownership;
 pub mod plugin_text;
+pub mod refusal;
 pub mod registry;
 pub mod run;
 pub mod runtime;

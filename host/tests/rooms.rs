@@ -35,7 +35,7 @@ const LAYERS: &[&[&str]] = &[
     &["ownership"],
     &["crd"],
     &["plugin_text"],
-    &["tasks", "locks"],
+    &["tasks", "locks", "refusal"],
 ];
 
 /// The module path of the source file `file` under `src` (`mod.rs` is its

@@ -665,7 +665,7 @@ mod tests {
         let mut refused = candidate(b"");
         refused.refusal = Some(SourceRefusal {
             digest: "sha256:f00".into(),
-            reason: "[oci/unsigned] no signature".into(),
+            refusal: crate::refusal::Refusal::new("oci/unsigned", "no signature"),
         });
         tx.send(refused).await.expect("send");
         let mut got = Vec::new();

@@ -40,6 +40,7 @@ use tokio::sync::mpsc;
 use crate::delivery::swapper::{self, Refused, SwapHistory};
 use crate::delivery::vetting::vet;
 use crate::delivery::{damper, sources};
+use crate::refusal::Refusal;
 use crate::runtime::{Runtime, digest_of};
 use crate::slot::{ActivePlugin, RollbackPolicy};
 use crate::telemetry::metrics::Metrics;
@@ -129,8 +130,8 @@ struct FirstSource {
     /// Follows an OCI source's reference while it is read (the watcher
     /// follows it from then on), so the store keeps its last known good.
     _following: Option<crate::disk::pins::Following>,
-    /// A refusal of the source itself (digest, reason), before there were bytes.
-    source_refusal: Option<(String, String)>,
+    /// A refusal of the source itself (its digest and why), before there were bytes.
+    source_refusal: Option<(String, Refusal)>,
 }
 
 /// An empty slot for `options`' plugin: `/readyz` and `/status` say it is
@@ -249,14 +250,14 @@ async fn first_oci_read(oci: &sources::OciSource, out: &mut FirstSource) -> sour
             out.label = pulled.reference;
             sources::FirstRead::Bytes(pulled.bytes)
         }
-        sources::OciFirstRead::Missing(why) => sources::FirstRead::Missing(why),
+        sources::OciFirstRead::Missing(why) => sources::FirstRead::Missing(why.to_string()),
         sources::OciFirstRead::Refused { digest, error } => {
             // A signature may still come (cosign signs after the push), a
             // misbehaving registry may recover: the watcher looks at this
             // digest again.
             out.oci_start = sources::OciStart::Handled(sources::handled_after(&error, &digest));
             let reason = error.to_string();
-            out.source_refusal = Some((digest, reason.clone()));
+            out.source_refusal = Some((digest, error.into()));
             sources::FirstRead::Missing(reason)
         }
         sources::OciFirstRead::LastKnownGood {
@@ -268,7 +269,7 @@ async fn first_oci_read(oci: &sources::OciSource, out: &mut FirstSource) -> sour
             // digest looked at again is reported by the watcher's first poll).
             if !sources::look_again(&error) {
                 out.oci_start = sources::OciStart::Handled(digest.clone());
-                out.source_refusal = Some((digest, error.to_string()));
+                out.source_refusal = Some((digest, error.into()));
             }
             out.label = pulled.reference;
             sources::FirstRead::Bytes(pulled.bytes)
@@ -312,12 +313,12 @@ async fn serve_first(
                     plugins.active.load_first(plugin);
                     // Served as the last known good: what the source offers
                     // now was refused, and that is reported.
-                    if let Some((refused, reason)) = &source.source_refusal {
+                    if let Some((refused, refusal)) = &source.source_refusal {
                         let report = Refused {
                             source: label,
                             configmap: None,
                             digest: if refused.is_empty() { label } else { refused },
-                            reason,
+                            refusal,
                             seen_at,
                             keeping: Some(keeping),
                             regarding,
@@ -326,12 +327,11 @@ async fn serve_first(
                     }
                 }
                 Err(refusal) => {
-                    let reason = refusal.to_string();
                     let report = Refused {
                         source: label,
                         configmap: configmap.as_ref(),
                         digest: &digest,
-                        reason: &reason,
+                        refusal: &refusal,
                         seen_at,
                         keeping: None,
                         regarding,
@@ -342,12 +342,14 @@ async fn serve_first(
             digest
         }
         sources::FirstRead::Missing(_) if source.source_refusal.is_some() => {
-            let (digest, reason) = source.source_refusal.clone().unwrap_or_default();
+            let Some((digest, refusal)) = source.source_refusal.clone() else {
+                return String::new();
+            };
             let report = Refused {
                 source: label,
                 configmap: None,
                 digest: if digest.is_empty() { label } else { &digest },
-                reason: &reason,
+                refusal: &refusal,
                 seen_at,
                 keeping: None,
                 regarding,

@@ -47,6 +47,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::disk::pins::{Following, PinHolder};
+use crate::refusal::Refusal;
 use crate::registry::bounded::{FileRefusal, FileRules};
 use crate::registry::{OciError, OciPuller, OciRef, Pulled};
 use crate::runtime::digest_of;
@@ -91,8 +92,8 @@ pub struct Candidate {
 pub struct SourceRefusal {
     /// What names it: the manifest digest for an OCI artifact.
     pub digest: String,
-    /// Why, starting with the rule (`[oci/unsigned] …`).
-    pub reason: String,
+    /// Why.
+    pub refusal: Refusal,
 }
 
 /// Whether a file event in the watched directory may have changed what is
@@ -163,7 +164,7 @@ pub fn watch_file(
     tokio::spawn(async move {
         let _watcher = watcher; // dropped (and stopped) with this task
         let mut last = initial;
-        let mut last_refusal: Option<String> = None;
+        let mut last_refusal: Option<Refusal> = None;
         // Unknown at first: the first poll reads the file.
         let mut stamp: Option<FileStamp> = None;
         let mut poll = tokio::time::interval(Duration::from_secs(2));
@@ -189,12 +190,12 @@ pub fn watch_file(
                 Ok(bytes) => bytes,
                 // Mid-rename or deleted: wait for the next event.
                 Err(FileRefusal::Missing(_)) => continue,
-                Err(refusal) => {
-                    let reason = refusal.to_string();
-                    if last_refusal.as_deref() == Some(&reason) {
+                Err(refused) => {
+                    let refusal = Refusal::from(&refused);
+                    if last_refusal.as_ref() == Some(&refusal) {
                         continue;
                     }
-                    last_refusal = Some(reason.clone());
+                    last_refusal = Some(refusal.clone());
                     let candidate = Candidate {
                         bytes: Vec::new(),
                         source: source.clone(),
@@ -202,7 +203,7 @@ pub fn watch_file(
                         regarding: None,
                         refusal: Some(SourceRefusal {
                             digest: source,
-                            reason,
+                            refusal,
                         }),
                         verified_by: Vec::new(),
                         seen_at,
@@ -383,7 +384,7 @@ pub enum OciFirstRead {
         error: OciError,
     },
     /// The registry cannot be reached and no local copy is kept: why.
-    Missing(String),
+    Missing(OciError),
     /// The artifact the reference names now was refused, and the local copy
     /// of the last artifact verified for it (re-verified with the current
     /// keys) serves instead: last known good. The refusal is reported too.
@@ -486,9 +487,10 @@ pub async fn read_oci(source: &OciSource) -> OciFirstRead {
                 error,
             }
         }
-        (Ok(None), true) if error.is_unreachable() => {
-            OciFirstRead::Missing(format!("{error}; no local copy is kept yet"))
-        }
+        (Ok(None), true) if error.is_unreachable() => OciFirstRead::Missing(OciError {
+            rule: error.rule,
+            message: format!("{}; no local copy is kept yet", error.message),
+        }),
         (Ok(None), _) | (Err(_), false) => OciFirstRead::Refused { digest, error },
         (Err(refused), true) => OciFirstRead::Refused {
             digest: String::new(),
@@ -532,7 +534,7 @@ async fn first_pull(source: &OciSource) -> Opening {
         }
         OciFirstRead::Refused { digest, error } => {
             let handled = handled_after(&error, &digest);
-            let candidate = refusal_candidate(source, digest, error.to_string(), seen_at);
+            let candidate = refusal_candidate(source, digest, error.into(), seen_at);
             (vec![candidate], handled)
         }
         OciFirstRead::LastKnownGood {
@@ -541,14 +543,19 @@ async fn first_pull(source: &OciSource) -> Opening {
             error,
         } => {
             let handled = handled_after(&error, &digest);
-            let refusal = refusal_candidate(source, digest, error.to_string(), seen_at);
+            let refusal = refusal_candidate(source, digest, error.into(), seen_at);
             (
                 vec![pulled_candidate(source, pulled, seen_at, true), refusal],
                 handled,
             )
         }
         OciFirstRead::Missing(why) => (
-            vec![refusal_candidate(source, String::new(), why, seen_at)],
+            vec![refusal_candidate(
+                source,
+                String::new(),
+                why.into(),
+                seen_at,
+            )],
             String::new(),
         ),
     };
@@ -650,7 +657,7 @@ pub fn watch_oci(
                 let opening = first_pull(&source).await;
                 for candidate in opening.candidates {
                     if let Some(refusal) = &candidate.refusal {
-                        last_problem = Some(refusal.reason.clone());
+                        last_problem = Some(refusal.refusal.to_string());
                     }
                     if tx.send(candidate).await.is_err() {
                         return;
@@ -702,7 +709,12 @@ async fn poll_once(
             return None;
         }
         *last_problem = Some(text.clone());
-        Some(refusal_candidate(source, digest, text, seen_at))
+        Some(refusal_candidate(
+            source,
+            digest,
+            error.clone().into(),
+            seen_at,
+        ))
     };
     let digest = match source.puller.resolve(&source.reference).await {
         Ok(digest) => digest,
@@ -746,7 +758,7 @@ async fn poll_once(
             tracing::warn!(reference = %source.reference, digest = %digest, error = %error, "cannot pull the new artifact; retrying at the next poll");
             return None;
         }
-        Err(error) => refusal_candidate(source, digest.clone(), error.to_string(), seen_at),
+        Err(error) => refusal_candidate(source, digest.clone(), error.into(), seen_at),
     };
     *last = digest;
     *last_problem = None;
@@ -756,7 +768,7 @@ async fn poll_once(
 fn refusal_candidate(
     source: &OciSource,
     digest: String,
-    reason: String,
+    refusal: Refusal,
     seen_at: std::time::Instant,
 ) -> Candidate {
     let label = if digest.is_empty() {
@@ -779,7 +791,7 @@ fn refusal_candidate(
             } else {
                 digest
             },
-            reason,
+            refusal,
         }),
         verified_by: Vec::new(),
         seen_at,

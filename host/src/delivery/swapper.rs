@@ -18,6 +18,7 @@ use crate::delivery::sources::Candidate;
 use crate::delivery::vetting::vet;
 use crate::locks::MutexExt;
 use crate::plugin_text;
+use crate::refusal::Refusal;
 use crate::runtime::{Runtime, digest_of};
 use crate::slot::ActivePlugin;
 use crate::telemetry::metrics::Metrics;
@@ -108,7 +109,7 @@ pub struct Refused<'a> {
     /// Its digest.
     pub digest: &'a str,
     /// Why it was refused.
-    pub reason: &'a str,
+    pub refusal: &'a Refusal,
     /// When the change was seen.
     pub seen_at: Instant,
     /// The plugin that keeps serving (`None`: nothing serves).
@@ -131,7 +132,8 @@ pub async fn refused(
                 source = %refusal.source,
                 candidate = %refusal.digest,
                 keeping = %keeping,
-                reason = %plugin_text::shown(refusal.reason),
+                rule = refusal.refusal.rule,
+                reason = %plugin_text::shown(&refusal.refusal.message),
                 "plugin swap refused; the current plugin keeps serving"
             );
             "the current plugin keeps serving"
@@ -140,7 +142,8 @@ pub async fn refused(
             tracing::error!(
                 source = %refusal.source,
                 candidate = %refusal.digest,
-                reason = %plugin_text::shown(refusal.reason),
+                rule = refusal.refusal.rule,
+                reason = %plugin_text::shown(&refusal.refusal.message),
                 "plugin refused; no plugin serves, the host stays unready and waits for a good one from the source"
             );
             "no plugin serves until a good one arrives"
@@ -151,7 +154,7 @@ pub async fn refused(
             client,
             refusal.configmap,
             refusal.regarding,
-            (refusal.digest, consequence, refusal.reason),
+            (refusal.digest, consequence, &refusal.refusal.to_string()),
         )
         .await;
     }
@@ -159,13 +162,13 @@ pub async fn refused(
     if refusal.keeping.is_none() {
         history.not_serving = Some(format!(
             "the plugin {} from {} was refused: {}",
-            refusal.digest, refusal.source, refusal.reason
+            refusal.digest, refusal.source, refusal.refusal
         ));
     }
     history.last_refusal = Some(SwapRecord::now(
         refusal.source.to_string(),
         refusal.digest.to_string(),
-        refusal.reason.to_string(),
+        refusal.refusal.to_string(),
         refusal.seen_at,
     ));
 }
@@ -189,7 +192,7 @@ pub async fn run(
                     source: &candidate.source,
                     configmap: candidate.configmap.as_ref(),
                     digest: &refusal.digest,
-                    reason: &refusal.reason,
+                    refusal: &refusal.refusal,
                     seen_at: candidate.seen_at,
                     keeping: active.serving().map(|plugin| plugin.describe()),
                     regarding: candidate.regarding.as_ref(),
@@ -210,12 +213,7 @@ pub async fn run(
             pinned_sha256.as_deref(),
         )
         .await
-        .and_then(|plugin| {
-            active
-                .check_downgrade(&plugin)
-                .map(|()| plugin)
-                .map_err(crate::delivery::vetting::Refusal::from)
-        });
+        .and_then(|plugin| active.check_downgrade(&plugin).map(|()| plugin));
         let at_unix = unix_now();
         match outcome {
             Ok(plugin) => {
@@ -248,7 +246,7 @@ pub async fn run(
                         source: &candidate.source,
                         configmap: candidate.configmap.as_ref(),
                         digest: &digest,
-                        reason: &refusal.to_string(),
+                        refusal: &refusal,
                         seen_at: candidate.seen_at,
                         keeping: active.serving().map(|plugin| plugin.describe()),
                         regarding: candidate.regarding.as_ref(),

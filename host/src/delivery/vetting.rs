@@ -9,30 +9,17 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::crd::{Jinghzhu, JinghzhuSpec};
+use crate::refusal::Refusal;
 use crate::runtime::{LoadedPlugin, Runtime, digest_of};
-use crate::slot::served::Downgrade;
 
-/// Why a candidate was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum Refusal {
-    /// The bytes are not what `--plugin-sha256` pins.
-    #[error("digest mismatch: the candidate is {actual}, but only {expected} may load")]
-    DigestMismatch {
-        /// The pinned digest.
-        expected: String,
-        /// The candidate's digest.
-        actual: String,
-    },
+/// The rules vetting refuses by.
+pub mod rules {
+    /// The bytes are not what `--plugin-sha256` (or `spec.sha256`) pins.
+    pub const DIGEST_PIN: &str = "plugin/digest-pin";
     /// Not a component of our world, or it does not compile.
-    #[error("cannot load: {0}")]
-    Load(String),
-    /// It loaded, but failed the smoke reconcile.
-    #[error("failed the smoke reconcile: {0}")]
-    SmokeTest(String),
-    /// An older version of the plugin that serves (same name, a lower
-    /// version), and downgrades are not allowed.
-    #[error(transparent)]
-    Downgrade(#[from] Downgrade),
+    pub const LOAD: &str = "plugin/load";
+    /// It loaded, but trapped on the smoke reconcile.
+    pub const SMOKE_RECONCILE: &str = "plugin/smoke-reconcile";
 }
 
 /// Checks `bytes` and returns the loaded plugin if it may serve.
@@ -50,16 +37,18 @@ pub async fn vet(
             format!("sha256:{expected}")
         };
         if actual != expected_full {
-            return Err(Refusal::DigestMismatch {
-                expected: expected_full,
-                actual,
-            });
+            return Err(Refusal::new(
+                rules::DIGEST_PIN,
+                format!(
+                    "digest mismatch: the candidate is {actual}, but only {expected_full} may load"
+                ),
+            ));
         }
     }
     let plugin = runtime
         .load_off_thread(Arc::from(bytes), source.to_string())
         .await
-        .map_err(|err| Refusal::Load(format!("{err:#}")))?;
+        .map_err(|err| Refusal::new(rules::LOAD, format!("cannot load: {err:#}")))?;
     smoke_test(&plugin).await?;
     Ok(plugin)
 }
@@ -87,6 +76,9 @@ async fn smoke_test(plugin: &Arc<LoadedPlugin>) -> Result<(), Refusal> {
     {
         Ok(_) => Ok(()),
         Err(err) if err.is_returned_error() => Ok(()),
-        Err(err) => Err(Refusal::SmokeTest(err.to_string())),
+        Err(err) => Err(Refusal::new(
+            rules::SMOKE_RECONCILE,
+            format!("failed the smoke reconcile: {err}"),
+        )),
     }
 }

@@ -367,8 +367,8 @@ pub fn describe(canary: &RolloutFigures, stable: &RolloutFigures) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::judging::tally::CHECK_PATIENCE;
     use super::*;
+    use crate::judging::tally::CHECK_PATIENCE;
 
     fn uids(n: usize) -> Vec<String> {
         (0..n)

@@ -227,6 +227,12 @@ impl std::fmt::Display for FileRefusal {
 
 impl std::error::Error for FileRefusal {}
 
+impl From<&FileRefusal> for crate::refusal::Refusal {
+    fn from(refused: &FileRefusal) -> Self {
+        Self::new(refused.rule(), refused.message())
+    }
+}
+
 /// Reads the plugin file at `path`: opened with `O_NONBLOCK` (a FIFO with
 /// no writer does not block the open), refused unless the open file is a
 /// regular file of at most `cap` bytes (checked before reading), read

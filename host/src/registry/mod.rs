@@ -126,6 +126,12 @@ impl OciError {
     }
 }
 
+impl From<OciError> for crate::refusal::Refusal {
+    fn from(error: OciError) -> Self {
+        Self::new(error.rule, error.message)
+    }
+}
+
 /// `sha256:<hex>` of `bytes`.
 pub fn sha256_digest(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};

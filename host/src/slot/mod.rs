@@ -286,7 +286,7 @@ impl ActivePlugin {
     /// older version of the plugin that serves, or of the newest this slot
     /// (or its fleet, see [`ActivePlugin::note_served`]) served
     /// ([`served::is_downgrade`]), and downgrades are not allowed.
-    pub fn check_downgrade(&self, candidate: &LoadedPlugin) -> Result<(), served::Downgrade> {
+    pub fn check_downgrade(&self, candidate: &LoadedPlugin) -> Result<(), crate::refusal::Refusal> {
         let allowed = self
             .downgrades_allowed
             .load(std::sync::atomic::Ordering::Relaxed);
@@ -297,10 +297,7 @@ impl ActivePlugin {
         let newest = self.newest_served();
         for served in [serving, newest].into_iter().flatten() {
             if served::is_downgrade(&served, candidate) {
-                return Err(served::Downgrade {
-                    serving: served.describe(),
-                    candidate: candidate.describe(),
-                });
+                return Err(served::downgrade(&served.describe(), &candidate.describe()));
             }
         }
         Ok(())

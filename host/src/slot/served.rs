@@ -1,20 +1,23 @@
 //! What a slot has served, by plugin name and version: an older version
 //! of the same plugin is a downgrade, refused unless the admin allows it.
 
+use crate::refusal::Refusal;
 use crate::runtime::LoadedPlugin;
 
-/// A candidate that is an older version of a plugin that served.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "downgrade (rule plugin/downgrade): {candidate} is an older version of {serving}, which \
-     serves; a source moved back (a tag to an older signed artifact) is refused unless the \
-     admin starts the host with --plugin-allow-downgrade"
-)]
-pub struct Downgrade {
-    /// The plugin that serves (`name@version (sha256:…)`).
-    pub serving: String,
-    /// The candidate.
-    pub candidate: String,
+/// The rule that refuses an older version of a plugin that served.
+pub const DOWNGRADE: &str = "plugin/downgrade";
+
+/// The downgrade refusal of `candidate`, older than `serving` (both
+/// `name@version (sha256:…)`).
+pub fn downgrade(serving: &str, candidate: &str) -> Refusal {
+    Refusal::new(
+        DOWNGRADE,
+        format!(
+            "{candidate} is an older version of {serving}, which serves; a source moved back \
+             (a tag to an older signed artifact) is refused unless the admin starts the host \
+             with --plugin-allow-downgrade"
+        ),
+    )
 }
 
 /// `major.minor.patch` of a semantic version, and whether it is a

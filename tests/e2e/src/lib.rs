@@ -29,9 +29,9 @@ use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
 use wasm_operator::delivery::setup::{self, PluginOptions, PluginSource};
 use wasm_operator::delivery::swapper::SwapHistory;
-use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::ownership::is_controlled_by;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
+use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::telemetry::metrics::{Metrics, PluginLabels};
 
 /// A test's own namespace on the shared control plane, with the CRD installed.

@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use wasm_operator::crd::Jinghzhu;
-use wasm_operator::delivery::setup::PluginSource;
 use wasm_operator::delivery::damper;
-use wasm_operator::slot::RollbackPolicy;
+use wasm_operator::delivery::setup::PluginSource;
 use wasm_operator::runtime::digest_of;
+use wasm_operator::slot::RollbackPolicy;
 
 const V2_PREFIX: &str = "[v2] ";
 

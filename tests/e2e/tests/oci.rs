@@ -367,7 +367,7 @@ async fn wrong_credentials_are_refused_with_a_clear_reason() -> anyhow::Result<(
         events_on: None,
     };
     match read_oci(&source).await {
-        OciFirstRead::Missing(why) => assert!(why.contains("--oci-ca-file"), "{why}"),
+        OciFirstRead::Missing(why) => assert!(why.message.contains("--oci-ca-file"), "{why}"),
         other => anyhow::bail!("expected an unreachable registry, got {other:?}"),
     }
     Ok(())
@@ -461,7 +461,7 @@ async fn a_plain_http_registry_is_used_only_when_named_insecure() -> anyhow::Res
     .await
     {
         OciFirstRead::Missing(why) => {
-            assert!(why.contains("--oci-insecure-registry"), "{why}")
+            assert!(why.message.contains("--oci-insecure-registry"), "{why}")
         }
         other => anyhow::bail!("expected an unreachable registry, got {other:?}"),
     }

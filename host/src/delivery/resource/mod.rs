@@ -72,10 +72,11 @@ use crate::delivery::damper;
 use crate::delivery::setup::Plugins;
 use crate::delivery::sources::{self, Candidate, FirstRead};
 use crate::delivery::swapper::{self, Refused, SwapHistory, SwapRecord};
-use crate::delivery::vetting::{Refusal, vet};
+use crate::delivery::vetting::{self, vet};
+use crate::refusal::Refusal;
 use crate::registry::bounded::{FileRefusal, FileRules};
 use crate::registry::signature::{Threshold, VerificationPolicy, Verifier};
-use crate::registry::{OciOptions, OciPuller, OciRef};
+use crate::registry::{self, OciOptions, OciPuller, OciRef};
 use crate::runtime::{LoadedPlugin, Runtime, digest_of};
 use crate::slot::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::slot::served::Served;
@@ -116,63 +117,21 @@ pub struct ResourceOptions {
     pub router: Arc<OnceLock<Arc<PluginRouter>>>,
 }
 
-/// A refusal with the rule that made it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RuleRefusal {
-    /// The rule id, e.g. `plugin/digest-pin` or `oci/unsigned`.
-    pub rule: String,
-    /// Why, for humans.
-    pub message: String,
-}
-
-impl RuleRefusal {
-    fn new(rule: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            rule: rule.into(),
-            message: message.into(),
-        }
+/// The condition a refusal by `refusal`'s rule turns false.
+fn condition_of(refusal: &Refusal) -> &'static str {
+    match refusal.rule {
+        vetting::rules::DIGEST_PIN
+        | "verification/source"
+        | "verification/unsigned-source"
+        | "verification/keys"
+        | "verification/secret-not-allowed"
+        | "verification/policy"
+        | registry::rules::UNSIGNED
+        | registry::rules::SIGNATURE => "Verified",
+        vetting::rules::LOAD | vetting::rules::SMOKE_RECONCILE => "Compiled",
+        rule if rule.starts_with("rollout/") => "Rollout",
+        _ => "Resolved",
     }
-
-    /// The condition a refusal by this rule turns false.
-    fn condition(&self) -> &'static str {
-        match self.rule.as_str() {
-            "plugin/digest-pin"
-            | "verification/source"
-            | "verification/unsigned-source"
-            | "verification/keys"
-            | "verification/secret-not-allowed"
-            | "verification/policy"
-            | "oci/unsigned"
-            | "oci/signature" => "Verified",
-            "plugin/load" | "plugin/smoke-reconcile" => "Compiled",
-            rule if rule.starts_with("rollout/") => "Rollout",
-            _ => "Resolved",
-        }
-    }
-
-    /// The CamelCase reason: the rule's last part (`digest-pin` → `DigestPin`).
-    pub fn reason(&self) -> String {
-        let last = self.rule.rsplit('/').next().unwrap_or(&self.rule);
-        last.split('-')
-            .map(|word| {
-                let mut chars = word.chars();
-                chars.next().map_or_else(String::new, |first| {
-                    first.to_ascii_uppercase().to_string() + chars.as_str()
-                })
-            })
-            .collect()
-    }
-}
-
-/// The rule of a vetting refusal.
-pub fn rule_of(refusal: &Refusal) -> RuleRefusal {
-    let rule = match refusal {
-        Refusal::DigestMismatch { .. } => "plugin/digest-pin",
-        Refusal::Load(_) => "plugin/load",
-        Refusal::SmokeTest(_) => "plugin/smoke-reconcile",
-        Refusal::Downgrade(_) => "plugin/downgrade",
-    };
-    RuleRefusal::new(rule, refusal.to_string())
 }
 
 /// The pod policy `spec.podPolicy` asks for, if any (the CRD's schema
@@ -483,8 +442,7 @@ impl Driver {
                         Some(candidate) if candidate.refusal.is_some() => {
                             if let (Some(c), Some(refusal)) = (current.as_ref(), candidate.refusal) {
                                 let resource = c.resource.clone();
-                                let (rule, message) = split_rule(&refusal.reason);
-                                self.refuse(&resource, &refusal.digest, RuleRefusal::new(rule, message), candidate.seen_at).await;
+                                self.refuse(&resource, &refusal.digest, refusal.refusal.clone(), candidate.seen_at).await;
                             }
                         }
                         Some(candidate) => {
@@ -568,7 +526,7 @@ impl Driver {
                 PluginMode::Active => "--plugin-resource",
                 PluginMode::Shadow => "--shadow-plugin-resource",
             };
-            let refusal = RuleRefusal::new(
+            let refusal = Refusal::new(
                 "resource/mode",
                 format!(
                     "spec.mode is {}, but this host runs it as its {} plugin ({flag}); \
@@ -659,7 +617,7 @@ impl Driver {
     fn damped(
         &self,
         rx: mpsc::Receiver<Candidate>,
-        first: &Result<Opened, RuleRefusal>,
+        first: &Result<Opened, Refusal>,
     ) -> mpsc::Receiver<Candidate> {
         if self.role != PluginMode::Active {
             return rx;
@@ -691,14 +649,14 @@ impl Driver {
         source: &PluginSourceSpec,
         verification: Option<&VerificationSpec>,
         tx: mpsc::Sender<Candidate>,
-    ) -> Result<Opened, RuleRefusal> {
+    ) -> Result<Opened, Refusal> {
         if let Some(oci) = &source.oci {
             return self.open_oci(&oci.reference, verification, tx).await;
         }
         if let Some(cm) = &source.config_map {
             let first = sources::read_configmap(&self.client, &cm.namespace, &cm.name, &cm.key)
                 .await
-                .map_err(|err| RuleRefusal::new("resource/source", format!("{err:#}")))?;
+                .map_err(|err| Refusal::new("resource/source", format!("{err:#}")))?;
             let (opened, initial) = match first {
                 FirstRead::Bytes(bytes) => {
                     let digest = digest_of(&bytes);
@@ -727,15 +685,15 @@ impl Driver {
                 }
                 Err(FileRefusal::Missing(why)) => (Opened::Missing(why), String::new()),
                 Err(refusal) => {
-                    return Err(RuleRefusal::new(refusal.rule(), refusal.message()));
+                    return Err(Refusal::from(&refusal));
                 }
             };
             sources::watch_file(path, initial, self.files.clone(), tx).map_err(|err| {
-                RuleRefusal::new("resource/source", format!("watching {}: {err}", file.path))
+                Refusal::new("resource/source", format!("watching {}: {err}", file.path))
             })?;
             return Ok(opened);
         }
-        Err(RuleRefusal::new(
+        Err(Refusal::new(
             "resource/source",
             "spec.source names no source: set one of oci, configMap or file",
         ))
@@ -748,9 +706,9 @@ impl Driver {
         reference: &str,
         verification: Option<&VerificationSpec>,
         tx: mpsc::Sender<Candidate>,
-    ) -> Result<Opened, RuleRefusal> {
+    ) -> Result<Opened, Refusal> {
         let Some((options, poll_interval)) = self.oci.clone() else {
-            return Err(RuleRefusal::new(
+            return Err(Refusal::new(
                 "resource/source",
                 "this host takes no OCI sources (started without the OCI options)",
             ));
@@ -760,12 +718,12 @@ impl Driver {
         } else {
             format!("oci://{reference}")
         };
-        let reference = OciRef::parse(&text).map_err(|e| RuleRefusal::new(e.rule, e.message))?;
+        let reference = OciRef::parse(&text).map_err(Refusal::from)?;
         let mut options = options;
         if let Some(spec) = verification {
             options.verification = Some(Arc::new(self.policy_of(spec, poll_interval).await?));
         }
-        let puller = OciPuller::new(options).map_err(|e| RuleRefusal::new(e.rule, e.message))?;
+        let puller = OciPuller::new(options).map_err(Refusal::from)?;
         let source = sources::OciSource {
             reference,
             puller,
@@ -788,23 +746,23 @@ impl Driver {
         &self,
         spec: &VerificationSpec,
         refresh: Duration,
-    ) -> Result<VerificationPolicy, RuleRefusal> {
+    ) -> Result<VerificationPolicy, Refusal> {
         // Every name is checked before any Secret is read.
         if let Some(allowed) = &self.key_secrets {
             for key in &spec.keys {
                 allowed
                     .check(key)
-                    .map_err(|why| RuleRefusal::new("verification/secret-not-allowed", why))?;
+                    .map_err(|why| Refusal::new("verification/secret-not-allowed", why))?;
             }
         }
         let mut keys: Vec<(String, Arc<dyn Verifier>)> = Vec::new();
         for key in &spec.keys {
             let verifier = SecretKey::open(&self.client, key, refresh)
                 .await
-                .map_err(|why| RuleRefusal::new("verification/keys", why))?;
+                .map_err(|why| Refusal::new("verification/keys", why))?;
             keys.push((key.name.clone(), Arc::new(verifier)));
         }
-        let pick = |names: &[String]| -> Result<Vec<Arc<dyn Verifier>>, RuleRefusal> {
+        let pick = |names: &[String]| -> Result<Vec<Arc<dyn Verifier>>, Refusal> {
             names
                 .iter()
                 .map(|name| {
@@ -812,7 +770,7 @@ impl Driver {
                         .find(|(n, _)| n == name)
                         .map(|(_, v)| v.clone())
                         .ok_or_else(|| {
-                            RuleRefusal::new("verification/policy", format!("the policy names key {name:?}, which spec.verification.keys does not list"))
+                            Refusal::new("verification/policy", format!("the policy names key {name:?}, which spec.verification.keys does not list"))
                         })
                 })
                 .collect()
@@ -831,17 +789,17 @@ impl Driver {
             (false, false) => {
                 // Every key of allOf, and minimumMatches of anyOf.
                 let all = VerificationPolicy::new(pick(&policy.all_of)?, Threshold::All)
-                    .map_err(|e| RuleRefusal::new("verification/policy", e.message))?;
+                    .map_err(|e| Refusal::new("verification/policy", e.message))?;
                 let any = VerificationPolicy::new(
                     pick(&policy.any_of)?,
                     Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
                 )
-                .map_err(|e| RuleRefusal::new("verification/policy", e.message))?;
+                .map_err(|e| Refusal::new("verification/policy", e.message))?;
                 return Ok(all.and(any));
             }
         };
         VerificationPolicy::new(verifiers, threshold)
-            .map_err(|e| RuleRefusal::new("verification/policy", e.message))
+            .map_err(|e| Refusal::new("verification/policy", e.message))
     }
 
     /// New bytes for `resource`: verify, compile, serve or refuse.
@@ -874,18 +832,13 @@ impl Driver {
         let vetted = vet(&self.runtime, &bytes, from, pinned)
             .await
             .and_then(|plugin| match self.role {
-                PluginMode::Active => self
-                    .active
-                    .check_downgrade(&plugin)
-                    .map(|()| plugin)
-                    .map_err(Refusal::from),
+                PluginMode::Active => self.active.check_downgrade(&plugin).map(|()| plugin),
                 PluginMode::Shadow => Ok(plugin),
             });
         let mut plugin = match vetted {
             Ok(plugin) => plugin,
             Err(refusal) => {
-                self.refuse(resource, &digest, rule_of(&refusal), seen_at)
-                    .await;
+                self.refuse(resource, &digest, refusal, seen_at).await;
                 self.serve_what_the_fleet_serves(resource, seen_at).await;
                 return;
             }
@@ -941,7 +894,7 @@ impl Driver {
     ) -> bool {
         let spec = &resource.spec;
         if spec.verification.is_some() && spec.source.oci.is_none() {
-            let refusal = RuleRefusal::new(
+            let refusal = Refusal::new(
                 "verification/source",
                 "spec.verification asks for signatures, but a ConfigMap or a file carries none: \
                  ship the plugin as an OCI artifact (spec.source.oci) or drop spec.verification",
@@ -954,7 +907,7 @@ impl Driver {
             .as_ref()
             .is_some_and(|(options, _)| options.verification.is_some());
         if host_keys && spec.source.oci.is_none() && !self.allow_unsigned {
-            let refusal = RuleRefusal::new(
+            let refusal = Refusal::new(
                 "verification/unsigned-source",
                 "the host requires signed plugins (--plugin-verify-key), and a ConfigMap or a \
                  file carries no signature: ship the plugin as an OCI artifact \
@@ -1175,12 +1128,12 @@ impl Driver {
         &mut self,
         resource: &JinghzhuPlugin,
         digest: &str,
-        refusal: RuleRefusal,
+        refusal: Refusal,
         seen_at: Instant,
     ) {
         let keeping = self.served().map(|plugin| plugin.describe());
         let source = format!("jinghzhuplugin:{}", self.name);
-        let text = format!("[{}] {}", refusal.rule, refusal.message);
+        let text = refusal.to_string();
         swapper::refused(
             Refused {
                 source: &source,
@@ -1188,7 +1141,7 @@ impl Driver {
                 // The Warning goes on the JinghzhuPlugin, written below.
                 regarding: None,
                 digest,
-                reason: &text,
+                refusal: &refusal,
                 seen_at,
                 keeping: keeping.clone(),
             },
@@ -1206,10 +1159,10 @@ impl Driver {
                 .then(|| "no active plugin serves yet".to_string());
         }
         self.writer
-            .set(refusal.condition(), false, &refusal.reason(), &text);
+            .set(condition_of(&refusal), false, &refusal.reason(), &text);
         self.writer.set("Refused", true, &refusal.reason(), &text);
         self.writer
-            .set_refusal(digest, &refusal.rule, &refusal.message);
+            .set_refusal(digest, refusal.rule, &refusal.message);
         self.report_serving();
         self.writer.set_state("Refused");
         self.writer.write().await;
@@ -1240,15 +1193,6 @@ enum Opened {
     /// An OCI source: its task pulls, and sends what it got.
     Pulling(tokio::task::AbortHandle),
     Missing(String),
-}
-
-/// `[oci/unsigned] message` → (`oci/unsigned`, `message`).
-fn split_rule(reason: &str) -> (String, String) {
-    reason
-        .strip_prefix('[')
-        .and_then(|rest| rest.split_once("] "))
-        .map(|(rule, message)| (rule.to_string(), message.to_string()))
-        .unwrap_or_else(|| ("oci/source".to_string(), reason.to_string()))
 }
 
 #[cfg(test)]
@@ -1316,20 +1260,16 @@ mod tests {
     }
 
     #[test]
-    fn refusal_reasons_are_camel_case_rules() {
-        let pin = rule_of(&Refusal::DigestMismatch {
-            expected: "sha256:a".into(),
-            actual: "sha256:b".into(),
-        });
-        assert_eq!(pin.rule, "plugin/digest-pin");
-        assert_eq!(pin.reason(), "DigestPin");
-        assert_eq!(pin.condition(), "Verified");
-        let smoke = rule_of(&Refusal::SmokeTest("trap".into()));
-        assert_eq!(smoke.reason(), "SmokeReconcile");
-        assert_eq!(smoke.condition(), "Compiled");
+    fn each_refusal_turns_the_condition_of_its_stage_false() {
+        let by = |rule| condition_of(&Refusal::new(rule, "m"));
+        assert_eq!(by(crate::delivery::vetting::rules::DIGEST_PIN), "Verified");
+        assert_eq!(by(crate::registry::rules::UNSIGNED), "Verified");
+        assert_eq!(by(crate::delivery::vetting::rules::LOAD), "Compiled");
         assert_eq!(
-            RuleRefusal::new("resource/mode", "m").condition(),
-            "Resolved"
+            by(crate::delivery::vetting::rules::SMOKE_RECONCILE),
+            "Compiled"
         );
+        assert_eq!(by("rollout/aborted"), "Rollout");
+        assert_eq!(by("resource/mode"), "Resolved");
     }
 }

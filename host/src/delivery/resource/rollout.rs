@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Driver, RuleRefusal, fleet, status};
+use super::{Driver, fleet, status};
 use crate::crd::plugin::{
     JinghzhuPlugin, PluginMode, RolloutSpec, RolloutStatus, RolloutStepRecord,
 };
@@ -19,6 +19,7 @@ use crate::delivery::swapper;
 use crate::judging::criteria::{self, Thresholds};
 use crate::judging::plan::{AbortReason, Strategy};
 use crate::plugin_text;
+use crate::refusal::Refusal;
 use crate::runtime::LoadedPlugin;
 use crate::slot::canary::{CanaryStart, Followed, RolloutChange, RolloutView};
 
@@ -233,7 +234,7 @@ impl Driver {
                 Offer::Canary
             }
             Err(why) => {
-                let refusal = RuleRefusal::new("rollout/aborted", why);
+                let refusal = Refusal::new("rollout/aborted", why);
                 self.refuse(resource, plugin.digest(), refusal, seen_at)
                     .await;
                 Offer::Refused
@@ -693,7 +694,7 @@ impl Driver {
                 status.rule = Some(reason.rule.to_string());
                 self.writer.set_rollout(Some(status));
                 if let Some(resource) = resource {
-                    let refusal = RuleRefusal::new(reason.rule, reason.message);
+                    let refusal = Refusal::new(reason.rule, reason.message);
                     self.refuse(&resource, &canary, refusal, Instant::now())
                         .await;
                 }

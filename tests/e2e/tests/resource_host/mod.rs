@@ -17,10 +17,10 @@ use wasm_operator::crd::plugin::{
     ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginSourceSpec,
 };
 use wasm_operator::delivery::resource::{self, ResourceOptions};
-use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::leader::{Elector, LeaderElectionConfig};
 use wasm_operator::registry::OciOptions;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
+use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::telemetry::metrics::Metrics;
 
 pub const CONVERGE: Duration = Duration::from_secs(90);
