@@ -17,12 +17,25 @@ fn flags_doc_path() -> PathBuf {
 }
 
 /// A help text on one line of a table cell: blank lines and line breaks
-/// become spaces, `|` is escaped.
+/// become spaces, `|` is escaped, and `<`/`>` outside `code` too (Markdown
+/// would take `<case>` for an HTML tag).
 fn cell(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = String::with_capacity(line.len());
+    let mut in_code = false;
+    for c in line.chars() {
+        match c {
+            '`' => {
+                in_code = !in_code;
+                out.push(c);
+            }
+            '|' => out.push_str("\\|"),
+            '<' if !in_code => out.push_str("&lt;"),
+            '>' if !in_code => out.push_str("&gt;"),
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 fn help_of(arg: &Arg) -> String {
