@@ -3,7 +3,10 @@
 //! and every `#anchor` matches a heading of its target as GitHub makes them
 //! (lower case, punctuation dropped, spaces as `-`, `-1`, `-2` for repeats).
 //! Pure file reading: no cluster, no network. Links inside code (fenced
-//! blocks, `inline code`) and to other sites are not checked.
+//! blocks, `inline code`) and to other sites are not checked; but a file
+//! path of the repository written as inline code in README.md, docs/ or
+//! plugins/ (`host/src/cached_pod.rs`, `examples/deploy/`) must exist too,
+//! so a moved source file shows up here with the docs that name it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -196,6 +199,113 @@ fn broken_links(root: &Path, file: &Path) -> Vec<String> {
         }
     }
     broken
+}
+
+/// Top-level directories whose paths the docs name in inline code.
+const CODE_ROOTS: [&str; 7] = [
+    "host/",
+    "tests/",
+    "plugins/",
+    "examples/",
+    "docs/",
+    "wit/",
+    ".ci/",
+];
+
+/// Whether an inline-code span names a file or directory of the
+/// repository: under one of [`CODE_ROOTS`], no spaces or placeholders,
+/// ending in a file name with an extension or in `/`. Rule ids such as
+/// `host/run-as-group` have neither, and generated hidden directories are
+/// left out.
+fn repository_path(span: &str) -> Option<&str> {
+    if !CODE_ROOTS.iter().any(|root| span.starts_with(root))
+        || !span
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
+    {
+        return None;
+    }
+    let trimmed = span.trim_end_matches('/');
+    let parts: Vec<&str> = trimmed.split('/').collect();
+    if parts
+        .iter()
+        .skip(1)
+        .any(|part| part.starts_with('.') || part.is_empty())
+    {
+        return None;
+    }
+    let last = parts.last().copied().unwrap_or_default();
+    (span.ends_with('/') || last.contains('.')).then_some(trimmed)
+}
+
+/// Repository paths in inline code of one file that do not exist, as
+/// `file:line: path (no such file)`.
+fn missing_code_paths(root: &Path, file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).expect("reading a Markdown file");
+    let shown = file
+        .strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string();
+    let mut missing = Vec::new();
+    for (number, line) in prose_lines(&text) {
+        for (index, span) in line.split('`').enumerate() {
+            if index % 2 == 0 {
+                continue;
+            }
+            if let Some(path) = repository_path(span)
+                && !root.join(path).exists()
+            {
+                missing.push(format!("{shown}:{number}: {span} (no such file)"));
+            }
+        }
+    }
+    missing
+}
+
+#[test]
+fn code_paths_named_in_the_docs_exist() {
+    let root = repo_root();
+    let mut files = vec![root.join("README.md")];
+    markdown_files(&root.join("docs"), &mut files);
+    markdown_files(&root.join("plugins"), &mut files);
+    files.sort();
+    let missing: Vec<String> = files
+        .iter()
+        .flat_map(|file| missing_code_paths(&root, file))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} path(s) named in the docs do not exist (moved or renamed? update the docs):\n{}",
+        missing.len(),
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn repository_paths_are_told_from_rule_ids() {
+    assert_eq!(
+        repository_path("host/src/cached_pod.rs"),
+        Some("host/src/cached_pod.rs")
+    );
+    assert_eq!(repository_path("examples/deploy/"), Some("examples/deploy"));
+    assert_eq!(repository_path("host/run-as-group"), None);
+    assert_eq!(repository_path("plugins/go/.wit-go-runtime"), None);
+    assert_eq!(repository_path("tests/e2e/tests/x.rs -- --nocapture"), None);
+    assert_eq!(repository_path("cargo test"), None);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("a.md");
+    std::fs::create_dir_all(dir.path().join("host/src")).expect("mkdir");
+    std::fs::write(dir.path().join("host/src/here.rs"), "").expect("write");
+    std::fs::write(
+        &file,
+        "`host/src/here.rs` and `host/src/gone.rs`\n```\n`host/src/fenced.rs`\n```\n",
+    )
+    .expect("write");
+    assert_eq!(
+        missing_code_paths(dir.path(), &file),
+        vec!["a.md:1: host/src/gone.rs (no such file)".to_string()]
+    );
 }
 
 #[test]
