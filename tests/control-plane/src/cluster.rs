@@ -82,7 +82,7 @@ pub struct ControlPlaneOptions {
     /// kwok processes sharing the simulated Nodes (each manages every
     /// n-th Node; [`nodes::kwok_node_selector`]); at least 1, at most one
     /// per Node. Default 1. Each process still reads every pod event, so
-    /// a second one did not lower kwok's CPU at scale (docs/performance.md).
+    /// a second one did not lower kwok's CPU at scale (tests/scale-bench/results/log-2026-11.md).
     pub kwok_processes: usize,
 }
 

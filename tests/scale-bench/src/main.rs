@@ -1,5 +1,6 @@
 //! `scale-bench`: the command line of the scale benchmark (see the crate docs
-//! and docs/performance.md's "Scale benchmark" section).
+//! and docs/performance.md, and the "Scale benchmark" entry of
+//! tests/scale-bench/results/log-2026-11.md).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -49,7 +50,7 @@ struct Args {
     nodes: Vec<usize>,
     /// kwok processes sharing the simulated nodes (each manages every n-th
     /// node; at most one per node). Each still reads every pod event: two
-    /// did not lower kwok's CPU at N = 10 000 (docs/performance.md).
+    /// did not lower kwok's CPU at N = 10 000 (tests/scale-bench/results/log-2026-11.md).
     #[arg(long, default_value_t = 1)]
     kwok_processes: usize,
     /// Run the whole sweep this many times, round after round (N = 3000,

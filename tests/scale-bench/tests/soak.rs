@@ -8,7 +8,7 @@
 //! `chaos-soak --sabotage`, a run whose harness adds pods itself.
 //!
 //! The 30-minute benchmark: `cargo run --release -p scale-bench --bin chaos-soak`
-//! (docs/operating.md, "Faults and guarantees").
+//! (docs/development.md, "Faults and guarantees").
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! `chaos-soak`: the chaos soak's command line (see `scale_bench::soak` and
-//! docs/operating.md, "Faults and guarantees"). Exits 1 when any invariant
+//! docs/development.md, "Faults and guarantees"). Exits 1 when any invariant
 //! was violated.
 
 use std::path::PathBuf;
