@@ -21,3 +21,7 @@ pub mod events;
 pub mod health;
 pub mod log_limit;
 pub mod metrics;
+pub mod queue;
+
+/// The `controller` (and workqueue `name`) label of every controller metric.
+pub const CONTROLLER_NAME: &str = "jinghzhu";
