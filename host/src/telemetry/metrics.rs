@@ -27,6 +27,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 pub use super::CONTROLLER_NAME;
+use super::HistogramFamily;
 pub use super::queue::{QueueTracker, WorkToken};
 use crate::runtime::{LoadedPlugin, PluginError};
 
@@ -137,8 +138,6 @@ pub struct PluginOutcomeLabels {
     /// See [`PluginOutcome`].
     pub outcome: String,
 }
-
-pub(super) type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn reconcile_time_histogram() -> Histogram {
     Histogram::new(RECONCILE_TIME_BUCKETS)

@@ -25,3 +25,10 @@ pub mod queue;
 
 /// The `controller` (and workqueue `name`) label of every controller metric.
 pub const CONTROLLER_NAME: &str = "jinghzhu";
+
+/// A histogram family whose histograms are made by a plain function.
+type HistogramFamily<L> = prometheus_client::metrics::family::Family<
+    L,
+    prometheus_client::metrics::histogram::Histogram,
+    fn() -> prometheus_client::metrics::histogram::Histogram,
+>;

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 use super::CONTROLLER_NAME;
-use super::metrics::HistogramFamily;
+use super::HistogramFamily;
 use crate::locks::MutexExt;
 
 /// `{name,controller}` of the workqueue metrics.
