@@ -31,6 +31,17 @@ if (( $# == 0 )) && [[ -x "$dist_build" ]]; then
     dist_pid=$!
     export WASM_OPERATOR_DIST_PREBUILD=$dist_pid
 fi
+# A whole run checks the style and the lints first (the same as a
+# developer's `cargo fmt` and `cargo clippy`); a failure fails the run, but
+# the tests still run so one push shows everything.
+lint_status=0
+if (( $# == 0 )); then
+    printf '\n==> cargo fmt --all --check; cargo clippy --workspace --all-targets -- -D warnings\n' >&2
+    lint_started=$(date +%s)
+    cargo fmt --all --check || lint_status=1
+    cargo clippy --workspace --all-targets --quiet -- -D warnings || lint_status=1
+    printf '==> lints: exit %d, %d s\n' "$lint_status" "$(( $(date +%s) - lint_started ))" >&2
+fi
 printf '\n==> the scheduling of the test binaries (tests/run_test_binaries_test.py)\n' >&2
 python3 tests/run_test_binaries_test.py
 printf '\n==> cargo test --workspace (tests/run-test-binaries.py)\n' >&2
@@ -47,7 +58,10 @@ if [[ -n "$dist_pid" ]]; then
     (( dist_status == 0 )) || status=1
 fi
 
+(( lint_status == 0 )) || status=1
+
 printf '\n==> summary\n'
+(( lint_status == 0 )) || echo "lints FAILED (cargo fmt --check or cargo clippy -D warnings: see above)"
 grep -E '^test result:' "$log" | awk '
     { passed += $4; failed += $6; ignored += $8; suites += 1 }
     END { printf "%d test suites: %d passed, %d failed, %d ignored\n", suites, passed, failed, ignored }'

@@ -68,11 +68,13 @@ step() {
 }
 trap finish_step EXIT
 
-step "Rust targets for plugins"
+step "Rust targets for plugins (and clippy, rustfmt for the tests)"
 if $demo; then
     rustup target add wasm32-wasip2
 else
     rustup target add wasm32-wasip2 wasm32-wasip1
+    # tests/run.sh checks the style and the lints.
+    rustup component add clippy rustfmt
 fi
 
 command -v go >/dev/null || { echo "Go is required to build kube-apiserver and kwok: install Go 1.26.7+ and retry" >&2; exit 1; }
