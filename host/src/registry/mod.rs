@@ -1,5 +1,5 @@
 //! Plugin bytes from outside the cluster: OCI registries ([`oci`], over
-//! [`registry`]'s HTTP client), the cosign signatures that say who built
+//! [`http`]'s HTTP client), the cosign signatures that say who built
 //! them ([`signature`]), the local copies a host serves from when the
 //! registry is down ([`store`]), `wasm-operator push` ([`push`]), and the
 //! bounds every byte from outside is read through ([`bounded`]: caps,

@@ -215,12 +215,12 @@ impl ActivePlugin {
     /// Sets the quiet interval of this slot's sources
     /// (`--min-swap-interval-secs`; zero: swaps are never held): a move
     /// after this long without one swaps at once, closer moves (beyond one
-    /// swap back) are a flapping source's ([`damper`]).
+    /// swap back) are a flapping source's (`delivery::damper`).
     pub fn set_min_swap_interval(&self, interval: Duration) {
         self.swap_clock.lock_unpoisoned().1 = interval;
     }
 
-    /// The quiet interval of this slot's sources ([`damper`]).
+    /// The quiet interval of this slot's sources (`delivery::damper`).
     pub fn quiet_interval(&self) -> Duration {
         self.swap_clock.lock_unpoisoned().1
     }

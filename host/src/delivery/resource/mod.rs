@@ -110,7 +110,7 @@ pub struct ResourceOptions {
     /// With host keys, whether a source that carries no signature (a
     /// ConfigMap, a file) may serve (`--plugin-resource-allow-unsigned`).
     pub allow_unsigned: bool,
-    /// Whether this replica judges canary rollouts ([`judge`]).
+    /// Whether this replica judges canary rollouts ([`fleet`]).
     pub judge: fleet::RolloutJudge,
     /// With `--tenant-plugins`, the router once it exists: the active
     /// resource's entry then counts the objects no tenant serves.
