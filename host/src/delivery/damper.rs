@@ -40,7 +40,9 @@ use kube::Client;
 use tokio::sync::mpsc;
 
 use crate::delivery::sources::Candidate;
-use crate::delivery::swapper::{FlapRecord, SwapHistory, SwapRecord, lock, unix_now, warn_on};
+use crate::delivery::swapper::{
+    FlapRecord, SwapHistory, SwapRecord, WarnOn, lock, unix_now, warn_on,
+};
 use crate::runtime::digest_of;
 use crate::slot::ActivePlugin;
 use crate::telemetry::metrics::Metrics;
@@ -419,8 +421,7 @@ fn note_flap(
     tokio::spawn(async move {
         warn_on(
             &client,
-            configmap.as_ref(),
-            regarding.as_ref(),
+            WarnOn::of(configmap.as_ref(), regarding.as_ref()),
             FLAPPING_REASON,
             &note,
         )

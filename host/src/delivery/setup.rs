@@ -37,8 +37,8 @@ use anyhow::{Context, Result, anyhow};
 use kube::Client;
 use tokio::sync::mpsc;
 
-use crate::delivery::swapper::{self, Refused, SwapHistory};
-use crate::delivery::vetting::vet;
+use crate::delivery::swapper::{self, Refused, SwapHistory, WarnOn};
+use crate::delivery::vetting::{vet, vet_for_slot};
 use crate::delivery::{damper, sources};
 use crate::refusal::Refusal;
 use crate::runtime::{Runtime, digest_of};
@@ -300,7 +300,8 @@ async fn serve_first(
     match source.first {
         sources::FirstRead::Bytes(bytes) => {
             let digest = digest_of(&bytes);
-            match vet(runtime, &bytes, label, options.pinned_sha256.as_deref()).await {
+            let pinned = options.pinned_sha256.as_deref();
+            match vet_for_slot(runtime, &plugins.active, &bytes, label, pinned).await {
                 Ok(plugin) => {
                     tracing::info!(
                         plugin = %plugin.describe(),
@@ -316,12 +317,11 @@ async fn serve_first(
                     if let Some((refused, refusal)) = &source.source_refusal {
                         let report = Refused {
                             source: label,
-                            configmap: None,
+                            warn_on: WarnOn::of(None, regarding),
                             digest: if refused.is_empty() { label } else { refused },
                             refusal,
                             seen_at,
                             keeping: Some(keeping),
-                            regarding,
                         };
                         swapper::refused(report, Some(client), metrics, history).await;
                     }
@@ -329,12 +329,11 @@ async fn serve_first(
                 Err(refusal) => {
                     let report = Refused {
                         source: label,
-                        configmap: configmap.as_ref(),
+                        warn_on: WarnOn::of(configmap.as_ref(), regarding),
                         digest: &digest,
                         refusal: &refusal,
                         seen_at,
                         keeping: None,
-                        regarding,
                     };
                     swapper::refused(report, Some(client), metrics, history).await;
                 }
@@ -347,12 +346,11 @@ async fn serve_first(
             };
             let report = Refused {
                 source: label,
-                configmap: None,
+                warn_on: WarnOn::of(None, regarding),
                 digest: if digest.is_empty() { label } else { &digest },
                 refusal: &refusal,
                 seen_at,
                 keeping: None,
-                regarding,
             };
             swapper::refused(report, Some(client), metrics, history).await;
             String::new()

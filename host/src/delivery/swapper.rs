@@ -15,7 +15,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::delivery::sources::Candidate;
-use crate::delivery::vetting::vet;
+use crate::delivery::vetting::vet_for_slot;
 use crate::locks::MutexExt;
 use crate::plugin_text;
 use crate::refusal::Refusal;
@@ -97,15 +97,39 @@ impl SwapRecord {
     }
 }
 
+/// The object a delivery Warning Event is recorded on.
+#[derive(Debug, Clone, Copy)]
+pub enum WarnOn<'a> {
+    /// The source's ConfigMap, `(namespace, name)`.
+    ConfigMap(&'a (String, String)),
+    /// An object the source names (an OCI source's: the host's Pod, a
+    /// `JinghzhuPlugin`).
+    Object(&'a ObjectReference),
+    /// None: the reporter records its own (a resource's driver, on the
+    /// resource with its status), or there is no object to name.
+    Nowhere,
+}
+
+impl<'a> WarnOn<'a> {
+    /// The ConfigMap when that is the source, else `regarding`.
+    pub fn of(
+        configmap: Option<&'a (String, String)>,
+        regarding: Option<&'a ObjectReference>,
+    ) -> Self {
+        match (configmap, regarding) {
+            (Some(configmap), _) => Self::ConfigMap(configmap),
+            (None, Some(object)) => Self::Object(object),
+            (None, None) => Self::Nowhere,
+        }
+    }
+}
+
 /// A refused candidate, for [`refused`].
 pub struct Refused<'a> {
     /// Where it came from.
     pub source: &'a str,
-    /// `(namespace, name)` of its ConfigMap, if that was the source.
-    pub configmap: Option<&'a (String, String)>,
-    /// Another object to record the Warning Event on when the source is not
-    /// a ConfigMap (an OCI source's: the host's Pod, a `JinghzhuPlugin`).
-    pub regarding: Option<&'a ObjectReference>,
+    /// Where its Warning Event goes.
+    pub warn_on: WarnOn<'a>,
     /// Its digest.
     pub digest: &'a str,
     /// Why it was refused.
@@ -152,8 +176,7 @@ pub async fn refused(
     if let Some(client) = client {
         publish_refusal(
             client,
-            refusal.configmap,
-            refusal.regarding,
+            refusal.warn_on,
             (refusal.digest, consequence, &refusal.refusal.to_string()),
         )
         .await;
@@ -190,12 +213,11 @@ pub async fn run(
             refused(
                 Refused {
                     source: &candidate.source,
-                    configmap: candidate.configmap.as_ref(),
+                    warn_on: WarnOn::of(candidate.configmap.as_ref(), candidate.regarding.as_ref()),
                     digest: &refusal.digest,
                     refusal: &refusal.refusal,
                     seen_at: candidate.seen_at,
                     keeping: active.serving().map(|plugin| plugin.describe()),
-                    regarding: candidate.regarding.as_ref(),
                 },
                 client.as_ref(),
                 &metrics,
@@ -206,14 +228,14 @@ pub async fn run(
         }
         let digest = digest_of(&candidate.bytes);
         let started = Instant::now();
-        let outcome = vet(
+        let outcome = vet_for_slot(
             &runtime,
+            &active,
             &candidate.bytes,
             &candidate.source,
             pinned_sha256.as_deref(),
         )
-        .await
-        .and_then(|plugin| active.check_downgrade(&plugin).map(|()| plugin));
+        .await;
         let at_unix = unix_now();
         match outcome {
             Ok(plugin) => {
@@ -244,12 +266,14 @@ pub async fn run(
                 refused(
                     Refused {
                         source: &candidate.source,
-                        configmap: candidate.configmap.as_ref(),
+                        warn_on: WarnOn::of(
+                            candidate.configmap.as_ref(),
+                            candidate.regarding.as_ref(),
+                        ),
                         digest: &digest,
                         refusal: &refusal,
                         seen_at: candidate.seen_at,
                         keeping: active.serving().map(|plugin| plugin.describe()),
-                        regarding: candidate.regarding.as_ref(),
                     },
                     client.as_ref(),
                     &metrics,
@@ -269,33 +293,23 @@ pub fn lock(history: &Mutex<SwapHistory>) -> std::sync::MutexGuard<'_, SwapHisto
 /// Records a `PluginRefused` Warning Event on the object the refusal names.
 async fn publish_refusal(
     client: &Client,
-    configmap: Option<&(String, String)>,
-    regarding: Option<&ObjectReference>,
+    on: WarnOn<'_>,
     (digest, consequence, reason): (&str, &str, &str),
 ) {
     let note = format!("plugin {digest} refused, {consequence}: {reason}");
-    warn_on(client, configmap, regarding, "PluginRefused", &note).await;
+    warn_on(client, on, "PluginRefused", &note).await;
 }
 
-/// Records a Warning Event with `reason` and `note` on the ConfigMap
-/// `(namespace, name)` when that is the source, else on `regarding`.
-pub async fn warn_on(
-    client: &Client,
-    configmap: Option<&(String, String)>,
-    regarding: Option<&ObjectReference>,
-    reason: &str,
-    note: &str,
-) {
-    let regarding = match configmap {
-        Some((namespace, name)) => {
+/// Records a Warning Event with `reason` and `note` on `on`.
+pub async fn warn_on(client: &Client, on: WarnOn<'_>, reason: &str, note: &str) {
+    let regarding = match on {
+        WarnOn::ConfigMap((namespace, name)) => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
             let Ok(cm) = api.get(name).await else { return };
             cm.object_ref(&())
         }
-        None => match regarding {
-            Some(regarding) => regarding.clone(),
-            None => return,
-        },
+        WarnOn::Object(object) => object.clone(),
+        WarnOn::Nowhere => return,
     };
     let recorder = Recorder::new(
         client.clone(),

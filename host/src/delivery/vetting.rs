@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::crd::{Jinghzhu, JinghzhuSpec};
 use crate::refusal::Refusal;
 use crate::runtime::{LoadedPlugin, Runtime, digest_of};
+use crate::slot::ActivePlugin;
 
 /// The rules vetting refuses by.
 pub mod rules {
@@ -50,6 +51,21 @@ pub async fn vet(
         .await
         .map_err(|err| Refusal::new(rules::LOAD, format!("cannot load: {err:#}")))?;
     smoke_test(&plugin).await?;
+    Ok(plugin)
+}
+
+/// [`vet`], then the downgrade rule of the slot it would serve in
+/// ([`ActivePlugin::check_downgrade`]): every check a candidate passes
+/// before it may serve, whichever source delivered it.
+pub async fn vet_for_slot(
+    runtime: &Arc<Runtime>,
+    slot: &ActivePlugin,
+    bytes: &[u8],
+    source: &str,
+    pinned_sha256: Option<&str>,
+) -> Result<Arc<LoadedPlugin>, Refusal> {
+    let plugin = vet(runtime, bytes, source, pinned_sha256).await?;
+    slot.check_downgrade(&plugin)?;
     Ok(plugin)
 }
 

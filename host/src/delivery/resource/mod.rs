@@ -72,7 +72,7 @@ use crate::delivery::damper;
 use crate::delivery::setup::Plugins;
 use crate::delivery::sources::{self, Candidate, FirstRead};
 use crate::delivery::swapper::{self, Refused, SwapHistory, SwapRecord};
-use crate::delivery::vetting::{self, vet};
+use crate::delivery::vetting::{self, vet, vet_for_slot};
 use crate::refusal::Refusal;
 use crate::registry::bounded::{FileRefusal, FileRules};
 use crate::registry::signature::{Threshold, VerificationPolicy, Verifier};
@@ -829,12 +829,12 @@ impl Driver {
             config.memory_limit_bytes,
             self.pod_policy,
         );
-        let vetted = vet(&self.runtime, &bytes, from, pinned)
-            .await
-            .and_then(|plugin| match self.role {
-                PluginMode::Active => self.active.check_downgrade(&plugin).map(|()| plugin),
-                PluginMode::Shadow => Ok(plugin),
-            });
+        let vetted = match self.role {
+            PluginMode::Active => {
+                vet_for_slot(&self.runtime, &self.active, &bytes, from, pinned).await
+            }
+            PluginMode::Shadow => vet(&self.runtime, &bytes, from, pinned).await,
+        };
         let mut plugin = match vetted {
             Ok(plugin) => plugin,
             Err(refusal) => {
@@ -1137,9 +1137,8 @@ impl Driver {
         swapper::refused(
             Refused {
                 source: &source,
-                configmap: None,
-                // The Warning goes on the JinghzhuPlugin, written below.
-                regarding: None,
+                // The Warning goes on the JinghzhuPlugin, with its status, below.
+                warn_on: swapper::WarnOn::Nowhere,
                 digest,
                 refusal: &refusal,
                 seen_at,
