@@ -3,7 +3,8 @@
 //! the one it is written in, and no files import each other in a circle.
 //!
 //! A room is a top-level module of `host/src` (`controller/`, `apply/`,
-//! `serve.rs`, …). [`LAYERS`] lists them from the top; a room may import
+//! `serve.rs`, …) or a walled crate of `host/crates/` that `lib.rs`
+//! re-exports under a room's name (`runtime`, `crd`, …: [`WALLED`]). [`LAYERS`] lists them from the top; a room may import
 //! only rooms on a later line. A file may always use its own ancestors
 //! (`super::` in a child is how a room's `mod.rs` shares its types), and
 //! files of one room may import each other as long as no circle forms.
@@ -28,15 +29,35 @@ const LAYERS: &[&[&str]] = &[
     &["sources"],
     &["apply"],
     &["telemetry"],
-    &["runtime"],
-    &["event_reasons", "observed", "disk"],
-    &["actions", "api_client"],
+    &["event_reasons", "api_client"],
     &["list_bounds"],
-    &["cached_pod"],
-    &["ownership"],
-    &["crd"],
-    &["plugin_text"],
     &["tasks"],
+    // The walled crates, re-exported by `lib.rs` ([`WALLED`]): the bottom
+    // floors. Cargo keeps them from importing the host at all.
+    &["runtime"],
+    &[
+        "actions",
+        "cached_pod",
+        "crd",
+        "disk",
+        "observed",
+        "ownership",
+        "plugin_text",
+    ],
+];
+
+/// Rooms that are crates of their own (`host/crates/`), re-exported by
+/// `lib.rs` under these names: no file under `host/src`, but a path the
+/// host's rooms name, and it counts.
+const WALLED: &[&str] = &[
+    "runtime",
+    "actions",
+    "cached_pod",
+    "crd",
+    "disk",
+    "observed",
+    "ownership",
+    "plugin_text",
 ];
 
 /// The module path of the source file `file` under `src` (`mod.rs` is its
@@ -138,8 +159,15 @@ fn named_paths(code: &str, here: &[String]) -> Vec<Vec<String>> {
     found
 }
 
-/// The longest prefix of `path` that is a module file under `src`.
+/// The longest prefix of `path` that is a module file under `src`, or the
+/// walled crate it names.
 fn resolve(src: &Path, path: &[String]) -> Option<Vec<String>> {
+    if let Some(first) = path
+        .first()
+        .filter(|first| WALLED.contains(&first.as_str()))
+    {
+        return Some(vec![first.clone()]);
+    }
     (1..=path.len()).rev().find_map(|len| {
         let base = path[..len].iter().fold(src.to_path_buf(), |p, s| p.join(s));
         let exists = base.with_extension("rs").is_file() || base.join("mod.rs").is_file();
@@ -265,4 +293,26 @@ fn the_checker_sees_imports() {
     );
     assert!(has("apply", "telemetry/events"));
     assert!(has("apply/policy/host_rules", "apply/policy/pss"));
+    // Into the walled crates too.
+    assert!(has("controller/reconcile", "runtime"), "{edges:?}");
+    assert!(has("list_bounds/pods", "cached_pod"), "{edges:?}");
+}
+
+#[test]
+fn the_walled_crates_are_not_also_files_of_the_host() {
+    // A room both re-exported and kept as a file would be two rooms of one name.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for room in WALLED {
+        let base = src.join(room);
+        assert!(
+            !base.with_extension("rs").exists() && !base.is_dir(),
+            "{room} is a walled crate (host/crates/) and a module under host/src"
+        );
+        assert!(
+            std::fs::read_to_string(src.join("lib.rs"))
+                .expect("lib.rs")
+                .contains(room),
+            "{room} is listed as walled but lib.rs does not re-export it"
+        );
+    }
 }
