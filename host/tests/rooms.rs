@@ -178,7 +178,12 @@ fn resolve(src: &Path, path: &[String]) -> Option<Vec<String>> {
 /// `file → module` edges between distinct modules, leaving out a module's
 /// use of its own ancestors.
 fn edges() -> BTreeSet<(Vec<String>, Vec<String>)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    edges_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// [`edges`] of the crate whose sources are `src`.
+fn edges_in(src: &Path) -> BTreeSet<(Vec<String>, Vec<String>)> {
+    let src = src.to_path_buf();
     let mut files = Vec::new();
     source_files(&src, &mut files);
     let mut edges = BTreeSet::new();
@@ -296,6 +301,42 @@ fn the_checker_sees_imports() {
     // Into the walled crates too.
     assert!(has("controller/reconcile", "runtime"), "{edges:?}");
     assert!(has("list_bounds/pods", "cached_pod"), "{edges:?}");
+}
+
+/// The model crate's rooms (`host/crates/model/src`), top first.
+const MODEL_LAYERS: &[&[&str]] = &[
+    &["cached_pod"],
+    &["observed", "ownership", "actions"],
+    &["crd"],
+    &["plugin_text", "disk"],
+];
+
+#[test]
+fn the_model_crate_s_rooms_import_only_rooms_below_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/model/src");
+    let edges = edges_in(&src);
+    assert!(
+        edges
+            .iter()
+            .any(|(a, b)| a.join("/") == "ownership" && b.join("/") == "crd"),
+        "the checker sees the model's imports: {edges:?}"
+    );
+    let layer = |room: &str| MODEL_LAYERS.iter().position(|l| l.contains(&room));
+    let mut wrong = Vec::new();
+    for (from, to) in edges {
+        let (a, b) = (&from[0], &to[0]);
+        match (layer(a), layer(b)) {
+            _ if a == b => {}
+            (Some(x), Some(y)) if x < y => {}
+            _ => wrong.push(format!("{} -> {}", from.join("/"), to.join("/"))),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports in host/crates/model that run up, sideways or to a room missing from \
+         MODEL_LAYERS:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
