@@ -1154,7 +1154,34 @@ fn sample_value(value: &OpenMetricsValue) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_fingerprint_of, profile_tables, recorded_digests};
+    use super::{
+        binaries_in_target, build_commands_in, is_fingerprint_of, profile_tables, recorded_digests,
+    };
+
+    #[test]
+    fn the_dockerfile_builds_the_host_and_its_compile_helper_apart_and_ships_both() {
+        let dockerfile = super::dockerfile().expect("the Dockerfile");
+        let commands = build_commands_in(&dockerfile).expect("build lines");
+        let packages: Vec<&str> = commands
+            .iter()
+            .map(|argv| {
+                let at = argv.iter().position(|a| a == "-p").expect("-p") + 1;
+                argv[at].as_str()
+            })
+            .collect();
+        // One command each: one for both would unify the helper's
+        // Cranelift into the host.
+        assert_eq!(packages, ["wasm-operator", "wasm-operator-compile"]);
+        let binaries = binaries_in_target(&dockerfile).expect("COPY lines");
+        assert_eq!(
+            binaries,
+            [
+                std::path::PathBuf::from("target/dist/wasm-operator"),
+                std::path::PathBuf::from("target/dist/wasm-operator-compile")
+            ]
+        );
+        assert!(dockerfile.contains("/usr/local/bin/wasm-operator-compile"));
+    }
 
     #[test]
     fn a_record_lists_digests_beside_comments_and_blank_lines() {
