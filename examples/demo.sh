@@ -28,6 +28,7 @@ say "building the host, the control-plane command and a second version of the pl
 # One after the other: on 2 cores, the Go build beside the host's build
 # made the cold start slower (564 s to pods Running against 533 s).
 cargo build --quiet -p wasm-operator -p local-control-plane
+cargo build --quiet -p wasm-operator-compile   # the compile helper beside the host (a build of its own: the host has no compiler)
 # v2 in its own target directory, so the v1 build in target/ stays as it is.
 cargo build --quiet --release --target wasm32-wasip2 -p replicaset-plugin --features v2 --target-dir target/demo-v2
 echo "    (set-up and builds done: $(( $(date +%s) - started )) s)"

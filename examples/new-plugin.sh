@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 cargo build --quiet -p wasm-operator -p local-control-plane
+cargo build --quiet -p wasm-operator-compile   # the compile helper beside the host (a build of its own: the host has no compiler)
 wasm_operator="$repo/target/debug/wasm-operator"
 
 source examples/lib/local-control-plane.sh

@@ -38,6 +38,7 @@ started=$(date +%s)
 tests/setup.sh --demo
 say "building the host, the control-plane command, v2 (the example plugin, feature v2) and v3 (the misbehaving test plugin, features v2,fail-fifth)"
 cargo build --quiet -p wasm-operator -p local-control-plane
+cargo build --quiet -p wasm-operator-compile   # the compile helper beside the host (a build of its own: the host has no compiler)
 # Each variant in its own target directory, so the v1 build stays as it is.
 cargo build --quiet --release --target wasm32-wasip2 -p replicaset-plugin --features v2 --target-dir target/demo-v2
 cargo build --quiet --release --target wasm32-wasip2 -p misbehaving-plugin --features v2,fail-fifth --target-dir target/demo-v3

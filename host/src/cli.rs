@@ -53,7 +53,8 @@ pub enum Command {
     /// (patches the resource only; the hosts act on it).
     Rollout(crate::delivery::resource::rollout_cli::RolloutArgs),
     /// Compile the component on stdin to native code on stdout, for an engine
-    /// with the host's settings: the child process `run` compiles plugins in.
+    /// with the host's settings, as `wasm-operator-compile` does (only in a
+    /// build with the runtime's `compile` feature: tests and benchmarks).
     #[command(name = "compile-plugin", hide = true)]
     CompilePlugin(crate::runtime::compiler::CompilePluginArgs),
 }

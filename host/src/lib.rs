@@ -1,16 +1,22 @@
 //! The wasm-operator host: a Kubernetes operator whose reconcile logic is a
 //! sandboxed WebAssembly component.
 //!
+//! The shared model ([`crd`], [`actions`], [`ownership`], [`observed`],
+//! [`cached_pod`], [`plugin_text`], [`disk`], [`locks`]) is the
+//! `wasm-operator-model` crate and the Wasm side ([`runtime`]) the
+//! `wasm-operator-runtime` crate (`host/crates/`), re-exported here under
+//! their module names.
+//!
 //! Rooms, from the ground up:
 //! - the shared model: [`crd`] (the `Jinghzhu` and `JinghzhuPlugin`
 //!   resources), [`actions`] (what a plugin proposes), [`ownership`] (what
 //!   makes a Pod ours), [`cached_pod`], [`observed`] (what the host counts
 //!   itself for the status), [`plugin_text`] (escaping and bounding text
-//!   from a plugin or a Jinghzhu author), [`event_reasons`].
-//! - [`refusal`], [`locks`], [`tasks`], [`disk`]: a refusal and its rule,
-//!   locks that outlive a panic, named tasks,
-//!   files the host keeps and trusts later (private directories, keyed
-//!   files, bounds in bytes, pins).
+//!   from a plugin or a Jinghzhu author), [`locks`] (locks that outlive a
+//!   panic), [`disk`] (files the host keeps and trusts later: private
+//!   directories, keyed files, bounds in bytes, pins).
+//! - [`refusal`], [`tasks`], [`event_reasons`]: a refusal and its rule,
+//!   named tasks, the Event reasons the host reserves for itself.
 //! - [`kube_api`]: the Kubernetes client (deadlines, retries) and the
 //!   bounds every list and watch is read through.
 //! - [`judging`]: the pure rules of a canary rollout: plans, tallies, criteria.
@@ -34,27 +40,24 @@
 //! - [`scaffold`]: a new plugin crate (`wasm-operator new`).
 //! - [`cli`]: the command line.
 
-pub mod actions;
+// The walled crates under the paths the host's rooms name them by.
+pub use wasm_operator_model::{
+    actions, cached_pod, crd, disk, locks, observed, ownership, plugin_text,
+};
+pub use wasm_operator_runtime as runtime;
+
 pub mod apply;
-pub mod cached_pod;
 pub mod cli;
 pub mod controller;
-pub mod crd;
 pub mod delivery;
-pub mod disk;
 pub mod event_reasons;
 pub mod judging;
 pub mod kube_api;
 pub mod leader;
-pub mod locks;
-pub mod observed;
 pub mod offline;
-pub mod ownership;
-pub mod plugin_text;
 pub mod refusal;
 pub mod registry;
 pub mod run;
-pub mod runtime;
 pub mod scaffold;
 pub mod serve;
 pub mod shards;

@@ -3,7 +3,8 @@
 //! the one it is written in, and no files import each other in a circle.
 //!
 //! A room is a top-level module of `host/src` (`controller/`, `apply/`,
-//! `serve.rs`, …). [`LAYERS`] lists them from the top; a room may import
+//! `serve.rs`, …) or a walled crate of `host/crates/` that `lib.rs`
+//! re-exports under a room's name (`runtime`, `crd`, …: [`WALLED`]). [`LAYERS`] lists them from the top; a room may import
 //! only rooms on a later line. A file may always use its own ancestors
 //! (`super::` in a child is how a room's `mod.rs` shares its types), and
 //! files of one room may import each other as long as no circle forms.
@@ -28,14 +29,37 @@ const LAYERS: &[&[&str]] = &[
     &["registry"],
     &["apply"],
     &["telemetry"],
-    &["runtime", "judging"],
-    &["event_reasons", "observed", "disk"],
-    &["actions", "kube_api"],
-    &["cached_pod"],
-    &["ownership"],
-    &["crd"],
-    &["plugin_text"],
-    &["tasks", "locks", "refusal"],
+    &["judging", "event_reasons"],
+    &["kube_api"],
+    &["tasks", "refusal"],
+    // The walled crates, re-exported by `lib.rs` ([`WALLED`]): the bottom
+    // floors. Cargo keeps them from importing the host at all.
+    &["runtime"],
+    &[
+        "actions",
+        "cached_pod",
+        "crd",
+        "disk",
+        "locks",
+        "observed",
+        "ownership",
+        "plugin_text",
+    ],
+];
+
+/// Rooms that are crates of their own (`host/crates/`), re-exported by
+/// `lib.rs` under these names: no file under `host/src`, but a path the
+/// host's rooms name, and it counts.
+const WALLED: &[&str] = &[
+    "runtime",
+    "actions",
+    "cached_pod",
+    "crd",
+    "disk",
+    "locks",
+    "observed",
+    "ownership",
+    "plugin_text",
 ];
 
 /// The module path of the source file `file` under `src` (`mod.rs` is its
@@ -137,8 +161,15 @@ fn named_paths(code: &str, here: &[String]) -> Vec<Vec<String>> {
     found
 }
 
-/// The longest prefix of `path` that is a module file under `src`.
+/// The longest prefix of `path` that is a module file under `src`, or the
+/// walled crate it names.
 fn resolve(src: &Path, path: &[String]) -> Option<Vec<String>> {
+    if let Some(first) = path
+        .first()
+        .filter(|first| WALLED.contains(&first.as_str()))
+    {
+        return Some(vec![first.clone()]);
+    }
     (1..=path.len()).rev().find_map(|len| {
         let base = path[..len].iter().fold(src.to_path_buf(), |p, s| p.join(s));
         let exists = base.with_extension("rs").is_file() || base.join("mod.rs").is_file();
@@ -149,7 +180,12 @@ fn resolve(src: &Path, path: &[String]) -> Option<Vec<String>> {
 /// `file → module` edges between distinct modules, leaving out a module's
 /// use of its own ancestors.
 fn edges() -> BTreeSet<(Vec<String>, Vec<String>)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    edges_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// [`edges`] of the crate whose sources are `src`.
+fn edges_in(src: &Path) -> BTreeSet<(Vec<String>, Vec<String>)> {
+    let src = src.to_path_buf();
     let mut files = Vec::new();
     source_files(&src, &mut files);
     let mut edges = BTreeSet::new();
@@ -264,4 +300,63 @@ fn the_checker_sees_imports() {
     );
     assert!(has("apply", "telemetry/events"));
     assert!(has("apply/policy/host_rules", "apply/policy/pss"));
+    // Into the walled crates too.
+    assert!(has("controller/reconcile", "runtime"), "{edges:?}");
+    assert!(has("kube_api/list_bounds/pods", "cached_pod"), "{edges:?}");
+}
+
+/// The model crate's rooms (`host/crates/model/src`), top first.
+const MODEL_LAYERS: &[&[&str]] = &[
+    &["cached_pod"],
+    &["observed", "ownership", "actions"],
+    &["crd"],
+    &["plugin_text", "disk"],
+    &["locks"],
+];
+
+#[test]
+fn the_model_crate_s_rooms_import_only_rooms_below_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/model/src");
+    let edges = edges_in(&src);
+    assert!(
+        edges
+            .iter()
+            .any(|(a, b)| a.join("/") == "ownership" && b.join("/") == "crd"),
+        "the checker sees the model's imports: {edges:?}"
+    );
+    let layer = |room: &str| MODEL_LAYERS.iter().position(|l| l.contains(&room));
+    let mut wrong = Vec::new();
+    for (from, to) in edges {
+        let (a, b) = (&from[0], &to[0]);
+        match (layer(a), layer(b)) {
+            _ if a == b => {}
+            (Some(x), Some(y)) if x < y => {}
+            _ => wrong.push(format!("{} -> {}", from.join("/"), to.join("/"))),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports in host/crates/model that run up, sideways or to a room missing from \
+         MODEL_LAYERS:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_walled_crates_are_not_also_files_of_the_host() {
+    // A room both re-exported and kept as a file would be two rooms of one name.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for room in WALLED {
+        let base = src.join(room);
+        assert!(
+            !base.with_extension("rs").exists() && !base.is_dir(),
+            "{room} is a walled crate (host/crates/) and a module under host/src"
+        );
+        assert!(
+            std::fs::read_to_string(src.join("lib.rs"))
+                .expect("lib.rs")
+                .contains(room),
+            "{room} is listed as walled but lib.rs does not re-export it"
+        );
+    }
 }

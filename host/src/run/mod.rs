@@ -320,10 +320,18 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let client = connect_bounded(list_bounds.clone()).await?;
     check_crd_in(&client, args.namespace.as_deref()).await?;
 
+    if crate::runtime::compiler::helper_program().is_none() {
+        tracing::warn!(
+            "no compile helper `{}`: plugins not already in the precompiled cache will be \
+             refused; {}",
+            crate::runtime::compiler::HELPER_NAME,
+            crate::runtime::compiler::HOW_TO_INSTALL_THE_HELPER
+        );
+    }
     let runtime = Arc::new(Runtime::new(RuntimeConfig {
-        // Cranelift never runs in the operator's own process (see
-        // `runtime::compiler`).
-        compiler: Compiler::Child(ChildCompiler::this_executable(
+        // Cranelift never runs in the operator's own process: the compile
+        // helper compiles (see `runtime::compiler`).
+        compiler: Compiler::Child(ChildCompiler::helper(
             Duration::from_secs(args.plugin_compile_timeout_secs),
             args.plugin_compile_memory_mib * 1024 * 1024,
         )),

@@ -41,18 +41,30 @@ fn dockerfile_of(root: &Path) -> Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// The builder stage's `RUN cargo build …` line of the Dockerfile, as argv.
+/// The builder stage's first `RUN cargo build …` line of the Dockerfile
+/// (the serving host's), as argv.
 pub fn dockerfile_build_command() -> Result<Vec<String>> {
-    build_command_in(&dockerfile()?)
+    Ok(build_commands_in(&dockerfile()?)?.remove(0))
 }
 
-fn build_command_in(dockerfile: &str) -> Result<Vec<String>> {
-    let line = dockerfile
+/// Every `RUN cargo build …` line of the builder stage, as argv, in order:
+/// the serving host, then the compile helper (two builds, so the host's is
+/// not given the helper's Cranelift by cargo's feature unification).
+pub fn dockerfile_build_commands() -> Result<Vec<Vec<String>>> {
+    build_commands_in(&dockerfile()?)
+}
+
+fn build_commands_in(dockerfile: &str) -> Result<Vec<Vec<String>>> {
+    let commands: Vec<Vec<String>> = dockerfile
         .lines()
         .filter_map(|l| l.trim().strip_prefix("RUN "))
-        .find(|l| l.trim_start().starts_with("cargo build"))
-        .ok_or_else(|| anyhow!("no `RUN cargo build` line in examples/deploy/Dockerfile"))?;
-    Ok(line.split_whitespace().map(str::to_string).collect())
+        .filter(|l| l.trim_start().starts_with("cargo build"))
+        .map(|line| line.split_whitespace().map(str::to_string).collect())
+        .collect();
+    if commands.is_empty() {
+        bail!("no `RUN cargo build` line in examples/deploy/Dockerfile");
+    }
+    Ok(commands)
 }
 
 /// Where the Dockerfile's runtime stage copies the binary from, as a path in
@@ -61,24 +73,43 @@ pub fn dockerfile_binary() -> Result<PathBuf> {
     Ok(wasm_artifacts::workspace_root().join(binary_in_target(&dockerfile()?)?))
 }
 
+/// The compile helper the Dockerfile ships beside the host, as
+/// [`host_binary`] builds it (the host finds it beside itself).
+pub fn compile_helper_binary() -> PathBuf {
+    host_binary().with_file_name("wasm-operator-compile")
+}
+
 /// The Dockerfile's binary relative to the workspace root (`target/…`).
 fn binary_in_target(dockerfile: &str) -> Result<PathBuf> {
+    Ok(binaries_in_target(dockerfile)?.remove(0))
+}
+
+/// Every binary the Dockerfile's runtime stage copies from the builder, in
+/// order, relative to the workspace root (`target/…`).
+fn binaries_in_target(dockerfile: &str) -> Result<Vec<PathBuf>> {
     let workdir = dockerfile
         .lines()
         .find_map(|l| l.trim().strip_prefix("WORKDIR "))
         .ok_or_else(|| anyhow!("no WORKDIR in the Dockerfile"))?
         .trim()
         .to_string();
-    let source = dockerfile
+    let sources: Vec<&str> = dockerfile
         .lines()
         .filter_map(|l| l.trim().strip_prefix("COPY --from=build "))
-        .next()
-        .and_then(|rest| rest.split_whitespace().next())
-        .ok_or_else(|| anyhow!("no `COPY --from=build` in the Dockerfile"))?;
-    let relative = source
-        .strip_prefix(&format!("{}/", workdir.trim_end_matches('/')))
-        .ok_or_else(|| anyhow!("{source} is not under WORKDIR {workdir}"))?;
-    Ok(PathBuf::from(relative))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .collect();
+    if sources.is_empty() {
+        bail!("no `COPY --from=build` in the Dockerfile");
+    }
+    sources
+        .into_iter()
+        .map(|source| {
+            source
+                .strip_prefix(&format!("{}/", workdir.trim_end_matches('/')))
+                .map(PathBuf::from)
+                .ok_or_else(|| anyhow!("{source} is not under WORKDIR {workdir}"))
+        })
+        .collect()
 }
 
 /// Builds the host exactly as the Dockerfile does (its `cargo build` line,
@@ -164,10 +195,10 @@ fn copy_whole(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs the `cargo build` line of the Dockerfile of the checkout at `root`
+/// Runs the `cargo build` lines of the Dockerfile of the checkout at `root`
 /// in `root`, into `target_dir` (`full`: as written; else with
-/// [`DistBuildKey::CHEAPER_PROFILE`]), and copies the binary it built to
-/// `copy_to`. Holds `target_dir`'s `build.lock` from before the
+/// [`DistBuildKey::CHEAPER_PROFILE`]), and copies the host binary it built
+/// to `copy_to` and any other it ships (the compile helper) beside it. Holds `target_dir`'s `build.lock` from before the
 /// `built-from` check until the copy is made, so builds of two checkouts
 /// sharing the directory (this one's and [`crate::previous_host`]'s) take
 /// turns and neither copies the binary the other one built.
@@ -178,7 +209,7 @@ pub fn build_checkout_as_its_dockerfile_does(
     copy_to: &Path,
 ) -> Result<()> {
     let dockerfile = dockerfile_of(root)?;
-    let argv = build_command_in(&dockerfile)?;
+    let commands = build_commands_in(&dockerfile)?;
     let lock_path = target_dir.join("build.lock");
     let lock = std::fs::File::create(&lock_path)
         .with_context(|| format!("creating {}", lock_path.display()))?;
@@ -194,6 +225,30 @@ pub fn build_checkout_as_its_dockerfile_does(
     }
     // Before building: a build from here that fails halfway still counts.
     std::fs::write(&stamp, root.as_os_str().as_encoded_bytes())?;
+    for argv in &commands {
+        run_build_command(root, target_dir, full, argv)?;
+    }
+    for (i, relative) in binaries_in_target(&dockerfile)?.into_iter().enumerate() {
+        let relative = relative
+            .strip_prefix("target")
+            .with_context(|| format!("{} is not under target/", relative.display()))?;
+        let built = target_dir.join(relative);
+        if !built.is_file() {
+            bail!("{} was not produced by {commands:?}", built.display());
+        }
+        let to = match (i, built.file_name()) {
+            (0, _) | (_, None) => copy_to.to_path_buf(),
+            (_, Some(name)) => copy_to.with_file_name(name),
+        };
+        copy_whole(&built, &to)?;
+    }
+    drop(lock);
+    Ok(())
+}
+
+/// Runs one `cargo build` line `argv` of a Dockerfile in `root`, into
+/// `target_dir` (see [`build_checkout_as_its_dockerfile_does`]).
+fn run_build_command(root: &Path, target_dir: &Path, full: bool, argv: &[String]) -> Result<()> {
     let mut command = Command::new(&argv[0]);
     // As the Dockerfile's shell runs it: no variables of the tests' cargo.
     wasm_artifacts::as_from_a_shell(&mut command)
@@ -213,16 +268,6 @@ pub fn build_checkout_as_its_dockerfile_does(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let relative = binary_in_target(&dockerfile)?;
-    let relative = relative
-        .strip_prefix("target")
-        .with_context(|| format!("{} is not under target/", relative.display()))?;
-    let built = target_dir.join(relative);
-    if !built.is_file() {
-        bail!("{} was not produced by {argv:?}", built.display());
-    }
-    copy_whole(&built, copy_to)?;
-    drop(lock);
     Ok(())
 }
 
@@ -1109,7 +1154,34 @@ fn sample_value(value: &OpenMetricsValue) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_fingerprint_of, profile_tables, recorded_digests};
+    use super::{
+        binaries_in_target, build_commands_in, is_fingerprint_of, profile_tables, recorded_digests,
+    };
+
+    #[test]
+    fn the_dockerfile_builds_the_host_and_its_compile_helper_apart_and_ships_both() {
+        let dockerfile = super::dockerfile().expect("the Dockerfile");
+        let commands = build_commands_in(&dockerfile).expect("build lines");
+        let packages: Vec<&str> = commands
+            .iter()
+            .map(|argv| {
+                let at = argv.iter().position(|a| a == "-p").expect("-p") + 1;
+                argv[at].as_str()
+            })
+            .collect();
+        // One command each: one for both would unify the helper's
+        // Cranelift into the host.
+        assert_eq!(packages, ["wasm-operator", "wasm-operator-compile"]);
+        let binaries = binaries_in_target(&dockerfile).expect("COPY lines");
+        assert_eq!(
+            binaries,
+            [
+                std::path::PathBuf::from("target/dist/wasm-operator"),
+                std::path::PathBuf::from("target/dist/wasm-operator-compile")
+            ]
+        );
+        assert!(dockerfile.contains("/usr/local/bin/wasm-operator-compile"));
+    }
 
     #[test]
     fn a_record_lists_digests_beside_comments_and_blank_lines() {

@@ -451,7 +451,7 @@ async fn a_plugin_the_compiler_cannot_finish_within_its_limits_is_refused() -> a
     let (v1, v2, cache) = v1_precompiled()?;
     let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     let apply = PatchParams::apply("e2e").force();
-    let program = e2e_tests::deploy::host_binary();
+    let program = e2e_tests::deploy::compile_helper_binary();
 
     for (round, (rule, limits)) in [
         (

@@ -283,6 +283,19 @@ fn the_dockerfile_builds_the_binary_these_tests_run() -> anyhow::Result<()> {
         .output()?;
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("wasm-operator "));
+    // The compile helper ships beside it, from a build of its own.
+    let commands = e2e_tests::deploy::dockerfile_build_commands()?;
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    assert!(
+        commands[1].contains(&"wasm-operator-compile".to_string()),
+        "{commands:?}"
+    );
+    let helper = e2e_tests::deploy::compile_helper_binary();
+    let out = std::process::Command::new(&helper)
+        .arg("--version")
+        .output()?;
+    assert!(out.status.success(), "{}: {out:?}", helper.display());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("wasm-operator-compile "));
     let dockerfile = std::fs::read_to_string(e2e_tests::deploy::deploy_dir().join("Dockerfile"))?;
     assert!(dockerfile.contains("FROM gcr.io/distroless/cc-debian12:nonroot"));
     assert!(dockerfile.contains("USER 65532:65532"), "a non-root user");

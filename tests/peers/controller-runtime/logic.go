@@ -3,7 +3,7 @@
 // helpers, so the three controllers of the scale benchmark do exactly the
 // same thing: which pods are live and ready, how many to create or delete,
 // which go first, the status texts; plus what the host itself adds
-// (host/src/observed.rs: status.readyReplicas; host/src/apply: the
+// (host/crates/model/src/observed.rs: status.readyReplicas; host/src/apply: the
 // aggregated SuccessfulCreate/SuccessfulDelete Events, the only Events: the
 // plugin proposes none of its own).
 package main

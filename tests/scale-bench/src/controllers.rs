@@ -139,7 +139,17 @@ pub fn build(kind: ControllerKind, profile: Profile) -> Result<Built> {
                     })?;
                     PathBuf::from(path)
                 }
-                _ => artifacts::cargo_binary("wasm-operator", "wasm-operator", profile)?,
+                _ => {
+                    // The host has no compiler: it starts the compile
+                    // helper beside it (a build of its own, so cargo does
+                    // not unify the helper's Cranelift into the host).
+                    artifacts::cargo_binary(
+                        "wasm-operator-compile",
+                        "wasm-operator-compile",
+                        profile,
+                    )?;
+                    artifacts::cargo_binary("wasm-operator", "wasm-operator", profile)?
+                }
             };
             let plugin = match kind {
                 ControllerKind::HostPython | ControllerKind::HostPythonNoTurns => {

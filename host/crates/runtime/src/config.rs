@@ -187,26 +187,43 @@ impl RuntimeArgs {
             },
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
             call_turns: !self.no_plugin_call_turns,
-            compiler: Compiler::InProcess,
+            compiler: Compiler::default(),
         }
     }
 }
 
 /// How plugins are compiled.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Compiler {
-    /// With Cranelift in this process (tools, tests, benchmarks).
-    #[default]
+    /// With Cranelift in this process (builds with the `compile` feature:
+    /// the compile helper, tests, benchmarks).
     InProcess,
-    /// In a child process (what `run` does).
+    /// In a child process (what `run` does, and every tool of a build
+    /// without a compiler).
     Child(ChildCompiler),
+}
+
+impl Default for Compiler {
+    /// In process when this build has a compiler, else the compile helper
+    /// with the default limits.
+    fn default() -> Self {
+        if super::compiler::HAS_COMPILER {
+            Compiler::InProcess
+        } else {
+            Compiler::Child(ChildCompiler::helper(
+                super::compiler::DEFAULT_COMPILE_TIMEOUT,
+                super::compiler::DEFAULT_COMPILE_MEMORY_MIB << 20,
+            ))
+        }
+    }
 }
 
 /// A child process that compiles one plugin: `program compile-plugin`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildCompiler {
-    /// The executable (this one: `/proc/self/exe`, which stays the running
-    /// binary even when the file on disk is replaced).
+    /// The executable: the compile helper `wasm-operator-compile`, or a
+    /// build with a compiler itself (`/proc/self/exe`, which stays the
+    /// running binary even when the file on disk is replaced).
     pub program: PathBuf,
     /// Killed after this long.
     pub timeout: Duration,
@@ -215,10 +232,12 @@ pub struct ChildCompiler {
 }
 
 impl ChildCompiler {
-    /// A child running this very executable.
-    pub fn this_executable(timeout: Duration, memory_limit_bytes: u64) -> Self {
+    /// The compile helper [`helper_program`](super::compiler::helper_program)
+    /// finds (when there is none, compiling fails saying how to install it).
+    pub fn helper(timeout: Duration, memory_limit_bytes: u64) -> Self {
         Self {
-            program: PathBuf::from("/proc/self/exe"),
+            program: super::compiler::helper_program()
+                .unwrap_or_else(|| PathBuf::from(super::compiler::HELPER_NAME)),
             timeout,
             memory_limit_bytes,
         }

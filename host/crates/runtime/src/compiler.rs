@@ -1,16 +1,18 @@
-//! Where a plugin is compiled to native code: in this process, or in a
-//! child process with a time and a memory limit.
+//! Where a plugin is compiled to native code: in this process (a build with
+//! the `compile` feature: the compile helper, tools' and tests' builds), or
+//! in a child process with a time and a memory limit.
 //!
-//! `wasm-operator run` compiles in a child (`wasm-operator compile-plugin`,
-//! the same executable), so the long-running host never runs Cranelift: the
+//! The serving `wasm-operator` is built without Cranelift: it has the
+//! compile helper `wasm-operator-compile` (`host/crates/compile`) compile
+//! each plugin in a child ([`ChildCompiler::helper`] finds it), so the
 //! compiler's code pages, its worker threads and the heap it leaves behind
-//! stay out of the operator's resident memory (about 10 MiB of it, measured
-//! with the scale benchmark), and a plugin that makes the compiler run too
-//! long or allocate too much costs a killed child (rule
+//! stay out of the operator's memory, and a plugin that makes the compiler
+//! run too long or allocate too much costs a killed child (rule
 //! `limits/compile-time` or `limits/compile-memory`), not the host. The
 //! child builds its engine from the same settings and checks that its
-//! compatibility key matches the host's before compiling; the host loads
-//! what it returns as it loads a precompiled artifact from its cache.
+//! [`engine_key`] matches the host's before compiling; the host loads what
+//! it returns as it loads a precompiled artifact from its cache, and
+//! `Component::deserialize` refuses one made for another engine.
 //!
 //! The child gets less than the host, so a plugin that subverts the
 //! compiler gains little: an empty environment, an empty temporary working
@@ -24,8 +26,6 @@
 //! kernel without it the child logs that it is unavailable and compiles
 //! unconfined. What it returns is checked before it is signed (see
 //! [`cache`](super::cache): rule `limits/compile-output`).
-//!
-//! Tools (`reconcile`, `record`), tests and benchmarks compile in process.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -35,9 +35,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use wasmtime::Engine;
 
-use super::cache::engine_key;
 pub use super::config::{ChildCompiler, Compiler};
 use super::config::{InstanceAllocator, RuntimeConfig};
+use super::engine::engine_key;
 
 /// Default time a child may spend compiling one plugin. Python and
 /// JavaScript components (12–18 MB: an interpreter and its pre-initialised
@@ -51,18 +51,73 @@ pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(180);
 /// limit), its artifact is ~35 MB.
 pub const DEFAULT_COMPILE_MEMORY_MIB: u64 = 1024;
 
-/// The hidden subcommand a child compiler runs.
+/// The subcommand a child compiler runs.
 pub const SUBCOMMAND: &str = "compile-plugin";
+
+/// The compile helper's executable name.
+pub const HELPER_NAME: &str = "wasm-operator-compile";
+
+/// An environment variable naming the compile helper to run (else it is
+/// looked for beside this executable, then on `PATH`).
+pub const HELPER_ENV: &str = "WASM_OPERATOR_COMPILE_HELPER";
+
+/// Whether this build has Cranelift (the runtime's `compile` feature).
+pub const HAS_COMPILER: bool = cfg!(feature = "compile");
+
+/// How to get the compile helper, for messages.
+pub const HOW_TO_INSTALL_THE_HELPER: &str = "install it beside `wasm-operator` (`cargo install --path \
+     host/crates/compile`, or the `wasm-operator-compile` of the same release) or name it in \
+     WASM_OPERATOR_COMPILE_HELPER";
 
 impl Compiler {
     /// Compiles the component `bytes` for `engine` and returns what
     /// `Engine::precompile_component` returns.
     pub fn precompile(&self, engine: &Engine, bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
         match self {
-            Compiler::InProcess => Ok(engine.precompile_component(bytes)?),
+            Compiler::InProcess => precompile_here(engine, bytes),
             Compiler::Child(child) => child.precompile(engine, bytes),
         }
     }
+}
+
+/// Compiles `bytes` with Cranelift in this process.
+#[cfg(feature = "compile")]
+fn precompile_here(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+    Ok(engine.precompile_component(bytes)?)
+}
+
+/// This build has no compiler.
+#[cfg(not(feature = "compile"))]
+fn precompile_here(_engine: &Engine, _bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+    bail!(
+        "this executable has no compiler (built without the runtime's `compile` feature): \
+         plugins are compiled by the compile helper `{HELPER_NAME}`"
+    )
+}
+
+/// The compile helper to run: [`HELPER_ENV`] when set; this executable
+/// itself when it has a compiler (test and tool builds: `compile-plugin` is
+/// one of its subcommands); else `wasm-operator-compile` beside this
+/// executable, then on `PATH`. `None` when there is none.
+pub fn helper_program() -> Option<PathBuf> {
+    if let Some(named) = std::env::var_os(HELPER_ENV).filter(|named| !named.is_empty()) {
+        return Some(PathBuf::from(named));
+    }
+    if HAS_COMPILER {
+        // Stays the running binary even when the file on disk is replaced.
+        return Some(PathBuf::from("/proc/self/exe"));
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(HELPER_NAME)));
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join(HELPER_NAME));
+    beside
+        .into_iter()
+        .chain(on_path)
+        .find(|path| path.is_file())
 }
 
 /// The arguments of the child: the key its engine must have.
@@ -90,9 +145,18 @@ impl ChildCompiler {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         limit_child(&mut command, self.memory_limit_bytes);
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("starting the compiler ({})", self.program.display()))?;
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => bail!(
+                "the compile helper {} was not found: {HOW_TO_INSTALL_THE_HELPER}",
+                self.program.display()
+            ),
+            Err(err) => {
+                return Err(err).with_context(|| {
+                    format!("starting the compiler ({})", self.program.display())
+                });
+            }
+        };
 
         // Feed and drain the pipes on their own threads, so neither side
         // blocks on a full pipe while the other waits.
@@ -294,8 +358,10 @@ pub fn compile_plugin(args: CompilePluginArgs) -> anyhow::Result<()> {
     let key = engine_key(&engine);
     if key != args.engine_key {
         bail!(
-            "the compiler's engine ({key}) differs from the host's ({}); \
-             the host and its compiler must be the same executable",
+            "the compiler's engine ({key}: wasm-operator-runtime {}, wasmtime {}) differs from \
+             the host's ({}); the host and its compile helper must come from the same release",
+            env!("CARGO_PKG_VERSION"),
+            super::engine::WASMTIME_VERSION,
             args.engine_key
         );
     }
@@ -304,11 +370,21 @@ pub fn compile_plugin(args: CompilePluginArgs) -> anyhow::Result<()> {
         .lock()
         .read_to_end(&mut bytes)
         .context("reading the component from stdin")?;
-    let artifact = engine.precompile_component(&bytes)?;
+    let artifact = precompile_here(&engine, &bytes)?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&artifact)?;
     stdout.flush()?;
     Ok(())
+}
+
+/// The key of the engine [`compile_plugin`] compiles for (the compile
+/// helper's `engine-key`).
+pub fn helper_engine_key() -> anyhow::Result<String> {
+    let engine = super::engine::new_engine(&RuntimeConfig {
+        allocator: InstanceAllocator::OnDemand,
+        ..RuntimeConfig::default()
+    })?;
+    Ok(engine_key(&engine))
 }
 
 /// What [`sandbox_self`] achieved.
@@ -407,21 +483,62 @@ mod tests {
     }
 
     #[test]
-    fn the_instance_allocator_and_memory_cap_leave_the_engine_key_alone() {
+    #[cfg(feature = "compile")]
+    fn the_instance_allocator_and_memory_cap_leave_the_generated_code_alone() {
         // What lets the child compile with an on-demand engine for a host
-        // with a pool.
-        let key = |allocator, memory_limit_bytes| {
+        // with a pool, and the engine key leave them out: Cranelift's own
+        // compatibility hash is the same for both.
+        use std::hash::{Hash, Hasher};
+        let hash = |allocator, memory_limit_bytes| {
             let config = RuntimeConfig {
                 allocator,
                 memory_limit_bytes,
                 ..RuntimeConfig::default()
             };
-            engine_key(&super::super::engine::new_engine(&config).expect("engine"))
+            let engine = super::super::engine::new_engine(&config).expect("engine");
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            (hasher.finish(), engine_key(&engine))
         };
-        let on_demand = key(InstanceAllocator::OnDemand, 64 << 20);
+        let on_demand = hash(InstanceAllocator::OnDemand, 64 << 20);
         assert_eq!(
-            key(InstanceAllocator::Pooling { max_instances: 8 }, 32 << 20),
+            hash(InstanceAllocator::Pooling { max_instances: 8 }, 32 << 20),
             on_demand
+        );
+    }
+
+    #[test]
+    fn a_build_without_a_compiler_says_so_and_never_runs_itself_as_one() {
+        let engine = super::super::engine::new_engine(&RuntimeConfig::default()).expect("engine");
+        let here = Compiler::InProcess.precompile(&engine, b"\0asm\x0d\0\x01\0");
+        if HAS_COMPILER {
+            assert_eq!(helper_program(), Some(PathBuf::from("/proc/self/exe")));
+        } else {
+            let message = format!("{:#}", here.expect_err("no compiler here"));
+            assert!(message.contains("has no compiler"), "{message}");
+            assert!(message.contains(HELPER_NAME), "{message}");
+            assert_ne!(helper_program(), Some(PathBuf::from("/proc/self/exe")));
+        }
+    }
+
+    #[test]
+    fn a_missing_helper_is_named_with_how_to_install_it() {
+        let engine = super::super::engine::new_engine(&RuntimeConfig::default()).expect("engine");
+        let missing = ChildCompiler {
+            program: PathBuf::from("/nonexistent/wasm-operator-compile"),
+            timeout: Duration::from_secs(5),
+            memory_limit_bytes: 1 << 30,
+        };
+        let message = format!(
+            "{:#}",
+            missing
+                .precompile(&engine, b"\0asm\x0d\0\x01\0")
+                .expect_err("no helper there")
+        );
+        assert!(message.contains("was not found"), "{message}");
+        assert!(
+            message.contains("cargo install --path host/crates/compile"),
+            "{message}"
         );
     }
 }

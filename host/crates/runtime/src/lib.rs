@@ -2,9 +2,10 @@
 //! (checked, compiled or fetched precompiled, pre-instantiated) and called
 //! in a fresh sandboxed instance per reconcile.
 //!
-//! What it may import: only the shared types below it (`actions`, `crd`,
-//! `plugin_text`) and `disk` (the precompiled cache's checks and bound). Everything that judges or applies a plugin's output
-//! (`apply/`, `slot/`, `controller/`) and `telemetry/` sit above it.
+//! What it may import: only the shared model of `wasm-operator-model`
+//! (`actions`, `crd`, `plugin_text`, and `disk` for the precompiled cache's
+//! checks and bound). Everything that judges or applies a plugin's output
+//! lives in the host, above it.
 //!
 //! - [`config`]: limits, allocator, cache location, and their CLI flags.
 //! - [`bindings`]: the `jinghzhu:operator@0.1.0` and `@0.2.0` worlds,
@@ -27,13 +28,16 @@
 //! - [`errors`]: load and call errors.
 //!
 //! ```no_run
-//! # async fn demo(jz: wasm_operator::crd::Jinghzhu) -> anyhow::Result<()> {
-//! use wasm_operator::runtime::{Runtime, RuntimeConfig};
+//! # async fn demo(jz: wasm_operator_model::crd::Jinghzhu) -> anyhow::Result<()> {
+//! use wasm_operator_runtime::{Runtime, RuntimeConfig};
 //! let runtime = Runtime::new(RuntimeConfig::default())?;
 //! let plugin = runtime.load(&std::fs::read("replicaset_plugin.wasm")?, "replicaset_plugin.wasm")?;
 //! let proposal = plugin.reconcile(&jz, &[], "default/web").await?;
 //! # Ok(()) }
 //! ```
+
+// The model's modules under the paths this crate's files name them by.
+use wasm_operator_model::{actions, crd, disk, plugin_text};
 
 pub mod bindings;
 pub mod cache;

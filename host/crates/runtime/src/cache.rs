@@ -23,18 +23,17 @@
 //! ([`DEFAULT_MAX_BYTES`]); the plugins a hot-swap slot serves, had before
 //! or shadows ([`crate::disk::pins`]) are never removed.
 //!
-//! The file name binds the sha256 of the component's bytes and a hash of
-//! [`Engine::precompile_compatibility_hash`] (wasmtime version, target, and
-//! every setting that affects generated code), so an artifact is only ever
-//! offered to an engine that could have produced it. Files are written to a
+//! The file name binds the sha256 of the component's bytes and the
+//! [`engine_key`] (this runtime's and wasmtime's versions, the target and
+//! the settings that affect generated code), so an artifact is only offered
+//! to an engine that could have produced it (and `Component::deserialize`
+//! checks again). Files are written to a
 //! temporary name in the same directory and renamed into place.
 
 use std::fs;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -156,7 +155,7 @@ impl PrecompiledCache {
                 // only this host's user can read, over this very file
                 // name, and `store` only ever signs what
                 // `Engine::precompile_component` produced; the file name
-                // binds the engine's compatibility hash. The bytes are
+                // binds the engine's key. The bytes are
                 // read into memory first rather than mapped, so nothing
                 // done to the file later can change code in use.
                 match unsafe { Component::deserialize(engine, &precompiled) } {
@@ -301,14 +300,7 @@ pub fn checked_artifact(engine: &Engine, artifact: &[u8]) -> anyhow::Result<Comp
     })
 }
 
-/// A short key of everything about `engine` that generated code depends on
-/// ([`Engine::precompile_compatibility_hash`]): part of every artifact's
-/// file name, and what a child compiler must match.
-pub fn engine_key(engine: &Engine) -> String {
-    let mut hasher = Sha256Hasher::default();
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    hex::encode(&hasher.0.finalize()[..8])
-}
+pub use super::engine::engine_key;
 
 /// First bytes of every cache file, then the HMAC, then the artifact.
 const FILE_MAGIC: &[u8] = b"wasm-operator precompiled v2\n";
@@ -338,23 +330,6 @@ fn read_artifact(path: &Path, key: &Key) -> Result<Vec<u8>, private::ReadError> 
 /// synced, then renamed over `path`.
 fn store(path: &Path, artifact: &[u8], key: &Key) -> std::io::Result<()> {
     private::write_keyed(path, &mac_name(path), FILE_MAGIC, artifact, key)
-}
-
-/// Feeds `Hash` output into sha256, for a stable on-disk key.
-#[derive(Default)]
-struct Sha256Hasher(Sha256);
-
-impl Hasher for Sha256Hasher {
-    fn finish(&self) -> u64 {
-        let digest = self.0.clone().finalize();
-        let mut first = [0_u8; 8];
-        first.copy_from_slice(&digest[..8]);
-        u64::from_le_bytes(first)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
 }
 
 #[cfg(test)]

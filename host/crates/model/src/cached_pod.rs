@@ -21,7 +21,7 @@
 //! pod (`limits/pod-metadata-size`, 16 KiB) fits well within the cap.
 //!
 //! The host's client hands kube each pod of a pod list or watch already cut
-//! this way ([`ListedPod::to_json`], see [`crate::kube_api::list_bounds::pods`]): the
+//! this way ([`ListedPod::to_json`], see the host's `list_bounds::pods`): the
 //! bytes a list's bounds count are those the cache can keep. Decoding such
 //! a pod again keeps it as it is (the marker annotation, when it is the
 //! host's, is not counted against the cap).

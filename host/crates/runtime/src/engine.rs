@@ -40,8 +40,62 @@ pub const LINEAR_MEMORY_KEEP_RESIDENT: usize = super::config::DEFAULT_KEEP_RESID
 /// Most pool slots kept warm (resident pages kept) for reuse.
 pub const MAX_WARM_SLOTS: u32 = 16;
 
+/// The engine settings this runtime chooses that generated code depends on
+/// (the rest are wasmtime's defaults for its version and target). Every
+/// engine of [`new_engine`] applies them, in the serving host and in its
+/// compile helper alike, and [`engine_key`] hashes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeSettings {
+    /// The component model's task machinery (off: the contract is synchronous).
+    pub concurrency_support: bool,
+    /// Loop headers and function entries check the epoch (the deadline).
+    pub epoch_interruption: bool,
+    /// Memory images mapped copy-on-write instead of data segments copied.
+    pub memory_init_cow: bool,
+    /// Most native stack Wasm frames may use.
+    pub max_wasm_stack: usize,
+}
+
+/// What [`new_engine`] sets.
+pub const CODE_SETTINGS: CodeSettings = CodeSettings {
+    concurrency_support: false,
+    epoch_interruption: true,
+    memory_init_cow: true,
+    max_wasm_stack: MAX_WASM_STACK,
+};
+
+/// The version of wasmtime this runtime is built with (from `Cargo.lock`).
+pub const WASMTIME_VERSION: &str = env!("WASM_OPERATOR_WASMTIME_VERSION");
+
+/// A short key of what an engine of this runtime generates code for: this
+/// runtime's and wasmtime's versions, the target and [`CODE_SETTINGS`].
+/// Part of every cached artifact's file name, and what the compile helper
+/// must match before it compiles for a host. It is the same with and
+/// without the `compile` feature (Cranelift's own
+/// `Engine::precompile_compatibility_hash` exists only with it), and the
+/// instance allocator and memory cap stay out of it (they do not change the
+/// code). `Component::deserialize` checks everything again (wasmtime's
+/// version, the target, the CPU features, the tunables), so an artifact
+/// from a helper this key misjudged is refused, never run.
+pub fn engine_key(_engine: &Engine) -> String {
+    use sha2::{Digest, Sha256};
+    let described = format!(
+        "wasm-operator-runtime {}; wasmtime {WASMTIME_VERSION}; {}-{}; {CODE_SETTINGS:?}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH,
+        std::env::consts::OS,
+    );
+    hex::encode(&Sha256::digest(described.as_bytes())[..8])
+}
+
 /// Builds the engine for `config` and starts its epoch ticker.
 pub fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
+    let CodeSettings {
+        concurrency_support,
+        epoch_interruption,
+        memory_init_cow,
+        max_wasm_stack,
+    } = CODE_SETTINGS;
     let mut wasm = Config::new();
     wasm.wasm_component_model(true);
     // The contract is synchronous: no Store needs the component model's
@@ -51,12 +105,12 @@ pub fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
     // `false` the default; saying so keeps it off should a dependency ever
     // turn that feature on (wasmtime-wasi's `p3` does), and the engine's
     // tunables, hence the precompiled artifacts' key, stay the same.
-    wasm.concurrency_support(false);
-    wasm.epoch_interruption(true);
+    wasm.concurrency_support(concurrency_support);
+    wasm.epoch_interruption(epoch_interruption);
     // Fresh instances map their initial memory copy-on-write from the
     // compiled image instead of copying data segments.
-    wasm.memory_init_cow(true);
-    wasm.max_wasm_stack(MAX_WASM_STACK);
+    wasm.memory_init_cow(memory_init_cow);
+    wasm.max_wasm_stack(max_wasm_stack);
     wasm.async_stack_size(ASYNC_STACK);
     if let Some(slots) = config.allocator.pool_size() {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(config, slots)));

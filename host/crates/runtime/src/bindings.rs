@@ -12,7 +12,7 @@
 
 wasmtime::component::bindgen!({
     world: "operator",
-    path: "../wit",
+    path: "../../../wit",
     additional_derives: [PartialEq],
     exports: { default: async },
 });
@@ -25,7 +25,7 @@ pub use jinghzhu::operator::types::*;
 pub mod v2 {
     wasmtime::component::bindgen!({
         world: "operator",
-        path: "../wit/0.2",
+        path: "../../../wit/0.2",
         additional_derives: [PartialEq],
         exports: { default: async },
     });

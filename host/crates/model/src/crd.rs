@@ -196,11 +196,11 @@ mod tests {
             "examples/deploy/crd.yaml",
             "examples/deploy/helm/wasm-operator/crds/crd.yaml",
         ] {
-            let path = format!("{}/../{file}", env!("CARGO_MANIFEST_DIR"));
+            let path = format!("{}/../../../{file}", env!("CARGO_MANIFEST_DIR"));
             let committed = std::fs::read_to_string(path).unwrap_or_default();
             assert!(
                 committed == generated,
-                "{file} differs from the CRD generated from host/src/crd.rs; regenerate it with \
+                "{file} differs from the CRD generated from host/crates/model/src/crd.rs; regenerate it with \
                  `cargo run -p wasm-operator -- crd > {file}`"
             );
         }

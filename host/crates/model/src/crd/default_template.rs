@@ -59,7 +59,7 @@ mod default_spec_file {
     #[test]
     fn the_default_spec_file_is_the_host_default() {
         let file: k8s_openapi::api::core::v1::PodSpec =
-            serde_json::from_str(include_str!("../../../wit/default-pod-spec.json"))
+            serde_json::from_str(include_str!("../../../../../wit/default-pod-spec.json"))
                 .expect("wit/default-pod-spec.json is a PodSpec");
         assert_eq!(file, super::default_template_spec());
     }
