@@ -870,9 +870,18 @@ async fn a_flapping_configmap_is_held_and_swaps_a_bounded_number_of_times() -> a
     );
     let started = Instant::now();
     let mut seen_flapping = None;
+    // Moves meant 1 s apart; on a loaded machine an apply can take longer
+    // than the quiet interval, and a move after a quiet interval is a
+    // person's, which swaps at once: each such move may add one swap.
+    let mut last_move: Option<Instant> = None;
+    let mut quiet_moves = 0u64;
     for flip in 0..FLIPS {
         let bytes = if flip % 2 == 0 { v2() } else { v1() };
         apply_plugin_configmap(&maps, cm, bytes).await?;
+        if last_move.is_some_and(|at| at.elapsed() >= QUIET) {
+            quiet_moves += 1;
+        }
+        last_move = Some(Instant::now());
         tokio::time::sleep(Duration::from_secs(1)).await;
         if let Some(flap) = host.history.lock().ok().and_then(|h| h.flapping.clone()) {
             seen_flapping = Some(flap);
@@ -900,20 +909,21 @@ async fn a_flapping_configmap_is_held_and_swaps_a_bounded_number_of_times() -> a
     eprintln!(
         "measured: {FLIPS} moves in {flapped:?} over {OBJECTS} objects (quiet {QUIET:?}): {swaps} swaps, \
          {writes} status patches, {calls} reconciles, {coalesced} coalesced, {flaps} flaps; v2 \
-         everywhere {settled:?} after the first move; /status flapping: {seen_flapping:?}; \
-         Warning: {warning}"
+         everywhere {settled:?} after the first move; {quiet_moves} moves after a quiet interval; \
+         /status flapping: {seen_flapping:?}; Warning: {warning}"
     );
     let flap = seen_flapping.ok_or_else(|| anyhow::anyhow!("/status never showed the flap"))?;
     anyhow::ensure!(flap.rule == damper::RULE, "{flap:?}");
+    let most_swaps = MOST_SWAPS + quiet_moves;
     anyhow::ensure!(
-        swaps <= MOST_SWAPS,
-        "{swaps} swaps for {FLIPS} moves of a flapping source"
+        swaps <= most_swaps,
+        "{swaps} swaps for {FLIPS} moves of a flapping source ({quiet_moves} of them after a quiet interval)"
     );
     anyhow::ensure!(
         writes <= swaps * OBJECTS as u64 + 2,
         "{writes} status patches for {swaps} swaps over {OBJECTS} objects"
     );
-    anyhow::ensure!(flaps >= 1 && coalesced >= (FLIPS as u64) - MOST_SWAPS - 1);
+    anyhow::ensure!(flaps >= 1 && coalesced >= (FLIPS as u64).saturating_sub(most_swaps + 1));
     anyhow::ensure!(
         warning.contains(damper::RULE),
         "no Warning naming {} on the ConfigMap: {warning:?}",
