@@ -298,6 +298,19 @@ fn controller_config(
     }
 }
 
+/// Warns at start when the compile helper cannot be found: plugins not in
+/// the precompiled cache will then be refused.
+fn warn_without_compile_helper() {
+    if crate::runtime::compiler::helper_program().is_none() {
+        tracing::warn!(
+            "no compile helper `{}`: plugins not already in the precompiled cache will be \
+             refused; {}",
+            crate::runtime::compiler::HELPER_NAME,
+            crate::runtime::compiler::HOW_TO_INSTALL_THE_HELPER
+        );
+    }
+}
+
 /// Runs the host until Ctrl-C or SIGTERM. On a signal, reconciles that are
 /// running finish, the Lease (if held) is released, and the host exits,
 /// all within `--shutdown-timeout-secs` (what still runs then is cancelled).
@@ -320,14 +333,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let client = connect_bounded(list_bounds.clone()).await?;
     check_crd_in(&client, args.namespace.as_deref()).await?;
 
-    if crate::runtime::compiler::helper_program().is_none() {
-        tracing::warn!(
-            "no compile helper `{}`: plugins not already in the precompiled cache will be \
-             refused; {}",
-            crate::runtime::compiler::HELPER_NAME,
-            crate::runtime::compiler::HOW_TO_INSTALL_THE_HELPER
-        );
-    }
+    warn_without_compile_helper();
     let runtime = Arc::new(Runtime::new(RuntimeConfig {
         // Cranelift never runs in the operator's own process: the compile
         // helper compiles (see `runtime::compiler`).
