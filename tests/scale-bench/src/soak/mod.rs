@@ -343,6 +343,12 @@ fn build(options: &SoakOptions) -> Result<controllers::Built> {
         copy.display(),
         built.program.display()
     );
+    // The compile helper the host starts sits beside it, copied too.
+    let helper = built.program.with_file_name("wasm-operator-compile");
+    let helper_copy = dir.join("wasm-operator-compile");
+    let _ = std::fs::remove_file(&helper_copy);
+    std::fs::copy(&helper, &helper_copy)
+        .with_context(|| format!("copying {} to {}", helper.display(), helper_copy.display()))?;
     built.program = copy;
     Ok(built)
 }
