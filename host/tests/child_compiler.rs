@@ -19,8 +19,21 @@ use wasm_operator::runtime::{
     ChildCompiler, Compiler, LoadError, LoadOutcome, Runtime, RuntimeConfig,
 };
 
+/// The compile helper, built beside the host's test binary (the serving
+/// `wasm-operator` has no compiler, and a whole run may rebuild it without).
 fn executable() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_wasm-operator"))
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let status = std::process::Command::new(env!("CARGO"))
+                .args(["build", "--quiet", "-p", "wasm-operator-compile"])
+                .status()
+                .expect("running cargo build -p wasm-operator-compile");
+            assert!(status.success(), "building the compile helper failed");
+            PathBuf::from(env!("CARGO_BIN_EXE_wasm-operator"))
+                .with_file_name("wasm-operator-compile")
+        })
+        .clone()
 }
 
 fn runtime(child: ChildCompiler, cache_dir: Option<PathBuf>) -> Runtime {
