@@ -216,7 +216,8 @@ async fn reconcile_times(addr: SocketAddr, slow: &str) -> anyhow::Result<(f64, f
 
 /// Converges `n` objects annotated `spin` (the misbehaving shadow spins to
 /// its deadline on them) under a replicaset active plugin; returns the
-/// mean reconcile time, the reconciles slower than 0.5 s, and the host.
+/// mean reconcile time, the share of reconciles slower than 0.5 s, and the
+/// host.
 async fn spin_round(
     prefix: &str,
     shadow: bool,
@@ -242,7 +243,7 @@ async fn spin_round(
     }
     let (sum, count, slow) = reconcile_times(addr, "0.5").await?;
     anyhow::ensure!(count > 0.0, "no reconcile measured");
-    Ok((sum / count, slow, host, env))
+    Ok((sum / count, slow / count, host, env))
 }
 
 /// A shadow that spins to its 1 s deadline on every call does not slow
@@ -255,10 +256,12 @@ async fn a_spinning_shadow_adds_no_latency_to_active_reconciles() -> anyhow::Res
     host.stop().await;
     let (shadowed, shadowed_slow, host, env) = spin_round("shadow-spin", true, N).await?;
     eprintln!(
-        "measured: mean reconcile {:.1} ms without a shadow ({baseline_slow} over 0.5 s), \
-         {:.1} ms with a spinning shadow ({shadowed_slow} over 0.5 s); shadow calls dropped: {}",
+        "measured: mean reconcile {:.1} ms without a shadow ({:.0}% over 0.5 s), \
+         {:.1} ms with a spinning shadow ({:.0}% over 0.5 s); shadow calls dropped: {}",
         baseline * 1000.0,
+        baseline_slow * 100.0,
         shadowed * 1000.0,
+        shadowed_slow * 100.0,
         host.metrics.shadow_dropped.get()
     );
     // What each reconcile awaited when the shadow ran inline (before
@@ -273,7 +276,15 @@ async fn a_spinning_shadow_adds_no_latency_to_active_reconciles() -> anyhow::Res
     );
     assert!(outcome.is_err(), "the shadow spins to its deadline");
     assert!(inline >= Duration::from_millis(900), "{inline:?}");
-    assert_eq!(shadowed_slow, 0.0, "no reconcile waited for the shadow");
+    // Inline, every reconcile would wait the shadow's 1 s deadline (100%
+    // over 0.5 s); on a loaded machine a few are slow for want of a core,
+    // with or without the shadow.
+    assert!(
+        shadowed_slow <= baseline_slow + 0.2,
+        "{:.0}% of reconciles over 0.5 s with a spinning shadow vs {:.0}% without: they waited for it",
+        shadowed_slow * 100.0,
+        baseline_slow * 100.0
+    );
     assert!(
         shadowed < baseline + 0.25,
         "mean {shadowed:.3} s with a spinning shadow vs {baseline:.3} s without"
