@@ -11,6 +11,7 @@
 //! or `run.rs`: they use it.
 
 pub mod damper;
+pub mod report;
 pub mod resource;
 pub mod setup;
 pub mod sources;

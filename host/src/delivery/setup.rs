@@ -37,7 +37,8 @@ use anyhow::{Context, Result, anyhow};
 use kube::Client;
 use tokio::sync::mpsc;
 
-use crate::delivery::swapper::{self, Refused, SwapHistory, WarnOn};
+use crate::delivery::report::{Quietly, SourceEvents};
+use crate::delivery::swapper::{self, SwapHistory};
 use crate::delivery::vetting::{vet, vet_for_slot};
 use crate::delivery::{damper, sources};
 use crate::refusal::Refusal;
@@ -303,56 +304,32 @@ async fn serve_first(
             let pinned = options.pinned_sha256.as_deref();
             match vet_for_slot(runtime, &plugins.active, &bytes, label, pinned).await {
                 Ok(plugin) => {
-                    tracing::info!(
-                        plugin = %plugin.describe(),
-                        source = %label,
-                        outcome = ?plugin.load_outcome(),
-                        "plugin loaded"
-                    );
-                    swapper::lock(history).not_serving = None;
                     let keeping = plugin.describe();
-                    plugins.active.load_first(plugin);
+                    let mut events = SourceEvents::new(client, None, regarding);
+                    let how = (plugin, swapper::ServeAs::First);
+                    swapper::serve(&plugins.active, how, (label, seen_at), history, &mut events)
+                        .await;
                     // Served as the last known good: what the source offers
                     // now was refused, and that is reported.
-                    if let Some((refused, refusal)) = &source.source_refusal {
-                        let report = Refused {
-                            source: label,
-                            warn_on: WarnOn::of(None, regarding),
-                            digest: if refused.is_empty() { label } else { refused },
-                            refusal,
-                            seen_at,
-                            keeping: Some(keeping),
-                        };
-                        swapper::refused(report, Some(client), metrics, history).await;
+                    if let Some((digest, refusal)) = &source.source_refusal {
+                        let refused = first_refused(label, seen_at, digest, refusal, Some(keeping));
+                        swapper::refuse(refused, metrics, history, &mut events).await;
                     }
                 }
                 Err(refusal) => {
-                    let report = Refused {
-                        source: label,
-                        warn_on: WarnOn::of(configmap.as_ref(), regarding),
-                        digest: &digest,
-                        refusal: &refusal,
-                        seen_at,
-                        keeping: None,
-                    };
-                    swapper::refused(report, Some(client), metrics, history).await;
+                    let mut events = SourceEvents::new(client, configmap.as_ref(), regarding);
+                    let refused = first_refused(label, seen_at, &digest, &refusal, None);
+                    swapper::refuse(refused, metrics, history, &mut events).await;
                 }
             }
             digest
         }
         sources::FirstRead::Missing(_) if source.source_refusal.is_some() => {
-            let Some((digest, refusal)) = source.source_refusal.clone() else {
-                return String::new();
-            };
-            let report = Refused {
-                source: label,
-                warn_on: WarnOn::of(None, regarding),
-                digest: if digest.is_empty() { label } else { &digest },
-                refusal: &refusal,
-                seen_at,
-                keeping: None,
-            };
-            swapper::refused(report, Some(client), metrics, history).await;
+            if let Some((digest, refusal)) = &source.source_refusal {
+                let mut events = SourceEvents::new(client, None, regarding);
+                let refused = first_refused(label, seen_at, digest, refusal, None);
+                swapper::refuse(refused, metrics, history, &mut events).await;
+            }
             String::new()
         }
         sources::FirstRead::Missing(why) => {
@@ -365,6 +342,25 @@ async fn serve_first(
                 Some(format!("no plugin at {label} yet ({why}); waiting for one"));
             String::new()
         }
+    }
+}
+
+/// A refusal of what the source held at start (named by the source's
+/// label when its digest is unknown).
+fn first_refused<'a>(
+    label: &'a str,
+    seen_at: Instant,
+    digest: &'a str,
+    refusal: &'a Refusal,
+    keeping: Option<String>,
+) -> swapper::Refused<'a> {
+    swapper::Refused {
+        source: label,
+        digest: if digest.is_empty() { label } else { digest },
+        refusal,
+        seen_at,
+        keeping,
+        shadow: false,
     }
 }
 
@@ -384,38 +380,29 @@ async fn start_shadow(
     let bytes = crate::registry::bounded::read_file_async(path.clone(), options.max_file_bytes)
         .await
         .with_context(|| format!("reading the shadow plugin {}", path.display()))?;
-    match vet(
-        runtime,
-        &bytes,
-        &shadow_label,
-        options.shadow_pinned_sha256.as_deref(),
-    )
-    .await
-    {
+    let digest = digest_of(&bytes);
+    let pinned = options.shadow_pinned_sha256.as_deref();
+    match vet(runtime, &bytes, &shadow_label, pinned).await {
         Ok(shadow) => {
-            tracing::info!(
-                shadow = %shadow.describe(),
-                queue = options.shadow_queue,
-                "shadow plugin runs in its own queue beside the active one; nothing of it is applied"
+            let how = (
+                shadow,
+                swapper::ServeAs::Shadow {
+                    queue: options.shadow_queue,
+                },
             );
-            plugins
-                .active
-                .set_shadow(Some(shadow), options.shadow_queue);
+            let place = (shadow_label.as_str(), seen_at);
+            swapper::serve(&plugins.active, how, place, &plugins.history, &mut Quietly).await;
         }
         Err(refusal) => {
-            metrics.plugin_swaps_refused.inc();
-            tracing::error!(
-                source = %shadow_label,
-                candidate = %digest_of(&bytes),
-                reason = %crate::plugin_text::shown(&refusal.to_string()),
-                "shadow plugin refused; running without a shadow"
-            );
-            swapper::lock(&plugins.history).shadow_refusal = Some(swapper::SwapRecord::now(
-                shadow_label,
-                digest_of(&bytes),
-                refusal.to_string(),
+            let refused = swapper::Refused {
+                source: &shadow_label,
+                digest: &digest,
+                refusal: &refusal,
                 seen_at,
-            ));
+                keeping: None,
+                shadow: true,
+            };
+            swapper::refuse(refused, metrics, &plugins.history, &mut Quietly).await;
         }
     }
     Ok(())

@@ -1,8 +1,11 @@
-//! The swapper: takes candidates from the sources one at a time, vets them
-//! and either switches the active plugin or refuses the candidate — with an
-//! error log, a counter, the last refusal kept for `/status`, and a Warning
-//! Event on the ConfigMap when that was the source. A plugin refused at
-//! start ([`crate::delivery::setup::start`]) is reported the same way.
+//! Serve and refuse, written once for every front end: [`serve`] puts a
+//! vetted plugin in the slot (first, swapped, or as the shadow) and
+//! [`refuse`] leaves what serves serving; each logs, counts, keeps the
+//! outcome for `/status`, and tells the rest through a
+//! [`crate::delivery::report::Report`] (a Warning on the source's
+//! ConfigMap, the resource's status and Event). [`run`] takes the flags'
+//! candidates from their sources one at a time, vets, then serves or
+//! refuses them.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -14,12 +17,13 @@ use kube::{Client, Resource};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::delivery::report::{Quietly, RefusedCandidate, Report, SourceEvents};
 use crate::delivery::sources::Candidate;
 use crate::delivery::vetting::vet_for_slot;
 use crate::locks::MutexExt;
 use crate::plugin_text;
 use crate::refusal::Refusal;
-use crate::runtime::{Runtime, digest_of};
+use crate::runtime::{LoadedPlugin, Runtime, digest_of};
 use crate::slot::ActivePlugin;
 use crate::telemetry::metrics::Metrics;
 
@@ -124,12 +128,10 @@ impl<'a> WarnOn<'a> {
     }
 }
 
-/// A refused candidate, for [`refused`].
+/// A refused candidate, for [`refuse`].
 pub struct Refused<'a> {
     /// Where it came from.
     pub source: &'a str,
-    /// Where its Warning Event goes.
-    pub warn_on: WarnOn<'a>,
     /// Its digest.
     pub digest: &'a str,
     /// Why it was refused.
@@ -138,65 +140,138 @@ pub struct Refused<'a> {
     pub seen_at: Instant,
     /// The plugin that keeps serving (`None`: nothing serves).
     pub keeping: Option<String>,
+    /// A candidate for the shadow: its refusal is kept apart on `/status`
+    /// and never makes the host unready.
+    pub shadow: bool,
 }
 
-/// Reports a refusal: an error log, `wasm_operator_plugin_swaps_refused`,
-/// `lastRefusal` on `/status` (and `notServing` while nothing serves), and a
-/// `PluginRefused` Warning Event on the ConfigMap when that was the source.
-pub async fn refused(
-    refusal: Refused<'_>,
-    client: Option<&Client>,
+/// Refuses a candidate, what served serving on: an error log,
+/// `wasm_operator_plugin_swaps_refused`, the refusal on `/status`
+/// (`lastRefusal`, `notServing` while nothing serves; `shadowRefusal` for
+/// a shadow), then whatever `report` tells its front end.
+pub async fn refuse(
+    refused: Refused<'_>,
     metrics: &Metrics,
     history: &Mutex<SwapHistory>,
+    report: &mut dyn Report,
 ) {
     metrics.plugin_swaps_refused.inc();
-    let consequence = match &refusal.keeping {
-        Some(keeping) => {
-            tracing::error!(
-                source = %refusal.source,
-                candidate = %refusal.digest,
-                keeping = %keeping,
-                rule = refusal.refusal.rule,
-                reason = %plugin_text::shown(&refusal.refusal.message),
-                "plugin swap refused; the current plugin keeps serving"
-            );
-            "the current plugin keeps serving"
+    let shown = plugin_text::shown(&refused.refusal.message);
+    match (&refused.keeping, refused.shadow) {
+        (_, true) => tracing::error!(
+            source = %refused.source,
+            candidate = %refused.digest,
+            rule = refused.refusal.rule,
+            reason = %shown,
+            "shadow plugin refused; the host runs without it (or with the shadow it had)"
+        ),
+        (Some(keeping), false) => tracing::error!(
+            source = %refused.source,
+            candidate = %refused.digest,
+            keeping = %keeping,
+            rule = refused.refusal.rule,
+            reason = %shown,
+            "plugin swap refused; the current plugin keeps serving"
+        ),
+        (None, false) => tracing::error!(
+            source = %refused.source,
+            candidate = %refused.digest,
+            rule = refused.refusal.rule,
+            reason = %shown,
+            "plugin refused; no plugin serves, the host stays unready and waits for a good one from the source"
+        ),
+    }
+    {
+        let mut history = lock(history);
+        let record = SwapRecord::now(
+            refused.source.to_string(),
+            refused.digest.to_string(),
+            refused.refusal.to_string(),
+            refused.seen_at,
+        );
+        if refused.shadow {
+            history.shadow_refusal = Some(record);
+        } else {
+            if refused.keeping.is_none() {
+                history.not_serving = Some(format!(
+                    "the plugin {} from {} was refused: {}",
+                    refused.digest, refused.source, refused.refusal
+                ));
+            }
+            history.last_refusal = Some(record);
         }
-        None => {
-            tracing::error!(
-                source = %refusal.source,
-                candidate = %refusal.digest,
-                rule = refusal.refusal.rule,
-                reason = %plugin_text::shown(&refusal.refusal.message),
-                "plugin refused; no plugin serves, the host stays unready and waits for a good one from the source"
-            );
-            "no plugin serves until a good one arrives"
-        }
-    };
-    if let Some(client) = client {
-        publish_refusal(
-            client,
-            refusal.warn_on,
-            (refusal.digest, consequence, &refusal.refusal.to_string()),
-        )
+    }
+    report
+        .refused(RefusedCandidate {
+            digest: refused.digest,
+            refusal: refused.refusal,
+            keeping: refused.keeping.as_deref(),
+        })
         .await;
-    }
-    let mut history = lock(history);
-    if refusal.keeping.is_none() {
-        history.not_serving = Some(format!(
-            "the plugin {} from {} was refused: {}",
-            refusal.digest, refusal.source, refusal.refusal
-        ));
-    }
-    history.last_refusal = Some(SwapRecord::now(
-        refusal.source.to_string(),
-        refusal.digest.to_string(),
-        refusal.refusal.to_string(),
-        refusal.seen_at,
-    ));
 }
 
-/// Runs until every source is gone.
+/// Where a vetted plugin goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeAs {
+    /// The first plugin of a slot that may be empty (a start).
+    First,
+    /// In place of the active plugin, the old one on probation.
+    Swap,
+    /// The shadow, run in its own queue of `queue` calls, never applied.
+    Shadow {
+        /// Calls that may wait in the shadow's queue.
+        queue: usize,
+    },
+}
+
+/// Serves a vetted plugin (from `source`, its change seen at `seen_at`):
+/// into the slot as `how`, a log line, the swap on `/status`, then
+/// whatever `report` tells its front end.
+pub async fn serve(
+    slot: &ActivePlugin,
+    (plugin, how): (Arc<LoadedPlugin>, ServeAs),
+    (source, seen_at): (&str, Instant),
+    history: &Mutex<SwapHistory>,
+    report: &mut dyn Report,
+) {
+    let old = match how {
+        ServeAs::Shadow { .. } => slot.shadow(),
+        ServeAs::First | ServeAs::Swap => slot.serving(),
+    }
+    .map_or_else(|| "nothing".to_string(), |old| old.describe());
+    let latency_ms = u64::try_from(seen_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match how {
+        ServeAs::First => {
+            tracing::info!(plugin = %plugin.describe(), source = %source, outcome = ?plugin.load_outcome(), "plugin loaded");
+            slot.load_first(plugin.clone());
+        }
+        ServeAs::Swap => {
+            tracing::info!(source = %source, old = %old, new = %plugin.describe(), swap_latency_ms = latency_ms, "plugin swap: new plugin serving");
+            slot.swap(plugin.clone());
+        }
+        ServeAs::Shadow { queue } => {
+            tracing::info!(source = %source, old = %old, shadow = %plugin.describe(), queue, "shadow plugin runs in its own queue beside the active one; nothing of it is applied");
+            slot.set_shadow(Some(plugin.clone()), queue);
+        }
+    }
+    if !matches!(how, ServeAs::Shadow { .. }) {
+        let mut history = lock(history);
+        history.not_serving = None;
+        if how == ServeAs::Swap {
+            history.last_swap = Some(SwapRecord::now(
+                source.to_string(),
+                plugin.digest().to_string(),
+                "swapped".into(),
+                seen_at,
+            ));
+        }
+    }
+    report.served(&plugin).await;
+}
+
+/// Runs until every source is gone: each candidate vetted, then served
+/// or refused; refusals told as Warning Events on the source's ConfigMap
+/// or object when there is a `client`.
 pub async fn run(
     mut rx: mpsc::Receiver<Candidate>,
     runtime: Arc<Runtime>,
@@ -207,79 +282,54 @@ pub async fn run(
     history: Arc<Mutex<SwapHistory>>,
 ) {
     while let Some(candidate) = rx.recv().await {
-        if let Some(refusal) = &candidate.refusal {
-            // Refused by the source itself (an OCI artifact's signature,
-            // size, digest or credentials): nothing to vet.
-            refused(
-                Refused {
-                    source: &candidate.source,
-                    warn_on: WarnOn::of(candidate.configmap.as_ref(), candidate.regarding.as_ref()),
-                    digest: &refusal.digest,
-                    refusal: &refusal.refusal,
-                    seen_at: candidate.seen_at,
-                    keeping: active.serving().map(|plugin| plugin.describe()),
-                },
-                client.as_ref(),
-                &metrics,
-                &history,
+        let mut events = client.as_ref().map(|client| {
+            SourceEvents::new(
+                client,
+                candidate.configmap.as_ref(),
+                candidate.regarding.as_ref(),
             )
-            .await;
-            continue;
-        }
-        let digest = digest_of(&candidate.bytes);
-        let started = Instant::now();
-        let outcome = vet_for_slot(
-            &runtime,
-            &active,
-            &candidate.bytes,
-            &candidate.source,
-            pinned_sha256.as_deref(),
-        )
-        .await;
-        let at_unix = unix_now();
-        match outcome {
+        });
+        let report: &mut dyn Report = match events.as_mut() {
+            Some(events) => events,
+            None => &mut Quietly,
+        };
+        let keeping = active.serving().map(|plugin| plugin.describe());
+        // Refused by the source itself (an OCI artifact's signature, size,
+        // digest or credentials): nothing to vet.
+        let vetted = match &candidate.refusal {
+            Some(refused) => Err((refused.digest.clone(), refused.refusal.clone())),
+            None => vet_for_slot(
+                &runtime,
+                &active,
+                &candidate.bytes,
+                &candidate.source,
+                pinned_sha256.as_deref(),
+            )
+            .await
+            .map_err(|refusal| (digest_of(&candidate.bytes), refusal)),
+        };
+        match vetted {
             Ok(plugin) => {
-                let old = active
-                    .serving()
-                    .map_or_else(|| "nothing".to_string(), |old| old.describe());
-                active.swap(plugin.clone());
-                let latency = candidate.seen_at.elapsed();
-                tracing::info!(
-                    source = %candidate.source,
-                    old = %old,
-                    new = %plugin.describe(),
-                    vet_ms = started.elapsed().as_millis() as u64,
-                    swap_latency_ms = latency.as_millis() as u64,
-                    "plugin swap: new plugin serving"
-                );
-                let mut history = lock(&history);
-                history.not_serving = None;
-                history.last_swap = Some(SwapRecord {
-                    source: candidate.source,
-                    digest,
-                    outcome: "swapped".into(),
-                    latency_ms: latency.as_millis() as u64,
-                    at_unix,
-                });
-            }
-            Err(refusal) => {
-                refused(
-                    Refused {
-                        source: &candidate.source,
-                        warn_on: WarnOn::of(
-                            candidate.configmap.as_ref(),
-                            candidate.regarding.as_ref(),
-                        ),
-                        digest: &digest,
-                        refusal: &refusal,
-                        seen_at: candidate.seen_at,
-                        keeping: active.serving().map(|plugin| plugin.describe()),
-                    },
-                    client.as_ref(),
-                    &metrics,
+                let how = (plugin, ServeAs::Swap);
+                serve(
+                    &active,
+                    how,
+                    (&candidate.source, candidate.seen_at),
                     &history,
+                    report,
                 )
                 .await;
+            }
+            Err((digest, refusal)) => {
+                let refused = Refused {
+                    source: &candidate.source,
+                    digest: &digest,
+                    refusal: &refusal,
+                    seen_at: candidate.seen_at,
+                    keeping,
+                    shadow: false,
+                };
+                refuse(refused, &metrics, &history, report).await;
             }
         }
     }
@@ -288,16 +338,6 @@ pub async fn run(
 /// The history, even if a holder panicked.
 pub fn lock(history: &Mutex<SwapHistory>) -> std::sync::MutexGuard<'_, SwapHistory> {
     history.lock_unpoisoned()
-}
-
-/// Records a `PluginRefused` Warning Event on the object the refusal names.
-async fn publish_refusal(
-    client: &Client,
-    on: WarnOn<'_>,
-    (digest, consequence, reason): (&str, &str, &str),
-) {
-    let note = format!("plugin {digest} refused, {consequence}: {reason}");
-    warn_on(client, on, "PluginRefused", &note).await;
 }
 
 /// Records a Warning Event with `reason` and `note` on `on`.

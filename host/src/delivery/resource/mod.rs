@@ -71,12 +71,12 @@ use crate::crd::plugin::{
 use crate::delivery::damper;
 use crate::delivery::setup::Plugins;
 use crate::delivery::sources::{self, Candidate, FirstRead};
-use crate::delivery::swapper::{self, Refused, SwapHistory, SwapRecord};
-use crate::delivery::vetting::{self, vet, vet_for_slot};
+use crate::delivery::swapper::{self, Refused, SwapHistory};
+use crate::delivery::vetting::{vet, vet_for_slot};
 use crate::refusal::Refusal;
 use crate::registry::bounded::{FileRefusal, FileRules};
 use crate::registry::signature::{Threshold, VerificationPolicy, Verifier};
-use crate::registry::{self, OciOptions, OciPuller, OciRef};
+use crate::registry::{OciOptions, OciPuller, OciRef};
 use crate::runtime::{LoadedPlugin, Runtime, digest_of};
 use crate::slot::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::slot::served::Served;
@@ -84,7 +84,7 @@ use crate::slot::{ActivePlugin, RollbackPolicy};
 use crate::tasks::AbortOnDrop;
 use crate::telemetry::metrics::Metrics;
 use keys::SecretKey;
-use status::{Serving, StatusWriter};
+use status::{ResourceReport, StatusOut, StatusWriter};
 
 /// How the host picks its resources.
 #[derive(Debug, Clone)]
@@ -115,23 +115,6 @@ pub struct ResourceOptions {
     /// With `--tenant-plugins`, the router once it exists: the active
     /// resource's entry then counts the objects no tenant serves.
     pub router: Arc<OnceLock<Arc<PluginRouter>>>,
-}
-
-/// The condition a refusal by `refusal`'s rule turns false.
-fn condition_of(refusal: &Refusal) -> &'static str {
-    match refusal.rule {
-        vetting::rules::DIGEST_PIN
-        | "verification/source"
-        | "verification/unsigned-source"
-        | "verification/keys"
-        | "verification/secret-not-allowed"
-        | "verification/policy"
-        | registry::rules::UNSIGNED
-        | registry::rules::SIGNATURE => "Verified",
-        vetting::rules::LOAD | vetting::rules::SMOKE_RECONCILE => "Compiled",
-        rule if rule.starts_with("rollout/") => "Rollout",
-        _ => "Resolved",
-    }
 }
 
 /// The pod policy `spec.podPolicy` asks for, if any (the CRD's schema
@@ -396,6 +379,23 @@ impl Driver {
         }
     }
 
+    /// The same driver writing its status and Events to `out` (a record,
+    /// for a test without a cluster) instead of the cluster.
+    pub fn writing_to(mut self, out: Arc<dyn StatusOut>) -> Self {
+        let mut writer = StatusWriter::with_out(out, &self.name, self.writer.replica());
+        writer.set_judge(self.judge.clone());
+        self.writer = writer;
+        self
+    }
+
+    /// New bytes from `resource`'s source, labelled `from`: verified,
+    /// vetted, then served or refused (what [`Driver::run`] does with each
+    /// the source delivers).
+    pub async fn offer_bytes(&mut self, resource: &JinghzhuPlugin, bytes: Vec<u8>, from: &str) {
+        self.writer.observe(resource.metadata.generation);
+        self.on_bytes(resource, bytes, from, Instant::now()).await;
+    }
+
     /// Runs until the host stops.
     pub async fn run(mut self) {
         let api: Api<JinghzhuPlugin> = Api::all(self.client.clone());
@@ -582,7 +582,11 @@ impl Driver {
                     "Pulling",
                     &format!("{label}: pulling (each request within --oci-request-timeout, the pull within --oci-pull-timeout)"),
                 );
-                self.writer.set_state(self.state_now());
+                self.writer.set_state(if self.served().is_some() {
+                    "Serving"
+                } else {
+                    "Pending"
+                });
                 self.writer.write().await;
             }
             Ok(Opened::Bytes(bytes)) => {
@@ -596,7 +600,11 @@ impl Driver {
                 *current = Some(next);
                 self.writer
                     .set("Resolved", false, "NotFound", &format!("{label}: {why}"));
-                self.writer.set_state(self.state_now());
+                self.writer.set_state(if self.served().is_some() {
+                    "Serving"
+                } else {
+                    "Pending"
+                });
                 tracing::warn!(resource = %self.name, source = %label, reason = %why, "no plugin bytes at the source yet; watching it");
                 self.writer.write().await;
             }
@@ -869,17 +877,19 @@ impl Driver {
         );
         self.writer.set_effective(Some(effective));
         match self.offer_canary(resource, &plugin, seen_at).await {
-            rollout::Offer::Serve => self.serve(plugin, from, &digest, seen_at),
-            rollout::Offer::Canary => {}
-            rollout::Offer::Refused => {
-                self.serve_what_the_fleet_serves(resource, seen_at).await;
-                return;
+            rollout::Offer::Serve => {
+                self.writer
+                    .set("Refused", false, "Accepted", &format!("{digest} accepted"));
+                self.serve(plugin, from, resource, seen_at).await;
             }
+            rollout::Offer::Canary => {
+                self.writer
+                    .set("Refused", false, "Accepted", &format!("{digest} accepted"));
+                self.report_serving();
+                self.writer.write().await;
+            }
+            rollout::Offer::Refused => self.serve_what_the_fleet_serves(resource, seen_at).await,
         }
-        self.writer
-            .set("Refused", false, "Accepted", &format!("{digest} accepted"));
-        self.report_serving();
-        self.writer.write().await;
     }
 
     /// The trust checks of new bytes for `resource` before they are
@@ -1032,50 +1042,38 @@ impl Driver {
         let Some(plugin) = self.restore(resource, &digest).await else {
             return;
         };
-        self.serve(plugin, "the precompiled cache", &digest, seen_at);
-        self.report_serving();
-        self.writer.write().await;
+        self.serve(plugin, "the precompiled cache", resource, seen_at)
+            .await;
     }
 
-    fn serve(&mut self, plugin: Arc<LoadedPlugin>, from: &str, digest: &str, seen_at: Instant) {
-        let old = match self.role {
-            PluginMode::Active => {
-                let old = self
-                    .active
-                    .serving()
-                    .map_or_else(|| "nothing".to_string(), |old| old.describe());
-                self.active.swap(plugin.clone());
-                old
-            }
-            PluginMode::Shadow => {
-                let old = self
-                    .active
-                    .shadow()
-                    .map_or_else(|| "nothing".to_string(), |old| old.describe());
-                self.active
-                    .set_shadow(Some(plugin.clone()), self.shadow_queue);
-                old
-            }
+    /// Serves `plugin` (from `from`) in this driver's role, and shows it.
+    async fn serve(
+        &mut self,
+        plugin: Arc<LoadedPlugin>,
+        from: &str,
+        resource: &JinghzhuPlugin,
+        seen_at: Instant,
+    ) {
+        let how = match self.role {
+            PluginMode::Active => swapper::ServeAs::Swap,
+            PluginMode::Shadow => swapper::ServeAs::Shadow {
+                queue: self.shadow_queue,
+            },
         };
-        tracing::info!(
-            resource = %self.name,
-            mode = %self.role,
-            source = %from,
-            old = %old,
-            new = %plugin.describe(),
-            swap_latency_ms = seen_at.elapsed().as_millis() as u64,
-            "plugin from the JinghzhuPlugin serving"
-        );
-        if self.role == PluginMode::Active {
-            let mut history = swapper::lock(&self.history);
-            history.not_serving = None;
-            history.last_swap = Some(SwapRecord::now(
-                format!("jinghzhuplugin:{} ({from})", self.name),
-                digest.to_string(),
-                "swapped".into(),
-                seen_at,
-            ));
-        }
+        let source = format!("jinghzhuplugin:{} ({from})", self.name);
+        let mut report = ResourceReport {
+            writer: &mut self.writer,
+            slot: (&self.active, self.role),
+            resource,
+        };
+        swapper::serve(
+            &self.active,
+            (plugin, how),
+            (&source, seen_at),
+            &self.history,
+            &mut report,
+        )
+        .await;
     }
 
     /// The plugin this driver's role serves now.
@@ -1086,41 +1084,9 @@ impl Driver {
         }
     }
 
-    fn state_now(&self) -> &'static str {
-        if self.served().is_some() {
-            "Serving"
-        } else {
-            "Pending"
-        }
-    }
-
     /// Sets `Serving` and this replica's entry from the slot.
     fn report_serving(&mut self) {
-        match self.served() {
-            Some(plugin) => {
-                let what = match self.role {
-                    PluginMode::Active => "serves",
-                    PluginMode::Shadow => "runs as the shadow",
-                };
-                self.writer.set(
-                    "Serving",
-                    true,
-                    "Serving",
-                    &format!("{} {what}", plugin.describe()),
-                );
-                self.writer.set_serving(Serving {
-                    digest: plugin.digest().to_string(),
-                    plugin: Some(format!("{}@{}", plugin.info().name, plugin.info().version)),
-                });
-                self.writer.set_newest_served(self.active.newest_served());
-            }
-            None => {
-                self.writer
-                    .set("Serving", false, "NothingServes", "no plugin serves yet");
-                self.writer.set_serving(Serving::default());
-            }
-        }
-        self.writer.set_state(self.state_now());
+        self.writer.show_serving(&self.active, self.role);
     }
 
     /// Refuses a candidate: what serves keeps serving.
@@ -1131,58 +1097,21 @@ impl Driver {
         refusal: Refusal,
         seen_at: Instant,
     ) {
-        let keeping = self.served().map(|plugin| plugin.describe());
         let source = format!("jinghzhuplugin:{}", self.name);
-        let text = refusal.to_string();
-        swapper::refused(
-            Refused {
-                source: &source,
-                // The Warning goes on the JinghzhuPlugin, with its status, below.
-                warn_on: swapper::WarnOn::Nowhere,
-                digest,
-                refusal: &refusal,
-                seen_at,
-                keeping: keeping.clone(),
-            },
-            None,
-            &self.metrics,
-            &self.history,
-        )
-        .await;
-        if self.role == PluginMode::Shadow {
-            // A refused shadow does not make the host unready.
-            swapper::lock(&self.history).not_serving = self
-                .active
-                .serving()
-                .is_none()
-                .then(|| "no active plugin serves yet".to_string());
-        }
-        self.writer
-            .set(condition_of(&refusal), false, &refusal.reason(), &text);
-        self.writer.set("Refused", true, &refusal.reason(), &text);
-        self.writer
-            .set_refusal(digest, refusal.rule, &refusal.message);
-        self.report_serving();
-        self.writer.set_state("Refused");
-        self.writer.write().await;
-        let candidate = if digest.is_empty() {
-            "the resource".to_string()
-        } else {
-            format!("plugin {digest}")
+        let refused = Refused {
+            source: &source,
+            digest,
+            refusal: &refusal,
+            seen_at,
+            keeping: self.served().map(|plugin| plugin.describe()),
+            shadow: self.role == PluginMode::Shadow,
         };
-        let consequence = match keeping {
-            Some(keeping) => format!("{keeping} keeps serving"),
-            None => "no plugin serves until a good one arrives".to_string(),
+        let mut report = ResourceReport {
+            writer: &mut self.writer,
+            slot: (&self.active, self.role),
+            resource,
         };
-        self.writer
-            .warn(
-                resource,
-                &format!(
-                    "{candidate} refused by rule {}, {consequence}: {}",
-                    refusal.rule, refusal.message
-                ),
-            )
-            .await;
+        swapper::refuse(refused, &self.metrics, &self.history, &mut report).await;
     }
 }
 
@@ -1256,19 +1185,5 @@ mod tests {
         );
         assert_eq!((within.timeout_ms, within.memory_mib), (500, 64));
         assert!(within.clamped.is_empty());
-    }
-
-    #[test]
-    fn each_refusal_turns_the_condition_of_its_stage_false() {
-        let by = |rule| condition_of(&Refusal::new(rule, "m"));
-        assert_eq!(by(crate::delivery::vetting::rules::DIGEST_PIN), "Verified");
-        assert_eq!(by(crate::registry::rules::UNSIGNED), "Verified");
-        assert_eq!(by(crate::delivery::vetting::rules::LOAD), "Compiled");
-        assert_eq!(
-            by(crate::delivery::vetting::rules::SMOKE_RECONCILE),
-            "Compiled"
-        );
-        assert_eq!(by("rollout/aborted"), "Rollout");
-        assert_eq!(by("resource/mode"), "Resolved");
     }
 }

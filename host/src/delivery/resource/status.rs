@@ -13,6 +13,10 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -20,12 +24,19 @@ use kube::{Client, Resource};
 
 use super::FIELD_MANAGER_PREFIX;
 use super::fleet::RolloutJudge;
+use crate::crd::plugin::PluginMode;
 use crate::crd::plugin::{
     EffectiveLimits, JinghzhuPlugin, PluginCondition, PluginRefusal, ReplicaRollout, ReplicaStatus,
     RolloutStatus, ServedVersion,
 };
+use crate::delivery::report::{REFUSED_REASON, RefusedCandidate, Report};
+use crate::delivery::vetting;
 use crate::locks::MutexExt;
 use crate::plugin_text;
+use crate::refusal::Refusal;
+use crate::registry;
+use crate::runtime::LoadedPlugin;
+use crate::slot::ActivePlugin;
 use crate::slot::router::ObjectCounts;
 use crate::slot::served::Served;
 
@@ -69,8 +80,7 @@ struct Written {
 
 /// One replica's view of one resource, and how it writes it.
 pub struct StatusWriter {
-    api: Api<JinghzhuPlugin>,
-    client: Client,
+    out: Arc<dyn StatusOut>,
     name: String,
     replica: String,
     conditions: BTreeMap<&'static str, PluginCondition>,
@@ -97,9 +107,19 @@ pub struct StatusWriter {
 impl StatusWriter {
     /// A writer for the resource `name` as replica `replica`.
     pub fn new(client: Client, name: &str, replica: &str) -> Self {
-        Self {
+        let out = Arc::new(ToTheCluster {
             api: Api::all(client.clone()),
             client,
+            replica: replica.to_string(),
+        });
+        Self::with_out(out, name, replica)
+    }
+
+    /// A writer for the resource `name` as replica `replica`, writing to
+    /// `out`.
+    pub fn with_out(out: Arc<dyn StatusOut>, name: &str, replica: &str) -> Self {
+        Self {
+            out,
             name: name.to_string(),
             replica: replica.to_string(),
             conditions: BTreeMap::new(),
@@ -281,10 +301,7 @@ impl StatusWriter {
         }
         let params = PatchParams::apply(&self.manager()).force();
         let mut with_entry = true;
-        let mut result = self
-            .api
-            .patch_status(&self.name, &params, &Patch::Apply(&body))
-            .await;
+        let mut result = self.out.apply_status(&self.name, &params, &body).await;
         if let Err(kube::Error::Api(status)) = &result
             && status.code == 422
         {
@@ -300,8 +317,8 @@ impl StatusWriter {
             tracing::warn!(resource = %self.name, error = %status.message, "the JinghzhuPlugin status was refused with this replica's entry (is status.replicas full?); writing it without");
             with_entry = false;
             result = self
-                .api
-                .patch_status(&self.name, &params, &Patch::Apply(&without_entry))
+                .out
+                .apply_status(&self.name, &params, &without_entry)
                 .await;
         }
         match result {
@@ -382,26 +399,161 @@ impl StatusWriter {
 
     /// Records a `PluginRefused` Warning Event on the resource.
     pub async fn warn(&self, resource: &JinghzhuPlugin, note: &str) {
-        let recorder = Recorder::new(
-            self.client.clone(),
-            Reporter {
-                controller: "wasm-operator".into(),
-                instance: Some(self.replica.clone()),
-            },
-        );
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "PluginRefused".into(),
-            note: Some(plugin_text::escape_within(
-                note,
-                plugin_text::MAX_EVENT_NOTE,
-            )),
-            action: "HotSwap".into(),
-            secondary: None,
+        let note = plugin_text::escape_within(note, plugin_text::MAX_EVENT_NOTE);
+        self.out.warn(resource.object_ref(&()), note).await;
+    }
+
+    /// Shows what `slot` serves in `role`: the `Serving` condition, this
+    /// replica's entry, the newest version served, the state.
+    pub fn show_serving(&mut self, slot: &ActivePlugin, role: PluginMode) {
+        let served = match role {
+            PluginMode::Active => slot.serving(),
+            PluginMode::Shadow => slot.shadow(),
         };
-        if let Err(err) = recorder.publish(&event, &resource.object_ref(&())).await {
-            tracing::warn!(error = %err, "could not record the refusal Event on the JinghzhuPlugin");
+        match &served {
+            Some(plugin) => {
+                let what = match role {
+                    PluginMode::Active => "serves",
+                    PluginMode::Shadow => "runs as the shadow",
+                };
+                self.set(
+                    "Serving",
+                    true,
+                    "Serving",
+                    &format!("{} {what}", plugin.describe()),
+                );
+                self.set_serving(Serving {
+                    digest: plugin.digest().to_string(),
+                    plugin: Some(format!("{}@{}", plugin.info().name, plugin.info().version)),
+                });
+                self.set_newest_served(slot.newest_served());
+            }
+            None => {
+                self.set("Serving", false, "NothingServes", "no plugin serves yet");
+                self.set_serving(Serving::default());
+            }
         }
+        self.set_state(if served.is_some() {
+            "Serving"
+        } else {
+            "Pending"
+        });
+    }
+}
+
+/// Where a [`StatusWriter`] writes: the cluster ([`ToTheCluster`]), or
+/// anything that keeps what it is given (a test's record).
+pub trait StatusOut: Send + Sync {
+    /// Applies `body` to the resource `name`'s status subresource.
+    fn apply_status<'a>(
+        &'a self,
+        name: &'a str,
+        params: &'a PatchParams,
+        body: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), kube::Error>>;
+    /// Records a `PluginRefused` Warning Event (`note`, escaped and
+    /// bounded) on `regarding`.
+    fn warn(&self, regarding: ObjectReference, note: String) -> BoxFuture<'_, ()>;
+}
+
+/// The cluster: server-side apply of the status, Events by the replica.
+struct ToTheCluster {
+    api: Api<JinghzhuPlugin>,
+    client: Client,
+    replica: String,
+}
+
+impl StatusOut for ToTheCluster {
+    fn apply_status<'a>(
+        &'a self,
+        name: &'a str,
+        params: &'a PatchParams,
+        body: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), kube::Error>> {
+        Box::pin(async move {
+            self.api
+                .patch_status(name, params, &Patch::Apply(body))
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn warn(&self, regarding: ObjectReference, note: String) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let recorder = Recorder::new(
+                self.client.clone(),
+                Reporter {
+                    controller: "wasm-operator".into(),
+                    instance: Some(self.replica.clone()),
+                },
+            );
+            let event = Event {
+                type_: EventType::Warning,
+                reason: REFUSED_REASON.into(),
+                note: Some(note),
+                action: "HotSwap".into(),
+                secondary: None,
+            };
+            if let Err(err) = recorder.publish(&event, &regarding).await {
+                tracing::warn!(error = %err, "could not record the refusal Event on the JinghzhuPlugin");
+            }
+        })
+    }
+}
+
+/// The condition a refusal by `refusal`'s rule turns false.
+pub fn condition_of(refusal: &Refusal) -> &'static str {
+    match refusal.rule {
+        vetting::rules::DIGEST_PIN
+        | "verification/source"
+        | "verification/unsigned-source"
+        | "verification/keys"
+        | "verification/secret-not-allowed"
+        | "verification/policy"
+        | registry::rules::UNSIGNED
+        | registry::rules::SIGNATURE => "Verified",
+        vetting::rules::LOAD | vetting::rules::SMOKE_RECONCILE => "Compiled",
+        rule if rule.starts_with("rollout/") => "Rollout",
+        _ => "Resolved",
+    }
+}
+
+/// The delivery pipeline's [`Report`] for a resource's driver: what
+/// serves, and each refusal, in the resource's status (its condition,
+/// `Refused`, `lastRefusal`, this replica's entry) and a `PluginRefused`
+/// Warning Event on it.
+pub struct ResourceReport<'a> {
+    /// The status being written.
+    pub writer: &'a mut StatusWriter,
+    /// The slot the resource feeds, and in which role.
+    pub slot: (&'a ActivePlugin, PluginMode),
+    /// The resource (the Event's object).
+    pub resource: &'a JinghzhuPlugin,
+}
+
+impl Report for ResourceReport<'_> {
+    fn served<'a>(&'a mut self, _plugin: &'a LoadedPlugin) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.writer.show_serving(self.slot.0, self.slot.1);
+            self.writer.write().await;
+        })
+    }
+
+    fn refused<'a>(&'a mut self, refused: RefusedCandidate<'a>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let refusal = refused.refusal;
+            let text = refusal.to_string();
+            let reason = refusal.reason();
+            self.writer
+                .set(condition_of(refusal), false, &reason, &text);
+            self.writer.set("Refused", true, &reason, &text);
+            self.writer
+                .set_refusal(refused.digest, refusal.rule, &refusal.message);
+            self.writer.show_serving(self.slot.0, self.slot.1);
+            self.writer.set_state("Refused");
+            self.writer.write().await;
+            self.writer.warn(self.resource, &refused.note()).await;
+        })
     }
 }
 
@@ -438,5 +590,19 @@ mod tests {
     fn now_is_rfc3339() {
         let t = now();
         assert!(t.ends_with('Z') && t.contains('T'), "{t}");
+    }
+
+    #[test]
+    fn each_refusal_turns_the_condition_of_its_stage_false() {
+        let by = |rule| condition_of(&Refusal::new(rule, "m"));
+        assert_eq!(by(crate::delivery::vetting::rules::DIGEST_PIN), "Verified");
+        assert_eq!(by(crate::registry::rules::UNSIGNED), "Verified");
+        assert_eq!(by(crate::delivery::vetting::rules::LOAD), "Compiled");
+        assert_eq!(
+            by(crate::delivery::vetting::rules::SMOKE_RECONCILE),
+            "Compiled"
+        );
+        assert_eq!(by("rollout/aborted"), "Rollout");
+        assert_eq!(by("resource/mode"), "Resolved");
     }
 }
