@@ -416,7 +416,7 @@ pub async fn run_routed(
         .with_plugin(plugin.clone()),
     );
     let selection = config.shards.as_ref().map(|shards| {
-        tokio::sync::watch::Sender::new(watch::Selection {
+        tokio::sync::watch::Sender::new(watch::ShardSelection {
             generation: 0,
             shards: Default::default(),
             count: shards.count(),

@@ -164,7 +164,8 @@ pub async fn reconcile_fenced(
         writes,
         converged: leaves_converged(&object, &proposal),
     };
-    slot.record_for_rollout(&object.uid, plugin.digest(), accepted, latency);
+    slot.canary()
+        .record(&object.uid, plugin.digest(), accepted, latency);
     let (status, held_for) = coalesce_status(&ctx, &object, status);
     if let Some(wait) = spend_write_budget(&ctx, &object, &proposal, status.as_ref()) {
         return Ok(wait);
@@ -460,7 +461,8 @@ async fn call_plugin<'m>(
         Ok(raw) => return Ok((raw, call)),
         Err(err) => err,
     };
-    slot.record_for_rollout(&object.uid, &digest, Sample::Failed, call.latency());
+    slot.canary()
+        .record(&object.uid, &digest, Sample::Failed, call.latency());
     check_with_stable(ctx, slot, object, &digest, false);
     if matches!(err, PluginError::OutputTooLarge(_)) {
         reclaim::release_free_memory();
@@ -514,7 +516,8 @@ fn check_proposal(
             if large {
                 reclaim::release_free_memory();
             }
-            slot.record_for_rollout(&object.uid, digest, Sample::Rejected, call.latency());
+            slot.canary()
+                .record(&object.uid, digest, Sample::Rejected, call.latency());
             check_with_stable(ctx, slot, object, digest, true);
             call.outcome(PluginOutcome::Rejected);
             Err(reject(ctx, &object.jz, &object.key, digest, &rejection))
@@ -532,7 +535,7 @@ fn check_with_stable(
     digest: &str,
     refused: bool,
 ) {
-    slot.check_with_stable(
+    slot.canary().check_with_stable(
         (&object.jz, &object.pods),
         (&object.key, &object.uid, digest),
         refused,

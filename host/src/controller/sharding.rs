@@ -39,7 +39,7 @@ pub(super) fn shard_of_objects(
 pub(super) fn start_shard_tasks(
     client: &Client,
     config: &ControllerConfig,
-    selection: Option<tokio::sync::watch::Sender<watch::Selection>>,
+    selection: Option<tokio::sync::watch::Sender<watch::ShardSelection>>,
     watches: &watch::Watches,
     objects: &Arc<PerObject>,
 ) -> Option<(Labeller, AbortOnDrop)> {
@@ -194,7 +194,7 @@ pub(super) async fn fix_shard_label(ctx: &Context, jz: &Jinghzhu, label: &str, f
 /// first shard turned active gives the start-up pages back.
 pub(super) async fn shard_sync(
     shards: Shards,
-    selection: tokio::sync::watch::Sender<watch::Selection>,
+    selection: tokio::sync::watch::Sender<watch::ShardSelection>,
     synced: watch::Synced,
     mut labelled: tokio::sync::watch::Receiver<bool>,
     cache: kube::runtime::reflector::Store<Jinghzhu>,
@@ -237,7 +237,7 @@ pub(super) async fn shard_sync(
             generation += 1;
             restarted_at = tokio::time::Instant::now();
             current = want.clone();
-            selection.send_replace(watch::Selection {
+            selection.send_replace(watch::ShardSelection {
                 generation,
                 shards: want,
                 count: shards.count(),

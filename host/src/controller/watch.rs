@@ -93,7 +93,7 @@ pub struct Watches {
 /// restarts them even when the set is unchanged (a shard taken again needs
 /// a fresh list).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection {
+pub struct ShardSelection {
     /// Counts restarts.
     pub generation: u64,
     /// Held shards.
@@ -102,14 +102,14 @@ pub struct Selection {
     pub count: u32,
 }
 
-impl Selection {
+impl ShardSelection {
     /// The label selector of this selection.
     pub fn selector(&self) -> String {
         selector_in(&self.shards, self.count)
     }
 }
 
-/// The generation of the last [`Selection`] whose initial list each cache
+/// The generation of the last [`ShardSelection`] whose initial list each cache
 /// holds (updated right after the cache swapped it in).
 #[derive(Debug, Clone)]
 pub struct Synced {
@@ -156,7 +156,7 @@ fn after_jinghzhus_listed<K: Send + 'static>(
 pub fn selected<K>(
     api: Api<K>,
     config: watcher::Config,
-    selection: Option<tokio::sync::watch::Receiver<Selection>>,
+    selection: Option<tokio::sync::watch::Receiver<ShardSelection>>,
     started: Arc<AtomicU64>,
     (bounds, listed): (ListBounds, Option<JinghzhusListed>),
 ) -> EventStream<K>
@@ -167,7 +167,7 @@ where
     let Some(mut selection) = selection else {
         return after_jinghzhus_listed(listed, 0, bounded_watcher(api, config, bounds));
     };
-    let make = move |sel: &Selection| -> EventStream<K> {
+    let make = move |sel: &ShardSelection| -> EventStream<K> {
         let labels = match &config.label_selector {
             Some(base) => format!("{base},{}", sel.selector()),
             None => sel.selector(),
@@ -283,7 +283,7 @@ impl Watches {
         namespace: Option<&str>,
         objects: Arc<PerObject>,
         events: EventSink,
-        selection: Option<tokio::sync::watch::Receiver<Selection>>,
+        selection: Option<tokio::sync::watch::Receiver<ShardSelection>>,
         lists: Family<WatchLabels, Counter>,
         bounds: ListBounds,
     ) -> Self {

@@ -225,7 +225,8 @@ impl SourceMoves {
 /// What the slot holds: the canary a rollout moves to, else what serves.
 fn holding(active: &ActivePlugin) -> Option<String> {
     active
-        .rollout_view()
+        .canary()
+        .view()
         .map(|view| view.canary)
         .or_else(|| active.serving().map(|plugin| plugin.digest().to_string()))
 }

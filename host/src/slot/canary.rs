@@ -1,8 +1,8 @@
 //! The slot's side of a canary rollout ([`crate::judging::plan`]): which plugin
 //! an object is reconciled with while one goes on, the outcomes it
 //! records, the stable shadow on the cohort, and the steps, promotion and
-//! abort, judged here ([`ActivePlugin::advance_rollout`]) or followed from
-//! the judging replica ([`ActivePlugin::follow_rollout`]). A step's advance
+//! abort, judged here ([`CanarySide::advance`]) or followed from
+//! the judging replica ([`CanarySide::follow`]). A step's advance
 //! and an abort re-queue every object, so the cohort moves within one
 //! reconcile each.
 
@@ -87,7 +87,7 @@ impl Canary {
     }
 }
 
-/// What [`ActivePlugin::start_canary`] did.
+/// What [`CanarySide::start`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CanaryStart {
     /// A rollout of the plugin began at its first step.
@@ -99,7 +99,7 @@ pub enum CanaryStart {
     NoRollout,
 }
 
-/// What changed in a rollout ([`ActivePlugin::advance_rollout`]).
+/// What changed in a rollout ([`CanarySide::advance`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RolloutChange {
     /// The next step began, with this cohort in percent (`empty`: the step
@@ -155,22 +155,27 @@ pub struct RolloutView {
     pub paused: bool,
 }
 
-impl ActivePlugin {
+/// The slot's side of a rollout: `slot.canary()`.
+pub struct CanarySide<'a> {
+    pub(super) slot: &'a ActivePlugin,
+}
+
+impl CanarySide<'_> {
     /// Rolls `plugin` out as a canary over the plugin serving now (see
     /// [`CanaryStart`]). A canary aborted before is refused (its digest
-    /// named) until [`ActivePlugin::retry_aborted`].
-    pub fn start_canary(
+    /// named) until [`CanarySide::retry_aborted`].
+    pub fn start(
         &self,
         plugin: Arc<LoadedPlugin>,
         strategy: Strategy,
         paused: bool,
     ) -> Result<CanaryStart, String> {
-        let Some(stable) = self.serving() else {
+        let Some(stable) = self.slot.serving() else {
             return Ok(CanaryStart::NoRollout);
         };
         let digest = plugin.digest().to_string();
         if stable.digest() == digest {
-            *self.canary.write_unpoisoned() = None;
+            *self.slot.canary.write_unpoisoned() = None;
             return Ok(CanaryStart::NoRollout);
         }
         if self.lock_aborted().as_deref() == Some(digest.as_str()) {
@@ -180,7 +185,7 @@ impl ActivePlugin {
                 plugin.describe()
             ));
         }
-        let mut canary = self.canary.write_unpoisoned();
+        let mut canary = self.slot.canary.write_unpoisoned();
         if let Some(running) = canary.as_mut()
             && running.plugin.digest() == digest
         {
@@ -197,13 +202,13 @@ impl ActivePlugin {
             let requeue = !shadowed && running.stable_shadow.is_some();
             drop(canary);
             if requeue {
-                self.generation.send_modify(|g| *g += 1);
+                self.slot.generation.send_modify(|g| *g += 1);
             }
             return Ok(CanaryStart::Updated);
         }
         // Objects failing now (under stable, or a canary aborted since
         // stable last reconciled them) are not charged to this canary.
-        let excused = self.failing.lock_unpoisoned().failing_except(&digest);
+        let excused = self.slot.failing.lock_unpoisoned().failing_except(&digest);
         let shadowed = strategy.thresholds.max_difference.is_some();
         let mut started = Canary::start(
             plugin,
@@ -221,8 +226,8 @@ impl ActivePlugin {
         );
         *canary = Some(started);
         drop(canary);
-        self.repin();
-        self.generation.send_modify(|g| *g += 1);
+        self.slot.repin();
+        self.slot.generation.send_modify(|g| *g += 1);
         Ok(CanaryStart::Started)
     }
 
@@ -232,7 +237,7 @@ impl ActivePlugin {
     /// begun `ago`. The stable plugin serves the other objects if this
     /// slot has it (restored by the caller); if not, they wait, and the
     /// canary serves its cohort. A canary aborted before is refused.
-    pub fn resume_canary(
+    pub fn resume(
         &self,
         plugin: Arc<LoadedPlugin>,
         stable: &str,
@@ -247,7 +252,7 @@ impl ActivePlugin {
                 plugin.describe()
             ));
         }
-        let serving = self.serving().filter(|s| s.digest() == stable);
+        let serving = self.slot.serving().filter(|s| s.digest() == stable);
         let shadowed = strategy.thresholds.max_difference.is_some();
         let mut resumed = Canary::start(
             plugin,
@@ -267,15 +272,15 @@ impl ActivePlugin {
             weight = resumed.steps.weight(),
             "canary rollout taken up from the judge's status"
         );
-        *self.canary.write_unpoisoned() = Some(resumed);
-        self.repin();
-        self.generation.send_modify(|g| *g += 1);
+        *self.slot.canary.write_unpoisoned() = Some(resumed);
+        self.slot.repin();
+        self.slot.generation.send_modify(|g| *g += 1);
         Ok(CanaryStart::Started)
     }
 
     /// Refuses `digest` as a canary until a retry (the judging replica
-    /// aborted it; see [`ActivePlugin::start_canary`]).
-    pub fn refuse_canary(&self, digest: &str) {
+    /// aborted it; see [`CanarySide::start`]).
+    pub fn refuse(&self, digest: &str) {
         *self.lock_aborted() = Some(digest.to_string());
     }
 
@@ -285,7 +290,7 @@ impl ActivePlugin {
             canary.stable_shadow = Some(ShadowQueue::start_reporting(
                 stable.clone(),
                 DEFAULT_SHADOW_QUEUE,
-                self.metrics.clone(),
+                self.slot.metrics.clone(),
             ));
         } else if !on {
             canary.stable_shadow = None;
@@ -294,40 +299,21 @@ impl ActivePlugin {
 
     /// Forgets the aborted canary, so the same digest may be rolled out again.
     pub fn retry_aborted(&self) {
-        *self.aborted.lock_unpoisoned() = None;
+        *self.slot.aborted.lock_unpoisoned() = None;
     }
 
     fn lock_aborted(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.aborted.lock_unpoisoned()
-    }
-
-    /// The plugin the object `uid` is reconciled with now: the canary for
-    /// its cohort while a rollout goes on, else the one serving.
-    pub fn plugin_for(&self, uid: &str) -> Option<Arc<LoadedPlugin>> {
-        let canary = self.canary.read_unpoisoned();
-        if let Some(canary) = canary.as_ref()
-            && canary.steps.serves(uid)
-        {
-            return Some(canary.plugin.clone());
-        }
-        drop(canary);
-        self.serving()
+        self.slot.aborted.lock_unpoisoned()
     }
 
     /// Counts a reconcile's outcome (`sample`, its call `latency`) by the
     /// plugin `digest` for the rollout's judge.
-    pub fn record_for_rollout(
-        &self,
-        object: &str,
-        digest: &str,
-        sample: Sample,
-        latency: Duration,
-    ) {
+    pub fn record(&self, object: &str, digest: &str, sample: Sample, latency: Duration) {
         // Every reconcile records its outcome: no write lock without a rollout.
-        if self.canary.read_unpoisoned().is_none() {
+        if self.slot.canary.read_unpoisoned().is_none() {
             return;
         }
-        let mut canary = self.canary.write_unpoisoned();
+        let mut canary = self.slot.canary.write_unpoisoned();
         if let Some(canary) = canary.as_mut() {
             canary.steps.record(object, digest, sample, latency);
         }
@@ -344,12 +330,12 @@ impl ActivePlugin {
         refused: bool,
         (limits, host): (&Limits, &PolicyConfig),
     ) {
-        let canary = self.canary.read_unpoisoned();
+        let canary = self.slot.canary.read_unpoisoned();
         let Some(canary) = canary.as_ref().filter(|c| c.plugin.digest() == digest) else {
             return;
         };
         if let Some((check, _)) = &canary.stable_check {
-            let policy = self.policy_for(&canary.steps.stable, host);
+            let policy = self.slot.policy_for(&canary.steps.stable, host);
             check.offer(input, (key, uid), refused, (limits, &policy));
         }
     }
@@ -364,20 +350,20 @@ impl ActivePlugin {
         active: &ProposedActions,
         rules: (&Limits, &PolicyConfig),
     ) {
-        let canary = self.canary.read_unpoisoned();
+        let canary = self.slot.canary.read_unpoisoned();
         let Some(canary) = canary.as_ref() else {
             return;
         };
         if let Some((queue, _)) = &canary.stable_shadow
             && canary.plugin.digest() == digest
         {
-            self.offer_to(queue, jz, pods, key, active, rules);
+            self.slot.offer_to(queue, jz, pods, key, active, rules);
         }
     }
 
     /// This replica's figures for the rollout's step now, for its entry.
-    pub fn rollout_figures(&self) -> Option<ReplicaRollout> {
-        let mut canary = self.canary.write_unpoisoned();
+    pub fn figures(&self) -> Option<ReplicaRollout> {
+        let mut canary = self.slot.canary.write_unpoisoned();
         let canary = canary.as_mut()?;
         canary.drain_reports();
         let (canary_figures, stable_figures) = canary.steps.figures(Instant::now());
@@ -392,13 +378,13 @@ impl ActivePlugin {
     /// Judges the rollout's step at `now` on this replica's figures and
     /// `others` (the other replicas' entries), and acts on the verdict.
     /// Returns what changed and the figures it was judged on.
-    pub fn advance_rollout(
+    pub fn advance(
         &self,
         now: Instant,
         others: &[ReplicaRollout],
     ) -> Option<(RolloutChange, String)> {
         let (verdict, figures) = {
-            let mut canary = self.canary.write_unpoisoned();
+            let mut canary = self.slot.canary.write_unpoisoned();
             let canary = canary.as_mut()?;
             canary.drain_reports();
             let digest = canary.plugin.digest().to_string();
@@ -425,6 +411,7 @@ impl ActivePlugin {
     /// of the rollout; their failures are their input's, not the canary's.
     fn excuse_failing(&self, canary: &mut Canary) {
         let failing = self
+            .slot
             .failing
             .lock_unpoisoned()
             .failing_under(&canary.steps.stable);
@@ -434,8 +421,8 @@ impl ActivePlugin {
     /// Follows the judge's decision on the canary `digest` (another
     /// replica's, read from the status): its step (begun `ago`), or
     /// its promotion or abort (`reason`).
-    pub fn follow_rollout(&self, digest: &str, decision: Followed) -> Option<RolloutChange> {
-        let mut canary = self.canary.write_unpoisoned();
+    pub fn follow(&self, digest: &str, decision: Followed) -> Option<RolloutChange> {
+        let mut canary = self.slot.canary.write_unpoisoned();
         let running = canary.as_mut().filter(|c| c.plugin.digest() == digest)?;
         match decision {
             Followed::Step { step, ago } => {
@@ -448,7 +435,7 @@ impl ActivePlugin {
                 self.excuse_failing(running);
                 drop(canary);
                 tracing::info!(weight, "canary rollout: the next step (the judge's)");
-                self.generation.send_modify(|g| *g += 1);
+                self.slot.generation.send_modify(|g| *g += 1);
                 Some(RolloutChange::Advanced {
                     weight,
                     empty: false,
@@ -467,8 +454,9 @@ impl ActivePlugin {
 
     /// A person's decision on the canary `digest` (promote, or abort with
     /// `reason`); nothing when another canary, or none, is rolling out.
-    pub fn decide_rollout(&self, digest: &str, promote: bool) -> Option<RolloutChange> {
+    pub fn decide(&self, digest: &str, promote: bool) -> Option<RolloutChange> {
         let running = self
+            .slot
             .canary
             .read_unpoisoned()
             .as_ref()
@@ -495,22 +483,22 @@ impl ActivePlugin {
             Verdict::Starved => Some(RolloutChange::Starved),
             Verdict::Advance { weight, empty } => {
                 tracing::info!(weight, empty, "canary rollout: the next step");
-                self.generation.send_modify(|g| *g += 1);
+                self.slot.generation.send_modify(|g| *g += 1);
                 Some(RolloutChange::Advanced { weight, empty })
             }
             Verdict::Promote => {
-                let canary = self.canary.write_unpoisoned().take()?;
+                let canary = self.slot.canary.write_unpoisoned().take()?;
                 tracing::info!(plugin = %canary.plugin.describe(), "canary rollout: promoted");
-                self.swap(canary.plugin);
+                self.slot.swap(canary.plugin);
                 Some(RolloutChange::Promoted)
             }
             Verdict::Abort(reason) => {
-                let canary = self.canary.write_unpoisoned().take()?;
+                let canary = self.slot.canary.write_unpoisoned().take()?;
                 let digest = canary.plugin.digest().to_string();
                 tracing::warn!(plugin = %canary.plugin.describe(), rule = reason.rule, figures = %reason.message, "canary rollout aborted; every object back on the stable plugin");
                 *self.lock_aborted() = Some(digest.clone());
-                self.metrics.plugin_rollbacks.inc();
-                self.generation.send_modify(|g| *g += 1);
+                self.slot.metrics.plugin_rollbacks.inc();
+                self.slot.generation.send_modify(|g| *g += 1);
                 Some(RolloutChange::Aborted {
                     canary: digest,
                     reason,
@@ -520,8 +508,8 @@ impl ActivePlugin {
     }
 
     /// The rollout going on, if any.
-    pub fn rollout_view(&self) -> Option<RolloutView> {
-        let canary = self.canary.read_unpoisoned();
+    pub fn view(&self) -> Option<RolloutView> {
+        let canary = self.slot.canary.read_unpoisoned();
         canary.as_ref().map(|c| RolloutView {
             stable: c.steps.stable.clone(),
             canary: c.plugin.digest().to_string(),

@@ -114,7 +114,7 @@ pub struct ActivePlugin {
     /// Plugins that stopped serving whose metric series are still kept,
     /// oldest first (see [`ActivePlugin::retire`]).
     retired: Mutex<VecDeque<PluginCallLabels>>,
-    /// A canary rollout going on ([`rollout`]).
+    /// A canary rollout going on ([`canary`]).
     canary: RwLock<Option<canary::Canary>>,
     /// The digest of the last canary aborted (not rolled out again until a retry).
     aborted: Mutex<Option<String>>,
@@ -234,6 +234,25 @@ impl ActivePlugin {
     /// Records that a swap or a rollback happened now.
     fn swapped_now(&self) {
         self.swap_clock.lock_unpoisoned().0 = Some(Instant::now());
+    }
+
+    /// The plugin the object `uid` is reconciled with now: the canary for
+    /// its cohort while a rollout goes on, else the one serving.
+    pub fn plugin_for(&self, uid: &str) -> Option<Arc<LoadedPlugin>> {
+        let canary = self.canary.read_unpoisoned();
+        if let Some(canary) = canary.as_ref()
+            && canary.steps.serves(uid)
+        {
+            return Some(canary.plugin.clone());
+        }
+        drop(canary);
+        self.serving()
+    }
+
+    /// The rollout going on in this slot, if any: start, judge, follow,
+    /// decide ([`canary::CanarySide`]).
+    pub fn canary(&self) -> canary::CanarySide<'_> {
+        canary::CanarySide { slot: self }
     }
 
     /// The plugin a reconcile starting now uses; `None` while no plugin
@@ -548,7 +567,8 @@ impl ActivePlugin {
         active: &ProposedActions,
         rules: (&Limits, &PolicyConfig),
     ) {
-        self.offer_stable_shadow(jz, pods, (key, digest), active, rules);
+        self.canary()
+            .offer_stable_shadow(jz, pods, (key, digest), active, rules);
         if let Some(queue) = self.shadow.read_unpoisoned().as_ref() {
             self.offer_to(queue, jz, pods, key, active, rules);
         }

@@ -1029,7 +1029,7 @@ async fn a_canary_is_paused_promoted_and_aborted_by_hand() -> anyhow::Result<()>
         Some(digest_of(&v2))
     );
     assert!(
-        host.active.rollout_view().is_none(),
+        host.active.canary().view().is_none(),
         "no canary after the abort"
     );
     host.stop().await;

@@ -276,7 +276,7 @@ async fn a_replica_restarted_mid_rollout_follows_the_step() -> anyhow::Result<()
 
     let host = ResourceHost::start(&env, &name, "replica-a", false).await?;
     wait_for("the restarted replica serving", CONVERGE, || async {
-        Ok(host.active.serving().is_some() || host.active.rollout_view().is_some())
+        Ok(host.active.serving().is_some() || host.active.canary().view().is_some())
     })
     .await?;
     for i in 0..OBJECTS {
@@ -693,7 +693,7 @@ async fn a_rollout_action_is_not_replayed_after_a_restart() -> anyhow::Result<()
 
     let host = ResourceHost::start(&env, &name, "replica-a", false).await?;
     wait_for("the restarted replica serving", CONVERGE, || async {
-        Ok(host.active.serving().is_some() || host.active.rollout_view().is_some())
+        Ok(host.active.serving().is_some() || host.active.canary().view().is_some())
     })
     .await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -702,13 +702,13 @@ async fn a_rollout_action_is_not_replayed_after_a_restart() -> anyhow::Result<()
         "after the restart: {} ({:?}), the canary rolling out here: {}",
         rollout.phase,
         rollout.rule,
-        host.active.rollout_view().is_some()
+        host.active.canary().view().is_some()
     );
     assert_eq!(
         rollout.phase, "Progressing",
         "the old abort is not replayed"
     );
-    assert!(host.active.rollout_view().is_some());
+    assert!(host.active.canary().view().is_some());
     host.stop().await;
     delete_resource(&env, &name).await;
     Ok(())

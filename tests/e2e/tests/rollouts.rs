@@ -90,7 +90,14 @@ async fn every_object_on(team: &TestEnv, plugin: &[u8]) -> anyhow::Result<()> {
 fn canary_on(team: &TestEnv) -> impl Fn(&TenantHost) -> Option<String> {
     let mut jz = wasm_operator::crd::Jinghzhu::new("web-0", Default::default());
     jz.metadata.namespace = Some(team.namespace.clone());
-    move |host| host.router.route(&jz).slot.rollout_view().map(|v| v.canary)
+    move |host| {
+        host.router
+            .route(&jz)
+            .slot
+            .canary()
+            .view()
+            .map(|v| v.canary)
+    }
 }
 
 /// The `reconciledBy` of each healthy object.

@@ -130,6 +130,16 @@ fn child_args(key: &str) -> Vec<String> {
 }
 
 impl ChildCompiler {
+    /// The compile helper [`helper_program`]
+    /// finds (when there is none, compiling fails saying how to install it).
+    pub fn helper(timeout: Duration, memory_limit_bytes: u64) -> Self {
+        Self {
+            program: helper_program().unwrap_or_else(|| PathBuf::from(HELPER_NAME)),
+            timeout,
+            memory_limit_bytes,
+        }
+    }
+
     fn precompile(&self, engine: &Engine, bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
         // An empty directory of its own, removed when the compile ends.
         let workdir = tempfile::Builder::new()

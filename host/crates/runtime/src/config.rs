@@ -230,16 +230,3 @@ pub struct ChildCompiler {
     /// Its `RLIMIT_DATA`, bytes.
     pub memory_limit_bytes: u64,
 }
-
-impl ChildCompiler {
-    /// The compile helper [`helper_program`](super::compiler::helper_program)
-    /// finds (when there is none, compiling fails saying how to install it).
-    pub fn helper(timeout: Duration, memory_limit_bytes: u64) -> Self {
-        Self {
-            program: super::compiler::helper_program()
-                .unwrap_or_else(|| PathBuf::from(super::compiler::HELPER_NAME)),
-            timeout,
-            memory_limit_bytes,
-        }
-    }
-}

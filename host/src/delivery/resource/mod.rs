@@ -428,8 +428,8 @@ impl Driver {
                     // A rollout action is an annotation: no new generation;
                     // the judge's decisions are in the status.
                     self.note_fleet_newest(&resource);
-                    self.on_rollout_action(&resource).await;
-                    self.follow_judge(&resource).await;
+                    self.rollout().on_action(&resource).await;
+                    self.rollout().follow_judge(&resource).await;
                     // A status write or a relist: the same object at the same generation.
                     let seen = |r: &JinghzhuPlugin| (r.metadata.uid.clone(), r.metadata.generation);
                     if current.as_ref().is_some_and(|c| seen(&c.resource) == seen(&resource)) {
@@ -460,7 +460,7 @@ impl Driver {
                 }
                 _ = count_ticks.tick(), if self.counts_objects() => self.report_objects().await,
                 _ = rollout_ticks.tick(), if self.role == PluginMode::Active => {
-                    self.on_rollout_tick(current.as_ref().map(|c| c.resource.clone())).await;
+                    self.rollout().on_tick(current.as_ref().map(|c| c.resource.clone())).await;
                 }
                 Some(()) = swaps.next(), if self.role == PluginMode::Active => {
                     // A swap, or a rollback: the entry shows what serves now.
@@ -469,6 +469,11 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// This driver's side of its resource's rollout.
+    fn rollout(&mut self) -> rollout::RolloutSide<'_> {
+        rollout::RolloutSide { driver: self }
     }
 
     /// Whether this driver's entry counts objects: a tenant's, or the
@@ -508,7 +513,7 @@ impl Driver {
             .as_ref()
             .is_some_and(|c| c.resource.spec.rollout != resource.spec.rollout)
         {
-            self.active.retry_aborted();
+            self.active.canary().retry_aborted();
         }
         let spec = &resource.spec;
         let label = source_label(&spec.source);
@@ -876,7 +881,11 @@ impl Driver {
             ),
         );
         self.writer.set_effective(Some(effective));
-        match self.offer_canary(resource, &plugin, seen_at).await {
+        match self
+            .rollout()
+            .offer_canary(resource, &plugin, seen_at)
+            .await
+        {
             rollout::Offer::Serve => {
                 self.writer
                     .set("Refused", false, "Accepted", &format!("{digest} accepted"));

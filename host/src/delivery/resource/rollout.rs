@@ -159,10 +159,19 @@ fn followed(rollout: &RolloutStatus) -> Option<Followed> {
     }
 }
 
-impl Driver {
+/// A driver's side of its resource's rollout: `driver.rollout()`.
+pub(super) struct RolloutSide<'a> {
+    pub(super) driver: &'a mut Driver,
+}
+
+impl RolloutSide<'_> {
     /// `status.rollout` for `view` in `phase`, as this replica (the judge) writes it.
     fn rollout_status(&self, view: &RolloutView, phase: &str, message: String) -> RolloutStatus {
-        let generation = self.last_seen.as_ref().and_then(|r| r.metadata.generation);
+        let generation = self
+            .driver
+            .last_seen
+            .as_ref()
+            .and_then(|r| r.metadata.generation);
         RolloutStatus {
             phase: phase.into(),
             stable: Some(view.stable.clone()),
@@ -173,9 +182,9 @@ impl Driver {
             rule: None,
             observed_generation: generation,
             step_started: Some(status::now()),
-            judge: Some(self.writer.replica().to_string()),
-            history: self.rollout_history.clone(),
-            last_action: self.last_rollout_action.clone(),
+            judge: Some(self.driver.writer.replica().to_string()),
+            history: self.driver.rollout_history.clone(),
+            last_action: self.driver.last_rollout_action.clone(),
         }
     }
 
@@ -193,26 +202,29 @@ impl Driver {
         let Some(spec) = resource.spec.rollout.as_ref() else {
             return Offer::Serve;
         };
-        if self.role != PluginMode::Active {
+        if self.driver.role != PluginMode::Active {
             return Offer::Serve;
         }
-        if !self.judge.here() {
+        if !self.driver.judge.here() {
             self.read_judge_decision().await;
         }
-        let decided = judged(self.last_seen.as_deref(), plugin.digest()).map(|r| r.phase.clone());
+        let decided =
+            judged(self.driver.last_seen.as_deref(), plugin.digest()).map(|r| r.phase.clone());
         match decided.as_deref() {
             Some("Promoted") => return Offer::Serve,
-            Some("Aborted") => self.active.refuse_canary(plugin.digest()),
+            Some("Aborted") => self.driver.active.canary().refuse(plugin.digest()),
             _ => {}
         }
-        if self.active.serving().is_none()
+        if self.driver.active.serving().is_none()
             && let Some(taken) = self.take_up_rollout(resource, spec, plugin).await
         {
             return self.offered(resource, plugin, taken, seen_at).await;
         }
-        let started = self
-            .active
-            .start_canary(plugin.clone(), strategy(spec), spec.paused);
+        let started =
+            self.driver
+                .active
+                .canary()
+                .start(plugin.clone(), strategy(spec), spec.paused);
         self.offered(resource, plugin, started, seen_at).await
     }
 
@@ -228,14 +240,15 @@ impl Driver {
             Ok(CanaryStart::NoRollout) => Offer::Serve,
             Ok(start) => {
                 if start == CanaryStart::Started {
-                    self.rollout_history.clear();
+                    self.driver.rollout_history.clear();
                 }
                 self.report_canary(plugin, start).await;
                 Offer::Canary
             }
             Err(why) => {
                 let refusal = Refusal::new("rollout/aborted", why);
-                self.refuse(resource, plugin.digest(), refusal, seen_at)
+                self.driver
+                    .refuse(resource, plugin.digest(), refusal, seen_at)
                     .await;
                 Offer::Refused
             }
@@ -254,37 +267,39 @@ impl Driver {
         spec: &RolloutSpec,
         plugin: &Arc<LoadedPlugin>,
     ) -> Option<Result<CanaryStart, String>> {
-        let rollout = at_generation(self.last_seen.as_deref())?.clone();
+        let rollout = at_generation(self.driver.last_seen.as_deref())?.clone();
         let stable = fleet_stable(&rollout)?.to_string();
         if stable == plugin.digest() {
             return None;
         }
-        match self.restore(resource, &stable).await {
+        match self.driver.restore(resource, &stable).await {
             Some(restored) => {
-                self.active.load_first(restored);
-                swapper::lock(&self.history).not_serving = None;
+                self.driver.active.load_first(restored);
+                swapper::lock(&self.driver.history).not_serving = None;
             }
             None => {
-                swapper::lock(&self.history).not_serving = Some(format!(
+                swapper::lock(&self.driver.history).not_serving = Some(format!(
                     "the rollout's stable plugin {stable} has no copy on this replica: the \
                      canary serves its cohort, the other objects wait for the rollout's end"
                 ));
             }
         }
-        let at = match judged(self.last_seen.as_deref(), plugin.digest()) {
+        let at = match judged(self.driver.last_seen.as_deref(), plugin.digest()) {
             Some(r) if r.phase == "Progressing" || r.phase == "Paused" => {
                 (step_of(r), since(r.step_started.as_deref()), spec.paused)
             }
-            _ if self.active.serving().is_some() => return None,
+            _ if self.driver.active.serving().is_some() => return None,
             _ => (1, Duration::ZERO, spec.paused),
         };
         if let Some(action) = rollout.last_action {
-            self.last_rollout_action = Some(action);
+            self.driver.last_rollout_action = Some(action);
         }
-        self.rollout_history = rollout.history;
+        self.driver.rollout_history = rollout.history;
         Some(
-            self.active
-                .resume_canary(plugin.clone(), &stable, strategy(spec), at),
+            self.driver
+                .active
+                .canary()
+                .resume(plugin.clone(), &stable, strategy(spec), at),
         )
     }
 
@@ -297,19 +312,19 @@ impl Driver {
     /// [`JUDGE_READ_TIMEOUT`] (the client's own waits and retries run to
     /// minutes), the last seen stays.
     async fn read_judge_decision(&mut self) {
-        let api: kube::Api<JinghzhuPlugin> = kube::Api::all(self.client.clone());
-        match tokio::time::timeout(JUDGE_READ_TIMEOUT, api.get_status(&self.name)).await {
-            Ok(Ok(fresh)) => self.last_seen = Some(Arc::new(fresh)),
-            Ok(Err(err)) => tracing::debug!(resource = %self.name, error = %err,
+        let api: kube::Api<JinghzhuPlugin> = kube::Api::all(self.driver.client.clone());
+        match tokio::time::timeout(JUDGE_READ_TIMEOUT, api.get_status(&self.driver.name)).await {
+            Ok(Ok(fresh)) => self.driver.last_seen = Some(Arc::new(fresh)),
+            Ok(Err(err)) => tracing::debug!(resource = %self.driver.name, error = %err,
                 "reading the judge's decision before a canary failed; going by the last seen"),
-            Err(_) => tracing::debug!(resource = %self.name,
+            Err(_) => tracing::debug!(resource = %self.driver.name,
                 "reading the judge's decision before a canary timed out; going by the last seen"),
         }
     }
 
     /// Writes that `plugin` is the canary, then follows the judge's step.
     async fn report_canary(&mut self, plugin: &Arc<LoadedPlugin>, start: CanaryStart) {
-        let Some(view) = self.active.rollout_view() else {
+        let Some(view) = self.driver.active.canary().view() else {
             return;
         };
         let phase = if view.paused { "Paused" } else { "Progressing" };
@@ -321,37 +336,39 @@ impl Driver {
             view.weight
         );
         if start == CanaryStart::Started {
-            tracing::info!(resource = %self.name, %message, "canary rollout");
+            tracing::info!(resource = %self.driver.name, %message, "canary rollout");
             // An action written before this rollout began is not for it.
-            if let Some(action) = self.last_seen.as_deref().and_then(rollout_action) {
-                self.last_rollout_action = Some(action);
+            if let Some(action) = self.driver.last_seen.as_deref().and_then(rollout_action) {
+                self.driver.last_rollout_action = Some(action);
             }
         }
-        self.writer.set("Rollout", true, phase, &message);
+        self.driver.writer.set("Rollout", true, phase, &message);
         let status = self.rollout_status(&view, phase, message);
-        self.writer.set_rollout(Some(status));
-        if let Some(resource) = self.last_seen.clone() {
+        self.driver.writer.set_rollout(Some(status));
+        if let Some(resource) = self.driver.last_seen.clone() {
             self.follow_judge(&resource).await;
         }
     }
 
     /// Every second: publishes this replica's figures and, on the judging
     /// replica, judges the rollout's step and writes what changed.
-    pub(super) async fn on_rollout_tick(&mut self, resource: Option<Arc<JinghzhuPlugin>>) {
+    pub(super) async fn on_tick(&mut self, resource: Option<Arc<JinghzhuPlugin>>) {
         self.publish_figures().await;
         self.report_flapping().await;
         self.write_left_out_entry().await;
-        if !self.judge.here() {
+        if !self.driver.judge.here() {
             return;
         }
         self.remove_planted_entries().await;
         let counted = self.counted_figures().await;
         self.report_ignored(&counted.ignored, resource.as_deref())
             .await;
-        let before = self.active.rollout_view();
+        let before = self.driver.active.canary().view();
         let Some((change, figures)) = self
+            .driver
             .active
-            .advance_rollout(Instant::now(), &counted.figures)
+            .canary()
+            .advance(Instant::now(), &counted.figures)
         else {
             return;
         };
@@ -365,12 +382,12 @@ impl Driver {
     /// [`fleet::others_figures`]): live members' own entries, each within
     /// the fleet's objects.
     async fn counted_figures(&mut self) -> fleet::Counted {
-        let live = self.judge.live_members();
-        let others = self.last_seen.as_deref().is_some_and(|r| {
+        let live = self.driver.judge.live_members();
+        let others = self.driver.last_seen.as_deref().is_some_and(|r| {
             r.status.as_ref().is_some_and(|s| {
                 s.replicas
                     .iter()
-                    .any(|e| e.rollout.is_some() && e.name != self.writer.replica())
+                    .any(|e| e.rollout.is_some() && e.name != self.driver.writer.replica())
             })
         });
         let bound = if others {
@@ -379,8 +396,8 @@ impl Driver {
             u64::MAX
         };
         fleet::others_figures(
-            self.last_seen.as_deref(),
-            self.writer.replica(),
+            self.driver.last_seen.as_deref(),
+            self.driver.writer.replica(),
             &live,
             bound,
         )
@@ -390,12 +407,12 @@ impl Driver {
     /// more), counted with a one-item list at most every
     /// [`FLEET_COUNT_INTERVAL`]; unknown (no bound) until counted.
     async fn fleet_objects(&mut self) -> u64 {
-        if let Some((count, at)) = self.fleet_objects
+        if let Some((count, at)) = self.driver.fleet_objects
             && at.elapsed() < FLEET_COUNT_INTERVAL
         {
             return count;
         }
-        let api: kube::Api<crate::crd::Jinghzhu> = kube::Api::all(self.client.clone());
+        let api: kube::Api<crate::crd::Jinghzhu> = kube::Api::all(self.driver.client.clone());
         let listed = tokio::time::timeout(
             JUDGE_READ_TIMEOUT,
             api.list_metadata(&kube::api::ListParams::default().limit(1)),
@@ -410,9 +427,12 @@ impl Driver {
                 (None, None | Some("")) => list.items.len() as u64,
                 (None, Some(_)) => u64::MAX,
             },
-            _ => self.fleet_objects.map_or(u64::MAX, |(count, _)| count),
+            _ => self
+                .driver
+                .fleet_objects
+                .map_or(u64::MAX, |(count, _)| count),
         };
-        self.fleet_objects = Some((count, Instant::now()));
+        self.driver.fleet_objects = Some((count, Instant::now()));
         count
     }
 
@@ -425,10 +445,11 @@ impl Driver {
         resource: Option<&JinghzhuPlugin>,
     ) {
         for (name, why) in ignored {
-            if !self.ignored_reported.insert((name.clone(), *why)) {
+            if !self.driver.ignored_reported.insert((name.clone(), *why)) {
                 continue;
             }
-            self.metrics
+            self.driver
+                .metrics
                 .rollout_figures_ignored
                 .get_or_create(&crate::telemetry::metrics::ReasonLabels {
                     reason: why.as_str().to_string(),
@@ -444,9 +465,9 @@ impl Driver {
                  (rule rollout/figures-not-counted): {text}",
                 plugin_text::escape_within(name, 253)
             );
-            tracing::warn!(resource = %self.name, entry = %plugin_text::escape_within(name, 253), reason = why.as_str(), "rollout figures not counted");
+            tracing::warn!(resource = %self.driver.name, entry = %plugin_text::escape_within(name, 253), reason = why.as_str(), "rollout figures not counted");
             if let Some(resource) = resource {
-                self.writer.warn(resource, &message).await;
+                self.driver.writer.warn(resource, &message).await;
             }
         }
     }
@@ -457,13 +478,14 @@ impl Driver {
     /// not the fleet's, and a full list keeps real replicas' entries out.
     async fn remove_planted_entries(&mut self) {
         if self
+            .driver
             .planted_checked
             .is_some_and(|at| at.elapsed() < PLANTED_INTERVAL)
         {
             return;
         }
-        self.planted_checked = Some(Instant::now());
-        let Some(resource) = self.last_seen.clone() else {
+        self.driver.planted_checked = Some(Instant::now());
+        let Some(resource) = self.driver.last_seen.clone() else {
             return;
         };
         let own = fleet::own_entries(&resource);
@@ -477,12 +499,19 @@ impl Driver {
             .collect();
         // From the last: a removal does not move the indexes still to come.
         for (index, name) in planted.into_iter().rev().take(PLANTED_REMOVED_PER_TICK) {
-            match status::StatusWriter::remove_entry(&self.client, &self.name, index, &name).await {
+            match status::StatusWriter::remove_entry(
+                &self.driver.client,
+                &self.driver.name,
+                index,
+                &name,
+            )
+            .await
+            {
                 Ok(()) => {
-                    tracing::info!(resource = %self.name, entry = %plugin_text::escape_within(&name, 253), "removed a status.replicas entry no replica wrote")
+                    tracing::info!(resource = %self.driver.name, entry = %plugin_text::escape_within(&name, 253), "removed a status.replicas entry no replica wrote")
                 }
                 Err(err) => {
-                    tracing::debug!(resource = %self.name, error = %err, "a status.replicas entry no replica wrote was not removed (moved meanwhile?)")
+                    tracing::debug!(resource = %self.driver.name, error = %err, "a status.replicas entry no replica wrote was not removed (moved meanwhile?)")
                 }
             }
         }
@@ -492,13 +521,13 @@ impl Driver {
     /// `Flapping`, rule `swap/flapping`) while the source's changes are held,
     /// `False` once it has settled; written when that changes.
     async fn report_flapping(&mut self) {
-        let flap = swapper::lock(&self.history).flapping.clone();
+        let flap = swapper::lock(&self.driver.history).flapping.clone();
         let held = flap.as_ref().map(|f| f.held.clone());
-        if held == self.flap_reported {
+        if held == self.driver.flap_reported {
             return;
         }
-        let was = self.flap_reported.is_some();
-        self.flap_reported = held;
+        let was = self.driver.flap_reported.is_some();
+        self.driver.flap_reported = held;
         match flap {
             Some(flap) => {
                 let message = format!(
@@ -506,15 +535,18 @@ impl Driver {
                      for {} ms, then only its newest plugin ({}) is offered",
                     flap.rule, flap.hold_ms, flap.held
                 );
-                self.writer.set("Flapping", true, "Flapping", &message);
+                self.driver
+                    .writer
+                    .set("Flapping", true, "Flapping", &message);
             }
             None if was => {
-                self.writer
+                self.driver
+                    .writer
                     .set("Flapping", false, "Settled", "the source has settled");
             }
             None => return,
         }
-        self.writer.write().await;
+        self.driver.writer.write().await;
     }
 
     /// Writes the status again when the last write had to leave this
@@ -522,50 +554,53 @@ impl Driver {
     /// of replicas that are not live, and those no replica wrote), at most
     /// every [`ENTRY_RETRY_INTERVAL`].
     async fn write_left_out_entry(&mut self) {
-        if !self.writer.entry_left_out()
+        if !self.driver.writer.entry_left_out()
             || self
+                .driver
                 .entry_retried
                 .is_some_and(|at| at.elapsed() < ENTRY_RETRY_INTERVAL)
         {
             return;
         }
-        self.entry_retried = Some(Instant::now());
-        self.writer.forget_written();
-        self.writer.write().await;
+        self.driver.entry_retried = Some(Instant::now());
+        self.driver.writer.forget_written();
+        self.driver.writer.write().await;
     }
 
     /// Writes this replica's figures for the step in its entry, when they
     /// changed and not more often than [`FIGURES_INTERVAL`].
     async fn publish_figures(&mut self) {
         if self
+            .driver
             .figures_written
             .is_some_and(|at| at.elapsed() < FIGURES_INTERVAL)
         {
             return;
         }
         if self
+            .driver
             .writer
-            .set_replica_rollout(self.active.rollout_figures())
+            .set_replica_rollout(self.driver.active.canary().figures())
         {
-            self.figures_written = Some(Instant::now());
-            self.writer.write().await;
+            self.driver.figures_written = Some(Instant::now());
+            self.driver.writer.write().await;
         }
     }
 
     /// A replica that does not judge follows the judge's `status.rollout`
     /// for the canary it rolls out: its step, its promotion or its abort.
     pub(super) async fn follow_judge(&mut self, resource: &Arc<JinghzhuPlugin>) {
-        self.last_seen = Some(resource.clone());
-        if self.role != PluginMode::Active || self.judge.here() {
+        self.driver.last_seen = Some(resource.clone());
+        if self.driver.role != PluginMode::Active || self.driver.judge.here() {
             return;
         }
-        let Some(before) = self.active.rollout_view() else {
+        let Some(before) = self.driver.active.canary().view() else {
             return;
         };
         let Some(decision) = judged(Some(resource), &before.canary).and_then(followed) else {
             return;
         };
-        let Some(change) = self.active.follow_rollout(&before.canary, decision) else {
+        let Some(change) = self.driver.active.canary().follow(&before.canary, decision) else {
             return;
         };
         self.report_rollout(before, change, None, Some(resource.clone()))
@@ -575,28 +610,28 @@ impl Driver {
     /// A person's decision in the `jinghzhu.io/rollout-action` annotation
     /// (`promote sha256:…` or `abort sha256:…`, naming the canary it is
     /// for), acted on once per value.
-    pub(super) async fn on_rollout_action(&mut self, resource: &Arc<JinghzhuPlugin>) {
+    pub(super) async fn on_action(&mut self, resource: &Arc<JinghzhuPlugin>) {
         let action = rollout_action(resource);
         let recorded = at_generation(Some(resource)).and_then(|r| r.last_action.clone());
-        if action.is_none() || action == self.last_rollout_action || action == recorded {
+        if action.is_none() || action == self.driver.last_rollout_action || action == recorded {
             return;
         }
-        self.last_rollout_action = action.clone();
+        self.driver.last_rollout_action = action.clone();
         let Some((verb, digest)) = action.as_deref().and_then(|a| a.split_once(' ')) else {
-            tracing::warn!(resource = %self.name, action = ?action, "{ROLLOUT_ACTION_ANNOTATION} is not `promote DIGEST` or `abort DIGEST`; ignored");
+            tracing::warn!(resource = %self.driver.name, action = ?action, "{ROLLOUT_ACTION_ANNOTATION} is not `promote DIGEST` or `abort DIGEST`; ignored");
             return;
         };
         let promote = match verb {
             "promote" => true,
             "abort" => false,
             _ => {
-                tracing::warn!(resource = %self.name, verb, "unknown rollout action; ignored");
+                tracing::warn!(resource = %self.driver.name, verb, "unknown rollout action; ignored");
                 return;
             }
         };
-        let before = self.active.rollout_view();
-        let Some(change) = self.active.decide_rollout(digest.trim(), promote) else {
-            tracing::info!(resource = %self.name, verb, digest, "rollout action for a canary not rolling out here; nothing to do");
+        let before = self.driver.active.canary().view();
+        let Some(change) = self.driver.active.canary().decide(digest.trim(), promote) else {
+            tracing::info!(resource = %self.driver.name, verb, digest, "rollout action for a canary not rolling out here; nothing to do");
             return;
         };
         if let Some(before) = before {
@@ -619,32 +654,37 @@ impl Driver {
              reconciled, or by hand (wasm-operator rollout promote|abort)",
             before.step.0, before.step.1, before.weight
         );
-        tracing::warn!(resource = %self.name, %message, "canary rollout starved");
-        self.writer
+        tracing::warn!(resource = %self.driver.name, %message, "canary rollout starved");
+        self.driver
+            .writer
             .set("Rollout", true, "TooLittleTraffic", &message);
-        self.writer.write().await;
+        self.driver.writer.write().await;
         if let Some(resource) = resource {
-            self.writer.warn(&resource, &message).await;
+            self.driver.writer.warn(&resource, &message).await;
         }
     }
 
     /// Records a judged step in the history (the judge's; a replica that
     /// took the judging over goes on from the history in the status).
     fn remember_step(&mut self, before: &RolloutView, verdict: &str, figures: &str) {
-        if self.rollout_history.is_empty()
-            && let Some(judged) = judged(self.last_seen.as_deref(), &before.canary)
+        if self.driver.rollout_history.is_empty()
+            && let Some(judged) = judged(self.driver.last_seen.as_deref(), &before.canary)
         {
-            self.rollout_history = judged.history.clone();
+            self.driver.rollout_history = judged.history.clone();
         }
-        self.rollout_history.push(RolloutStepRecord {
+        self.driver.rollout_history.push(RolloutStepRecord {
             step: format!("{}/{}", before.step.0, before.step.1),
             weight: before.weight,
             verdict: verdict.into(),
             time: status::now(),
             message: plugin_text::escape_within(figures, 1024),
         });
-        let excess = self.rollout_history.len().saturating_sub(HISTORY_KEPT);
-        self.rollout_history.drain(..excess);
+        let excess = self
+            .driver
+            .rollout_history
+            .len()
+            .saturating_sub(HISTORY_KEPT);
+        self.driver.rollout_history.drain(..excess);
     }
 
     /// Writes a rollout's change (status, condition; an abort as a
@@ -665,23 +705,27 @@ impl Driver {
             RolloutChange::Advanced { weight, empty } => {
                 let verdict = if empty { "Empty" } else { "Passed" };
                 self.remember_step(&before, verdict, &figures);
-                let view = self.active.rollout_view().unwrap_or(before);
+                let view = self.driver.active.canary().view().unwrap_or(before);
                 let message = format!(
                     "step {}/{}: the canary serves {weight}% of the objects",
                     view.step.0, view.step.1
                 );
-                self.writer.set("Rollout", true, "Progressing", &message);
+                self.driver
+                    .writer
+                    .set("Rollout", true, "Progressing", &message);
                 let status = self.rollout_status(&view, "Progressing", message);
-                self.writer.set_rollout(Some(status));
+                self.driver.writer.set_rollout(Some(status));
             }
             RolloutChange::Promoted => {
                 self.remember_step(&before, "Promoted", &figures);
                 let message = format!("{} promoted: it serves every object", before.canary);
-                self.writer.set("Rollout", true, "Promoted", &message);
+                self.driver
+                    .writer
+                    .set("Rollout", true, "Promoted", &message);
                 let mut status = self.rollout_status(&before, "Promoted", message);
                 status.weight = 100;
-                self.writer.set_rollout(Some(status));
-                self.report_serving();
+                self.driver.writer.set_rollout(Some(status));
+                self.driver.report_serving();
             }
             RolloutChange::Aborted { canary, reason } => {
                 self.remember_step(
@@ -692,18 +736,22 @@ impl Driver {
                 let message = format!("aborted by {}: {}", reason.rule, reason.message);
                 let mut status = self.rollout_status(&before, "Aborted", reason.message.clone());
                 status.rule = Some(reason.rule.to_string());
-                self.writer.set_rollout(Some(status));
+                self.driver.writer.set_rollout(Some(status));
                 if let Some(resource) = resource {
                     let refusal = Refusal::new(reason.rule, reason.message);
-                    self.refuse(&resource, &canary, refusal, Instant::now())
+                    self.driver
+                        .refuse(&resource, &canary, refusal, Instant::now())
                         .await;
                 }
-                self.writer.set("Rollout", false, "Aborted", &message);
+                self.driver
+                    .writer
+                    .set("Rollout", false, "Aborted", &message);
             }
         }
-        self.writer
-            .set_replica_rollout(self.active.rollout_figures());
-        self.writer.write().await;
+        self.driver
+            .writer
+            .set_replica_rollout(self.driver.active.canary().figures());
+        self.driver.writer.write().await;
     }
 }
 
