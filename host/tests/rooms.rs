@@ -388,6 +388,40 @@ fn dependencies_of(manifest: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The model's rooms the code under `src` (a directory of `host/`) names
+/// through `wasm_operator_model::room…` or `wasm_operator_model::{room…, …}`.
+fn model_rooms_named_in(src: &str) -> BTreeSet<String> {
+    const MODEL: &str = "wasm_operator_model::";
+    let identifier = |text: &str| -> String {
+        text.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut files = Vec::new();
+    source_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join(src), &mut files);
+    let mut named = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("reading a source file");
+        let code = code_of(&text);
+        for (at, _) in code.match_indices(MODEL) {
+            let rest = &code[at + MODEL.len()..];
+            let names: Vec<String> = match rest.strip_prefix('{') {
+                Some(group) => group
+                    .split('}')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(identifier)
+                    .collect(),
+                None => vec![identifier(rest)],
+            };
+            named.extend(names.into_iter().filter(|name| !name.is_empty()));
+        }
+    }
+    named
+}
+
 #[test]
 fn the_registry_crate_stands_on_the_model_alone() {
     // No host (cargo would refuse the circle anyway), no runtime and so no
@@ -415,34 +449,7 @@ fn the_registry_crate_stands_on_the_model_alone() {
     );
     // The model's rooms it names are those of REGISTRY_LAYERS' bottom line.
     let allowed = REGISTRY_LAYERS.last().expect("a bottom line");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/registry/src");
-    let mut files = Vec::new();
-    source_files(&src, &mut files);
-    let mut named = BTreeSet::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("reading a source file");
-        let code = code_of(&text);
-        for (at, _) in code.match_indices("wasm_operator_model::") {
-            let rest = &code[at + "wasm_operator_model::".len()..];
-            // `model::room…` or `model::{room…, room…}`: each leading identifier.
-            let names = match rest.strip_prefix('{') {
-                Some(group) => group.split('}').next().unwrap_or_default(),
-                None => rest,
-            };
-            let identifier = |text: &str| -> String {
-                text.trim_start()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect()
-            };
-            let names: Vec<String> = if rest.starts_with('{') {
-                names.split(',').map(identifier).collect()
-            } else {
-                vec![identifier(names)]
-            };
-            named.extend(names.into_iter().filter(|name| !name.is_empty()));
-        }
-    }
+    let named = model_rooms_named_in("crates/registry/src");
     assert!(
         named.contains("disk"),
         "the checker sees the model's rooms the registry names: {named:?}"
