@@ -3,9 +3,10 @@
 //!
 //! The shared model ([`crd`], [`actions`], [`ownership`], [`observed`],
 //! [`cached_pod`], [`plugin_text`], [`disk`], [`locks`]) is the
-//! `wasm-operator-model` crate and the Wasm side ([`runtime`]) the
-//! `wasm-operator-runtime` crate (`host/crates/`), re-exported here under
-//! their module names.
+//! `wasm-operator-model` crate, the Wasm side ([`runtime`]) the
+//! `wasm-operator-runtime` crate and plugins from outside the cluster
+//! ([`registry`]) the `wasm-operator-registry` crate (`host/crates/`),
+//! re-exported here under their module names.
 //!
 //! Rooms, from the ground up:
 //! - the shared model: [`crd`] (the `Jinghzhu` and `JinghzhuPlugin`
@@ -15,17 +16,18 @@
 //!   from a plugin or a Jinghzhu author), [`locks`] (locks that outlive a
 //!   panic), [`disk`] (files the host keeps and trusts later: private
 //!   directories, keyed files, bounds in bytes, pins).
+//! - [`runtime`] and [`registry`], beside the model: the Wasm side (engine,
+//!   loading, limits, calling `reconcile`); plugins from OCI registries,
+//!   cosign signatures, the local store of pulled artifacts, `wasm-operator
+//!   push`.
 //! - [`refusal`], [`tasks`], [`event_reasons`]: a refusal and its rule,
 //!   named tasks, the Event reasons the host reserves for itself.
 //! - [`kube_api`]: the Kubernetes client (deadlines, retries) and the
 //!   bounds every list and watch is read through.
 //! - [`judging`]: the pure rules of a canary rollout: plans, tallies, criteria.
-//! - [`runtime`]: the Wasm side: engine, loading, limits, calling `reconcile`.
 //! - [`telemetry`]: metrics, the Events queue and writer, probe state.
 //! - [`apply`]: validating and applying a proposal, and remembering what was
 //!   written (expectations, our own status writes).
-//! - [`registry`]: plugins from OCI registries, cosign signatures, the local
-//!   store of pulled artifacts, `wasm-operator push`.
 //! - [`slot`]: which plugin serves now: stable, probation, shadow, canary,
 //!   and the router of tenant slots.
 //! - [`leader`] and [`shards`]: leader election on a Lease; objects split
@@ -44,6 +46,7 @@
 pub use wasm_operator_model::{
     actions, cached_pod, crd, disk, locks, observed, ownership, plugin_text,
 };
+pub use wasm_operator_registry as registry;
 pub use wasm_operator_runtime as runtime;
 
 pub mod apply;
@@ -56,7 +59,6 @@ pub mod kube_api;
 pub mod leader;
 pub mod offline;
 pub mod refusal;
-pub mod registry;
 pub mod run;
 pub mod scaffold;
 pub mod serve;

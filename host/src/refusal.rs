@@ -48,6 +48,20 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
+/// A registry's refusal (`oci/…`), under its rule.
+impl From<crate::registry::OciError> for Refusal {
+    fn from(error: crate::registry::OciError) -> Self {
+        Self::new(error.rule, error.message)
+    }
+}
+
+/// A plugin file's refusal (`file/…`), under its rule.
+impl From<&crate::registry::bounded::FileRefusal> for Refusal {
+    fn from(refused: &crate::registry::bounded::FileRefusal) -> Self {
+        Self::new(refused.rule(), refused.message())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,15 +26,15 @@ const LAYERS: &[&[&str]] = &[
     &["delivery"],
     &["shards"],
     &["slot", "leader"],
-    &["registry"],
     &["apply"],
     &["telemetry"],
     &["judging", "event_reasons"],
     &["kube_api"],
     &["tasks", "refusal"],
     // The walled crates, re-exported by `lib.rs` ([`WALLED`]): the bottom
-    // floors. Cargo keeps them from importing the host at all.
-    &["runtime"],
+    // floors. Cargo keeps them from importing the host at all, and the
+    // registry and the runtime do not import each other.
+    &["registry", "runtime"],
     &[
         "actions",
         "cached_pod",
@@ -51,6 +51,7 @@ const LAYERS: &[&[&str]] = &[
 /// `lib.rs` under these names: no file under `host/src`, but a path the
 /// host's rooms name, and it counts.
 const WALLED: &[&str] = &[
+    "registry",
     "runtime",
     "actions",
     "cached_pod",
@@ -314,17 +315,19 @@ const MODEL_LAYERS: &[&[&str]] = &[
     &["locks"],
 ];
 
-#[test]
-fn the_model_crate_s_rooms_import_only_rooms_below_them() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/model/src");
-    let edges = edges_in(&src);
+/// The imports in the walled crate whose sources are `src` (a directory of
+/// `host/`) that run up, sideways or to a room missing from `layers`; the
+/// crate must show `sample` (`from`, `to`), so a checker that saw nothing
+/// fails.
+fn wrong_imports_in(src: &str, layers: &[&[&str]], sample: (&str, &str)) -> Vec<String> {
+    let edges = edges_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join(src));
     assert!(
         edges
             .iter()
-            .any(|(a, b)| a.join("/") == "ownership" && b.join("/") == "crd"),
-        "the checker sees the model's imports: {edges:?}"
+            .any(|(a, b)| a.join("/") == sample.0 && b.join("/") == sample.1),
+        "the checker sees the imports of {src}: {edges:?}"
     );
-    let layer = |room: &str| MODEL_LAYERS.iter().position(|l| l.contains(&room));
+    let layer = |room: &str| layers.iter().position(|l| l.contains(&room));
     let mut wrong = Vec::new();
     for (from, to) in edges {
         let (a, b) = (&from[0], &to[0]);
@@ -334,11 +337,130 @@ fn the_model_crate_s_rooms_import_only_rooms_below_them() {
             _ => wrong.push(format!("{} -> {}", from.join("/"), to.join("/"))),
         }
     }
+    wrong
+}
+
+#[test]
+fn the_model_crate_s_rooms_import_only_rooms_below_them() {
+    let wrong = wrong_imports_in("crates/model/src", MODEL_LAYERS, ("ownership", "crd"));
     assert!(
         wrong.is_empty(),
         "imports in host/crates/model that run up, sideways or to a room missing from \
          MODEL_LAYERS:\n{}",
         wrong.join("\n")
+    );
+}
+
+/// The registry crate's rooms (`host/crates/registry/src`), top first, and
+/// the only rooms of the model it may name (the bottom line). `lib.rs`'s
+/// `OciError` and `rules`, which every file names through `super::`, are
+/// the crate root's items, not a room.
+const REGISTRY_LAYERS: &[&[&str]] = &[
+    &["lib"],
+    &["push", "args"],
+    &["oci"],
+    &["store"],
+    &["http"],
+    &["auth", "bounded", "reference", "signature"],
+    &["disk", "locks", "plugin_text"],
+];
+
+#[test]
+fn the_registry_crate_s_rooms_import_only_rooms_below_them() {
+    let wrong = wrong_imports_in("crates/registry/src", REGISTRY_LAYERS, ("oci", "store"));
+    assert!(
+        wrong.is_empty(),
+        "imports in host/crates/registry that run up, sideways or to a room missing from \
+         REGISTRY_LAYERS:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The packages a walled crate's manifest names (dependencies of every kind).
+fn dependencies_of(manifest: &str) -> BTreeSet<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest);
+    let text = std::fs::read_to_string(&path).expect("reading a crate manifest");
+    let manifest: toml::Table = text.parse().expect("a crate manifest is TOML");
+    ["dependencies", "dev-dependencies", "build-dependencies"]
+        .iter()
+        .filter_map(|kind| manifest.get(*kind).and_then(toml::Value::as_table))
+        .flat_map(|table| table.keys().cloned())
+        .collect()
+}
+
+/// The model's rooms the code under `src` (a directory of `host/`) names
+/// through `wasm_operator_model::room…` or `wasm_operator_model::{room…, …}`.
+fn model_rooms_named_in(src: &str) -> BTreeSet<String> {
+    const MODEL: &str = "wasm_operator_model::";
+    let identifier = |text: &str| -> String {
+        text.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut files = Vec::new();
+    source_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join(src), &mut files);
+    let mut named = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("reading a source file");
+        let code = code_of(&text);
+        for (at, _) in code.match_indices(MODEL) {
+            let rest = &code[at + MODEL.len()..];
+            let names: Vec<String> = match rest.strip_prefix('{') {
+                Some(group) => group
+                    .split('}')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(identifier)
+                    .collect(),
+                None => vec![identifier(rest)],
+            };
+            named.extend(names.into_iter().filter(|name| !name.is_empty()));
+        }
+    }
+    named
+}
+
+#[test]
+fn the_registry_crate_stands_on_the_model_alone() {
+    // No host (cargo would refuse the circle anyway), no runtime and so no
+    // wasmtime or Cranelift, no Kubernetes client: registry credentials are
+    // a mounted file.
+    let dependencies = dependencies_of("crates/registry/Cargo.toml");
+    assert!(
+        dependencies.contains("wasm-operator-model") && dependencies.contains("oci-client"),
+        "the checker reads the registry's manifest: {dependencies:?}"
+    );
+    let forbidden: Vec<&String> = dependencies
+        .iter()
+        .filter(|name| {
+            (name.starts_with("wasm-operator") && *name != "wasm-operator-model")
+                || name.starts_with("wasmtime")
+                || name.starts_with("cranelift")
+                || name.starts_with("kube")
+                || *name == "k8s-openapi"
+        })
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "host/crates/registry may depend on the model only among the workspace's crates, \
+         and on no wasmtime or Kubernetes client: {forbidden:?}"
+    );
+    // The model's rooms it names are those of REGISTRY_LAYERS' bottom line.
+    let allowed = REGISTRY_LAYERS.last().expect("a bottom line");
+    let named = model_rooms_named_in("crates/registry/src");
+    assert!(
+        named.contains("disk"),
+        "the checker sees the model's rooms the registry names: {named:?}"
+    );
+    let unexpected: Vec<&String> = named
+        .iter()
+        .filter(|name| !allowed.contains(&name.as_str()))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "host/crates/registry names rooms of the model outside {allowed:?}: {unexpected:?}"
     );
 }
 

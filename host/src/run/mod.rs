@@ -35,7 +35,7 @@ use crate::telemetry::metrics::Metrics;
 /// `--plugin-verify-*` flags; refusals are recorded on the host's own Pod.
 fn oci_source(args: &RunArgs, reference: &str) -> Result<PluginSource> {
     let reference = crate::registry::OciRef::parse(reference)?;
-    let options = args.oci.options(&args.runtime.config())?;
+    let options = args.oci.options(&precompiled_cache(args))?;
     Ok(PluginSource::Oci(Box::new(
         crate::delivery::sources::OciSource {
             reference,
@@ -44,6 +44,16 @@ fn oci_source(args: &RunArgs, reference: &str) -> Result<PluginSource> {
             events_on: crate::delivery::sources::own_pod(),
         },
     )))
+}
+
+/// The precompiled cache the flags name (its directory, `None` when off,
+/// and its key file): the OCI store is kept beside it and signed with its key.
+fn precompiled_cache(args: &RunArgs) -> crate::registry::store::StoreKey {
+    let config = args.runtime.config();
+    crate::registry::store::StoreKey {
+        file: config.cache_key_file,
+        dir: config.cache_dir,
+    }
 }
 
 /// How the host follows `JinghzhuPlugin`s: the one `name`d (`""`: none)
@@ -67,7 +77,7 @@ fn resource_options(
         },
         pod_policy: policy,
         oci: Some((
-            args.oci.options(&args.runtime.config())?,
+            args.oci.options(&precompiled_cache(args))?,
             args.oci.oci_poll_interval,
         )),
         files: args.files.rules(),
@@ -677,6 +687,61 @@ mod tests {
                 "--{flag} was not checked: {checked:?}"
             );
         }
+    }
+
+    #[test]
+    fn run_takes_the_oci_and_file_flags_beside_the_precompiled_cache() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "wasm-operator",
+            "run",
+            "--plugin",
+            "oci://127.0.0.1:5000/p:live",
+            "--oci-poll-interval",
+            "1s",
+            "--plugin-file-max-mib",
+            "3",
+            "--cache-dir",
+            "/cache",
+            "--precompiled-cache-key-file",
+            "/keys/cache.key",
+        ])
+        .expect("parses");
+        let crate::cli::Command::Run(run) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(run.oci.oci_poll_interval, Duration::from_secs(1));
+        assert_eq!(run.files.plugin_file_max_mib, 3);
+        assert_eq!(
+            run.runtime.precompiled_cache_max_mib,
+            crate::runtime::cache::DEFAULT_MAX_BYTES >> 20
+        );
+        // The OCI store lives in the precompiled cache and takes its key.
+        let options = run
+            .oci
+            .options(&super::precompiled_cache(&run))
+            .expect("options");
+        let cache = std::path::Path::new("/cache");
+        assert_eq!(
+            options.store_dir.as_deref(),
+            Some(cache.join("oci").as_path())
+        );
+        assert_eq!(options.store_key.dir.as_deref(), Some(cache));
+        assert_eq!(
+            options.store_key.file.as_deref(),
+            Some(std::path::Path::new("/keys/cache.key"))
+        );
+        assert!(
+            crate::cli::Cli::try_parse_from([
+                "wasm-operator",
+                "run",
+                "--plugin",
+                "p.wasm",
+                "--plugin-verify-policy",
+                "most"
+            ])
+            .is_err()
+        );
     }
 
     #[test]

@@ -197,7 +197,7 @@ pub enum FileRefusal {
 }
 
 impl FileRefusal {
-    /// The rule id (see `sources::rules`).
+    /// The rule id (one of [`crate::rules`]).
     pub fn rule(&self) -> &'static str {
         match self {
             FileRefusal::Missing(_) | FileRefusal::Unreadable(_) => super::rules::FILE_UNREADABLE,
@@ -226,12 +226,6 @@ impl std::fmt::Display for FileRefusal {
 }
 
 impl std::error::Error for FileRefusal {}
-
-impl From<&FileRefusal> for crate::refusal::Refusal {
-    fn from(refused: &FileRefusal) -> Self {
-        Self::new(refused.rule(), refused.message())
-    }
-}
 
 /// Reads the plugin file at `path`: opened with `O_NONBLOCK` (a FIFO with
 /// no writer does not block the open), refused unless the open file is a

@@ -12,7 +12,6 @@ use super::oci::DEFAULT_MAX_ARTIFACT_BYTES;
 use super::signature::{Threshold, VerificationPolicy};
 use super::store::StoreKey;
 use super::{OciError, OciOptions, rules};
-use crate::runtime::RuntimeConfig;
 
 /// OCI source flags of `wasm-operator run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -167,12 +166,12 @@ impl OciArgs {
             .map(|policy| Some(Arc::new(policy)))
     }
 
-    /// The puller options the flags ask for; the store defaults to `oci/`
-    /// under the precompiled cache directory of `runtime` (none when the
-    /// precompiled cache is off and no --oci-store-dir is given) and is
+    /// The puller options the flags ask for. `precompiled` is the
+    /// precompiled cache (its directory, `None` when the cache is off, and
+    /// its key file): the store defaults to `oci/` under that directory
+    /// (none when the cache is off and no --oci-store-dir is given) and is
     /// signed with the cache's key.
-    pub fn options(&self, runtime: &RuntimeConfig) -> Result<OciOptions, OciError> {
-        let precompiled_dir = runtime.cache_dir.as_deref();
+    pub fn options(&self, precompiled: &StoreKey) -> Result<OciOptions, OciError> {
         let docker_config = self
             .oci_docker_config
             .as_ref()
@@ -196,11 +195,8 @@ impl OciArgs {
             store_dir: self
                 .oci_store_dir
                 .clone()
-                .or_else(|| precompiled_dir.map(|dir| dir.join("oci"))),
-            store_key: StoreKey {
-                file: runtime.cache_key_file.clone(),
-                dir: runtime.cache_dir.clone(),
-            },
+                .or_else(|| precompiled.dir.as_ref().map(|dir| dir.join("oci"))),
+            store_key: precompiled.clone(),
             store_max_bytes: self.oci_store_max_mib << 20,
             verification: self.verification()?,
         })
@@ -209,16 +205,23 @@ impl OciArgs {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
+    /// The flags as `wasm-operator run` takes them (flattened).
+    #[derive(Debug, clap::Parser)]
+    struct Run {
+        #[command(flatten)]
+        oci: OciArgs,
+        #[command(flatten)]
+        files: FileSourceArgs,
+    }
+
     #[test]
-    fn run_takes_the_oci_flags() {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from([
-            "wasm-operator",
+    fn the_oci_flags_parse_with_their_documented_defaults() {
+        let run = Run::try_parse_from([
             "run",
-            "--plugin",
-            "oci://127.0.0.1:5000/p:live",
             "--oci-poll-interval",
             "1s",
             "--oci-max-artifact-mib",
@@ -233,48 +236,48 @@ mod tests {
             "127.0.0.1:5000",
         ])
         .expect("parses");
-        let crate::cli::Command::Run(run) = cli.command else {
-            panic!("not run");
-        };
         assert_eq!(run.oci.oci_poll_interval, Duration::from_secs(1));
         // The flags' defaults are the documented constants.
-        use super::super::http::{DEFAULT_PULL_TIMEOUT, DEFAULT_REQUEST_TIMEOUT};
+        use crate::http::{DEFAULT_PULL_TIMEOUT, DEFAULT_REQUEST_TIMEOUT};
         assert_eq!(run.oci.oci_request_timeout, DEFAULT_REQUEST_TIMEOUT);
         assert_eq!(run.oci.oci_pull_timeout, DEFAULT_PULL_TIMEOUT);
+        assert_eq!(run.files.plugin_file_max_mib, DEFAULT_MAX_FILE_MIB);
         assert_eq!(
-            run.files.plugin_file_max_mib,
-            super::super::bounded::DEFAULT_MAX_FILE_MIB
+            run.oci.oci_store_max_mib,
+            crate::store::DEFAULT_MAX_BYTES >> 20
         );
         assert_eq!(run.oci.oci_max_artifact_mib, 2);
+        assert_eq!(run.oci.oci_insecure_registries, ["127.0.0.1:5000"]);
         assert_eq!(run.oci.plugin_verify_keys.len(), 2);
         assert_eq!(run.oci.plugin_verify_policy, Threshold::AtLeast(2));
         // Key files that do not exist are a config error naming the file.
-        assert_eq!(
-            run.oci.oci_store_max_mib,
-            super::super::store::DEFAULT_MAX_BYTES >> 20
-        );
-        assert_eq!(
-            run.runtime.precompiled_cache_max_mib,
-            crate::runtime::cache::DEFAULT_MAX_BYTES >> 20
-        );
-        let no_cache = RuntimeConfig {
-            cache_dir: None,
-            ..RuntimeConfig::default()
-        };
-        let err = run.oci.options(&no_cache).expect_err("no such key");
+        let err = run
+            .oci
+            .options(&StoreKey::default())
+            .expect_err("no such key");
         assert_eq!(err.rule, rules::CONFIG);
         assert!(err.message.contains("a.pub"), "{err}");
-        assert!(
-            crate::cli::Cli::try_parse_from([
-                "wasm-operator",
-                "run",
-                "--plugin",
-                "p.wasm",
-                "--plugin-verify-policy",
-                "most"
-            ])
-            .is_err()
-        );
+        assert!(Run::try_parse_from(["run", "--plugin-verify-policy", "most"]).is_err());
+    }
+
+    #[test]
+    fn the_store_defaults_to_the_precompiled_cache_s_directory_and_key() {
+        let run = Run::try_parse_from(["run"]).expect("parses");
+        let precompiled = StoreKey {
+            file: Some(PathBuf::from("/keys/cache.key")),
+            dir: Some(PathBuf::from("/cache")),
+        };
+        let options = run.oci.options(&precompiled).expect("options");
+        assert_eq!(options.store_dir, Some(PathBuf::from("/cache/oci")));
+        assert_eq!(options.store_key.file, precompiled.file);
+        assert_eq!(options.store_key.dir, precompiled.dir);
+        assert!(options.verification.is_none(), "no keys, no policy");
+        // The cache off and no --oci-store-dir: no store.
+        let options = run.oci.options(&StoreKey::default()).expect("options");
+        assert_eq!(options.store_dir, None);
+        let run = Run::try_parse_from(["run", "--oci-store-dir", "/store"]).expect("parses");
+        let options = run.oci.options(&StoreKey::default()).expect("options");
+        assert_eq!(options.store_dir, Some(PathBuf::from("/store")));
     }
 
     #[test]

@@ -5,16 +5,25 @@
 //! bounds every byte from outside is read through ([`bounded`]: caps,
 //! deadlines, plugin files, error excerpts).
 //!
-//! Nothing here compiles or runs a plugin: this room hands over bytes whose
-//! digest, size and signatures were checked, and the hot-swap path vets them
-//! like bytes from a file. Every failure is an [`OciError`] naming a rule
-//! ([`rules`]), so a `PluginRefused` Event, a log line and `/status` say
-//! which check refused the artifact.
+//! Nothing here compiles or runs a plugin: this crate hands over bytes whose
+//! digest, size and signatures were checked, and the host's hot-swap path
+//! vets them like bytes from a file. Every failure is an [`OciError`]
+//! naming a rule ([`rules`]), so a `PluginRefused` Event, a log line and
+//! `/status` say which check refused the artifact (the host turns it into
+//! its `Refusal`).
 //!
-//! What it may import: `runtime` (the precompiled cache's directory, next to
-//! which artifacts are kept, and its key) and `disk` (the store's checks,
-//! bound and pins). Used by `delivery` (the OCI source), `run` and
-//! `cli` (flags, `push`).
+//! What it may import: only the shared model of `wasm-operator-model`
+//! (`disk` for the store's checks, bound and pins; `locks`; `plugin_text`
+//! for escaping a registry's words). Not the host, not the runtime (the
+//! precompiled cache's directory and key, next to which artifacts are
+//! kept, come in as a [`store::StoreKey`]), no wasmtime, and no Kubernetes
+//! client: registry credentials are a mounted dockerconfigjson file, not a
+//! Secret read from the API. The host re-exports this crate as its
+//! `registry` room; its `delivery` (the OCI source), `run` and `cli`
+//! (flags, `push`) use it.
+
+// The model's modules under the paths this crate's files name them by.
+use wasm_operator_model::{disk, locks, plugin_text};
 
 pub mod args;
 mod auth;
@@ -123,12 +132,6 @@ impl OciError {
             self.rule,
             rules::DEADLINE | rules::ANSWER_TOO_LARGE | rules::REDIRECT
         )
-    }
-}
-
-impl From<OciError> for crate::refusal::Refusal {
-    fn from(error: OciError) -> Self {
-        Self::new(error.rule, error.message)
     }
 }
 
