@@ -102,7 +102,8 @@ fn slot_with_canary(
         thresholds: Default::default(),
     };
     let started = slot
-        .start_canary(canary.clone(), strategy, true)
+        .canary()
+        .start(canary.clone(), strategy, true)
         .map_err(anyhow::Error::msg)?;
     anyhow::ensure!(started == CanaryStart::Started, "no rollout: {started:?}");
     Ok(slot)
