@@ -39,10 +39,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use tokio::sync::mpsc;
 
+use crate::delivery::report::{WarnOn, warn_on};
 use crate::delivery::sources::Candidate;
-use crate::delivery::swapper::{
-    FlapRecord, SwapHistory, SwapRecord, WarnOn, lock, unix_now, warn_on,
-};
+use crate::delivery::swapper::{FlapRecord, SwapHistory, SwapRecord, lock, unix_now};
 use crate::runtime::digest_of;
 use crate::slot::ActivePlugin;
 use crate::telemetry::metrics::Metrics;

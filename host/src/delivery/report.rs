@@ -4,13 +4,15 @@
 //! [`SourceEvents`] for the flags' sources (a Warning Event on the
 //! ConfigMap or object the candidate came from), the `JinghzhuPlugin`'s
 //! status and Event for its driver (`resource::status::ResourceReport`),
-//! and [`Quietly`] where nothing else is told.
+//! and [`Quietly`] where nothing else is told. Also the Warning Event
+//! writer the flags' sources share ([`warn_on`]).
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use kube::api::Api;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
 
-use super::swapper::{WarnOn, warn_on};
 use crate::refusal::Refusal;
 use crate::runtime::LoadedPlugin;
 
@@ -101,6 +103,66 @@ impl Report for Quietly {
 
     fn refused<'a>(&'a mut self, _refused: RefusedCandidate<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async {})
+    }
+}
+
+/// The object a delivery Warning Event is recorded on.
+#[derive(Debug, Clone, Copy)]
+pub enum WarnOn<'a> {
+    /// The source's ConfigMap, `(namespace, name)`.
+    ConfigMap(&'a (String, String)),
+    /// An object the source names (an OCI source's: the host's Pod, a
+    /// `JinghzhuPlugin`).
+    Object(&'a ObjectReference),
+    /// None: the reporter records its own (a resource's driver, on the
+    /// resource with its status), or there is no object to name.
+    Nowhere,
+}
+
+impl<'a> WarnOn<'a> {
+    /// The ConfigMap when that is the source, else `regarding`.
+    pub fn of(
+        configmap: Option<&'a (String, String)>,
+        regarding: Option<&'a ObjectReference>,
+    ) -> Self {
+        match (configmap, regarding) {
+            (Some(configmap), _) => Self::ConfigMap(configmap),
+            (None, Some(object)) => Self::Object(object),
+            (None, None) => Self::Nowhere,
+        }
+    }
+}
+
+/// Records a Warning Event with `reason` and `note` on `on`.
+pub async fn warn_on(client: &Client, on: WarnOn<'_>, reason: &str, note: &str) {
+    let regarding = match on {
+        WarnOn::ConfigMap((namespace, name)) => {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+            let Ok(cm) = api.get(name).await else { return };
+            cm.object_ref(&())
+        }
+        WarnOn::Object(object) => object.clone(),
+        WarnOn::Nowhere => return,
+    };
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "wasm-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    );
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.to_string(),
+        note: Some(crate::plugin_text::escape_within(
+            note,
+            crate::plugin_text::MAX_EVENT_NOTE,
+        )),
+        action: "HotSwap".into(),
+        secondary: None,
+    };
+    if let Err(err) = recorder.publish(&event, &regarding).await {
+        tracing::warn!(error = %err, reason, "could not record the Warning Event");
     }
 }
 

@@ -10,10 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use kube::api::Api;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Client, Resource};
+use kube::Client;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -97,33 +94,6 @@ impl SwapRecord {
             outcome,
             latency_ms: u64::try_from(seen_at.elapsed().as_millis()).unwrap_or(u64::MAX),
             at_unix: unix_now(),
-        }
-    }
-}
-
-/// The object a delivery Warning Event is recorded on.
-#[derive(Debug, Clone, Copy)]
-pub enum WarnOn<'a> {
-    /// The source's ConfigMap, `(namespace, name)`.
-    ConfigMap(&'a (String, String)),
-    /// An object the source names (an OCI source's: the host's Pod, a
-    /// `JinghzhuPlugin`).
-    Object(&'a ObjectReference),
-    /// None: the reporter records its own (a resource's driver, on the
-    /// resource with its status), or there is no object to name.
-    Nowhere,
-}
-
-impl<'a> WarnOn<'a> {
-    /// The ConfigMap when that is the source, else `regarding`.
-    pub fn of(
-        configmap: Option<&'a (String, String)>,
-        regarding: Option<&'a ObjectReference>,
-    ) -> Self {
-        match (configmap, regarding) {
-            (Some(configmap), _) => Self::ConfigMap(configmap),
-            (None, Some(object)) => Self::Object(object),
-            (None, None) => Self::Nowhere,
         }
     }
 }
@@ -338,37 +308,4 @@ pub async fn run(
 /// The history, even if a holder panicked.
 pub fn lock(history: &Mutex<SwapHistory>) -> std::sync::MutexGuard<'_, SwapHistory> {
     history.lock_unpoisoned()
-}
-
-/// Records a Warning Event with `reason` and `note` on `on`.
-pub async fn warn_on(client: &Client, on: WarnOn<'_>, reason: &str, note: &str) {
-    let regarding = match on {
-        WarnOn::ConfigMap((namespace, name)) => {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-            let Ok(cm) = api.get(name).await else { return };
-            cm.object_ref(&())
-        }
-        WarnOn::Object(object) => object.clone(),
-        WarnOn::Nowhere => return,
-    };
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "wasm-operator".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    );
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.to_string(),
-        note: Some(crate::plugin_text::escape_within(
-            note,
-            crate::plugin_text::MAX_EVENT_NOTE,
-        )),
-        action: "HotSwap".into(),
-        secondary: None,
-    };
-    if let Err(err) = recorder.publish(&event, &regarding).await {
-        tracing::warn!(error = %err, reason, "could not record the Warning Event");
-    }
 }
