@@ -39,17 +39,7 @@ pub use super::config::{ChildCompiler, Compiler};
 use super::config::{InstanceAllocator, RuntimeConfig};
 use super::engine::engine_key;
 
-/// Default time a child may spend compiling one plugin. Python and
-/// JavaScript components (12–18 MB: an interpreter and its pre-initialised
-/// heap) take 10–15 CPU-seconds in Cranelift and measured 31–40 s of wall
-/// time on a busy 2-core machine (`docs/performance.md`); 180 s leaves room
-/// for a loaded node. (A Rust plugin compiles in under a second.)
-pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(180);
-/// Default memory (`RLIMIT_DATA`: heap and other private writable
-/// mappings), in MiB, of the child that compiles one plugin. A Python or
-/// JavaScript component peaks at ~330 MiB resident (measured under this
-/// limit), its artifact is ~35 MB.
-pub const DEFAULT_COMPILE_MEMORY_MIB: u64 = 1024;
+pub use super::config::{DEFAULT_COMPILE_MEMORY_MIB, DEFAULT_COMPILE_TIMEOUT, HAS_COMPILER};
 
 /// The subcommand a child compiler runs.
 pub const SUBCOMMAND: &str = "compile-plugin";
@@ -60,9 +50,6 @@ pub const HELPER_NAME: &str = "wasm-operator-compile";
 /// An environment variable naming the compile helper to run (else it is
 /// looked for beside this executable, then on `PATH`).
 pub const HELPER_ENV: &str = "WASM_OPERATOR_COMPILE_HELPER";
-
-/// Whether this build has Cranelift (the runtime's `compile` feature).
-pub const HAS_COMPILER: bool = cfg!(feature = "compile");
 
 /// How to get the compile helper, for messages.
 pub const HOW_TO_INSTALL_THE_HELPER: &str = "install it beside `wasm-operator` (`cargo install --path \

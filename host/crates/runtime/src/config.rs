@@ -7,6 +7,21 @@ use std::time::Duration;
 
 use super::cache::PrecompiledCache;
 
+/// Default time a child may spend compiling one plugin. Python and
+/// JavaScript components (12–18 MB: an interpreter and its pre-initialised
+/// heap) take 10–15 CPU-seconds in Cranelift and measured 31–40 s of wall
+/// time on a busy 2-core machine (`docs/performance.md`); 180 s leaves room
+/// for a loaded node. (A Rust plugin compiles in under a second.)
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(180);
+/// Default memory (`RLIMIT_DATA`: heap and other private writable
+/// mappings), in MiB, of the child that compiles one plugin. A Python or
+/// JavaScript component peaks at ~330 MiB resident (measured under this
+/// limit), its artifact is ~35 MB.
+pub const DEFAULT_COMPILE_MEMORY_MIB: u64 = 1024;
+
+/// Whether this build has Cranelift (the runtime's `compile` feature).
+pub const HAS_COMPILER: bool = cfg!(feature = "compile");
+
 /// Default CPU deadline of one plugin call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
 /// Default memory cap of one plugin instance.
@@ -207,12 +222,12 @@ impl Default for Compiler {
     /// In process when this build has a compiler, else the compile helper
     /// with the default limits.
     fn default() -> Self {
-        if super::compiler::HAS_COMPILER {
+        if HAS_COMPILER {
             Compiler::InProcess
         } else {
             Compiler::Child(ChildCompiler::helper(
-                super::compiler::DEFAULT_COMPILE_TIMEOUT,
-                super::compiler::DEFAULT_COMPILE_MEMORY_MIB << 20,
+                DEFAULT_COMPILE_TIMEOUT,
+                DEFAULT_COMPILE_MEMORY_MIB << 20,
             ))
         }
     }
