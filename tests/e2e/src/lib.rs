@@ -27,13 +27,13 @@ use local_control_plane::ControlPlane;
 use tokio::sync::{OnceCell, oneshot};
 use wasm_operator::controller::{self, ControllerConfig};
 use wasm_operator::crd::Jinghzhu;
-use wasm_operator_testkit::jinghzhu;
 use wasm_operator::delivery::setup::{self, PluginOptions, PluginSource};
 use wasm_operator::delivery::swapper::SwapHistory;
 use wasm_operator::ownership::is_controlled_by;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
 use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::telemetry::metrics::{Metrics, PluginLabels};
+use wasm_operator_testkit::jinghzhu;
 
 /// A test's own namespace on the shared control plane, with the CRD installed.
 pub struct TestEnv {

@@ -113,7 +113,11 @@ impl PodBuilder {
         let reference = OwnerReference {
             block_owner_deletion: Some(true),
             ..controller_of(
-                owner.metadata.name.as_deref().expect("an owner with a name"),
+                owner
+                    .metadata
+                    .name
+                    .as_deref()
+                    .expect("an owner with a name"),
                 owner.metadata.uid.as_deref().expect("an owner with a uid"),
             )
         };

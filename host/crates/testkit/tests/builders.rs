@@ -19,7 +19,7 @@ fn a_pod_controlled_by_a_jinghzhu_carries_the_host_s_reference_in_its_namespace(
         Some(vec![controller_reference(&web).expect("a reference")])
     );
     assert!(made.metadata.labels.is_none());
-    assert_eq!(owned_pods(&[made.clone()], &web), [made]);
+    assert_eq!(owned_pods(std::slice::from_ref(&made), &web), [made]);
     // A namespace set first stays (a pod another namespace holds).
     let elsewhere = pod("web-b").namespace("other").controlled_by(&web).build();
     assert!(owned_pods(&[elsewhere], &web).is_empty());
@@ -53,7 +53,10 @@ fn a_bare_controller_reference_names_the_jinghzhu_and_blocks_nothing() {
         ),
         ("jinghzhu.io/v1", "Jinghzhu", "web", "u1", Some(true), None)
     );
-    assert!(is_controlled_by(&pod("a").controller("web", "u1").build(), "u1"));
+    assert!(is_controlled_by(
+        &pod("a").controller("web", "u1").build(),
+        "u1"
+    ));
 }
 
 #[test]
@@ -158,7 +161,11 @@ fn a_plugin_resource_has_one_source() {
     );
     let key = &signed.spec.verification.expect("verification").keys[0];
     assert_eq!(
-        (key.name.as_str(), key.secret_ref.name.as_str(), key.secret_ref.key.as_str()),
+        (
+            key.name.as_str(),
+            key.secret_ref.name.as_str(),
+            key.secret_ref.key.as_str()
+        ),
         ("release", "release-key", "cosign.pub")
     );
     assert_eq!(signed.spec.selector.expect("selector").namespaces, ["ns"]);
