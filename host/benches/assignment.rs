@@ -110,16 +110,11 @@ fn slot_with_canary(
 }
 
 fn object(namespace: &str, labels: &[(&str, &str)], uid: &str) -> Jinghzhu {
-    let mut jz = Jinghzhu::new("web", Default::default());
-    jz.metadata.namespace = Some(namespace.into());
-    jz.metadata.uid = Some(uid.into());
-    jz.metadata.labels = Some(
-        labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    jz
+    wasm_operator_testkit::jinghzhu("web")
+        .namespace(namespace)
+        .uid(uid)
+        .labels(labels)
+        .build()
 }
 
 /// Tenant `i` of `n`: the first half select the namespace `team-<i>`, the

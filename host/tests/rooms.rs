@@ -482,3 +482,46 @@ fn the_walled_crates_are_not_also_files_of_the_host() {
         );
     }
 }
+
+/// The test-support crate (`host/crates/testkit`): what it may depend on,
+/// and the shipped crates that must not depend on it.
+const TESTKIT: &str = "wasm-operator-testkit";
+const TESTKIT_DEPENDENCIES: &[&str] = &["k8s-openapi", "serde_json", "wasm-operator-model"];
+const SHIPPED: &[&str] = &["", "crates/model", "crates/runtime", "crates/compile"];
+
+/// The names in a manifest's `table` (`dependencies`, `dev-dependencies`).
+fn manifest_deps(crate_dir: &str, table: &str) -> BTreeSet<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(crate_dir)
+        .join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).expect("manifest");
+    let manifest: toml::Table = text.parse().expect("manifest is TOML");
+    manifest
+        .get(table)
+        .and_then(toml::Value::as_table)
+        .map(|deps| deps.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_testkit_is_a_dev_dependency_only_and_depends_on_the_model_alone() {
+    for shipped in SHIPPED {
+        assert!(
+            !manifest_deps(shipped, "dependencies").contains(TESTKIT)
+                && !manifest_deps(shipped, "build-dependencies").contains(TESTKIT),
+            "{TESTKIT} is a normal or build dependency of host/{shipped}: test builders would \
+             ship; make it a dev-dependency"
+        );
+    }
+    // The check reads the tables it means: the host's tests do use it.
+    assert!(manifest_deps("", "dev-dependencies").contains(TESTKIT));
+    assert!(manifest_deps("", "dependencies").contains("wasm-operator-model"));
+    let own: Vec<String> = manifest_deps("crates/testkit", "dependencies")
+        .into_iter()
+        .collect();
+    assert_eq!(
+        own, TESTKIT_DEPENDENCIES,
+        "the testkit builds objects from the model's types: no client, no async runtime, no \
+         wasmtime"
+    );
+}

@@ -14,19 +14,18 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::ResourceExt;
 use proptest::prelude::*;
 use wasm_operator::apply::policy::{self, PodPolicy, PolicyConfig};
 use wasm_operator::apply::validate::{
     self, Limits, MAX_POD_METADATA_BYTES, is_live, template_spec,
 };
-use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::crd::Jinghzhu;
 use wasm_operator::ownership::{MANAGED_BY_LABEL, OWNER_LABEL, owned_pods};
 use wasm_operator::runtime::bindings as wit;
 use wasm_operator::runtime::convert;
+use wasm_operator_testkit as testkit;
 
 /// Spec texts: the empty spec (the template), compliant ones, each
 /// escalation the misbehaving plugin knows, broken JSON, wrong shapes.
@@ -225,17 +224,21 @@ fn output() -> impl Strategy<Value = wit::ReconcileOutput> {
 }
 
 fn jinghzhu(desired: u32, template: Option<&str>) -> Jinghzhu {
-    let template = template.map(|spec| {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"labels": {"app": "web"}},
-            "spec": serde_json::from_str::<serde_json::Value>(spec).unwrap_or_default(),
-        }))
-        .unwrap_or_default()
-    });
-    let mut jz = Jinghzhu::new("web", JinghzhuSpec { desired, template });
-    jz.metadata.namespace = Some("shop".into());
-    jz.metadata.uid = Some("uid-web".into());
-    jz
+    let web = testkit::jinghzhu("web")
+        .namespace("shop")
+        .uid("uid-web")
+        .desired(desired);
+    match template {
+        Some(spec) => web.template(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"labels": {"app": "web"}},
+                "spec": serde_json::from_str::<serde_json::Value>(spec).unwrap_or_default(),
+            }))
+            .unwrap_or_default(),
+        ),
+        None => web,
+    }
+    .build()
 }
 
 fn pod(name: &str, owner_uid: &str, phase: &str, terminating: bool) -> Pod {
@@ -245,35 +248,16 @@ fn pod(name: &str, owner_uid: &str, phase: &str, terminating: bool) -> Pod {
 /// A pod carrying `fat` bytes of plugin annotation (none for 0), and one
 /// of someone else's that never counts.
 fn fat_pod(name: &str, owner_uid: &str, phase: &str, terminating: bool, fat: usize) -> Pod {
-    let annotations = (fat > 0).then(|| {
-        BTreeMap::from([
-            (FAT_KEY.to_string(), "x".repeat(fat)),
-            ("mesh.example.com/status".to_string(), "m".repeat(300)),
-        ])
-    });
-    Pod {
-        metadata: ObjectMeta {
-            annotations,
-            name: Some(name.into()),
-            namespace: Some("shop".into()),
-            uid: Some(format!("uid-{name}")),
-            deletion_timestamp: terminating.then_some(Time(Timestamp::UNIX_EPOCH)),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "jinghzhu.io/v1".into(),
-                kind: "Jinghzhu".into(),
-                name: "web".into(),
-                uid: owner_uid.into(),
-                controller: Some(true),
-                ..OwnerReference::default()
-            }]),
-            ..ObjectMeta::default()
-        },
-        spec: None,
-        status: Some(PodStatus {
-            phase: Some(phase.into()),
-            ..PodStatus::default()
-        }),
+    let mut pod = testkit::pod(name)
+        .namespace("shop")
+        .uid(&format!("uid-{name}"))
+        .controller("web", owner_uid)
+        .phase(phase);
+    if fat > 0 {
+        let (plugin, mesh) = ("x".repeat(fat), "m".repeat(300));
+        pod = pod.annotations(&[(FAT_KEY, &plugin), ("mesh.example.com/status", &mesh)]);
     }
+    if terminating { pod.terminating() } else { pod }.build()
 }
 
 fn pods() -> impl Strategy<Value = Vec<Pod>> {

@@ -917,13 +917,7 @@ mod tests {
     #[test]
     fn an_unchanged_status_costs_no_write() {
         const STAMP: &str = "replicaset@0.1.0 (sha256:0123456789ab)";
-        let mut jz = Jinghzhu::new(
-            "web",
-            crate::crd::JinghzhuSpec {
-                desired: 0,
-                template: None,
-            },
-        );
+        let mut jz = wasm_operator_testkit::jinghzhu("web").build();
         let proposed = JinghzhuStatus {
             state: "Running".into(),
             ..Default::default()

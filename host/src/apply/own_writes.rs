@@ -127,7 +127,6 @@ impl OwnWrites {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::JinghzhuSpec;
 
     fn status(state: &str) -> JinghzhuStatus {
         JinghzhuStatus {
@@ -138,15 +137,11 @@ mod tests {
     }
 
     fn seen(uid: &str, version: &str, status: Option<JinghzhuStatus>) -> Jinghzhu {
-        let mut jz = Jinghzhu::new(
-            "web",
-            JinghzhuSpec {
-                desired: 1,
-                template: None,
-            },
-        );
-        jz.metadata.uid = Some(uid.into());
-        jz.metadata.resource_version = Some(version.into());
+        let mut jz = wasm_operator_testkit::jinghzhu("web")
+            .desired(1)
+            .uid(uid)
+            .resource_version(version)
+            .build();
         jz.status = status;
         jz
     }

@@ -139,35 +139,15 @@ fn quoted(names: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::PodStatus;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use kube::api::ObjectMeta;
-
     use super::*;
-    use crate::crd::JinghzhuSpec;
+    use wasm_operator_testkit::jinghzhu;
 
     fn pod(name: &str, phase: &str) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: Some(phase.into()),
-                ..PodStatus::default()
-            }),
-        }
+        wasm_operator_testkit::pod(name).phase(phase).build()
     }
 
     fn web(generation: Option<i64>) -> Jinghzhu {
-        let mut jz = Jinghzhu::new(
-            "web",
-            JinghzhuSpec {
-                desired: 3,
-                template: None,
-            },
-        );
+        let mut jz = jinghzhu("web").desired(3).build();
         jz.metadata.generation = generation;
         jz
     }
@@ -185,9 +165,10 @@ mod tests {
 
     #[test]
     fn the_observed_snapshot_passes_whatever_the_state_and_message_say() {
-        let mut terminating = pod("web-c", "Running");
-        terminating.metadata.deletion_timestamp =
-            Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        let terminating = wasm_operator_testkit::pod("web-c")
+            .phase("Running")
+            .terminating()
+            .build();
         let owned = [
             pod("web-a", "Running"),
             pod("web-b", "Pending"),

@@ -640,9 +640,7 @@ fn check_names(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::JinghzhuSpec;
-    use k8s_openapi::api::core::v1::PodTemplateSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use wasm_operator_testkit::jinghzhu;
 
     const FAT: &str = "plugin.jinghzhu.io/fat";
 
@@ -653,33 +651,16 @@ mod tests {
         }
     }
 
-    fn map(entries: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
-        Some(
-            entries
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
-
     /// `web` with `desired` pods and a template labelled `app: web`,
     /// annotated `note: <1000 bytes>`.
     fn web(desired: u32) -> Jinghzhu {
         let note = "n".repeat(1000);
-        Jinghzhu::new(
-            "web",
-            JinghzhuSpec {
-                desired,
-                template: Some(Box::new(PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: map(&[("app", "web")]),
-                        annotations: map(&[("note", &note)]),
-                        ..ObjectMeta::default()
-                    }),
-                    spec: None,
-                })),
-            },
-        )
+        jinghzhu("web")
+            .desired(desired)
+            .template_json(serde_json::json!({
+                "metadata": {"labels": {"app": "web"}, "annotations": {"note": note}}
+            }))
+            .build()
     }
 
     fn create(labels: Vec<wit::KeyValue>, annotations: Vec<wit::KeyValue>) -> wit::PodCreate {
@@ -712,17 +693,10 @@ mod tests {
         annotations: &[(&str, &str)],
         terminating: bool,
     ) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: map(labels),
-                annotations: map(annotations),
-                deletion_timestamp: terminating
-                    .then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
-                ..ObjectMeta::default()
-            },
-            ..Pod::default()
-        }
+        let pod = wasm_operator_testkit::pod(name)
+            .labels(labels)
+            .annotations(annotations);
+        if terminating { pod.terminating() } else { pod }.build()
     }
 
     fn rules(result: Result<(), Rejection>) -> Vec<&'static str> {

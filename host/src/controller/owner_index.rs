@@ -134,7 +134,6 @@ impl OwnerIndex {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
     use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
 
@@ -142,32 +141,21 @@ mod tests {
     use crate::ownership::owned_pods;
 
     fn pod(namespace: &str, name: &str, owner: Option<&str>) -> CachedPod {
-        CachedPod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some(namespace.into()),
-                uid: Some(format!("pod-{name}")),
-                owner_references: owner.map(|uid| {
-                    vec![OwnerReference {
-                        api_version: "jinghzhu.io/v1".into(),
-                        kind: "Jinghzhu".into(),
-                        name: format!("jz-{uid}"),
-                        uid: uid.into(),
-                        controller: Some(true),
-                        ..OwnerReference::default()
-                    }]
-                }),
-                ..ObjectMeta::default()
-            },
-            ..CachedPod::default()
+        let pod = wasm_operator_testkit::pod(name)
+            .namespace(namespace)
+            .uid(&format!("pod-{name}"));
+        match owner {
+            Some(uid) => pod.controller(&format!("jz-{uid}"), uid),
+            None => pod,
         }
+        .cached()
     }
 
     fn jinghzhu(namespace: &str, uid: &str) -> Jinghzhu {
-        let mut jz = Jinghzhu::new(&format!("jz-{uid}"), Default::default());
-        jz.metadata.namespace = Some(namespace.into());
-        jz.metadata.uid = Some(uid.into());
-        jz
+        wasm_operator_testkit::jinghzhu(&format!("jz-{uid}"))
+            .namespace(namespace)
+            .uid(uid)
+            .build()
     }
 
     fn names(keys: Vec<ObjectRef<CachedPod>>) -> Vec<String> {

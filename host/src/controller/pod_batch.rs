@@ -182,25 +182,17 @@ mod tests {
     use super::*;
     use futures::FutureExt;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use kube::api::ObjectMeta;
+    use wasm_operator_testkit::{controller_of, jinghzhu};
 
     fn pod(name: &str, owner: &str, kind: &str, controller: bool) -> CachedPod {
-        CachedPod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "jinghzhu.io/v1".into(),
-                    kind: kind.into(),
-                    name: owner.into(),
-                    uid: format!("uid-{owner}"),
-                    controller: Some(controller),
-                    ..OwnerReference::default()
-                }]),
-                ..ObjectMeta::default()
-            },
-            ..CachedPod::default()
-        }
+        wasm_operator_testkit::pod(name)
+            .namespace("default")
+            .owner_reference(OwnerReference {
+                kind: kind.into(),
+                controller: Some(controller),
+                ..controller_of(owner, &format!("uid-{owner}"))
+            })
+            .cached()
     }
 
     #[test]
@@ -277,14 +269,7 @@ mod tests {
     }
 
     fn web(desired: u32, status: Option<(u32, u32)>) -> Jinghzhu {
-        let mut jz = Jinghzhu::new(
-            "web",
-            crate::crd::JinghzhuSpec {
-                desired,
-                template: None,
-            },
-        );
-        jz.metadata.generation = Some(2);
+        let mut jz = jinghzhu("web").desired(desired).generation(2).build();
         jz.status = status.map(|(current, ready)| crate::crd::JinghzhuStatus {
             current,
             ready_replicas: Some(ready),

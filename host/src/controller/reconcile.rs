@@ -764,19 +764,13 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
-    use crate::crd::JinghzhuSpec;
 
     fn web(uid: &str, desired: u32) -> Jinghzhu {
-        let mut jz = Jinghzhu::new(
-            "web",
-            JinghzhuSpec {
-                desired,
-                template: None,
-            },
-        );
-        jz.metadata.namespace = Some("ns".into());
-        jz.metadata.uid = Some(uid.into());
-        jz
+        wasm_operator_testkit::jinghzhu("web")
+            .namespace("ns")
+            .uid(uid)
+            .desired(desired)
+            .build()
     }
 
     fn pod(uid: &str) -> Pod {

@@ -636,14 +636,11 @@ mod tests {
     use super::*;
 
     fn owned_pod(name: &str, owner: &str) -> CachedPod {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {
-                "name": name, "namespace": "ns", "uid": format!("uid-{name}"),
-                "ownerReferences": [{"apiVersion": "jinghzhu.io/v1", "kind": "Jinghzhu",
-                                     "name": "web", "uid": owner, "controller": true}]
-            }
-        }))
-        .expect("pod")
+        wasm_operator_testkit::pod(name)
+            .namespace("ns")
+            .uid(&format!("uid-{name}"))
+            .controller("web", owner)
+            .cached()
     }
 
     fn pod_events() -> PodEvents {

@@ -87,20 +87,16 @@ fn suffix(n: usize) -> String {
 mod tests {
     use super::*;
     use crate::actions::PodToCreate;
-    use crate::crd::{Jinghzhu, JinghzhuSpec, JinghzhuStatus};
+    use crate::crd::JinghzhuStatus;
     use crate::ownership::owned_pods;
 
     #[test]
     fn created_pods_are_owned_and_named_and_deleted_pods_vanish() {
-        let mut jz = Jinghzhu::new(
-            "web",
-            JinghzhuSpec {
-                desired: 2,
-                template: None,
-            },
-        );
-        jz.metadata.namespace = Some("default".into());
-        jz.metadata.uid = Some("uid-1".into());
+        let jz = wasm_operator_testkit::jinghzhu("web")
+            .desired(2)
+            .namespace("default")
+            .uid("uid-1")
+            .build();
         let input = OfflineInput {
             jinghzhu: jz,
             pods: vec![],

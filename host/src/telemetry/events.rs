@@ -257,10 +257,10 @@ mod tests {
     use super::*;
 
     fn jinghzhu(name: &str) -> Jinghzhu {
-        let mut jz = Jinghzhu::new(name, Default::default());
-        jz.metadata.namespace = Some("ns".into());
-        jz.metadata.uid = Some(format!("uid-{name}"));
-        jz
+        wasm_operator_testkit::jinghzhu(name)
+            .namespace("ns")
+            .uid(&format!("uid-{name}"))
+            .build()
     }
 
     #[test]

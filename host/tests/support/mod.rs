@@ -6,13 +6,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use wasm_artifacts::{Toolchain, build};
-use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::crd::Jinghzhu;
+use wasm_operator_testkit as testkit;
 
 /// The annotation that makes misbehaving-plugin misbehave.
 pub const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
@@ -39,57 +38,34 @@ pub fn fixtures_dir() -> PathBuf {
     wasm_artifacts::workspace_root().join("plugins/replicaset/fixtures")
 }
 
-/// A Jinghzhu `shop/<name>` with uid `uid-<name>`.
+/// A Jinghzhu `shop/<name>` with uid `uid-<name>`, generation 1, created
+/// at the epoch.
 pub fn jinghzhu(name: &str, desired: u32) -> Jinghzhu {
-    let mut jz = Jinghzhu::new(
-        name,
-        JinghzhuSpec {
-            desired,
-            template: None,
-        },
-    );
-    jz.metadata.namespace = Some("shop".into());
-    jz.metadata.uid = Some(format!("uid-{name}"));
-    jz.metadata.generation = Some(1);
-    jz.metadata.creation_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
-    jz
+    testkit::jinghzhu(name)
+        .namespace("shop")
+        .uid(&format!("uid-{name}"))
+        .desired(desired)
+        .generation(1)
+        .created_at(0)
+        .build()
 }
 
 pub fn misbehaving_jinghzhu(mode: &str) -> Jinghzhu {
     let mut jz = jinghzhu("bad", 1);
-    jz.metadata.annotations = Some(BTreeMap::from([(MISBEHAVE.to_string(), mode.to_string())]));
+    jz.metadata.annotations = Some(testkit::string_map(&[(MISBEHAVE, mode)]));
     jz
 }
 
-/// A pod controlled by `owner`, created `age_secs` after the epoch.
+/// A pod controlled by `owner` (uid `uid-<name>`), created `created_secs`
+/// after the epoch.
 pub fn pod(owner: &Jinghzhu, name: &str, phase: &str, ready: bool, created_secs: i64) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: owner.metadata.namespace.clone(),
-            uid: Some(format!("uid-{name}")),
-            creation_timestamp: Timestamp::from_second(created_secs).ok().map(Time),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "jinghzhu.io/v1".into(),
-                kind: "Jinghzhu".into(),
-                name: owner.metadata.name.clone().unwrap_or_default(),
-                uid: owner.metadata.uid.clone().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..ObjectMeta::default()
-        },
-        spec: None,
-        status: Some(PodStatus {
-            phase: Some(phase.into()),
-            conditions: Some(vec![PodCondition {
-                type_: "Ready".into(),
-                status: if ready { "True" } else { "False" }.into(),
-                ..PodCondition::default()
-            }]),
-            ..PodStatus::default()
-        }),
-    }
+    testkit::pod(name)
+        .uid(&format!("uid-{name}"))
+        .controlled_by(owner)
+        .phase(phase)
+        .ready(ready)
+        .created_at(created_secs)
+        .build()
 }
 
 /// One captured `tracing` event.

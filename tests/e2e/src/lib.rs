@@ -26,13 +26,14 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use local_control_plane::ControlPlane;
 use tokio::sync::{OnceCell, oneshot};
 use wasm_operator::controller::{self, ControllerConfig};
-use wasm_operator::crd::{Jinghzhu, JinghzhuSpec};
+use wasm_operator::crd::Jinghzhu;
 use wasm_operator::delivery::setup::{self, PluginOptions, PluginSource};
 use wasm_operator::delivery::swapper::SwapHistory;
 use wasm_operator::ownership::is_controlled_by;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
 use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::telemetry::metrics::{Metrics, PluginLabels};
+use wasm_operator_testkit::jinghzhu;
 
 /// A test's own namespace on the shared control plane, with the CRD installed.
 pub struct TestEnv {
@@ -107,22 +108,14 @@ impl TestEnv {
         desired: u32,
         annotations: &[(&str, &str)],
     ) -> Result<Jinghzhu> {
-        let mut jz = Jinghzhu::new(
-            name,
-            JinghzhuSpec {
-                desired,
-                template: None,
-            },
-        );
+        let mut jz = jinghzhu(name).desired(desired);
         if !annotations.is_empty() {
-            jz.metadata.annotations = Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            );
+            jz = jz.annotations(annotations);
         }
-        Ok(self.jinghzhus().create(&PostParams::default(), &jz).await?)
+        Ok(self
+            .jinghzhus()
+            .create(&PostParams::default(), &jz.build())
+            .await?)
     }
 
     /// Creates a Jinghzhu with `desired` replicas of `template`.
@@ -132,13 +125,7 @@ impl TestEnv {
         desired: u32,
         template: PodTemplateSpec,
     ) -> Result<Jinghzhu> {
-        let jz = Jinghzhu::new(
-            name,
-            JinghzhuSpec {
-                desired,
-                template: Some(Box::new(template)),
-            },
-        );
+        let jz = jinghzhu(name).desired(desired).template(template).build();
         Ok(self.jinghzhus().create(&PostParams::default(), &jz).await?)
     }
 

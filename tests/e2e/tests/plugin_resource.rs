@@ -12,15 +12,14 @@ use std::time::Duration;
 use e2e_tests::{TestEnv, plugin, wait_for};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use wasm_operator::apply::policy::PodPolicy;
-use wasm_operator::crd::plugin::{
-    JinghzhuPlugin, JinghzhuPluginSpec, PluginMode, PluginSourceSpec,
-};
+use wasm_operator::crd::plugin::{JinghzhuPlugin, PluginMode};
 use wasm_operator::registry::OciOptions;
 use wasm_operator::runtime::digest_of;
 
 mod resource_host;
 
 use resource_host::*;
+use wasm_operator_testkit::plugin_resource;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_resource_serves_and_follows_configmap_and_spec_changes() -> anyhow::Result<()>
@@ -253,9 +252,6 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
 -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::Secret;
     use local_control_plane::registry::{LocalRegistry, RegistryOptions};
-    use wasm_operator::crd::plugin::{
-        OciSourceSpec, SecretKeyRef, VerificationKeySpec, VerificationSpec,
-    };
 
     const REPO: &str = "plugins/replicaset";
     let env = TestEnv::new("jzp-oci").await?;
@@ -301,30 +297,10 @@ async fn an_oci_resource_is_verified_with_keys_from_a_secret_and_an_unsigned_pus
     Api::<Secret>::namespaced(env.client.clone(), &env.namespace)
         .create(&PostParams::default(), &secret)
         .await?;
-    let mut resource = JinghzhuPlugin::new(
-        &name,
-        JinghzhuPluginSpec {
-            source: PluginSourceSpec {
-                oci: Some(OciSourceSpec {
-                    reference: reference.clone(),
-                }),
-                ..PluginSourceSpec::default()
-            },
-            verification: Some(VerificationSpec {
-                keys: vec![VerificationKeySpec {
-                    name: "release".into(),
-                    secret_ref: SecretKeyRef {
-                        namespace: env.namespace.clone(),
-                        name: "release-key".into(),
-                        key: "cosign.pub".into(),
-                    },
-                }],
-                policy: None,
-            }),
-            ..JinghzhuPluginSpec::default()
-        },
-    );
-    resource.metadata.name = Some(name.clone());
+    let resource = plugin_resource(&name)
+        .oci(&reference)
+        .verified_by(&env.namespace, "release-key")
+        .build();
     let api: Api<JinghzhuPlugin> = Api::all(env.client.clone());
     api.create(&PostParams::default(), &resource).await?;
     let host = ResourceHost::start_with(

@@ -24,6 +24,7 @@ use wasm_operator::crd::plugin::{JinghzhuPlugin, RolloutSpec, RolloutStatus};
 use wasm_operator::judging::plan::{fnv1a, in_cohort};
 use wasm_operator::runtime::digest_of;
 use wasm_operator::telemetry::metrics::PluginLabels;
+use wasm_operator_testkit::jinghzhu;
 
 const CONVERGE: Duration = Duration::from_secs(90);
 const MISBEHAVE: &str = "test.jinghzhu.io/misbehave";
@@ -88,8 +89,7 @@ async fn every_object_on(team: &TestEnv, plugin: &[u8]) -> anyhow::Result<()> {
 
 /// The canary (digest) a replica routes part of `team`'s objects to, if any.
 fn canary_on(team: &TestEnv) -> impl Fn(&TenantHost) -> Option<String> {
-    let mut jz = wasm_operator::crd::Jinghzhu::new("web-0", Default::default());
-    jz.metadata.namespace = Some(team.namespace.clone());
+    let jz = jinghzhu("web-0").namespace(&team.namespace).build();
     move |host| {
         host.router
             .route(&jz)
@@ -394,8 +394,7 @@ async fn abort_by_difference(
     })
     .await?;
     every_object_on(team, v2).await?;
-    let mut jz = wasm_operator::crd::Jinghzhu::new("web-0", Default::default());
-    jz.metadata.namespace = Some(name.clone());
+    let jz = jinghzhu("web-0").namespace(&name).build();
     for host in replicas {
         let serving = host.router.route(&jz).slot.serving();
         assert_eq!(serving.map(|p| p.digest().to_string()), Some(digest_of(v2)));
@@ -428,8 +427,7 @@ async fn promote_by_hand(
     })
     .await?;
     apply(&team.client, &name, RolloutAction::Promote).await?;
-    let mut jz = wasm_operator::crd::Jinghzhu::new("web-0", Default::default());
-    jz.metadata.namespace = Some(name.clone());
+    let jz = jinghzhu("web-0").namespace(&name).build();
     for host in replicas {
         wait_for(
             "each replica serving the promoted canary",

@@ -21,11 +21,9 @@ use e2e_tests::watched_host::WatchedHost;
 use e2e_tests::{TestEnv, plugin, plugin_configmap, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use wasm_operator::crd::plugin::{
-    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, OciSourceSpec,
-    PluginSourceSpec,
-};
+use wasm_operator::crd::plugin::{JinghzhuPlugin, JinghzhuPluginStatus};
 use wasm_operator::runtime::digest_of;
+use wasm_operator_testkit::plugin_resource;
 
 /// The host under test: the host's `main` built beside these tests.
 const BIN: &str = env!("CARGO_BIN_EXE_wasm-operator-under-test");
@@ -128,20 +126,9 @@ async fn resource_on_v1(env: &TestEnv) -> anyhow::Result<String> {
         maps.create(&PostParams::default(), &plugin_configmap(name, bytes))
             .await?;
     }
-    let resource = JinghzhuPlugin::new(
-        &env.namespace,
-        JinghzhuPluginSpec {
-            source: PluginSourceSpec {
-                config_map: Some(ConfigMapSourceSpec {
-                    namespace: env.namespace.clone(),
-                    name: "plugin-v1".into(),
-                    key: "plugin.wasm".into(),
-                }),
-                ..PluginSourceSpec::default()
-            },
-            ..JinghzhuPluginSpec::default()
-        },
-    );
+    let resource = plugin_resource(&env.namespace)
+        .config_map(&env.namespace, "plugin-v1")
+        .build();
     Api::<JinghzhuPlugin>::all(env.client.clone())
         .create(&PostParams::default(), &resource)
         .await?;
@@ -722,18 +709,7 @@ async fn a_killed_replicas_entry_is_pruned_once_its_lease_is_gone() -> anyhow::R
 /// A `JinghzhuPlugin` named after the namespace, serving the OCI `reference`.
 async fn resource_on_oci(env: &TestEnv, reference: &str) -> anyhow::Result<String> {
     e2e_tests::install_plugin_crd(&env.client).await?;
-    let resource = JinghzhuPlugin::new(
-        &env.namespace,
-        JinghzhuPluginSpec {
-            source: PluginSourceSpec {
-                oci: Some(OciSourceSpec {
-                    reference: reference.to_string(),
-                }),
-                ..PluginSourceSpec::default()
-            },
-            ..JinghzhuPluginSpec::default()
-        },
-    );
+    let resource = plugin_resource(&env.namespace).oci(reference).build();
     Api::<JinghzhuPlugin>::all(env.client.clone())
         .create(&PostParams::default(), &resource)
         .await?;

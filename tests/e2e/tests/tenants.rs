@@ -22,12 +22,10 @@ use kube::api::{Api, DeleteParams, PostParams};
 use tenant_host::{
     HostOptions, TenantHost, create_configmap, create_configmap_only, opt_in, tenant,
 };
-use wasm_operator::crd::plugin::{
-    JinghzhuPlugin, JinghzhuPluginStatus, OciSourceSpec, PluginSourceSpec, SecretKeyRef,
-    VerificationKeySpec, VerificationSpec,
-};
+use wasm_operator::crd::plugin::{JinghzhuPlugin, JinghzhuPluginStatus};
 use wasm_operator::runtime::digest_of;
 use wasm_operator::telemetry::metrics::PluginObjectsLabels;
+use wasm_operator_testkit::{jinghzhu, plugin_resource};
 
 const CONVERGE: Duration = Duration::from_secs(90);
 const V2_PREFIX: &str = "[v2] ";
@@ -164,8 +162,7 @@ async fn tenant_plugins_serve_their_own_namespaces_and_the_default_the_rest() ->
     team_a.wait_converged("web", 3, CONVERGE).await?;
     others.wait_converged("web", 3, CONVERGE).await?;
     let route = |env: &TestEnv| {
-        let mut jz = wasm_operator::crd::Jinghzhu::new("web", Default::default());
-        jz.metadata.namespace = Some(env.namespace.clone());
+        let jz = jinghzhu("web").namespace(&env.namespace).build();
         host.router.route(&jz)
     };
     assert_eq!(
@@ -488,25 +485,11 @@ async fn create_key_secret(env: &TestEnv, name: &str, pem: &str) -> anyhow::Resu
 /// A tenant `name` of `env`'s namespace serving the OCI artifact
 /// `reference`, signed by the key in the Secret `secret` of that namespace.
 fn signed_by(env: &TestEnv, name: &str, reference: &str, secret: &str) -> JinghzhuPlugin {
-    let mut resource = tenant(env, name);
-    resource.spec.source = PluginSourceSpec {
-        oci: Some(OciSourceSpec {
-            reference: reference.to_string(),
-        }),
-        ..PluginSourceSpec::default()
-    };
-    resource.spec.verification = Some(VerificationSpec {
-        keys: vec![VerificationKeySpec {
-            name: "release".into(),
-            secret_ref: SecretKeyRef {
-                namespace: env.namespace.clone(),
-                name: secret.into(),
-                key: "cosign.pub".into(),
-            },
-        }],
-        policy: None,
-    });
-    resource
+    plugin_resource(name)
+        .oci(reference)
+        .verified_by(&env.namespace, secret)
+        .serving_namespaces(&[&env.namespace])
+        .build()
 }
 
 /// The rule and message of the resource `name`'s last refusal, once it has one.

@@ -288,23 +288,15 @@ where
 
 #[cfg(test)]
 mod tests {
-    use kube::api::ObjectMeta;
-    use wasm_operator::crd::{JinghzhuSpec, JinghzhuStatus};
+    use wasm_operator::crd::JinghzhuStatus;
 
     use super::*;
 
     fn jinghzhu(desired: u32, status: Option<JinghzhuStatus>) -> Jinghzhu {
-        let mut jz = Jinghzhu::new(
-            "a",
-            JinghzhuSpec {
-                desired,
-                template: None,
-            },
-        );
-        jz.metadata = ObjectMeta {
-            generation: Some(2),
-            ..jz.metadata
-        };
+        let mut jz = wasm_operator_testkit::jinghzhu("a")
+            .desired(desired)
+            .generation(2)
+            .build();
         jz.status = status;
         jz
     }

@@ -239,65 +239,34 @@ pub fn output_with_template(
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus, PodTemplateSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+    use wasm_operator_testkit as testkit;
 
     use super::*;
-    use crate::crd::JinghzhuSpec;
 
     fn jinghzhu(template: Option<PodTemplateSpec>) -> Jinghzhu {
-        let mut jz = Jinghzhu::new(
-            "web",
-            JinghzhuSpec {
-                desired: 2,
-                template: template.map(Box::new),
-            },
-        );
-        jz.metadata.namespace = Some("shop".into());
-        jz.metadata.uid = Some("uid-1".into());
-        jz.metadata.generation = Some(3);
-        jz.metadata.labels = Some(BTreeMap::from([
-            ("b".into(), "2".into()),
-            ("a".into(), "1".into()),
-        ]));
+        let mut jz = testkit::jinghzhu("web")
+            .desired(2)
+            .namespace("shop")
+            .uid("uid-1")
+            .generation(3)
+            .labels(&[("b", "2"), ("a", "1")])
+            .build();
+        jz.spec.template = template.map(Box::new);
         jz
     }
 
-    fn pod(name: &str, phase: Option<&str>, ready: Option<&str>) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "jinghzhu.io/v1".into(),
-                    kind: "Jinghzhu".into(),
-                    name: "web".into(),
-                    uid: "uid-1".into(),
-                    controller: Some(true),
-                    ..OwnerReference::default()
-                }]),
-                ..ObjectMeta::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: phase.map(String::from),
-                conditions: ready.map(|status| {
-                    vec![PodCondition {
-                        type_: "Ready".into(),
-                        status: status.into(),
-                        ..PodCondition::default()
-                    }]
-                }),
-                ..PodStatus::default()
-            }),
-        }
+    /// A pod controlled by `web`.
+    fn pod(name: &str) -> testkit::PodBuilder {
+        testkit::pod(name).controller("web", "uid-1")
     }
 
     #[test]
     fn input_carries_metadata_phase_readiness_and_time() {
         let pods = [
-            pod("web-b", Some("Running"), Some("True")),
-            pod("web-a", None, Some("False")),
-            pod("web-c", Some("Failed"), None),
+            pod("web-b").phase("Running").ready(true).build(),
+            pod("web-a").ready(false).build(),
+            pod("web-c").phase("Failed").build(),
         ];
         let now = UNIX_EPOCH + Duration::new(1_767_225_600, 5);
         let input = input(&jinghzhu(None), &pods, now);

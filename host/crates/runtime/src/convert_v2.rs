@@ -649,82 +649,49 @@ pub fn output_from_v1(out: &wit::ReconcileOutput) -> v2::ReconcileOutput {
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus, PodTemplateSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+    use wasm_operator_testkit as testkit;
 
     use super::*;
-    use crate::crd::JinghzhuSpec;
 
     fn jinghzhu() -> Jinghzhu {
-        let template: PodTemplateSpec = serde_json::from_value(serde_json::json!({
-            "metadata": {"labels": {"app": "web", "tier": "front"}, "annotations": {"a": "ü"}},
-            "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}
-        }))
-        .expect("template");
-        let mut jz = Jinghzhu::new(
-            "web",
-            JinghzhuSpec {
-                desired: 3,
-                template: Some(Box::new(template)),
-            },
-        );
-        jz.metadata.namespace = Some("shop".into());
-        jz.metadata.uid = Some("uid-1".into());
-        jz.metadata.generation = Some(4);
-        jz.metadata.labels = Some(BTreeMap::from([
-            ("b".into(), "2".into()),
-            ("a".into(), "1".into()),
-        ]));
-        jz.status = Some(JinghzhuStatus {
-            current: 2,
-            pod_list: vec!["web-a".into(), "web-b".into()],
-            state: "Scaling".into(),
-            message: "2/3 pods".into(),
-            observed_generation: Some(3),
-            ..JinghzhuStatus::default()
-        });
-        jz
-    }
-
-    fn pod(name: &str, phase: Option<&str>, ready: bool, terminating: bool) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("shop".into()),
-                uid: Some(format!("uid-{name}")),
-                resource_version: Some("17".into()),
-                labels: Some(BTreeMap::from([("app".into(), "web".into())])),
-                deletion_timestamp: terminating.then(|| {
-                    Time(k8s_openapi::jiff::Timestamp::from_second(1_767_225_000).expect("ts"))
-                }),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "jinghzhu.io/v1".into(),
-                    kind: "Jinghzhu".into(),
-                    name: "web".into(),
-                    uid: "uid-1".into(),
-                    controller: Some(true),
-                    ..OwnerReference::default()
-                }]),
-                ..ObjectMeta::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: phase.map(String::from),
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: if ready { "True" } else { "False" }.into(),
-                    ..PodCondition::default()
-                }]),
-                ..PodStatus::default()
-            }),
-        }
+        testkit::jinghzhu("web")
+            .desired(3)
+            .template_json(serde_json::json!({
+                "metadata": {"labels": {"app": "web", "tier": "front"}, "annotations": {"a": "ü"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}
+            }))
+            .namespace("shop")
+            .uid("uid-1")
+            .generation(4)
+            .labels(&[("b", "2"), ("a", "1")])
+            .status(JinghzhuStatus {
+                current: 2,
+                pod_list: vec!["web-a".into(), "web-b".into()],
+                state: "Scaling".into(),
+                message: "2/3 pods".into(),
+                observed_generation: Some(3),
+                ..JinghzhuStatus::default()
+            })
+            .build()
     }
 
     fn pods() -> Vec<Pod> {
+        let pod = |name: &str| {
+            testkit::pod(name)
+                .namespace("shop")
+                .uid(&format!("uid-{name}"))
+                .resource_version("17")
+                .labels(&[("app", "web")])
+                .controller("web", "uid-1")
+        };
         vec![
-            pod("web-c", Some("Running"), true, true),
-            pod("web-a", Some("Running"), true, false),
-            pod("web-b", None, false, false),
+            pod("web-c")
+                .phase("Running")
+                .ready(true)
+                .deleted_at(1_767_225_000)
+                .build(),
+            pod("web-a").phase("Running").ready(true).build(),
+            pod("web-b").ready(false).build(),
         ]
     }
 

@@ -597,8 +597,9 @@ mod tests {
     fn served(n: usize) -> kube::runtime::reflector::Store<crate::crd::Jinghzhu> {
         let (cache, mut writer) = kube::runtime::reflector::store();
         for i in 0..n {
-            let mut jz = crate::crd::Jinghzhu::new(&format!("j{i}"), Default::default());
-            jz.metadata.namespace = Some("ns".into());
+            let jz = wasm_operator_testkit::jinghzhu(&format!("j{i}"))
+                .namespace("ns")
+                .build();
             writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(jz));
         }
         cache

@@ -18,6 +18,7 @@ use wasm_operator::apply::validate::{Limits, MAX_POD_METADATA_BYTES};
 use wasm_operator::cached_pod::MAX_CACHED_METADATA_BYTES;
 use wasm_operator::runtime::RuntimeConfig;
 use wasm_operator::runtime::engine::{LINEAR_MEMORY_KEEP_RESIDENT, MAX_WARM_SLOTS};
+use wasm_operator_testkit::jinghzhu;
 
 /// Objects whose plugin writes 256 KiB of annotations on every pod (what the
 /// host accepted before the per-pod and per-object limits).
@@ -232,14 +233,11 @@ async fn five_hundred_creates_of_a_wide_template_go_out_in_bounded_batches() -> 
 
     // The plugin leaves each create's spec empty (the template's): a tiny
     // output the host expands into 500 pods of ~60 KiB.
-    let mut wide = Jinghzhu::new(
-        "wide",
-        wasm_operator::crd::JinghzhuSpec {
-            desired: PODS,
-            template: Some(Box::new(template)),
-        },
-    );
-    wide.metadata.annotations = Some([(MISBEHAVE.to_string(), "empty-spec".to_string())].into());
+    let wide = jinghzhu("wide")
+        .desired(PODS)
+        .template(template)
+        .annotations(&[(MISBEHAVE, "empty-spec")])
+        .build();
     env.jinghzhus()
         .create(&PostParams::default(), &wide)
         .await?;

@@ -13,15 +13,14 @@ use kube::api::{Api, PostParams};
 use tokio::sync::oneshot;
 use wasm_operator::apply::policy::{PodPolicy, PolicyConfig};
 use wasm_operator::controller::{self, ControllerConfig};
-use wasm_operator::crd::plugin::{
-    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, JinghzhuPluginStatus, PluginSourceSpec,
-};
+use wasm_operator::crd::plugin::{JinghzhuPlugin, JinghzhuPluginStatus};
 use wasm_operator::delivery::resource::{self, ResourceOptions};
 use wasm_operator::leader::{Elector, LeaderElectionConfig};
 use wasm_operator::registry::OciOptions;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
 use wasm_operator::slot::{ActivePlugin, RollbackPolicy};
 use wasm_operator::telemetry::metrics::Metrics;
+use wasm_operator_testkit::plugin_resource;
 
 pub const CONVERGE: Duration = Duration::from_secs(90);
 pub const V2_PREFIX: &str = "[v2] ";
@@ -43,20 +42,9 @@ pub async fn install_plugin_crd(env: &TestEnv) -> anyhow::Result<()> {
 /// A JinghzhuPlugin named after the test's namespace (the resource is
 /// cluster-scoped; namespaces are unique) with a ConfigMap source.
 pub fn resource(env: &TestEnv, configmap: &str) -> JinghzhuPlugin {
-    JinghzhuPlugin::new(
-        &env.namespace,
-        JinghzhuPluginSpec {
-            source: PluginSourceSpec {
-                config_map: Some(ConfigMapSourceSpec {
-                    namespace: env.namespace.clone(),
-                    name: configmap.into(),
-                    key: "plugin.wasm".into(),
-                }),
-                ..PluginSourceSpec::default()
-            },
-            ..JinghzhuPluginSpec::default()
-        },
-    )
+    plugin_resource(&env.namespace)
+        .config_map(&env.namespace, configmap)
+        .build()
 }
 
 pub async fn create_configmap(env: &TestEnv, name: &str, bytes: Vec<u8>) -> anyhow::Result<()> {

@@ -10,9 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::oneshot;
 use wasm_operator::controller::{self, ControllerConfig};
-use wasm_operator::crd::plugin::{
-    ConfigMapSourceSpec, JinghzhuPlugin, JinghzhuPluginSpec, ObjectSelectorSpec, PluginSourceSpec,
-};
+use wasm_operator::crd::plugin::JinghzhuPlugin;
 use wasm_operator::delivery::resource::ResourceOptions;
 use wasm_operator::delivery::resource::fleet::{JudgeBy, RolloutJudge};
 use wasm_operator::delivery::resource::keys::AllowedKeySecrets;
@@ -25,30 +23,15 @@ use wasm_operator::shards::{Coordinator, ShardConfig};
 use wasm_operator::slot::RollbackPolicy;
 use wasm_operator::slot::router::{PluginRouter, TENANT_LABEL};
 use wasm_operator::telemetry::metrics::Metrics;
+use wasm_operator_testkit::plugin_resource;
 
 /// A tenant resource serving the ConfigMap `plugin` of `env`'s namespace to
 /// the objects of that namespace.
 pub fn tenant(env: &TestEnv, name: &str) -> JinghzhuPlugin {
-    let mut resource = JinghzhuPlugin::new(
-        name,
-        JinghzhuPluginSpec {
-            source: PluginSourceSpec {
-                config_map: Some(ConfigMapSourceSpec {
-                    namespace: env.namespace.clone(),
-                    name: "plugin".into(),
-                    key: "plugin.wasm".into(),
-                }),
-                ..PluginSourceSpec::default()
-            },
-            selector: Some(ObjectSelectorSpec {
-                namespaces: vec![env.namespace.clone()],
-                labels: None,
-            }),
-            ..JinghzhuPluginSpec::default()
-        },
-    );
-    resource.metadata.name = Some(name.into());
-    resource
+    plugin_resource(name)
+        .config_map(&env.namespace, "plugin")
+        .serving_namespaces(&[&env.namespace])
+        .build()
 }
 
 /// Creates the ConfigMap `plugin` of `env`'s namespace, and opts the

@@ -198,51 +198,27 @@ pub fn pod_to_create(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
-    use wasm_operator::crd::JinghzhuSpec;
+    use wasm_operator_testkit as testkit;
 
     use super::*;
 
     fn owned_pod(name: &str, phase: &str, ready: bool) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "jinghzhu.io/v1".into(),
-                    kind: "Jinghzhu".into(),
-                    name: "web".into(),
-                    uid: "uid-web".into(),
-                    controller: Some(true),
-                    ..OwnerReference::default()
-                }]),
-                ..ObjectMeta::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: Some(phase.into()),
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: if ready { "True" } else { "False" }.into(),
-                    ..PodCondition::default()
-                }]),
-                ..PodStatus::default()
-            }),
-        }
+        testkit::pod(name)
+            .namespace("ns")
+            .controller("web", "uid-web")
+            .phase(phase)
+            .ready(ready)
+            .build()
     }
 
     #[test]
     fn the_logic_sees_what_the_plugin_would_and_its_output_becomes_pods() {
-        let mut jz = Jinghzhu::new(
-            "web",
-            JinghzhuSpec {
-                desired: 3,
-                template: None,
-            },
-        );
-        jz.metadata.namespace = Some("ns".into());
-        jz.metadata.uid = Some("uid-web".into());
-        jz.metadata.generation = Some(2);
+        let jz = testkit::jinghzhu("web")
+            .desired(3)
+            .namespace("ns")
+            .uid("uid-web")
+            .generation(2)
+            .build();
         let pods = [
             owned_pod("web-b", "Running", true),
             owned_pod("web-a", "Pending", false),

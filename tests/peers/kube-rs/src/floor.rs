@@ -298,22 +298,18 @@ async fn write_final_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
+    /// A pod whose controller is `owner` (a uid; kind and name unread).
     fn pod(name: &str, owner: &str) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                owner_references: Some(vec![OwnerReference {
-                    controller: Some(true),
-                    uid: owner.into(),
-                    ..Default::default()
-                }]),
+        wasm_operator_testkit::pod(name)
+            .namespace("ns")
+            .owner_reference(OwnerReference {
+                controller: Some(true),
+                uid: owner.into(),
                 ..Default::default()
-            },
-            ..Default::default()
-        }
+            })
+            .build()
     }
 
     fn names(index: &OwnerIndex, owner: &str) -> Vec<String> {
