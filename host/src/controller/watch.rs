@@ -276,6 +276,48 @@ fn publish_synced<K>(
     }
 }
 
+/// Keeps a Jinghzhu event unless it is the echo of our own status write.
+fn not_our_own_write(
+    objects: Arc<PerObject>,
+) -> impl FnMut(&Jinghzhu) -> futures::future::Ready<bool> {
+    move |jz| {
+        let echo = objects.own_writes.is_echo(jz);
+        if echo {
+            tracing::debug!(
+                object = %object_key(jz),
+                resource_version = jz.resource_version().unwrap_or_default(),
+                "event seen: our own status write; not queued"
+            );
+        }
+        futures::future::ready(!echo)
+    }
+}
+
+fn log_queued_jinghzhu(jz: &Jinghzhu) {
+    tracing::debug!(
+        object = %object_key(jz),
+        generation = jz.metadata.generation.unwrap_or_default(),
+        desired = jz.spec.desired,
+        resource_version = jz.resource_version().unwrap_or_default(),
+        "event seen: Jinghzhu changed; queued"
+    );
+}
+
+fn log_queued_pod(pod: &CachedPod) {
+    let owner = pod
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| format!("{}/{}", pod.namespace().unwrap_or_default(), o.name));
+    tracing::debug!(
+        pod = %object_key(pod),
+        owner = owner.as_deref().unwrap_or("-"),
+        phase = pod.phase.as_deref().unwrap_or("-"),
+        terminating = pod.metadata.deletion_timestamp.is_some(),
+        "event seen: Pod changed; owner queued"
+    );
+}
+
 impl Watches {
     /// Builds the streams (they start when polled by the controller).
     pub fn start(
@@ -329,29 +371,8 @@ impl Watches {
         ))
         .inspect_ok(publish_synced(jz_started, jz_synced_tx))
         .applied_objects()
-        .try_filter({
-            let objects = objects.clone();
-            move |jz: &Jinghzhu| {
-                let echo = objects.own_writes.is_echo(jz);
-                if echo {
-                    tracing::debug!(
-                        object = %object_key(jz),
-                        resource_version = jz.resource_version().unwrap_or_default(),
-                        "event seen: our own status write; not queued"
-                    );
-                }
-                futures::future::ready(!echo)
-            }
-        })
-        .inspect_ok(|jz: &Jinghzhu| {
-            tracing::debug!(
-                object = %object_key(jz),
-                generation = jz.metadata.generation.unwrap_or_default(),
-                desired = jz.spec.desired,
-                resource_version = jz.resource_version().unwrap_or_default(),
-                "event seen: Jinghzhu changed; queued"
-            );
-        });
+        .try_filter(not_our_own_write(objects.clone()))
+        .inspect_ok(log_queued_jinghzhu);
 
         let (pod_cache, pod_writer) = reflector::store();
         let pod_owners = OwnerIndex::default();
@@ -383,20 +404,7 @@ impl Watches {
         })
         .inspect_ok(publish_synced(pod_started, pod_synced_tx))
         .touched_objects()
-        .inspect_ok(|pod: &CachedPod| {
-            let owner = pod
-                .owner_references()
-                .iter()
-                .find(|o| o.controller == Some(true))
-                .map(|o| format!("{}/{}", pod.namespace().unwrap_or_default(), o.name));
-            tracing::debug!(
-                pod = %object_key(pod),
-                owner = owner.as_deref().unwrap_or("-"),
-                phase = pod.phase.as_deref().unwrap_or("-"),
-                terminating = pod.metadata.deletion_timestamp.is_some(),
-                "event seen: Pod changed; owner queued"
-            );
-        });
+        .inspect_ok(log_queued_pod);
 
         Self {
             jinghzhus: Box::pin(jinghzhus),
