@@ -587,11 +587,7 @@ impl Driver {
                     "Pulling",
                     &format!("{label}: pulling (each request within --oci-request-timeout, the pull within --oci-pull-timeout)"),
                 );
-                self.writer.set_state(if self.served().is_some() {
-                    "Serving"
-                } else {
-                    "Pending"
-                });
+                self.writer.set_state(self.state_now());
                 self.writer.write().await;
             }
             Ok(Opened::Bytes(bytes)) => {
@@ -605,11 +601,7 @@ impl Driver {
                 *current = Some(next);
                 self.writer
                     .set("Resolved", false, "NotFound", &format!("{label}: {why}"));
-                self.writer.set_state(if self.served().is_some() {
-                    "Serving"
-                } else {
-                    "Pending"
-                });
+                self.writer.set_state(self.state_now());
                 tracing::warn!(resource = %self.name, source = %label, reason = %why, "no plugin bytes at the source yet; watching it");
                 self.writer.write().await;
             }
@@ -1090,6 +1082,15 @@ impl Driver {
         match self.role {
             PluginMode::Active => self.active.serving(),
             PluginMode::Shadow => self.active.shadow(),
+        }
+    }
+
+    /// The one-word state of a driver whose role serves a plugin or not.
+    fn state_now(&self) -> &'static str {
+        if self.served().is_some() {
+            "Serving"
+        } else {
+            "Pending"
         }
     }
 
