@@ -16,6 +16,8 @@
 #   T/fail-fifth/wasm32-wasip2/release/misbehaving_plugin.wasm   --features v2,fail-fifth (canary rollouts: fails a fifth of names)
 #   T/differ/wasm32-wasip2/release/misbehaving_plugin.wasm       --features differ (canary rollouts: differing proposals)
 #   T/wasm32-wasip2/release/other_world_plugin.wasm
+#   T/wasm32-wasip2/release/memcached_plugin.wasm                examples/memcached (contract 0.3)
+#   T/wasm32-wasip2/release/static_site_plugin.wasm              examples/static-site (contract 0.3)
 #   T/plugins/replicaset-py.wasm     plugins/python/build.sh (componentize-py; if the venv is installed)
 #   T/plugins/replicaset-js.wasm     plugins/js/build.sh (componentize-js; if node_modules is installed)
 #   T/plugins/replicaset-go.wasm     plugins/go/build.sh (Go, wasm-tools; if plugins/go/toolchain.sh ran)
@@ -33,6 +35,8 @@ if [[ "${1:-}" != "--check" ]]; then
     cargo build --release --target wasm32-wasip2 -p misbehaving-plugin --features v2,fail-fifth --target-dir "$T/fail-fifth"
     cargo build --release --target wasm32-wasip2 -p misbehaving-plugin --features differ --target-dir "$T/differ"
     cargo build --release --target wasm32-wasip2 -p other-world-plugin
+    cargo build --release --target wasm32-wasip2 -p memcached-plugin
+    cargo build --release --target wasm32-wasip2 -p static-site-plugin
     # Python and JavaScript: the toolchains tests/setup.sh installs.
     if [[ -x "${WASM_OPERATOR_CACHE:-$HOME/.cache/wasm-operator}/venv-componentize-py-0.25.1/bin/componentize-py" ]]; then
         plugins/python/build.sh "$T/plugins/replicaset-py.wasm" >/dev/null
@@ -88,6 +92,9 @@ check "$T/always-trap/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconcile
 check "$T/fail-fifth/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler" "+v2.fail-fifth"
 check "$T/differ/wasm32-wasip2/release/misbehaving_plugin.wasm" "$reconciler" "+differ"
 check "$T/wasm32-wasip2/release/other_world_plugin.wasm" jinghzhu:operator/reconciler@0.9.0
+controller=wasm-operator:controller/reconciler@0.3.0
+check "$T/wasm32-wasip2/release/memcached_plugin.wasm" "$controller"
+check "$T/wasm32-wasip2/release/static_site_plugin.wasm" "$controller"
 for lang in py js go; do
     if [[ -f "$T/plugins/replicaset-$lang.wasm" ]]; then
         check "$T/plugins/replicaset-$lang.wasm" jinghzhu:operator/reconciler@0.2.0 "replicaset-$lang"
