@@ -21,10 +21,37 @@ pub mod rules {
     pub const LOAD: &str = "plugin/load";
     /// It loaded, but trapped on the smoke reconcile.
     pub const SMOKE_RECONCILE: &str = "plugin/smoke-reconcile";
+    /// A plugin of the other contract family: a generic (0.3) plugin where
+    /// a `Jinghzhu` one must serve, or the other way round.
+    pub const CONTRACT: &str = "plugin/contract";
 }
 
-/// Checks `bytes` and returns the loaded plugin if it may serve.
+/// Checks `bytes` and returns the loaded `Jinghzhu` plugin if it may serve.
 pub async fn vet(
+    runtime: &Arc<Runtime>,
+    bytes: &[u8],
+    source: &str,
+    pinned_sha256: Option<&str>,
+) -> Result<Arc<LoadedPlugin>, Refusal> {
+    let plugin = load_pinned(runtime, bytes, source, pinned_sha256).await?;
+    if plugin.contract().is_generic() {
+        return Err(Refusal::new(
+            rules::CONTRACT,
+            format!(
+                "{} is a contract {} plugin (any kind): declare it in a PluginController; \
+                 --plugin and a JinghzhuPlugin serve the Jinghzhu kind (contract 0.1 or 0.2)",
+                plugin.describe(),
+                plugin.contract()
+            ),
+        ));
+    }
+    smoke_test(&plugin).await?;
+    Ok(plugin)
+}
+
+/// The digest pin, then compile (or the precompiled cache), link and the
+/// world check: what every candidate passes, of either contract family.
+pub async fn load_pinned(
     runtime: &Arc<Runtime>,
     bytes: &[u8],
     source: &str,
@@ -50,7 +77,6 @@ pub async fn vet(
         .load_off_thread(Arc::from(bytes), source.to_string())
         .await
         .map_err(|err| Refusal::new(rules::LOAD, format!("cannot load: {err:#}")))?;
-    smoke_test(&plugin).await?;
     Ok(plugin)
 }
 

@@ -1,8 +1,10 @@
-//! Which version of the contract (the `jinghzhu:operator` WIT package) a
-//! component was built for, told from the name of the `reconciler`
-//! interface it exports, and the versions this host serves.
+//! Which version of the contract a component was built for (the
+//! `jinghzhu:operator` WIT package for the `Jinghzhu` kind, 0.1 and 0.2;
+//! the generic `wasm-operator:controller` package for any kind, 0.3), told
+//! from the name of the `reconciler` interface it exports, and the
+//! versions this host serves.
 
-use super::bindings::{self, v2};
+use super::bindings::{self, v2, v3};
 
 /// A contract version the host serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -13,17 +15,32 @@ pub enum ContractVersion {
     /// `jinghzhu:operator@0.2.0` (`wit/0.2/operator.wit`): strings in one
     /// table, labels and owners in shared flat lists.
     V0_2,
+    /// `wasm-operator:controller@0.3.0` (`wit/0.3/controller.wit`): any
+    /// parent kind and its children; serves a `PluginController`.
+    V0_3,
 }
 
 impl ContractVersion {
     /// Every version served, oldest first.
-    pub const ALL: [ContractVersion; 2] = [ContractVersion::V0_1, ContractVersion::V0_2];
+    pub const ALL: [ContractVersion; 3] = [
+        ContractVersion::V0_1,
+        ContractVersion::V0_2,
+        ContractVersion::V0_3,
+    ];
+
+    /// Whether plugins of this version reconcile any kind (a
+    /// `PluginController`) rather than `Jinghzhu` (`--plugin`, a
+    /// `JinghzhuPlugin`).
+    pub fn is_generic(self) -> bool {
+        self == ContractVersion::V0_3
+    }
 
     /// `0.1.0` or `0.2.0`.
     pub fn as_str(self) -> &'static str {
         match self {
             ContractVersion::V0_1 => "0.1.0",
             ContractVersion::V0_2 => "0.2.0",
+            ContractVersion::V0_3 => "0.3.0",
         }
     }
 
@@ -32,6 +49,7 @@ impl ContractVersion {
         match self {
             ContractVersion::V0_1 => bindings::WIT_PACKAGE,
             ContractVersion::V0_2 => v2::WIT_PACKAGE,
+            ContractVersion::V0_3 => v3::WIT_PACKAGE,
         }
     }
 
@@ -40,6 +58,7 @@ impl ContractVersion {
         match self {
             ContractVersion::V0_1 => bindings::EXPECTED_EXPORT,
             ContractVersion::V0_2 => v2::EXPECTED_EXPORT,
+            ContractVersion::V0_3 => v3::EXPECTED_EXPORT,
         }
     }
 
@@ -55,8 +74,17 @@ impl std::fmt::Display for ContractVersion {
     }
 }
 
-/// The prefix of every `reconciler` export name, before the version.
-const RECONCILER: &str = "jinghzhu:operator/reconciler@";
+/// The prefixes of the `reconciler` export names, before the version: the
+/// `Jinghzhu` contract's and the generic one's.
+const RECONCILERS: [&str; 2] = [
+    "jinghzhu:operator/reconciler@",
+    "wasm-operator:controller/reconciler@",
+];
+
+/// Whether `name` is an interface of one of the contract's packages.
+pub fn is_contract_interface(name: &str) -> bool {
+    name.starts_with("jinghzhu:operator/") || name.starts_with("wasm-operator:controller/")
+}
 
 /// What a component's exports say about its contract version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,14 +97,18 @@ pub enum Detected {
     NoReconciler,
 }
 
-/// Looks for a `jinghzhu:operator/reconciler@X` among `exports`.
+/// Looks for a `jinghzhu:operator/reconciler@X` or a
+/// `wasm-operator:controller/reconciler@X` among `exports`.
 pub fn detect<'e>(exports: impl IntoIterator<Item = &'e str>) -> Detected {
     let mut other = None;
     for name in exports {
-        if let Some(version) = name.strip_prefix(RECONCILER) {
+        let version = RECONCILERS
+            .iter()
+            .find_map(|prefix| name.strip_prefix(prefix));
+        if let Some(version) = version {
             match ContractVersion::parse(version) {
-                Some(served) => return Detected::Served(served),
-                None => other = Some(version.to_string()),
+                Some(served) if served.export() == name => return Detected::Served(served),
+                _ => other = Some(version.to_string()),
             }
         }
     }
@@ -93,10 +125,11 @@ pub fn supported() -> String {
 /// host's version and the contract versions it serves.
 pub const VERSION_LINE: &str = concat!(
     env!("CARGO_PKG_VERSION"),
-    " (plugin contracts: jinghzhu:operator 0.1.0, 0.2.0)"
+    " (plugin contracts: jinghzhu:operator 0.1.0, 0.2.0; wasm-operator:controller 0.3.0)"
 );
 
-/// The newest version: what new plugins and the SDKs target.
+/// The newest version of the `Jinghzhu` contract: what new `Jinghzhu`
+/// plugins and the SDKs target.
 pub const LATEST: ContractVersion = ContractVersion::V0_2;
 
 #[cfg(test)]
@@ -118,9 +151,22 @@ mod tests {
             d(&["jinghzhu:operator/reconciler@0.9.0"]),
             Detected::Unserved("0.9.0".into())
         );
+        assert_eq!(
+            d(&["wasm-operator:controller/reconciler@0.3.0"]),
+            Detected::Served(ContractVersion::V0_3)
+        );
+        // A version of the other package is not served.
+        assert_eq!(
+            d(&["jinghzhu:operator/reconciler@0.3.0"]),
+            Detected::Unserved("0.3.0".into())
+        );
         assert_eq!(d(&["wasi:cli/run@0.2.0"]), Detected::NoReconciler);
-        assert_eq!(supported(), "0.1.0, 0.2.0");
-        assert!(VERSION_LINE.ends_with(&format!("jinghzhu:operator {})", supported())));
+        assert_eq!(supported(), "0.1.0, 0.2.0, 0.3.0");
+        assert!(
+            VERSION_LINE
+                .ends_with("jinghzhu:operator 0.1.0, 0.2.0; wasm-operator:controller 0.3.0)")
+        );
+        assert!(ContractVersion::V0_3.is_generic() && !ContractVersion::V0_2.is_generic());
         assert_eq!(
             ContractVersion::V0_2.export(),
             "jinghzhu:operator/reconciler@0.2.0"

@@ -49,7 +49,7 @@ pub enum LoadError {
     },
     /// A component, but not of our world.
     #[error(
-        "{from} does not implement a world this host runs: this host serves contract versions {} (a component exporting `jinghzhu:operator/reconciler@VERSION`: wit/0.2/operator.wit for 0.2.0, wit/operator.wit for 0.1.0); {}",
+        "{from} does not implement a world this host runs: this host serves contract versions {} (a component exporting `jinghzhu:operator/reconciler@VERSION`: wit/0.2/operator.wit for 0.2.0, wit/operator.wit for 0.1.0; for any kind, `wasm-operator:controller/reconciler@0.3.0`: wit/0.3/controller.wit); {}",
         contract::supported(),
         shown(.found)
     )]

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{Operator, OperatorPre, v2};
+use super::bindings::{Operator, OperatorPre, v2, v3};
 use super::cache::{LoadOutcome, PrecompiledCache};
 use super::config::RuntimeConfig;
 use super::contract::{self, ContractVersion, Detected};
@@ -42,10 +42,12 @@ impl Runtime {
         // use none of it. Each store's WASI context grants nothing (see
         // `state`), so providing the interfaces gives no authority.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        // Both contract versions' imports (`log@0.1.0`, `log@0.2.0`): their
-        // names differ, so one linker serves plugins of either.
+        // Every contract version's imports (`log@0.1.0`, `log@0.2.0`, the
+        // generic `log@0.3.0`): their names differ, so one linker serves
+        // plugins of any.
         Operator::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         v2::Operator::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        v3::Controller::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         Ok(Self {
             engine,
             linker,
@@ -168,6 +170,7 @@ impl Runtime {
         Ok(match version {
             ContractVersion::V0_1 => Pre::V0_1(OperatorPre::new(pre)?),
             ContractVersion::V0_2 => Pre::V0_2(v2::OperatorPre::new(pre)?),
+            ContractVersion::V0_3 => Pre::V0_3(v3::ControllerPre::new(pre)?),
         })
     }
 
@@ -235,7 +238,8 @@ fn diagnose_core_module(bytes: &[u8]) -> String {
             }
             Ok(wasmparser::Payload::ExportSection(reader)) => {
                 for export in reader.into_iter().flatten() {
-                    reconciler_exports |= export.name.starts_with("jinghzhu:operator/reconciler@");
+                    reconciler_exports |= contract::is_contract_interface(export.name)
+                        && export.name.contains("/reconciler@");
                     command |= export.name == "_start";
                 }
             }
@@ -290,7 +294,7 @@ fn wrong_world(
         .imports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
-    let ours = |name: &&String| name.starts_with("jinghzhu:operator/");
+    let ours = |name: &&String| contract::is_contract_interface(name);
     let served = contract::detect(exports.iter().map(String::as_str));
     let other_versions: Vec<&String> = exports
         .iter()
@@ -333,7 +337,7 @@ fn wrong_world(
         )
     } else if !exports
         .iter()
-        .any(|e| e.starts_with("jinghzhu:operator/reconciler@"))
+        .any(|e| contract::is_contract_interface(e) && e.contains("/reconciler@"))
     {
         format!(
             "it exports [{}]{}, not the reconciler; build it with the jinghzhu-plugin-sdk crate or bindings generated from wit/0.2/operator.wit",

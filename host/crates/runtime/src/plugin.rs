@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
-use super::bindings::{self as wit, Operator, OperatorPre, v2};
+use super::bindings::{self as wit, Operator, OperatorPre, v2, v3};
 use super::cache::LoadOutcome;
 use super::call_gate::CallGate;
 use super::config::RuntimeConfig;
@@ -63,6 +63,8 @@ pub(crate) enum Pre {
     V0_1(OperatorPre<PluginState>),
     /// A `jinghzhu:operator@0.2.0` plugin.
     V0_2(v2::OperatorPre<PluginState>),
+    /// A `wasm-operator:controller@0.3.0` plugin (any kind).
+    V0_3(v3::ControllerPre<PluginState>),
 }
 
 impl Pre {
@@ -72,6 +74,7 @@ impl Pre {
         let component = match self {
             Pre::V0_1(pre) => pre.instance_pre().component(),
             Pre::V0_2(pre) => pre.instance_pre().component(),
+            Pre::V0_3(pre) => pre.instance_pre().component(),
         };
         let pages = component.resources_required()?.max_initial_memory_size?;
         Some(pages.saturating_mul(WASM_PAGE_BYTES))
@@ -131,6 +134,15 @@ impl RawProposal {
         let RawProposal { input, output } = self;
         convert::output_with_template(output, input.template_spec())
     }
+}
+
+/// What a `Jinghzhu` call of a generic (0.3) plugin fails with.
+fn generic_only() -> PluginError {
+    PluginError::Host(
+        "this is a contract 0.3 plugin (any kind): it serves a PluginController, not the \
+         Jinghzhu kind (--plugin or a JinghzhuPlugin take contract 0.1 or 0.2)"
+            .into(),
+    )
 }
 
 /// A 0.2 output the host cannot use, as a call error.
@@ -221,15 +233,17 @@ impl LoadedPlugin {
         match self.pre {
             Pre::V0_1(_) => ContractVersion::V0_1,
             Pre::V0_2(_) => ContractVersion::V0_2,
+            Pre::V0_3(_) => ContractVersion::V0_3,
         }
     }
 
     /// The input for `jz` and its owned `pods` at `now`, in the records of
-    /// the plugin's contract version, built straight from the objects.
+    /// the plugin's contract version, built straight from the objects (0.2
+    /// records for a generic 0.3 plugin, which a `Jinghzhu` call refuses).
     pub fn input(&self, jz: &Jinghzhu, pods: &[Pod], now: SystemTime) -> PluginInput {
         match self.pre {
             Pre::V0_1(_) => PluginInput::V0_1(convert::input(jz, pods, now)),
-            Pre::V0_2(_) => PluginInput::V0_2(convert_v2::input(jz, pods, now)),
+            Pre::V0_2(_) | Pre::V0_3(_) => PluginInput::V0_2(convert_v2::input(jz, pods, now)),
         }
     }
 
@@ -372,6 +386,7 @@ impl LoadedPlugin {
                 let input = convert_v2::input_from_v1(input);
                 self.reconcile_v0_2(pre, &input, object).await
             }
+            Pre::V0_3(_) => Err(generic_only()),
         }
     }
 
@@ -389,6 +404,7 @@ impl LoadedPlugin {
                 })?;
                 self.reconcile_v0_1(pre, &input, object).await
             }
+            Pre::V0_3(_) => Err(generic_only()),
         }
     }
 
@@ -443,6 +459,55 @@ impl LoadedPlugin {
         convert_v2::output(&output, self.output_limit).map_err(malformed)
     }
 
+    /// Reconciles a parent of any kind (a contract 0.3 input) in a fresh
+    /// instance on tokio's blocking pool, as
+    /// [`LoadedPlugin::reconcile_raw`] does for a `Jinghzhu`. The output
+    /// comes back as the plugin gave it; its bytes were bounded by the
+    /// output limit before the host lifted them. A plugin of another
+    /// version is refused.
+    pub async fn reconcile_generic(
+        self: &Arc<Self>,
+        input: v3::ReconcileInput,
+        object: String,
+    ) -> Result<v3::ReconcileOutput, PluginError> {
+        let plugin = Arc::clone(self);
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || handle.block_on(plugin.call_generic(&input, &object)))
+            .await
+            .map_err(|err| PluginError::Host(format!("the plugin call's thread failed: {err}")))?
+    }
+
+    /// Runs `reconcile` on a contract 0.3 input in a fresh instance.
+    pub async fn call_generic(
+        &self,
+        input: &v3::ReconcileInput,
+        object: &str,
+    ) -> Result<v3::ReconcileOutput, PluginError> {
+        let Pre::V0_3(pre) = &self.pre else {
+            return Err(PluginError::Host(format!(
+                "{} is a contract {} plugin for the Jinghzhu kind; a PluginController needs a \
+                 contract 0.3 plugin (wit/0.3/controller.wit)",
+                self.describe(),
+                self.contract()
+            )));
+        };
+        let _turn = self.gate.enter().await;
+        let mut store = self.new_store(object);
+        let call = async {
+            let controller = pre.instantiate_async(&mut store).await?;
+            controller
+                .wasm_operator_controller_reconciler()
+                .call_reconcile(&mut store, input)
+                .await
+        };
+        let outcome = tokio::time::timeout(self.time_limit(), call).await.ok();
+        self.finish(&store, outcome)?
+            .map_err(|e| PluginError::Returned {
+                message: e.message,
+                retryable: e.retryable,
+            })
+    }
+
     async fn call_info(&self) -> Result<wit::PluginInfo, PluginError> {
         let _turn = self.gate.enter().await;
         let mut store = self.new_store("-");
@@ -465,6 +530,20 @@ impl LoadedPlugin {
                         .call_info(&mut store)
                         .await
                         .map(convert_v2::info)
+                };
+                tokio::time::timeout(self.time_limit(), call).await.ok()
+            }
+            Pre::V0_3(pre) => {
+                let call = async {
+                    let controller = pre.instantiate_async(&mut store).await?;
+                    controller
+                        .wasm_operator_controller_reconciler()
+                        .call_info(&mut store)
+                        .await
+                        .map(|info| wit::PluginInfo {
+                            name: info.name,
+                            version: info.version,
+                        })
                 };
                 tokio::time::timeout(self.time_limit(), call).await.ok()
             }
@@ -563,6 +642,7 @@ impl LoadedPlugin {
         let instantiated = match &self.pre {
             Pre::V0_1(pre) => pre.instantiate_async(&mut store).await.map(Bound::V0_1),
             Pre::V0_2(pre) => pre.instantiate_async(&mut store).await.map(Bound::V0_2),
+            Pre::V0_3(_) => return Err(generic_only()),
         };
         let operator = match instantiated {
             Ok(operator) => operator,

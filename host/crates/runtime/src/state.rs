@@ -244,6 +244,35 @@ impl bindings::v2::jinghzhu::operator::log::Host for PluginState {
     }
 }
 
+impl bindings::v3::wasm_operator::controller::types::Host for PluginState {}
+
+/// The generic contract's `log` import (0.3): the same line as 0.2's.
+impl bindings::v3::wasm_operator::controller::log::Host for PluginState {
+    fn log(
+        &mut self,
+        level: bindings::v3::Level,
+        message: String,
+        fields: Vec<bindings::v3::Field>,
+    ) {
+        let level = match level {
+            bindings::v3::Level::Trace => Level::Trace,
+            bindings::v3::Level::Debug => Level::Debug,
+            bindings::v3::Level::Info => Level::Info,
+            bindings::v3::Level::Warn => Level::Warn,
+            bindings::v3::Level::Error => Level::Error,
+        };
+        let fields: Vec<bindings::KeyValue> = fields
+            .into_iter()
+            .take(MAX_LOG_FIELDS)
+            .map(|f| bindings::KeyValue {
+                key: f.key,
+                value: f.value,
+            })
+            .collect();
+        self.forward_log(level, message, &fields);
+    }
+}
+
 impl PluginState {
     /// One `log` call of either contract version, within the call's budget.
     fn forward_log(&mut self, level: Level, message: String, fields: &[bindings::KeyValue]) {
