@@ -3,8 +3,10 @@
 //! `examples/crd.yaml` and its copy in the kustomize base `examples/deploy/crd.yaml`
 //! are kept identical by a test. [`incoming`] reads them from the API server
 //! one object at a time; [`default_template`] is the pod template of one
-//! that has none.
+//! that has none. [`plugin`] is the `JinghzhuPlugin` resource, [`controller`]
+//! the `PluginController` that declares a controller of any kind.
 
+pub mod controller;
 pub mod default_template;
 pub mod incoming;
 pub mod plugin;
@@ -162,13 +164,15 @@ fn non_negative_count_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sch
 }
 
 /// The CRDs as YAML, as `wasm-operator crd` prints them: the Jinghzhu's,
-/// then the JinghzhuPlugin's ([`plugin`]), as two documents.
+/// the JinghzhuPlugin's ([`plugin`]) and the PluginController's
+/// ([`controller`]), as three documents.
 pub fn crd_yaml() -> anyhow::Result<String> {
     use kube::CustomResourceExt;
     Ok(format!(
-        "{}---\n{}",
+        "{}---\n{}---\n{}",
         serde_yaml::to_string(&Jinghzhu::crd())?,
-        serde_yaml::to_string(&plugin::JinghzhuPlugin::crd())?
+        serde_yaml::to_string(&plugin::JinghzhuPlugin::crd())?,
+        serde_yaml::to_string(&controller::PluginController::crd())?
     ))
 }
 

@@ -1,0 +1,243 @@
+//! The `PluginController` custom resource (`wasm-operator.io/v1alpha1`,
+//! cluster-scoped): one controller of any kind, declared. It names the
+//! parent kind the plugin reconciles, the child kinds it may own, where
+//! the plugin's bytes come from, and the limits it runs in; its status says
+//! what the host made of it. The host that reads it lives in `declared/`.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::plugin::{
+    PluginCondition, PluginLimitsSpec, PluginRefusal, PluginSourceSpec, PodPolicySpec,
+    VerificationSpec,
+};
+
+/// Most child kinds one controller declares.
+pub const MAX_CHILD_KINDS: usize = 16;
+/// Default most children of one kind a parent may have.
+pub const DEFAULT_MAX_CHILDREN: u32 = 16;
+/// Default most bytes of one child's body as the plugin gives it.
+pub const DEFAULT_MAX_CHILD_BYTES: u32 = 64 * 1024;
+
+/// A controller whose reconcile logic is a contract 0.3 plugin.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "wasm-operator.io",
+    version = "v1alpha1",
+    kind = "PluginController",
+    plural = "plugincontrollers",
+    shortname = "pctl",
+    status = "PluginControllerStatus",
+    printcolumn = r#"{"name":"Parent","type":"string","jsonPath":".spec.parent.kind"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Plugin","type":"string","jsonPath":".status.plugin"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginControllerSpec {
+    /// The kind reconciled: a namespaced kind, usually a custom resource.
+    pub parent: KindRef,
+    /// The kinds the plugin may create, update and delete as children of a
+    /// parent (in the parent's namespace, controlled by it). Cluster-scoped
+    /// kinds are never allowed; RBAC, admission webhooks, CRDs and Secrets
+    /// only when the host's `--allow-child-kind` names them.
+    #[schemars(length(max = 16))]
+    #[serde(default)]
+    pub children: Vec<ChildKindSpec>,
+    /// Kinds the plugin reads but never writes: objects controlled by one of
+    /// the parent's children through the chain `through` names (the Pods
+    /// of a child Deployment, through their ReplicaSets). Listed in the
+    /// input after the children, metadata only.
+    #[schemars(length(max = 4))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observe: Vec<ObservedKindSpec>,
+    /// Where the component's bytes come from: exactly one of `oci`,
+    /// `configMap` or `file`.
+    pub source: PluginSourceSpec,
+    /// Only bytes with this digest may load (`sha256:` and 64 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Signatures the bytes must carry (OCI sources only), as a
+    /// `JinghzhuPlugin`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationSpec>,
+    /// Sandbox limits; the host's flags are the upper bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<PluginLimitsSpec>,
+    /// The pod policy every pod template in a child is held to, within
+    /// what the host allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_policy: Option<PodPolicySpec>,
+}
+
+/// A kind by its API version and name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KindRef {
+    /// `GROUP/VERSION`, or `v1` for the core group.
+    #[schemars(length(min = 1, max = 317))]
+    pub api_version: String,
+    /// The kind, e.g. `Memcached`.
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: String,
+}
+
+impl KindRef {
+    /// `(group, version)`: the group is empty for the core group.
+    pub fn group_version(&self) -> (&str, &str) {
+        match self.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", self.api_version.as_str()),
+        }
+    }
+}
+
+impl std::fmt::Display for KindRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.api_version, self.kind)
+    }
+}
+
+/// One child kind and its bounds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildKindSpec {
+    /// `GROUP/VERSION`, or `v1` for the core group.
+    #[schemars(length(min = 1, max = 317))]
+    pub api_version: String,
+    /// The kind, e.g. `Deployment`.
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: String,
+    /// Most children of this kind one parent may have (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub max_count: Option<u32>,
+    /// Most bytes of one child's body (default 64 KiB, at most 1 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_048_576))]
+    pub max_bytes: Option<u32>,
+}
+
+impl ChildKindSpec {
+    /// The kind alone.
+    pub fn kind_ref(&self) -> KindRef {
+        KindRef {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+        }
+    }
+
+    /// Most children of this kind per parent.
+    pub fn max_count(&self) -> u32 {
+        self.max_count.unwrap_or(DEFAULT_MAX_CHILDREN)
+    }
+
+    /// Most bytes of one child's body.
+    pub fn max_bytes(&self) -> u32 {
+        self.max_bytes
+            .unwrap_or(DEFAULT_MAX_CHILD_BYTES)
+            .min(1_048_576)
+    }
+}
+
+/// A kind the plugin reads, reached from a child through a chain of
+/// controllers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedKindSpec {
+    /// `GROUP/VERSION`, or `v1` for the core group.
+    #[schemars(length(min = 1, max = 317))]
+    pub api_version: String,
+    /// The kind, e.g. `Pod`.
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: String,
+    /// The kinds between a child and these objects, from the child down
+    /// (`[apps/v1 ReplicaSet]` for a Deployment's Pods); empty: objects a
+    /// child controls directly.
+    #[schemars(length(max = 3))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub through: Vec<KindRef>,
+}
+
+impl ObservedKindSpec {
+    /// The kind alone.
+    pub fn kind_ref(&self) -> KindRef {
+        KindRef {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+        }
+    }
+}
+
+/// What the host made of the resource.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginControllerStatus {
+    /// The `metadata.generation` acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Resolving`, `Serving` or `Refused`.
+    #[serde(default)]
+    pub state: String,
+    /// The plugin serving, `name@version (sha256:…)`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plugin: String,
+    /// Its digest.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
+    /// The resources watched: the parent's first, then each child kind's
+    /// (`plural.group/version`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
+    /// `Serving` and `Refused`, as `metav1.Condition`s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<PluginCondition>,
+    /// The last candidate or declaration refused, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refusal: Option<PluginRefusal>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    #[test]
+    fn a_declaration_reads_with_defaults() {
+        let spec: PluginControllerSpec = serde_json::from_value(serde_json::json!({
+            "parent": {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached"},
+            "children": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "source": {"file": {"path": "/plugins/memcached.wasm"}}
+        }))
+        .expect("spec");
+        assert_eq!(
+            spec.parent.group_version(),
+            ("cache.example.com", "v1alpha1")
+        );
+        assert_eq!(spec.children[0].max_count(), DEFAULT_MAX_CHILDREN);
+        assert_eq!(spec.children[0].max_bytes(), DEFAULT_MAX_CHILD_BYTES);
+        let core = KindRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        assert_eq!(core.group_version(), ("", "v1"));
+        assert_eq!(core.to_string(), "v1/ConfigMap");
+    }
+
+    #[test]
+    fn the_crd_is_cluster_scoped_with_a_status() {
+        let crd = serde_json::to_value(PluginController::crd()).expect("crd");
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        assert_eq!(
+            crd["metadata"]["name"],
+            "plugincontrollers.wasm-operator.io"
+        );
+        let version = &crd["spec"]["versions"][0];
+        assert!(version["subresources"]["status"].is_object());
+        assert_eq!(
+            version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["children"]["maxItems"],
+            16
+        );
+    }
+}
