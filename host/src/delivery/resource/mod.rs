@@ -48,6 +48,7 @@ pub const FIELD_MANAGER_PREFIX: &str = "wasm-operator/";
 
 pub mod fleet;
 pub mod keys;
+pub mod opener;
 pub mod prune;
 pub mod rollout;
 pub mod rollout_cli;
@@ -66,24 +67,22 @@ use tokio::sync::mpsc;
 use crate::apply::policy::PodPolicy;
 use crate::crd::plugin::{
     EffectiveLimits, JinghzhuPlugin, JinghzhuPluginSpec, PluginMode, PluginSourceSpec,
-    VerificationSpec,
 };
 use crate::delivery::damper;
 use crate::delivery::setup::Plugins;
-use crate::delivery::sources::{self, Candidate, FirstRead};
+use crate::delivery::sources::Candidate;
 use crate::delivery::swapper::{self, Refused, SwapHistory};
 use crate::delivery::vetting::{vet, vet_for_slot};
 use crate::refusal::Refusal;
-use crate::registry::bounded::{FileRefusal, FileRules};
-use crate::registry::signature::{Threshold, VerificationPolicy, Verifier};
-use crate::registry::{OciOptions, OciPuller, OciRef};
+use crate::registry::OciOptions;
+use crate::registry::bounded::FileRules;
 use crate::runtime::{LoadedPlugin, Runtime, digest_of};
 use crate::slot::router::{OBJECT_COUNT_INTERVAL, PluginRouter};
 use crate::slot::served::Served;
 use crate::slot::{ActivePlugin, RollbackPolicy};
 use crate::tasks::AbortOnDrop;
 use crate::telemetry::metrics::Metrics;
-use keys::SecretKey;
+use opener::{Opened, SourceOpener};
 use status::{ResourceReport, StatusOut, StatusWriter};
 
 /// How the host picks its resources.
@@ -262,7 +261,7 @@ pub async fn start(
 }
 
 /// The bytes source a spec names, for telling a new source from an edit.
-fn source_label(source: &PluginSourceSpec) -> String {
+pub fn source_label(source: &PluginSourceSpec) -> String {
     if let Some(oci) = &source.oci {
         return oci.reference.clone();
     }
@@ -287,17 +286,12 @@ pub struct Driver {
     writer: StatusWriter,
     shadow_queue: usize,
     pod_policy: PodPolicy,
-    oci: Option<(OciOptions, Duration)>,
-    files: FileRules,
-    /// With host keys, sources without signatures may serve.
-    allow_unsigned: bool,
+    /// Reads and watches the resource's source.
+    opener: SourceOpener,
     /// The keys that verified the newest OCI artifact.
     verified_by: Vec<String>,
     /// A tenant's driver: the router counting its objects, for its entry.
     counting: Option<Arc<PluginRouter>>,
-    /// A tenant's driver: the Secrets its keys may name (`None`: any, for
-    /// the resources the admin names with `--plugin-resource`).
-    key_secrets: Option<keys::AllowedKeySecrets>,
     /// The active resource's driver: the router (once there is one)
     /// counting the objects no tenant serves.
     default_counting: Option<Arc<OnceLock<Arc<PluginRouter>>>>,
@@ -359,12 +353,10 @@ impl Driver {
             name,
             shadow_queue: options.shadow_queue,
             pod_policy: options.pod_policy,
-            oci: options.oci.clone(),
-            files: options.files.clone(),
-            allow_unsigned: options.allow_unsigned,
+            opener: SourceOpener::new(client, options.oci.clone(), options.files.clone())
+                .allowing_unsigned(options.allow_unsigned),
             verified_by: Vec::new(),
             counting: None,
-            key_secrets: None,
             default_counting: None,
             last_rollout_action: None,
             judge: options.judge.clone(),
@@ -377,6 +369,12 @@ impl Driver {
             planted_checked: None,
             flap_reported: None,
         }
+    }
+
+    /// Limits the Secrets this (tenant's) resource's verification keys may
+    /// name.
+    pub fn limit_key_secrets(&mut self, allowed: keys::AllowedKeySecrets) {
+        self.opener.limit_key_secrets(allowed);
     }
 
     /// The same driver writing its status and Events to `out` (a record,
@@ -564,7 +562,8 @@ impl Driver {
         }
         let (tx, rx) = mpsc::channel(4);
         let first = self
-            .open_source(&spec.source, spec.verification.as_ref(), tx)
+            .opener
+            .open(&spec.source, spec.verification.as_ref(), tx)
             .await;
         let rx = self.damped(rx, &first);
         let mut next = Current {
@@ -646,165 +645,6 @@ impl Driver {
             },
             last,
         )
-    }
-
-    /// Reads the source once and starts watching it (changes arrive on `tx`).
-    async fn open_source(
-        &self,
-        source: &PluginSourceSpec,
-        verification: Option<&VerificationSpec>,
-        tx: mpsc::Sender<Candidate>,
-    ) -> Result<Opened, Refusal> {
-        if let Some(oci) = &source.oci {
-            return self.open_oci(&oci.reference, verification, tx).await;
-        }
-        if let Some(cm) = &source.config_map {
-            let first = sources::read_configmap(&self.client, &cm.namespace, &cm.name, &cm.key)
-                .await
-                .map_err(|err| Refusal::new("resource/source", format!("{err:#}")))?;
-            let (opened, initial) = match first {
-                FirstRead::Bytes(bytes) => {
-                    let digest = digest_of(&bytes);
-                    (Opened::Bytes(bytes), digest)
-                }
-                FirstRead::Missing(why) => (Opened::Missing(why), String::new()),
-            };
-            sources::watch_configmap(
-                self.client.clone(),
-                cm.namespace.clone(),
-                cm.name.clone(),
-                cm.key.clone(),
-                initial,
-                tx,
-            );
-            return Ok(opened);
-        }
-        if let Some(file) = &source.file {
-            let path = std::path::PathBuf::from(&file.path);
-            // A regular file under the root, within the cap, opened
-            // without blocking: never /dev/zero, a FIFO or /etc/hostname.
-            let (opened, initial) = match self.files.read(&path).await {
-                Ok(bytes) => {
-                    let digest = digest_of(&bytes);
-                    (Opened::Bytes(bytes), digest)
-                }
-                Err(FileRefusal::Missing(why)) => (Opened::Missing(why), String::new()),
-                Err(refusal) => {
-                    return Err(Refusal::from(&refusal));
-                }
-            };
-            sources::watch_file(path, initial, self.files.clone(), tx).map_err(|err| {
-                Refusal::new("resource/source", format!("watching {}: {err}", file.path))
-            })?;
-            return Ok(opened);
-        }
-        Err(Refusal::new(
-            "resource/source",
-            "spec.source names no source: set one of oci, configMap or file",
-        ))
-    }
-
-    /// Starts the task that pulls (and verifies) the artifact `reference`
-    /// names and polls its tag; what it pulls or refuses arrives on `tx`.
-    async fn open_oci(
-        &self,
-        reference: &str,
-        verification: Option<&VerificationSpec>,
-        tx: mpsc::Sender<Candidate>,
-    ) -> Result<Opened, Refusal> {
-        let Some((options, poll_interval)) = self.oci.clone() else {
-            return Err(Refusal::new(
-                "resource/source",
-                "this host takes no OCI sources (started without the OCI options)",
-            ));
-        };
-        let text = if crate::registry::is_oci(reference) {
-            reference.to_string()
-        } else {
-            format!("oci://{reference}")
-        };
-        let reference = OciRef::parse(&text).map_err(Refusal::from)?;
-        let mut options = options;
-        if let Some(spec) = verification {
-            options.verification = Some(Arc::new(self.policy_of(spec, poll_interval).await?));
-        }
-        let puller = OciPuller::new(options).map_err(Refusal::from)?;
-        let source = sources::OciSource {
-            reference,
-            puller,
-            poll_interval,
-            // Refusals are recorded on the resource by this driver.
-            events_on: None,
-        };
-        // The first read (the verified local copy, else a pull) happens in
-        // the source's own task, like the polls.
-        Ok(Opened::Pulling(sources::watch_oci(
-            source,
-            sources::OciStart::Read,
-            tx,
-        )))
-    }
-
-    /// The signature policy `spec` asks for, with the keys read from their
-    /// Secrets and re-read every `refresh` ([`keys`]).
-    async fn policy_of(
-        &self,
-        spec: &VerificationSpec,
-        refresh: Duration,
-    ) -> Result<VerificationPolicy, Refusal> {
-        // Every name is checked before any Secret is read.
-        if let Some(allowed) = &self.key_secrets {
-            for key in &spec.keys {
-                allowed
-                    .check(key)
-                    .map_err(|why| Refusal::new("verification/secret-not-allowed", why))?;
-            }
-        }
-        let mut keys: Vec<(String, Arc<dyn Verifier>)> = Vec::new();
-        for key in &spec.keys {
-            let verifier = SecretKey::open(&self.client, key, refresh)
-                .await
-                .map_err(|why| Refusal::new("verification/keys", why))?;
-            keys.push((key.name.clone(), Arc::new(verifier)));
-        }
-        let pick = |names: &[String]| -> Result<Vec<Arc<dyn Verifier>>, Refusal> {
-            names
-                .iter()
-                .map(|name| {
-                    keys.iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, v)| v.clone())
-                        .ok_or_else(|| {
-                            Refusal::new("verification/policy", format!("the policy names key {name:?}, which spec.verification.keys does not list"))
-                        })
-                })
-                .collect()
-        };
-        let policy = spec.policy.clone().unwrap_or_default();
-        let (verifiers, threshold) = match (policy.all_of.is_empty(), policy.any_of.is_empty()) {
-            (true, true) => (
-                keys.iter().map(|(_, v)| v.clone()).collect(),
-                Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
-            ),
-            (false, true) => (pick(&policy.all_of)?, Threshold::All),
-            (true, false) => (
-                pick(&policy.any_of)?,
-                Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
-            ),
-            (false, false) => {
-                // Every key of allOf, and minimumMatches of anyOf.
-                let all = VerificationPolicy::new(pick(&policy.all_of)?, Threshold::All)
-                    .map_err(|e| Refusal::new("verification/policy", e.message))?;
-                let any = VerificationPolicy::new(
-                    pick(&policy.any_of)?,
-                    Threshold::AtLeast(policy.minimum_matches.unwrap_or(1) as usize),
-                )
-                .map_err(|e| Refusal::new("verification/policy", e.message))?;
-                return Ok(all.and(any));
-            }
-        };
-        VerificationPolicy::new(verifiers, threshold)
-            .map_err(|e| Refusal::new("verification/policy", e.message))
     }
 
     /// New bytes for `resource`: verify, compile, serve or refuse.
@@ -904,30 +744,14 @@ impl Driver {
         seen_at: Instant,
     ) -> bool {
         let spec = &resource.spec;
-        if spec.verification.is_some() && spec.source.oci.is_none() {
-            let refusal = Refusal::new(
-                "verification/source",
-                "spec.verification asks for signatures, but a ConfigMap or a file carries none: \
-                 ship the plugin as an OCI artifact (spec.source.oci) or drop spec.verification",
-            );
+        if let Err(refusal) = self
+            .opener
+            .check_trust(&spec.source, spec.verification.as_ref())
+        {
             self.refuse(resource, digest, refusal, seen_at).await;
             return false;
         }
-        let host_keys = self
-            .oci
-            .as_ref()
-            .is_some_and(|(options, _)| options.verification.is_some());
-        if host_keys && spec.source.oci.is_none() && !self.allow_unsigned {
-            let refusal = Refusal::new(
-                "verification/unsigned-source",
-                "the host requires signed plugins (--plugin-verify-key), and a ConfigMap or a \
-                 file carries no signature: ship the plugin as an OCI artifact \
-                 (spec.source.oci), or the admin starts the host with \
-                 --plugin-resource-allow-unsigned",
-            );
-            self.refuse(resource, digest, refusal, seen_at).await;
-            return false;
-        }
+        let host_keys = self.opener.host_keys();
         let pinned = spec.digest.as_deref();
         let signed = spec.source.oci.is_some() && (spec.verification.is_some() || host_keys);
         if signed {
@@ -1123,14 +947,6 @@ impl Driver {
         };
         swapper::refuse(refused, &self.metrics, &self.history, &mut report).await;
     }
-}
-
-/// What a source held when it was opened.
-enum Opened {
-    Bytes(Vec<u8>),
-    /// An OCI source: its task pulls, and sends what it got.
-    Pulling(tokio::task::AbortHandle),
-    Missing(String),
 }
 
 #[cfg(test)]

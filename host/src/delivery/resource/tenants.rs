@@ -348,7 +348,7 @@ impl Tenants {
             (name.to_string(), PluginMode::Active),
         );
         driver.counting = Some(self.router.clone());
-        driver.key_secrets = Some(self.settings.key_secrets.clone());
+        driver.limit_key_secrets(self.settings.key_secrets.clone());
         let task = AbortOnDrop::from(tokio::spawn(driver.run()));
         tracing::info!(resource = %name, "tenant plugin resource: serving it for the objects it selects");
         self.serving.insert(
