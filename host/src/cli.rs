@@ -1,6 +1,7 @@
 //! The command line: `run` (the operator), `reconcile` (a plugin on files,
 //! golden fixtures, comparing two plugins), `record` (fixture cases from a
-//! live cluster), `new` (scaffold a plugin crate) and `crd` (print the CRD).
+//! live cluster), `new` (scaffold a plugin crate), `crd` (print the CRDs)
+//! and `rbac` (the ClusterRole for declared controllers).
 
 use std::process::ExitCode;
 
@@ -44,8 +45,12 @@ pub enum Command {
     Record(RecordArgs),
     /// Create a new plugin crate (standalone cargo workspace) with a test and a fixture.
     New(NewArgs),
-    /// Print the Jinghzhu CustomResourceDefinition as YAML.
+    /// Print the CustomResourceDefinitions (Jinghzhu, JinghzhuPlugin,
+    /// PluginController) as YAML.
     Crd,
+    /// Print the ClusterRole a host needs for the PluginControllers in
+    /// FILES: exactly their parent and child kinds, never a wildcard.
+    Rbac(crate::declared::rbac::RbacArgs),
     /// Push a plugin component to an OCI registry as a Wasm artifact
     /// (`wasm-operator push plugin.wasm oci://REGISTRY/REPO:TAG`); prints its digest.
     Push(crate::registry::push::PushArgs),
@@ -135,6 +140,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Record(args) => crate::offline::record::run(args),
         Command::New(args) => crate::scaffold::run(args),
         Command::Push(args) => crate::registry::push::run(args),
+        Command::Rbac(args) => crate::declared::rbac::run(&args),
         Command::Rollout(args) => rollout(&args),
         Command::CompilePlugin(args) => {
             crate::runtime::compiler::compile_plugin(args).map(|()| ExitCode::SUCCESS)

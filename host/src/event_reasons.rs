@@ -27,6 +27,8 @@ pub const HOST_REASONS: &[&str] = &[
     "PluginFailed",
     "InvalidTemplate",
     "WriteBudgetExceeded",
+    // A declared controller's plan the API server failed (declared).
+    "FailedApply",
     // Objects the host cannot read (controller::watch).
     "InvalidObject",
     // A controlled pod that lost its labels alive (controller::strays).

@@ -9,8 +9,8 @@
 //! re-exported here under their module names.
 //!
 //! Rooms, from the ground up:
-//! - the shared model: [`crd`] (the `Jinghzhu` and `JinghzhuPlugin`
-//!   resources), [`actions`] (what a plugin proposes), [`ownership`] (what
+//! - the shared model: [`crd`] (the `Jinghzhu`, `JinghzhuPlugin` and
+//!   `PluginController` resources), [`actions`] (what a plugin proposes), [`ownership`] (what
 //!   makes a Pod ours), [`cached_pod`], [`observed`] (what the host counts
 //!   itself for the status), [`plugin_text`] (escaping and bounding text
 //!   from a plugin or a Jinghzhu author), [`locks`] (locks that outlive a
@@ -36,6 +36,9 @@
 //!   refused; the `JinghzhuPlugin` resource as a source, with its status,
 //!   rollouts and tenants.
 //! - [`controller`]: informers, workqueue, the reconcile loop.
+//! - [`declared`]: controllers of any kind, declared by `PluginController`
+//!   resources: their kinds resolved, watched, reconciled by contract 0.3
+//!   plugins, their outputs checked and applied.
 //! - [`serve`] and [`run`]: the metrics/status endpoint and the `run` command.
 //! - [`offline`]: running a plugin on files, golden fixtures, comparing plugins
 //!   (`wasm-operator reconcile`), recording cases from a cluster (`record`).
@@ -52,6 +55,7 @@ pub use wasm_operator_runtime as runtime;
 pub mod apply;
 pub mod cli;
 pub mod controller;
+pub mod declared;
 pub mod delivery;
 pub mod event_reasons;
 pub mod judging;

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["offline", "scaffold"],
     &["run"],
     &["serve"],
-    &["controller"],
+    &["controller", "declared"],
     &["delivery"],
     &["shards"],
     &["slot", "leader"],

@@ -22,7 +22,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "WASM_OPERATOR_PLUGIN",
-        required_unless_present_any = ["plugin_configmap", "plugin_resource"],
+        required_unless_present_any = ["plugin_configmap", "plugin_resource", "plugin_controllers"],
         conflicts_with_all = ["plugin_configmap", "plugin_resource"]
     )]
     pub plugin: Option<PathBuf>,
@@ -156,6 +156,28 @@ pub struct RunArgs {
         requires = "tenant_plugins"
     )]
     pub tenant_key_secrets: Vec<String>,
+    /// Run a controller for every `PluginController` resource (any parent
+    /// kind, contract 0.3 plugins), started and stopped as the resources
+    /// come and go, beside the Jinghzhu controller; without --plugin,
+    /// --plugin-configmap or --plugin-resource, only these run (no Jinghzhu
+    /// CRD needed; the metrics endpoint is not served then). Needs the
+    /// PluginController CRD and access to the declared kinds
+    /// (`wasm-operator rbac` prints the ClusterRole).
+    #[arg(long, env = "WASM_OPERATOR_PLUGIN_CONTROLLERS")]
+    pub plugin_controllers: bool,
+    /// With --plugin-controllers: a child kind that carries authority
+    /// (`Secret`, `ServiceAccount`, `Role.rbac.authorization.k8s.io`, a
+    /// webhook, a CRD, the host's own kinds) that a PluginController may
+    /// own; repeat (or separate with commas) for more. Default: none
+    /// (rule controller/sensitive-kind). Cluster-scoped kinds never.
+    #[arg(
+        long = "allow-child-kind",
+        env = "WASM_OPERATOR_ALLOW_CHILD_KIND",
+        value_name = "KIND[.GROUP]",
+        value_delimiter = ',',
+        requires = "plugin_controllers"
+    )]
+    pub allow_child_kinds: Vec<String>,
     /// The quiet interval of plugin sources, in seconds: a change after
     /// this long without one (or one swap back to the plugin before)
     /// swaps at once; a source that moves again sooner is flapping, held

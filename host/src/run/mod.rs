@@ -325,6 +325,11 @@ fn warn_without_compile_helper() {
 /// running finish, the Lease (if held) is released, and the host exits,
 /// all within `--shutdown-timeout-secs` (what still runs then is cancelled).
 pub async fn run(args: RunArgs) -> Result<()> {
+    let serves_jinghzhu =
+        args.plugin.is_some() || args.plugin_configmap.is_some() || args.plugin_resource.is_some();
+    if !serves_jinghzhu {
+        return run_declared_only(args).await;
+    }
     let policy = args.policy.config()?;
     check_write_burst(&args)?;
     check_instance_pool(&args)?;
@@ -378,6 +383,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     active.allow_downgrades(args.plugin_allow_downgrade);
     active.set_min_swap_interval(Duration::from_secs(args.min_swap_interval_secs));
 
+    let runtime_for_declared = runtime.clone();
     let router = plugin_router(
         &args,
         &client,
@@ -413,6 +419,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         deliver_in_background(&client, &metrics, &plugins, delivery);
     }
 
+    let _declared = start_declared(&args, &client, &metrics, (&runtime_for_declared, &policy))?;
     let config = controller_config(
         &args,
         policy,
@@ -439,6 +446,84 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let release = release_all(&args, &client, &replica, coordinator, elector);
     let timeout = Duration::from_secs(args.shutdown_timeout_secs);
     release_leases_within(stopping, timeout, release).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `--plugin-controllers`: follows every `PluginController` in a task of
+/// its own (stopped when the returned guard drops).
+fn start_declared(
+    args: &RunArgs,
+    client: &Client,
+    metrics: &Arc<Metrics>,
+    (runtime, policy): (&Arc<Runtime>, &crate::apply::policy::PolicyConfig),
+) -> Result<Option<AbortOnDrop>> {
+    if !args.plugin_controllers {
+        return Ok(None);
+    }
+    let writer = crate::telemetry::event_writer::EventWriter::new(
+        client.clone(),
+        crate::telemetry::event_writer::Reporter {
+            controller: "wasm-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    );
+    let (events, worker) = crate::telemetry::events::EventSink::start(
+        writer,
+        crate::telemetry::events::QUEUE_CAPACITY,
+        metrics.events_dropped.clone(),
+    );
+    let opener = crate::delivery::resource::opener::SourceOpener::new(
+        client,
+        Some((
+            args.oci.options(&precompiled_cache(args))?,
+            args.oci.oci_poll_interval,
+        )),
+        args.files.rules(),
+    )
+    .allowing_unsigned(args.oci.plugin_resource_allow_unsigned);
+    let settings = crate::declared::Settings {
+        shared: crate::declared::Shared {
+            client: client.clone(),
+            events,
+            metrics: metrics.clone(),
+        },
+        runtime: runtime.clone(),
+        opener,
+        policy: policy.clone(),
+        allowed_child_kinds: args.allow_child_kinds.clone(),
+        workers: args.workers,
+    };
+    let task = tokio::spawn(async move {
+        let _worker = worker;
+        crate::declared::run(settings).await;
+    });
+    Ok(Some(AbortOnDrop::new(task.abort_handle())))
+}
+
+/// `--plugin-controllers` without a Jinghzhu plugin: only the declared
+/// controllers run (no Jinghzhu CRD needed), until Ctrl-C or SIGTERM.
+async fn run_declared_only(args: RunArgs) -> Result<()> {
+    let policy = args.policy.config()?;
+    let metrics = Arc::new(Metrics::default());
+    let list_bounds = args
+        .lists
+        .bounds(metrics.list_refused.clone(), metrics.pods_dropped.clone());
+    let client = connect_bounded(list_bounds).await?;
+    warn_without_compile_helper();
+    let runtime = Arc::new(Runtime::new(RuntimeConfig {
+        compiler: Compiler::Child(ChildCompiler::helper(
+            Duration::from_secs(args.plugin_compile_timeout_secs),
+            args.plugin_compile_memory_mib * 1024 * 1024,
+        )),
+        ..args.runtime.config()
+    })?);
+    let _declared = start_declared(&args, &client, &metrics, (&runtime, &policy))?;
+    tracing::info!(
+        workers = args.workers,
+        "declared controllers starting (no Jinghzhu plugin)"
+    );
+    shutdown_signal().await;
     tracing::info!("stopped");
     Ok(())
 }

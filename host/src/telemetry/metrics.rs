@@ -605,6 +605,27 @@ impl Metrics {
         self.queue.work_duration.get_or_create_owned(&queue);
     }
 
+    /// Records one reconcile of the declared controller `controller` (a
+    /// `PluginController`'s name) under the controller-runtime families,
+    /// labelled with its name.
+    pub fn declared_reconcile(&self, controller: &str, result: &str, took: std::time::Duration) {
+        let labels = ControllerLabels {
+            controller: controller.to_string(),
+        };
+        self.reconcile_time
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        self.reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: controller.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+        if result == "error" {
+            self.reconcile_errors.get_or_create(&labels).inc();
+        }
+    }
+
     /// Counts a failed write: `verb` (`create`, `delete`, `patch_status`)
     /// whose outcome is `outcome` (`not_sent`, `answered`, `maybe_sent`).
     pub fn write_failed(&self, verb: &str, outcome: &str) {
