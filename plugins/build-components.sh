@@ -18,6 +18,7 @@
 #   T/wasm32-wasip2/release/other_world_plugin.wasm
 #   T/wasm32-wasip2/release/memcached_plugin.wasm                examples/memcached (contract 0.3)
 #   T/wasm32-wasip2/release/static_site_plugin.wasm              examples/static-site (contract 0.3)
+#   T/wasm32-wasip2/release/misbehaving_controller_plugin.wasm   tests/plugins/misbehaving-controller (contract 0.3)
 #   T/plugins/replicaset-py.wasm     plugins/python/build.sh (componentize-py; if the venv is installed)
 #   T/plugins/replicaset-js.wasm     plugins/js/build.sh (componentize-js; if node_modules is installed)
 #   T/plugins/replicaset-go.wasm     plugins/go/build.sh (Go, wasm-tools; if plugins/go/toolchain.sh ran)
@@ -37,6 +38,7 @@ if [[ "${1:-}" != "--check" ]]; then
     cargo build --release --target wasm32-wasip2 -p other-world-plugin
     cargo build --release --target wasm32-wasip2 -p memcached-plugin
     cargo build --release --target wasm32-wasip2 -p static-site-plugin
+    cargo build --release --target wasm32-wasip2 -p misbehaving-controller-plugin
     # Python and JavaScript: the toolchains tests/setup.sh installs.
     if [[ -x "${WASM_OPERATOR_CACHE:-$HOME/.cache/wasm-operator}/venv-componentize-py-0.25.1/bin/componentize-py" ]]; then
         plugins/python/build.sh "$T/plugins/replicaset-py.wasm" >/dev/null
@@ -95,6 +97,7 @@ check "$T/wasm32-wasip2/release/other_world_plugin.wasm" jinghzhu:operator/recon
 controller=wasm-operator:controller/reconciler@0.3.0
 check "$T/wasm32-wasip2/release/memcached_plugin.wasm" "$controller"
 check "$T/wasm32-wasip2/release/static_site_plugin.wasm" "$controller"
+check "$T/wasm32-wasip2/release/misbehaving_controller_plugin.wasm" "$controller"
 for lang in py js go; do
     if [[ -f "$T/plugins/replicaset-$lang.wasm" ]]; then
         check "$T/plugins/replicaset-$lang.wasm" jinghzhu:operator/reconciler@0.2.0 "replicaset-$lang"

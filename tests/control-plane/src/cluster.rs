@@ -53,6 +53,11 @@ pub const DEFAULT_CONTROLLERS: [&str; 6] = [
     "serviceaccount-token-controller",
 ];
 
+/// kube-controller-manager's controllers for workloads: Deployments make
+/// ReplicaSets, ReplicaSets make Pods. Off by default (the host's own tests
+/// need neither); operators whose children are Deployments need both.
+pub const WORKLOAD_CONTROLLERS: [&str; 2] = ["deployment-controller", "replicaset-controller"];
+
 /// The controller that makes new Nodes schedulable.
 const NODE_LIFECYCLE_CONTROLLER: &str = "node-lifecycle-controller";
 

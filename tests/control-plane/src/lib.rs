@@ -40,4 +40,6 @@ pub mod process;
 pub mod registry;
 
 pub use binaries::{Binaries, BinaryBuildError, KUBERNETES_VERSION, KWOK_VERSION};
-pub use cluster::{ControlPlane, ControlPlaneOptions, DEFAULT_NODES};
+pub use cluster::{
+    ControlPlane, ControlPlaneOptions, DEFAULT_CONTROLLERS, DEFAULT_NODES, WORKLOAD_CONTROLLERS,
+};

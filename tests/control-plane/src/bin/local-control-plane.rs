@@ -26,6 +26,10 @@ enum Cmd {
         /// Do not start kube-controller-manager (no garbage collection).
         #[arg(long)]
         no_controller_manager: bool,
+        /// Also run kube-controller-manager's Deployment and ReplicaSet
+        /// controllers (for operators whose children are Deployments).
+        #[arg(long, conflicts_with = "no_controller_manager")]
+        workload_controllers: bool,
         /// How many simulated nodes (kwok) to run pods on.
         #[arg(long, default_value_t = local_control_plane::DEFAULT_NODES, value_name = "N")]
         nodes: usize,
@@ -61,6 +65,7 @@ fn main() -> Result<()> {
     match cli.command.unwrap_or(Cmd::Up {
         kubeconfig_out: None,
         no_controller_manager: false,
+        workload_controllers: false,
         nodes: local_control_plane::DEFAULT_NODES,
         no_nodes: false,
         keep_dir: false,
@@ -84,6 +89,7 @@ fn main() -> Result<()> {
         Cmd::Up {
             kubeconfig_out,
             no_controller_manager,
+            workload_controllers,
             nodes,
             no_nodes,
             keep_dir,
@@ -92,6 +98,15 @@ fn main() -> Result<()> {
             kubeconfig_out,
             ControlPlaneOptions {
                 controller_manager: !no_controller_manager,
+                controllers: local_control_plane::DEFAULT_CONTROLLERS
+                    .iter()
+                    .chain(if workload_controllers {
+                        &local_control_plane::WORKLOAD_CONTROLLERS[..]
+                    } else {
+                        &[][..]
+                    })
+                    .map(|c| c.to_string())
+                    .collect(),
                 nodes: if no_nodes { 0 } else { nodes },
                 keep_dir,
                 apiserver_args,
