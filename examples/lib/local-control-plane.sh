@@ -3,7 +3,7 @@
 # with the host when the script exits.
 #
 #   start_work NAME                      # a temporary directory in $work, cleaned up on exit
-#   start_control_plane BIN              # `BIN up`; exports KUBECONFIG and the Kubernetes binaries' PATH
+#   start_control_plane BIN [ARGS...]    # `BIN up ARGS...`; exports KUBECONFIG and the Kubernetes binaries' PATH
 #   host_pid=$!                          # (the script's) the host, stopped on exit
 
 bold=$'\033[1m'; plain=$'\033[0m'
@@ -26,7 +26,7 @@ start_work() {
 
 start_control_plane() {
     say "starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok with 3 simulated nodes)"
-    "$1" up --kubeconfig-out "$work/kubeconfig" >"$work/control-plane.out" 2>"$work/control-plane.err" &
+    "$1" up --kubeconfig-out "$work/kubeconfig" "${@:2}" >"$work/control-plane.out" 2>"$work/control-plane.err" &
     cp_pid=$!
     for _ in $(seq 1 600); do
         grep -q '^ready' "$work/control-plane.out" 2>/dev/null && break

@@ -61,8 +61,20 @@ pub fn desired(name: &str, spec: &MemcachedSpec) -> DesiredChild {
         kind: KIND.to_string(),
         name: name.to_string(),
         labels: labels(name),
-        annotations: Vec::new(),
+        annotations: build_annotations(),
         body_json: body.to_string(),
+    }
+}
+
+/// The `v2` build (hot-swap tests) marks its Deployments.
+fn build_annotations() -> Vec<KeyValue> {
+    if cfg!(feature = "v2") {
+        vec![KeyValue {
+            key: "cache.example.com/plugin-build".to_string(),
+            value: "v2".to_string(),
+        }]
+    } else {
+        Vec::new()
     }
 }
 
@@ -78,7 +90,7 @@ fn pod_spec(port: i64) -> Value {
         "containers": [{
             "name": "memcached",
             "image": IMAGE,
-            "imagePullPolicy": "IfNotPresent",
+            "imagePullPolicy": "Always",
             "command": ["memcached", "--memory-limit=64", "-o", "modern", "-v"],
             "ports": [{ "containerPort": port, "name": "memcached", "protocol": "TCP" }],
             "securityContext": {

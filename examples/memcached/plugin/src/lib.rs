@@ -49,7 +49,11 @@ pub const PLUGIN_NAME: &str = "memcached";
 pub fn plugin_info() -> PluginInfo {
     PluginInfo {
         name: PLUGIN_NAME.to_string(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
+        version: if cfg!(feature = "v2") {
+            concat!(env!("CARGO_PKG_VERSION"), "+v2").to_string()
+        } else {
+            env!("CARGO_PKG_VERSION").to_string()
+        },
     }
 }
 

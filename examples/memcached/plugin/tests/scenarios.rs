@@ -55,7 +55,7 @@ fn a_fresh_memcached_gets_one_deployment_of_its_size() {
                 "containers": [{
                     "name": "memcached",
                     "image": "memcached:1.6.26-alpine",
-                    "imagePullPolicy": "IfNotPresent",
+                    "imagePullPolicy": "Always",
                     "command": ["memcached", "--memory-limit=64", "-o", "modern", "-v"],
                     "ports": [{ "containerPort": 11211, "name": "memcached", "protocol": "TCP" }],
                     "securityContext": {

@@ -118,7 +118,7 @@ fn pod_spec(config_map: &str) -> Value {
         "containers": [{
             "name": "nginx",
             "image": IMAGE,
-            "imagePullPolicy": "IfNotPresent",
+            "imagePullPolicy": "Always",
             "ports": [{ "containerPort": CONTAINER_PORT, "name": "http", "protocol": "TCP" }],
             "volumeMounts": [{ "name": "content", "mountPath": HTML_DIR, "readOnly": true }],
             "securityContext": {

@@ -118,7 +118,7 @@ fn expected_deployment(replicas: i64, hash: &str) -> Value {
                 "containers": [{
                     "name": "nginx",
                     "image": "nginxinc/nginx-unprivileged:1.27-alpine",
-                    "imagePullPolicy": "IfNotPresent",
+                    "imagePullPolicy": "Always",
                     "ports": [{ "containerPort": 8080, "name": "http", "protocol": "TCP" }],
                     "volumeMounts": [{ "name": "content", "mountPath": "/usr/share/nginx/html", "readOnly": true }],
                     "securityContext": {
