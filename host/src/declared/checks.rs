@@ -476,20 +476,14 @@ fn policy_text(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use kube::core::{ApiResource, GroupVersionKind};
-
     use super::*;
     use crate::crd::controller::KindRef;
 
     fn kind(api_version: &str, kind: &str) -> ResolvedKind {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        ResolvedKind {
-            declared: KindRef {
-                api_version: api_version.into(),
-                kind: kind.into(),
-            },
-            resource: ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)),
-        }
+        ResolvedKind::by_convention(&KindRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        })
     }
 
     fn child(api_version: &str, kind: &str, name: &str, body: Value) -> v3::DesiredChild {

@@ -44,6 +44,17 @@ pub struct ResolvedKind {
 }
 
 impl ResolvedKind {
+    /// `kind` with its resource named by Kubernetes' convention (the plural
+    /// from the kind), without asking the API server: for tools that print
+    /// what a declaration needs, and for tests.
+    pub fn by_convention(kind: &KindRef) -> Self {
+        let (group, version) = kind.group_version();
+        Self {
+            declared: kind.clone(),
+            resource: ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &kind.kind)),
+        }
+    }
+
     /// `plural.group/version` (`plural/version` for the core group).
     pub fn resource_name(&self) -> String {
         let ar = &self.resource;

@@ -67,10 +67,22 @@ pub async fn run(settings: Settings) {
         .default_backoff()
         .boxed();
     let mut supervised: HashMap<String, (Option<i64>, AbortOnDrop)> = HashMap::new();
+    // The names a (re)list holds: one gone while the watch was down is
+    // stopped when the list ends.
+    let mut listed: Option<std::collections::HashSet<String>> = None;
     while let Some(event) = events.next().await {
         match event {
+            Ok(watcher::Event::Init) => listed = Some(Default::default()),
+            Ok(watcher::Event::InitDone) => {
+                if let Some(listed) = listed.take() {
+                    supervised.retain(|name, _| listed.contains(name));
+                }
+            }
             Ok(watcher::Event::Apply(resource) | watcher::Event::InitApply(resource)) => {
                 let name = resource.name_any();
+                if let Some(listed) = &mut listed {
+                    listed.insert(name.clone());
+                }
                 let generation = resource.metadata.generation;
                 if supervised
                     .get(&name)
@@ -87,7 +99,6 @@ pub async fn run(settings: Settings) {
                     tracing::info!(controller = %resource.name_any(), "declared controller stopped");
                 }
             }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
             Err(err) => tracing::warn!("watching PluginControllers: {err}"),
         }
     }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -105,8 +105,7 @@ pub fn cluster_role(name: &str, controllers: &[PluginController]) -> Value {
 
 /// The resource of a kind, its plural by Kubernetes' naming convention.
 fn resource(kind: &KindRef) -> ApiResource {
-    let (group, version) = kind.group_version();
-    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &kind.kind))
+    super::kinds::ResolvedKind::by_convention(kind).resource
 }
 
 #[cfg(test)]

@@ -160,7 +160,8 @@ pub struct RunArgs {
     /// kind, contract 0.3 plugins), started and stopped as the resources
     /// come and go, beside the Jinghzhu controller; without --plugin,
     /// --plugin-configmap or --plugin-resource, only these run (no Jinghzhu
-    /// CRD needed; the metrics endpoint is not served then). Needs the
+    /// CRD needed; the metrics endpoint is not served then). With
+    /// --leader-elect only the leader runs them; not with --shards. Needs the
     /// PluginController CRD and access to the declared kinds
     /// (`wasm-operator rbac` prints the ClusterRole).
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_CONTROLLERS")]

@@ -419,7 +419,12 @@ pub async fn run(args: RunArgs) -> Result<()> {
         deliver_in_background(&client, &metrics, &plugins, delivery);
     }
 
-    let _declared = start_declared(&args, &client, &metrics, (&runtime_for_declared, &policy))?;
+    let _declared = start_declared(
+        &args,
+        &client,
+        &metrics,
+        (&runtime_for_declared, &policy, leadership.clone()),
+    )?;
     let config = controller_config(
         &args,
         policy,
@@ -451,15 +456,26 @@ pub async fn run(args: RunArgs) -> Result<()> {
 }
 
 /// `--plugin-controllers`: follows every `PluginController` in a task of
-/// its own (stopped when the returned guard drops).
+/// its own (stopped when the returned guard drops), while this replica
+/// leads (always, without `--leader-elect`).
 fn start_declared(
     args: &RunArgs,
     client: &Client,
     metrics: &Arc<Metrics>,
-    (runtime, policy): (&Arc<Runtime>, &crate::apply::policy::PolicyConfig),
+    (runtime, policy, leadership): (
+        &Arc<Runtime>,
+        &crate::apply::policy::PolicyConfig,
+        Leadership,
+    ),
 ) -> Result<Option<AbortOnDrop>> {
     if !args.plugin_controllers {
         return Ok(None);
+    }
+    if args.leader_election.shard_config().is_some() {
+        bail!(
+            "--plugin-controllers does not shard yet: run the declared controllers in one \
+             replica, or in several with --leader-elect (the leader runs them)"
+        );
     }
     let writer = crate::telemetry::event_writer::EventWriter::new(
         client.clone(),
@@ -496,7 +512,14 @@ fn start_declared(
     };
     let task = tokio::spawn(async move {
         let _worker = worker;
-        crate::declared::run(settings).await;
+        while let Some(mut term) = leadership.wait_leading().await {
+            tokio::select! {
+                () = crate::declared::run(settings.clone()) => break,
+                () = term.lost() => {
+                    tracing::info!("leadership lost: the declared controllers stop until it returns");
+                }
+            }
+        }
     });
     Ok(Some(AbortOnDrop::new(task.abort_handle())))
 }
@@ -518,7 +541,12 @@ async fn run_declared_only(args: RunArgs) -> Result<()> {
         )),
         ..args.runtime.config()
     })?);
-    let _declared = start_declared(&args, &client, &metrics, (&runtime, &policy))?;
+    let _declared = start_declared(
+        &args,
+        &client,
+        &metrics,
+        (&runtime, &policy, Leadership::always()),
+    )?;
     tracing::info!(
         workers = args.workers,
         "declared controllers starting (no Jinghzhu plugin)"
