@@ -59,7 +59,11 @@ fn load(runtime: &Runtime, package: &str) -> Arc<LoadedPlugin> {
 
 /// The 0.3 input for `parent` with its pods as one child kind (and no
 /// ConfigMaps).
-fn generic_input(parent: &DynamicObject, pods: &[DynamicObject], now: SystemTime) -> v3::ReconcileInput {
+fn generic_input(
+    parent: &DynamicObject,
+    pods: &[DynamicObject],
+    now: SystemTime,
+) -> v3::ReconcileInput {
     v3::ReconcileInput {
         parent: convert_v3::object(parent, "jinghzhu.io/v1", "Jinghzhu"),
         children: vec![
