@@ -128,7 +128,7 @@ fn main() {
                     old.push(started.elapsed());
                 }
                 let started = Instant::now();
-                let input = black_box(generic_input(&parent, &pod_objects, now));
+                black_box(generic_input(&parent, &pod_objects, now));
                 if round > 0 {
                     input_only.push(started.elapsed());
                 }

@@ -421,10 +421,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
 
     let _declared = start_declared(
         &args,
-        &client,
         &metrics,
         (&runtime_for_declared, &policy, leadership.clone()),
-    )?;
+    )
+    .await?;
     let config = controller_config(
         &args,
         policy,
@@ -457,10 +457,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
 
 /// `--plugin-controllers`: follows every `PluginController` in a task of
 /// its own (stopped when the returned guard drops), while this replica
-/// leads (always, without `--leader-elect`).
-fn start_declared(
+/// leads (always, without `--leader-elect`). Its client bounds lists as
+/// the host's does, but reads pods as they come: the host's own client
+/// leaves out every pod no Jinghzhu controls.
+async fn start_declared(
     args: &RunArgs,
-    client: &Client,
     metrics: &Arc<Metrics>,
     (runtime, policy, leadership): (
         &Arc<Runtime>,
@@ -477,6 +478,11 @@ fn start_declared(
              replica, or in several with --leader-elect (the leader runs them)"
         );
     }
+    let bounds = crate::kube_api::list_bounds::ListBounds::new(
+        args.lists.limits(),
+        metrics.list_refused.clone(),
+    );
+    let client = &connect_bounded(bounds).await?;
     let writer = crate::telemetry::event_writer::EventWriter::new(
         client.clone(),
         crate::telemetry::event_writer::Reporter {
@@ -529,10 +535,6 @@ fn start_declared(
 async fn run_declared_only(args: RunArgs) -> Result<()> {
     let policy = args.policy.config()?;
     let metrics = Arc::new(Metrics::default());
-    let list_bounds = args
-        .lists
-        .bounds(metrics.list_refused.clone(), metrics.pods_dropped.clone());
-    let client = connect_bounded(list_bounds).await?;
     warn_without_compile_helper();
     let runtime = Arc::new(Runtime::new(RuntimeConfig {
         compiler: Compiler::Child(ChildCompiler::helper(
@@ -541,12 +543,8 @@ async fn run_declared_only(args: RunArgs) -> Result<()> {
         )),
         ..args.runtime.config()
     })?);
-    let _declared = start_declared(
-        &args,
-        &client,
-        &metrics,
-        (&runtime, &policy, Leadership::always()),
-    )?;
+    let _declared =
+        start_declared(&args, &metrics, (&runtime, &policy, Leadership::always())).await?;
     tracing::info!(
         workers = args.workers,
         "declared controllers starting (no Jinghzhu plugin)"
