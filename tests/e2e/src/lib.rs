@@ -4,6 +4,7 @@
 //! that namespace, and waiting helpers that say what they waited for.
 //! [`deploy`]: the deploy manifests and the host binary run as the Deployment runs it.
 
+pub mod declared;
 pub mod deploy;
 pub mod endless_list;
 pub mod faults;

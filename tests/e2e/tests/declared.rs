@@ -13,15 +13,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
+use e2e_tests::declared::{
+    apply_crd, crd_file, declare, memcached_controller, memcacheds, resource, status_field,
+    wait_ready, wait_state, with_workload_controllers,
+};
 use e2e_tests::{ControlPlaneSlot, TestEnv, own_control_plane, plugin, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::{Client, CustomResourceExt, ResourceExt};
-use local_control_plane::ControlPlaneOptions;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::OnceCell;
 use wasm_operator::apply::policy::PolicyConfig;
 use wasm_operator::crd::controller::PluginController;
@@ -34,14 +37,6 @@ use wasm_operator::telemetry::events::{EventSink, QUEUE_CAPACITY};
 use wasm_operator::telemetry::metrics::Metrics;
 
 static PLANE: ControlPlaneSlot = ControlPlaneSlot::new();
-
-fn with_workload_controllers() -> ControlPlaneOptions {
-    let mut options = ControlPlaneOptions::default();
-    options
-        .controllers
-        .extend(local_control_plane::WORKLOAD_CONTROLLERS.map(String::from));
-    options
-}
 
 /// A namespace on this binary's control plane, the CRDs installed and the
 /// manager running.
@@ -114,12 +109,6 @@ async fn run_manager(client: Client) {
     declared::run(settings).await;
 }
 
-fn crd_file(path: &str) -> Result<CustomResourceDefinition> {
-    let path = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-    Ok(serde_yaml::from_str(&text)?)
-}
-
 /// `Trial` (`e2e.wasm-operator.io/v1`): the misbehaving plugin's parent.
 fn trial_crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({
@@ -140,89 +129,12 @@ fn trial_crd() -> CustomResourceDefinition {
     .expect("the Trial CRD")
 }
 
-async fn apply_crd(client: &Client, crd: CustomResourceDefinition) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = crd.name_any();
-    crds.patch(
-        &name,
-        &PatchParams::apply("e2e-tests").force(),
-        &Patch::Apply(&crd),
-    )
-    .await?;
-    wait_for(
-        &format!("CRD {name} established"),
-        Duration::from_secs(30),
-        || async {
-            let crd = crds.get(&name).await?;
-            Ok(crd
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True"))
-        },
-    )
-    .await
-}
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-fn memcacheds() -> ApiResource {
-    resource("cache.example.com", "v1alpha1", "Memcached", "memcacheds")
-}
-
 fn static_sites() -> ApiResource {
     resource("web.example.com", "v1alpha1", "StaticSite", "staticsites")
 }
 
 fn trials() -> ApiResource {
     resource("e2e.wasm-operator.io", "v1", "Trial", "trials")
-}
-
-/// Declares the controller `name` (replacing one of that name).
-async fn declare(client: &Client, name: &str, spec: Value) -> Result<()> {
-    let api: Api<PluginController> = Api::all(client.clone());
-    let object = json!({
-        "apiVersion": "wasm-operator.io/v1alpha1",
-        "kind": "PluginController",
-        "metadata": {"name": name},
-        "spec": spec,
-    });
-    api.patch(
-        name,
-        &PatchParams::apply("e2e-tests").force(),
-        &Patch::Apply(&object),
-    )
-    .await?;
-    Ok(())
-}
-
-async fn wait_state(client: &Client, name: &str, state: &str) -> Result<PluginController> {
-    let api: Api<PluginController> = Api::all(client.clone());
-    wait_for(
-        &format!("PluginController {name} {state}"),
-        Duration::from_secs(90),
-        || async {
-            Ok(api
-                .get_opt(name)
-                .await?
-                .and_then(|c| c.status)
-                .is_some_and(|s| s.state == state))
-        },
-    )
-    .await?;
-    Ok(api.get(name).await?)
-}
-
-fn memcached_controller(plugin_path: &std::path::Path) -> Value {
-    json!({
-        "parent": {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached"},
-        "children": [{"apiVersion": "apps/v1", "kind": "Deployment", "maxCount": 2}],
-        "observe": [{"apiVersion": "v1", "kind": "Pod", "through": [{"apiVersion": "apps/v1", "kind": "ReplicaSet"}]}],
-        "source": {"file": {"path": plugin_path.display().to_string()}},
-    })
 }
 
 async fn deployment_with(env: &TestEnv, name: &str, replicas: i32) -> Result<Deployment> {
@@ -241,25 +153,6 @@ async fn deployment_with(env: &TestEnv, name: &str, replicas: i32) -> Result<Dep
     )
     .await?;
     Ok(api.get(name).await?)
-}
-
-async fn status_field(api: &Api<DynamicObject>, name: &str, pointer: &str) -> Result<Value> {
-    Ok(api
-        .get(name)
-        .await?
-        .data
-        .pointer(pointer)
-        .cloned()
-        .unwrap_or(Value::Null))
-}
-
-async fn wait_ready(api: &Api<DynamicObject>, name: &str, ready: i64) -> Result<()> {
-    wait_for(
-        &format!("{name} status.readyReplicas = {ready}"),
-        Duration::from_secs(120),
-        || async { Ok(status_field(api, name, "/status/readyReplicas").await? == json!(ready)) },
-    )
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
