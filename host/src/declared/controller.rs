@@ -322,7 +322,11 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
         name: &name,
         uid: &uid,
     };
-    let cached = |kind: usize, child: &str| cached_child(&ctx.children[kind], &namespace, child);
+    let cached = |kind: usize, child: &str| {
+        let key =
+            ObjectRef::new_with(child, ctx.child_kinds[kind].resource.clone()).within(&namespace);
+        ctx.children[kind].get(&key)
+    };
     apply::apply(&target, &parent_ref, &plan, cached)
         .await
         .map_err(|err| match err {
@@ -383,20 +387,6 @@ fn controlled_by(child: &DynamicObject, uid: &str, namespace: &str) -> bool {
             .owner_references()
             .iter()
             .any(|owner| owner.controller == Some(true) && owner.uid == uid)
-}
-
-fn cached_child(
-    store: &Store<DynamicObject>,
-    namespace: &str,
-    name: &str,
-) -> Option<Arc<DynamicObject>> {
-    store
-        .state_filter(|child| {
-            child.metadata.namespace.as_deref() == Some(namespace)
-                && child.metadata.name.as_deref() == Some(name)
-        })
-        .into_iter()
-        .next()
 }
 
 /// After a failed reconcile: a Warning naming the rule on the parent, and

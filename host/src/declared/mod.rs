@@ -30,7 +30,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::apply::policy::{PodPolicy, PolicyConfig};
+use crate::apply::policy::PolicyConfig;
 use crate::crd::controller::PluginController;
 use crate::crd::plugin::PluginRefusal;
 use crate::delivery::resource::opener::{Opened, SourceOpener};
@@ -328,11 +328,7 @@ fn pod_policy(resource: &PluginController, host: &PolicyConfig) -> PolicyConfig 
         .spec
         .pod_policy
         .as_ref()
-        .map(|asked| match asked.policy.as_str() {
-            "template" => PodPolicy::Template,
-            "restricted" => PodPolicy::Restricted,
-            _ => PodPolicy::Baseline,
-        });
+        .map(crate::delivery::resource::pod_policy_of);
     let mut policy = host.clone();
     if let Some(asked) = asked {
         policy.policy = asked.stricter_of(host.policy);

@@ -325,22 +325,13 @@ fn warn_without_compile_helper() {
 /// running finish, the Lease (if held) is released, and the host exits,
 /// all within `--shutdown-timeout-secs` (what still runs then is cancelled).
 pub async fn run(args: RunArgs) -> Result<()> {
-    let serves_jinghzhu =
-        args.plugin.is_some() || args.plugin_configmap.is_some() || args.plugin_resource.is_some();
-    if !serves_jinghzhu {
+    if args.plugin.is_none() && args.plugin_configmap.is_none() && args.plugin_resource.is_none() {
         return run_declared_only(args).await;
     }
     let policy = args.policy.config()?;
     check_write_burst(&args)?;
     check_instance_pool(&args)?;
-    let election = args.leader_election.config();
-    if let Some(config) = &election {
-        config.validate().map_err(|err| anyhow!(err))?;
-    }
-    let sharding = args.leader_election.shard_config();
-    if let Some(config) = &sharding {
-        config.validate().map_err(|err| anyhow!(err))?;
-    }
+    let (election, sharding) = replica_config(&args)?;
     let metrics = Arc::new(Metrics::default());
     let list_bounds = args
         .lists
@@ -348,16 +339,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let client = connect_bounded(list_bounds.clone()).await?;
     check_crd_in(&client, args.namespace.as_deref()).await?;
 
-    warn_without_compile_helper();
-    let runtime = Arc::new(Runtime::new(RuntimeConfig {
-        // Cranelift never runs in the operator's own process: the compile
-        // helper compiles (see `runtime::compiler`).
-        compiler: Compiler::Child(ChildCompiler::helper(
-            Duration::from_secs(args.plugin_compile_timeout_secs),
-            args.plugin_compile_memory_mib * 1024 * 1024,
-        )),
-        ..args.runtime.config()
-    })?);
+    let runtime = serving_runtime(&args)?;
 
     // The Lease identity when electing, so both name one replica.
     let replica = election
@@ -530,19 +512,44 @@ async fn start_declared(
     Ok(Some(AbortOnDrop::new(task.abort_handle())))
 }
 
-/// `--plugin-controllers` without a Jinghzhu plugin: only the declared
-/// controllers run (no Jinghzhu CRD needed), until Ctrl-C or SIGTERM.
-async fn run_declared_only(args: RunArgs) -> Result<()> {
-    let policy = args.policy.config()?;
-    let metrics = Arc::new(Metrics::default());
+/// Leader election's and sharding's settings from the flags, checked.
+fn replica_config(
+    args: &RunArgs,
+) -> Result<(
+    Option<LeaderElectionConfig>,
+    Option<crate::shards::ShardConfig>,
+)> {
+    let election = args.leader_election.config();
+    if let Some(config) = &election {
+        config.validate().map_err(|err| anyhow!(err))?;
+    }
+    let sharding = args.leader_election.shard_config();
+    if let Some(config) = &sharding {
+        config.validate().map_err(|err| anyhow!(err))?;
+    }
+    Ok((election, sharding))
+}
+
+/// The plugin runtime of a serving host: Cranelift never runs in the
+/// operator's own process, the compile helper compiles (see
+/// `runtime::compiler`).
+fn serving_runtime(args: &RunArgs) -> Result<Arc<Runtime>> {
     warn_without_compile_helper();
-    let runtime = Arc::new(Runtime::new(RuntimeConfig {
+    Ok(Arc::new(Runtime::new(RuntimeConfig {
         compiler: Compiler::Child(ChildCompiler::helper(
             Duration::from_secs(args.plugin_compile_timeout_secs),
             args.plugin_compile_memory_mib * 1024 * 1024,
         )),
         ..args.runtime.config()
-    })?);
+    })?))
+}
+
+/// `--plugin-controllers` without a Jinghzhu plugin: only the declared
+/// controllers run (no Jinghzhu CRD needed), until Ctrl-C or SIGTERM.
+async fn run_declared_only(args: RunArgs) -> Result<()> {
+    let policy = args.policy.config()?;
+    let metrics = Arc::new(Metrics::default());
+    let runtime = serving_runtime(&args)?;
     let _declared =
         start_declared(&args, &metrics, (&runtime, &policy, Leadership::always())).await?;
     tracing::info!(

@@ -232,15 +232,7 @@ impl bindings::v2::jinghzhu::operator::log::Host for PluginState {
             bindings::v2::Level::Warn => Level::Warn,
             bindings::v2::Level::Error => Level::Error,
         };
-        let fields: Vec<bindings::KeyValue> = fields
-            .into_iter()
-            .take(MAX_LOG_FIELDS)
-            .map(|f| bindings::KeyValue {
-                key: f.key,
-                value: f.value,
-            })
-            .collect();
-        self.forward_log(level, message, &fields);
+        self.forward_pairs(level, message, fields.into_iter().map(|f| (f.key, f.value)));
     }
 }
 
@@ -261,20 +253,27 @@ impl bindings::v3::wasm_operator::controller::log::Host for PluginState {
             bindings::v3::Level::Warn => Level::Warn,
             bindings::v3::Level::Error => Level::Error,
         };
-        let fields: Vec<bindings::KeyValue> = fields
-            .into_iter()
-            .take(MAX_LOG_FIELDS)
-            .map(|f| bindings::KeyValue {
-                key: f.key,
-                value: f.value,
-            })
-            .collect();
-        self.forward_log(level, message, &fields);
+        self.forward_pairs(level, message, fields.into_iter().map(|f| (f.key, f.value)));
     }
 }
 
 impl PluginState {
-    /// One `log` call of either contract version, within the call's budget.
+    /// A `log` call whose fields come as key/value pairs (contracts 0.2 and
+    /// 0.3): at most [`MAX_LOG_FIELDS`] of them, then [`Self::forward_log`].
+    fn forward_pairs(
+        &mut self,
+        level: Level,
+        message: String,
+        fields: impl Iterator<Item = (String, String)>,
+    ) {
+        let fields: Vec<bindings::KeyValue> = fields
+            .take(MAX_LOG_FIELDS)
+            .map(|(key, value)| bindings::KeyValue { key, value })
+            .collect();
+        self.forward_log(level, message, &fields);
+    }
+
+    /// One `log` call of any contract version, within the call's budget.
     fn forward_log(&mut self, level: Level, message: String, fields: &[bindings::KeyValue]) {
         self.log_calls = self.log_calls.saturating_add(1);
         if self.log_calls > MAX_LOG_CALLS || self.log_bytes >= LOG_BUDGET_BYTES {

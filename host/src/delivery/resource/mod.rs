@@ -119,13 +119,17 @@ pub struct ResourceOptions {
 /// The pod policy `spec.podPolicy` asks for, if any (the CRD's schema
 /// admits only the three names).
 fn asked_pod_policy(spec: &JinghzhuPluginSpec) -> Option<PodPolicy> {
-    spec.pod_policy
-        .as_ref()
-        .map(|asked| match asked.policy.as_str() {
-            "template" => PodPolicy::Template,
-            "restricted" => PodPolicy::Restricted,
-            _ => PodPolicy::Baseline,
-        })
+    spec.pod_policy.as_ref().map(pod_policy_of)
+}
+
+/// The pod policy a resource's `spec.podPolicy` names (the CRDs' schemas
+/// admit only the three names).
+pub fn pod_policy_of(asked: &crate::crd::plugin::PodPolicySpec) -> PodPolicy {
+    match asked.policy.as_str() {
+        "template" => PodPolicy::Template,
+        "restricted" => PodPolicy::Restricted,
+        _ => PodPolicy::Baseline,
+    }
 }
 
 /// `spec.limits` and `spec.podPolicy` clamped to the host's flags (a
