@@ -167,7 +167,12 @@ fn rollout(args: &crate::delivery::resource::rollout_cli::RolloutArgs) -> anyhow
         .build()?
         .block_on(async {
             let client = crate::run::connect().await?;
-            crate::delivery::resource::rollout_cli::apply(&client, &args.name, args.action).await
+            use crate::delivery::resource::rollout_cli::{apply, apply_to_controller};
+            if args.controller {
+                apply_to_controller(&client, &args.name, args.action).await
+            } else {
+                apply(&client, &args.name, args.action).await
+            }
         })?;
     println!("{done}");
     Ok(ExitCode::SUCCESS)

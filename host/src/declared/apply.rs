@@ -1,7 +1,8 @@
 //! Applies a checked [`Plan`]: first every child's ownership is settled
 //! (nothing is written if one is not the parent's to write), then each
 //! child by server-side apply under the controller's field manager
-//! (skipped when the cached child already has every field as desired),
+//! (skipped when the host applied the same desired child before and the
+//! cached child has every field of it; see [`super::applied`]),
 //! deletes with the child's uid as a precondition, and the parent's status
 //! by server-side apply on its status subresource. Writes stop at the
 //! first failure; what was written is idempotent, so the retry makes the
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use crate::refusal::Refusal;
 
+use super::applied::AppliedMemory;
 use super::checks::{CONTROLLER_LABEL, Plan, rules};
 use super::kinds::ResolvedKind;
 
@@ -62,6 +64,8 @@ pub struct Target<'a> {
     pub children: &'a [ResolvedKind],
     /// The controller's name (the value of its children's label).
     pub controller: &'a str,
+    /// What it applied last to each child.
+    pub applied: &'a AppliedMemory,
 }
 
 /// The parent a plan is applied for.
@@ -100,13 +104,17 @@ pub async fn apply(
     let mut written = Written::default();
     let params = PatchParams::apply(target.field_manager).force();
     for (child, live) in plan.applies.iter().zip(&live) {
-        if live.as_ref().is_some_and(|obj| already(obj, &child.object)) {
+        let applied = target.applied;
+        if live.as_ref().is_some_and(|obj| already(obj, &child.object))
+            && applied.same(parent.uid, child.kind, &child.name, &child.object)
+        {
             written.unchanged += 1;
             continue;
         }
         let api = children_api(target, child.kind, namespace);
         api.patch(&child.name, &params, &Patch::Apply(&child.object))
             .await?;
+        applied.remember(parent.uid, child.kind, &child.name, &child.object);
         written.applied += 1;
     }
     for gone in &plan.deletes {
@@ -118,6 +126,9 @@ pub async fn apply(
             }),
             ..DeleteParams::background()
         };
+        target
+            .applied
+            .forget_child(parent.uid, gone.kind, &gone.name);
         match api.delete(&gone.name, &params).await {
             Ok(_) => written.deleted += 1,
             // Gone already, or a new object of that name: not ours to delete.

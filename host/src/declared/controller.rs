@@ -8,7 +8,7 @@
 //! its watches.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
@@ -22,7 +22,7 @@ use kube::runtime::{WatchStreamExt, events::Event, events::EventType, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::apply::policy::PolicyConfig;
-use crate::locks::{MutexExt, RwLockExt};
+use crate::locks::MutexExt;
 use crate::refusal::Refusal;
 use crate::runtime::bindings::v3;
 use crate::runtime::convert_v3;
@@ -31,10 +31,13 @@ use crate::tasks::AbortOnDrop;
 use crate::telemetry::events::{EventSink, QueuedEvent};
 use crate::telemetry::metrics::Metrics;
 
-use super::apply::{self, ApplyError, ParentRef, Target};
+use super::applied::AppliedMemory;
+use super::apply::{self, ApplyError, ParentRef, Target, Written};
 use super::checks::{self, CONTROLLER_LABEL, Declared, Parent};
 use super::kinds::ResolvedKind;
 use super::observed::{Meta, ObservedCaches, ObservedKind};
+use super::rollout::Slot;
+use crate::judging::tally::Sample;
 
 /// A declaration resolved: what one controller serves and within which rules.
 #[derive(Clone, Debug)]
@@ -72,15 +75,25 @@ pub struct Running {
 }
 
 impl Running {
-    /// The plugin serving now.
+    /// The stable plugin, serving every parent outside a canary's cohort.
     pub fn plugin(&self) -> Arc<LoadedPlugin> {
-        self.context.plugin()
+        self.context.slot.stable()
+    }
+
+    /// Which plugin serves which parent ([`Slot`]).
+    pub fn slot(&self) -> &Slot {
+        &self.context.slot
     }
 
     /// Serves `plugin` from the next reconcile on, and reconciles every
     /// parent again.
     pub fn swap(&self, plugin: Arc<LoadedPlugin>) {
-        *self.context.plugin.write_unpoisoned() = plugin;
+        self.context.slot.swap(plugin);
+        self.reconcile_all();
+    }
+
+    /// Reconciles every parent again (a rollout's cohort moved).
+    pub fn reconcile_all(&self) {
         self.reconcile_all.send_modify(|n| *n += 1);
     }
 
@@ -94,17 +107,12 @@ struct Context {
     declaration: Declaration,
     field_manager: String,
     shared: Shared,
-    plugin: RwLock<Arc<LoadedPlugin>>,
+    slot: Slot,
+    applied: AppliedMemory,
     children: Vec<Store<DynamicObject>>,
     child_kinds: Vec<ResolvedKind>,
     observed: Vec<Arc<ObservedCaches>>,
     failures: Mutex<HashMap<String, u32>>,
-}
-
-impl Context {
-    fn plugin(&self) -> Arc<LoadedPlugin> {
-        self.plugin.read_unpoisoned().clone()
-    }
 }
 
 /// Why one reconcile failed.
@@ -160,7 +168,8 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
             .collect(),
         declaration,
         shared,
-        plugin: RwLock::new(plugin),
+        slot: Slot::new(plugin),
+        applied: AppliedMemory::default(),
         children,
         observed,
         failures: Mutex::new(HashMap::new()),
@@ -248,7 +257,14 @@ impl ParentWalk {
 
 async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Failure> {
     let started = Instant::now();
-    let result = reconcile_once(&parent, &ctx).await;
+    let uid = parent.uid().unwrap_or_default();
+    let plugin = ctx.slot.plugin_for(&uid);
+    let result = reconcile_once(&parent, &ctx, &plugin).await;
+    if let Some(sample) = sample_of(&result) {
+        ctx.slot
+            .record(&uid, plugin.digest(), sample, started.elapsed());
+    }
+    let result = result.map(|(action, _)| action);
     let key = object_key(&parent);
     ctx.shared.metrics.declared_reconcile(
         &ctx.declaration.name,
@@ -264,14 +280,39 @@ async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Acti
     result
 }
 
-async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action, Failure> {
+/// How a reconcile ended, for a rollout's judge (`None`: not the plugin's
+/// doing, an API error or no call).
+fn sample_of(result: &Result<(Action, Option<Written>), Failure>) -> Option<Sample> {
+    match result {
+        Ok((_, None)) | Err(Failure::Api(_)) => None,
+        Ok((_, Some(written))) => {
+            let writes = written.applied + written.deleted + u32::from(written.status);
+            Some(Sample::Accepted {
+                writes,
+                converged: writes == 0,
+            })
+        }
+        Err(Failure::Plugin(_)) => Some(Sample::Failed),
+        Err(Failure::Refused(_)) => Some(Sample::Rejected),
+    }
+}
+
+/// One reconcile of `parent` by `plugin`: the writes made, or `None` when
+/// the plugin was not called.
+async fn reconcile_once(
+    parent: &DynamicObject,
+    ctx: &Context,
+    plugin: &Arc<LoadedPlugin>,
+) -> Result<(Action, Option<Written>), Failure> {
     let (Some(namespace), Some(uid)) = (parent.namespace(), parent.uid()) else {
-        return Ok(Action::await_change());
+        return Ok((Action::await_change(), None));
     };
     if parent.metadata.deletion_timestamp.is_some() {
         // The garbage collector deletes the children through their owner
         // references.
-        return Ok(Action::await_change());
+        ctx.slot.forget(&uid);
+        ctx.applied.forget_parent(&uid);
+        return Ok((Action::await_change(), None));
     }
     let name = parent.name_any();
     let owned: Vec<Vec<Arc<DynamicObject>>> = ctx
@@ -280,8 +321,7 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
         .map(|store| store.state_filter(|child| controlled_by(child, &uid, &namespace)))
         .collect();
     let input = input(ctx, parent, &owned);
-    let output = ctx
-        .plugin()
+    let output = plugin
         .reconcile_generic(input, object_key(parent))
         .await
         .map_err(Failure::Plugin)?;
@@ -316,6 +356,7 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
         parent: &ctx.declaration.parent,
         children: &ctx.child_kinds,
         controller: &ctx.declaration.name,
+        applied: &ctx.applied,
     };
     let parent_ref = ParentRef {
         namespace: &namespace,
@@ -327,7 +368,7 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
             ObjectRef::new_with(child, ctx.child_kinds[kind].resource.clone()).within(&namespace);
         ctx.children[kind].get(&key)
     };
-    apply::apply(&target, &parent_ref, &plan, cached)
+    let written = apply::apply(&target, &parent_ref, &plan, cached)
         .await
         .map_err(|err| match err {
             ApplyError::Refused(refusal) => Failure::Refused(refusal),
@@ -336,9 +377,10 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
     for (warning, reason, message) in &plan.events {
         publish(ctx, parent, *warning, reason, message, "Reconcile");
     }
-    Ok(plan
+    let action = plan
         .requeue_after
-        .map_or_else(Action::await_change, Action::requeue))
+        .map_or_else(Action::await_change, Action::requeue);
+    Ok((action, Some(written)))
 }
 
 /// The 0.3 input: the parent and, per declared kind, its children.
@@ -393,6 +435,7 @@ fn controlled_by(child: &DynamicObject, uid: &str, namespace: &str) -> bool {
 /// a retry with exponential backoff (5 ms doubling, at most 5 minutes).
 fn error_policy(parent: Arc<DynamicObject>, failure: &Failure, ctx: Arc<Context>) -> Action {
     let key = object_key(&parent);
+    let uid = parent.uid().unwrap_or_default();
     let failures = {
         let mut all = ctx.failures.lock_unpoisoned();
         let count = all.entry(key.clone()).or_insert(0);
@@ -402,11 +445,11 @@ fn error_policy(parent: Arc<DynamicObject>, failure: &Failure, ctx: Arc<Context>
     let (reason, note) = match failure {
         Failure::Plugin(err) => (
             "PluginFailed",
-            format!("plugin {}: {err}", ctx.plugin().describe()),
+            format!("plugin {}: {err}", ctx.slot.plugin_for(&uid).describe()),
         ),
         Failure::Refused(refusal) => (
             "RejectedOutput",
-            format!("plugin {}: {refusal}", ctx.plugin().describe()),
+            format!("plugin {}: {refusal}", ctx.slot.plugin_for(&uid).describe()),
         ),
         Failure::Api(err) => ("FailedApply", format!("applying the plan: {err}")),
     };

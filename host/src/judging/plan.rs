@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 pub use super::criteria::AbortReason;
 use super::criteria::{self, Thresholds};
 use super::tally::{Sample, Tally};
-use crate::crd::plugin::RolloutFigures;
+use crate::crd::plugin::{RolloutFigures, RolloutSpec};
 
 /// Cohort positions per object: weights are in hundredths of a percent.
 pub const COHORT_SCALE: u32 = 10_000;
@@ -62,6 +62,27 @@ pub struct Strategy {
 }
 
 impl Strategy {
+    /// The strategy `spec.rollout` asks for.
+    pub fn of(spec: &RolloutSpec) -> Self {
+        let percent = |p: u32| f64::from(p) / 100.0;
+        Self {
+            steps: spec.steps.clone(),
+            hold: Duration::from_secs(u64::from(spec.step_seconds)),
+            min_reconciles: spec.min_reconciles,
+            thresholds: Thresholds {
+                max_failure_increase: percent(spec.max_failure_increase_percent.min(100)),
+                max_rejected_increase: percent(spec.max_rejected_increase_percent.min(100)),
+                max_writes_increase: percent(spec.max_writes_increase_percent),
+                max_latency_increase: percent(spec.max_latency_increase_percent),
+                stall: Duration::from_secs(u64::from(spec.stall_seconds.max(1))),
+                max_stalled_increase: percent(spec.max_stalled_increase_percent.min(100)),
+                max_difference: spec
+                    .shadow_stable
+                    .then(|| percent(spec.max_difference_percent.min(100))),
+            },
+        }
+    }
+
     /// `steps` made usable: sorted, deduplicated, within 1..=100, ending at 100.
     pub fn normalized(mut self) -> Self {
         self.steps.retain(|s| (1..=100).contains(s));
@@ -122,6 +143,10 @@ pub struct Steps {
     starved_reported: Option<usize>,
     /// Held at its step (`spec.rollout.paused`).
     pub paused: bool,
+    /// The canary's failures and refusals wait for the stable plugin's
+    /// verdict on the same input (see [`Tally::fair`]); without a stable
+    /// check they count at once.
+    checked: bool,
 }
 
 impl Steps {
@@ -156,7 +181,17 @@ impl Steps {
             baseline: None,
             starved_reported: None,
             paused: false,
+            checked: true,
         }
+    }
+
+    /// The same steps where no stable plugin checks the inputs the canary
+    /// fails on: its failures and refusals count at once (waiting for a
+    /// verdict that never comes would hide them until a step passed).
+    pub fn unchecked(mut self) -> Self {
+        self.checked = false;
+        self.canary_tally = Tally::default();
+        self
     }
 
     /// The cohort's size now, in percent.
@@ -251,7 +286,11 @@ impl Steps {
     /// The tallies start again for a step begun at `at`.
     fn begin_step(&mut self, at: Instant) {
         self.step_started = at;
-        self.canary_tally = Tally::fair();
+        self.canary_tally = if self.checked {
+            Tally::fair()
+        } else {
+            Tally::default()
+        };
         self.stable_tally = Tally::default();
     }
 
@@ -425,6 +464,31 @@ mod tests {
         Verdict::Advance {
             weight,
             empty: false,
+        }
+    }
+
+    /// Without a stable check a refused canary is aborted at once, before
+    /// its step's hold is over.
+    #[test]
+    fn an_unchecked_canarys_refusals_count_at_once() {
+        let start = Instant::now();
+        let mut checked = steps(&[]);
+        let mut unchecked = steps(&[]).unchecked();
+        for steps in [&mut checked, &mut unchecked] {
+            for object in ["a", "b", "c", "d"] {
+                steps.record(object, "sha256:new", Sample::Rejected, MS);
+                steps.record(object, "sha256:old", OK, MS);
+            }
+        }
+        let soon = start + Duration::from_secs(1);
+        assert_eq!(
+            checked.judge(soon, &[]).0,
+            Verdict::Hold,
+            "awaiting verdicts"
+        );
+        match unchecked.judge(soon, &[]).0 {
+            Verdict::Abort(reason) => assert_eq!(reason.rule, "rollout/rejected-proposals"),
+            other => panic!("expected an abort, got {other:?}"),
         }
     }
 

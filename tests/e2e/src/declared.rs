@@ -134,3 +134,106 @@ pub async fn wait_ready(api: &Api<DynamicObject>, name: &str, ready: i64) -> Res
     )
     .await
 }
+
+/// A declared controllers' manager (`declared::run`) on a runtime of its
+/// own thread: each test has its own runtime, which ends with the test,
+/// and one manager serves them all. Dropping it stops the manager and every
+/// controller it runs (a host's restart, as far as the cluster sees).
+pub struct Manager {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Manager {
+    /// Starts a manager on `plane` whose runtime keeps precompiled plugins
+    /// in `cache_dir` (`None`: no cache).
+    pub fn start(
+        plane: &'static local_control_plane::ControlPlane,
+        cache_dir: Option<std::path::PathBuf>,
+    ) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            runtime.block_on(async move {
+                let client = match plane.client().await {
+                    Ok(client) => client,
+                    Err(err) => return eprintln!("the manager's client: {err:#}"),
+                };
+                tokio::select! {
+                    () = run_manager(client, cache_dir) => {}
+                    _ = stopped => {}
+                }
+            });
+            runtime.shutdown_timeout(Duration::from_secs(5));
+        });
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// `declared::run` as `run --plugin-controllers` sets it up: Events, the
+/// host's policy, plugin files from any path (the file-root rule has tests
+/// of its own).
+async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>) {
+    use std::sync::Arc;
+    use wasm_operator::apply::policy::PolicyConfig;
+    use wasm_operator::declared::{self, Settings, Shared};
+    use wasm_operator::delivery::resource::opener::SourceOpener;
+    use wasm_operator::registry::bounded::FileRules;
+    use wasm_operator::runtime::{Runtime, RuntimeConfig};
+    use wasm_operator::telemetry::event_writer::{EventWriter, Reporter};
+    use wasm_operator::telemetry::events::{EventSink, QUEUE_CAPACITY};
+    use wasm_operator::telemetry::metrics::Metrics;
+
+    let metrics = Arc::new(Metrics::default());
+    let writer = EventWriter::new(
+        client.clone(),
+        Reporter {
+            controller: "wasm-operator".into(),
+            instance: None,
+        },
+    );
+    let (events, worker) = EventSink::start(writer, QUEUE_CAPACITY, metrics.events_dropped.clone());
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir,
+        ..RuntimeConfig::default()
+    })
+    .expect("a plugin runtime");
+    let settings = Settings {
+        shared: Shared {
+            client: client.clone(),
+            events,
+            metrics,
+        },
+        runtime: Arc::new(runtime),
+        opener: SourceOpener::new(
+            &client,
+            None,
+            FileRules {
+                any_path: true,
+                ..FileRules::default()
+            },
+        ),
+        policy: PolicyConfig::default(),
+        allowed_child_kinds: Vec::new(),
+        workers: 4,
+    };
+    let _worker = worker;
+    declared::run(settings).await;
+}

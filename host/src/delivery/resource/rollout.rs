@@ -16,7 +16,7 @@ use crate::crd::plugin::{
     JinghzhuPlugin, PluginMode, RolloutSpec, RolloutStatus, RolloutStepRecord,
 };
 use crate::delivery::swapper;
-use crate::judging::criteria::{self, Thresholds};
+use crate::judging::criteria;
 use crate::judging::plan::{AbortReason, Strategy};
 use crate::plugin_text;
 use crate::refusal::Refusal;
@@ -65,26 +65,6 @@ pub(super) enum Offer {
 }
 
 /// The strategy `spec` describes.
-fn strategy(spec: &RolloutSpec) -> Strategy {
-    let percent = |p: u32| f64::from(p) / 100.0;
-    Strategy {
-        steps: spec.steps.clone(),
-        hold: Duration::from_secs(u64::from(spec.step_seconds)),
-        min_reconciles: spec.min_reconciles,
-        thresholds: Thresholds {
-            max_failure_increase: percent(spec.max_failure_increase_percent.min(100)),
-            max_rejected_increase: percent(spec.max_rejected_increase_percent.min(100)),
-            max_writes_increase: percent(spec.max_writes_increase_percent),
-            max_latency_increase: percent(spec.max_latency_increase_percent),
-            stall: Duration::from_secs(u64::from(spec.stall_seconds.max(1))),
-            max_stalled_increase: percent(spec.max_stalled_increase_percent.min(100)),
-            max_difference: spec
-                .shadow_stable
-                .then(|| percent(spec.max_difference_percent.min(100))),
-        },
-    }
-}
-
 /// The rollout the judge wrote for the canary `digest` at the resource's
 /// current generation, if any.
 fn judged<'a>(resource: Option<&'a JinghzhuPlugin>, digest: &str) -> Option<&'a RolloutStatus> {
@@ -224,7 +204,7 @@ impl RolloutSide<'_> {
             self.driver
                 .active
                 .canary()
-                .start(plugin.clone(), strategy(spec), spec.paused);
+                .start(plugin.clone(), Strategy::of(spec), spec.paused);
         self.offered(resource, plugin, started, seen_at).await
     }
 
@@ -299,7 +279,7 @@ impl RolloutSide<'_> {
             self.driver
                 .active
                 .canary()
-                .resume(plugin.clone(), &stable, strategy(spec), at),
+                .resume(plugin.clone(), &stable, Strategy::of(spec), at),
         )
     }
 
@@ -817,7 +797,7 @@ mod tests {
             stall_seconds: 0,
             ..RolloutSpec::default()
         };
-        let strategy = strategy(&spec);
+        let strategy = Strategy::of(&spec);
         assert_eq!(strategy.thresholds.max_difference, Some(0.05));
         assert_eq!(
             strategy.thresholds.stall,
@@ -830,6 +810,6 @@ mod tests {
     }
 
     fn strategy_of_default() -> Strategy {
-        strategy(&RolloutSpec::default())
+        Strategy::of(&RolloutSpec::default())
     }
 }

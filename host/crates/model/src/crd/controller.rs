@@ -9,9 +9,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::plugin::{
-    PluginCondition, PluginLimitsSpec, PluginRefusal, PluginSourceSpec, PodPolicySpec,
-    VerificationSpec,
+    PluginCondition, PluginLimitsSpec, PluginRefusal, PluginSourceSpec, PodPolicySpec, RolloutSpec,
+    RolloutStatus, VerificationSpec,
 };
+
+/// The annotation by which a person promotes or aborts a controller's
+/// canary: `promote sha256:…` or `abort sha256:…` (the canary's digest, so
+/// a decision never applies to a later canary).
+pub const ROLLOUT_ACTION_ANNOTATION: &str = "wasm-operator.io/rollout-action";
 
 /// Most child kinds one controller declares.
 pub const MAX_CHILD_KINDS: usize = 16;
@@ -69,6 +74,11 @@ pub struct PluginControllerSpec {
     /// what the host allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_policy: Option<PodPolicySpec>,
+    /// How a new plugin reaches the parents: as a canary on a growing
+    /// cohort, each step judged against the stable plugin (absent: each
+    /// new plugin serves every parent at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
 }
 
 /// A kind by its API version and name.
@@ -196,6 +206,9 @@ pub struct PluginControllerStatus {
     /// The last candidate or declaration refused, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_refusal: Option<PluginRefusal>,
+    /// The canary rollout going on or last decided (with `spec.rollout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
 }
 
 #[cfg(test)]

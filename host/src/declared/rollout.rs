@@ -1,0 +1,211 @@
+//! The plugin slot of one declared controller: the stable plugin and, with
+//! `spec.rollout`, a canary on a growing cohort of the parents, each step
+//! judged against the stable plugin over the other parents
+//! ([`crate::judging::plan`]). One replica runs a declared controller (the
+//! leader), so the figures are this process's own: nothing read back from
+//! the cluster steers the judge.
+//!
+//! The cohort is a stable hash of the parent's UID; a parent that joined
+//! the canary stays with it while the rollout goes on. Parents whose latest
+//! reconcile under the stable plugin failed when the rollout began are
+//! judged on neither side. Whatever the plugin, its output is held to the
+//! same declaration and pod policy: a canary cannot loosen them.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::judging::plan::{AbortReason, Steps, Strategy, Verdict};
+use crate::judging::tally::Sample;
+use crate::locks::{MutexExt, RwLockExt};
+use crate::runtime::LoadedPlugin;
+
+/// How often a canary's step is judged.
+pub const JUDGE_TICK: Duration = Duration::from_secs(1);
+
+/// Most parents remembered as failing under the stable plugin (beyond
+/// this, the oldest memory is dropped: a failure not remembered is charged
+/// to the canary, never excused wrongly).
+pub const FAILING_REMEMBERED: usize = 100_000;
+
+/// The stable plugin, and a canary while a rollout goes on.
+pub struct Slot {
+    stable: RwLock<Arc<LoadedPlugin>>,
+    canary: Mutex<Option<Canary>>,
+    /// Parents (UIDs) whose latest reconcile under the stable plugin failed.
+    failing: Mutex<HashSet<String>>,
+}
+
+struct Canary {
+    plugin: Arc<LoadedPlugin>,
+    steps: Steps,
+}
+
+/// A rollout as the status shows it.
+#[derive(Debug, Clone)]
+pub struct RolloutView {
+    /// The stable plugin.
+    pub stable: Arc<LoadedPlugin>,
+    /// The canary.
+    pub canary: Arc<LoadedPlugin>,
+    /// Its cohort, in percent.
+    pub weight: u32,
+    /// The step now (from 1), and how many.
+    pub step: (usize, usize),
+}
+
+/// What judging a step decided.
+#[derive(Debug, Clone)]
+pub enum Judged {
+    /// No rollout goes on, or the step is held.
+    Hold,
+    /// Held past twice its duration without the reconciles it needs.
+    Starved,
+    /// The next step began.
+    Advanced,
+    /// The canary passed its last step and is the stable plugin now.
+    Promoted(Arc<LoadedPlugin>),
+    /// The canary failed a criterion; every parent is back on stable.
+    Aborted(Arc<LoadedPlugin>, AbortReason),
+}
+
+impl Slot {
+    /// A slot serving `plugin` to every parent.
+    pub fn new(plugin: Arc<LoadedPlugin>) -> Self {
+        Self {
+            stable: RwLock::new(plugin),
+            canary: Mutex::new(None),
+            failing: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The stable plugin.
+    pub fn stable(&self) -> Arc<LoadedPlugin> {
+        self.stable.read_unpoisoned().clone()
+    }
+
+    /// The canary, while a rollout goes on.
+    pub fn canary(&self) -> Option<Arc<LoadedPlugin>> {
+        self.canary
+            .lock_unpoisoned()
+            .as_ref()
+            .map(|c| c.plugin.clone())
+    }
+
+    /// The plugin the parent `uid` is reconciled with now.
+    pub fn plugin_for(&self, uid: &str) -> Arc<LoadedPlugin> {
+        if let Some(canary) = self.canary.lock_unpoisoned().as_ref()
+            && canary.steps.serves(uid)
+        {
+            return canary.plugin.clone();
+        }
+        self.stable()
+    }
+
+    /// Serves `plugin` to every parent at once; a rollout going on ends.
+    pub fn swap(&self, plugin: Arc<LoadedPlugin>) {
+        *self.canary.lock_unpoisoned() = None;
+        *self.stable.write_unpoisoned() = plugin;
+        self.failing.lock_unpoisoned().clear();
+    }
+
+    /// Rolls `plugin` out as a canary over the stable plugin, from its
+    /// first step (a canary going on is replaced).
+    pub fn start_canary(&self, plugin: Arc<LoadedPlugin>, strategy: Strategy, paused: bool) {
+        let stable = self.stable().digest().to_string();
+        let excused = self.failing.lock_unpoisoned().clone();
+        // No stable check runs beside a declared controller's canary: its
+        // failures and refusals count at once.
+        let mut steps =
+            Steps::start(plugin.digest().to_string(), stable, strategy, excused).unchecked();
+        steps.paused = paused;
+        *self.canary.lock_unpoisoned() = Some(Canary { plugin, steps });
+    }
+
+    /// Records how the reconcile of parent `uid` by the plugin `digest`
+    /// ended.
+    pub fn record(&self, uid: &str, digest: &str, sample: Sample, latency: Duration) {
+        if digest == self.stable().digest() {
+            let mut failing = self.failing.lock_unpoisoned();
+            if matches!(sample, Sample::Accepted { .. }) {
+                failing.remove(uid);
+            } else if failing.len() < FAILING_REMEMBERED {
+                failing.insert(uid.to_string());
+            }
+        }
+        if let Some(canary) = self.canary.lock_unpoisoned().as_mut() {
+            canary.steps.record(uid, digest, sample, latency);
+        }
+    }
+
+    /// Forgets the parent `uid` (deleted).
+    pub fn forget(&self, uid: &str) {
+        self.failing.lock_unpoisoned().remove(uid);
+    }
+
+    /// The rollout going on, if any.
+    pub fn view(&self) -> Option<RolloutView> {
+        let canary = self.canary.lock_unpoisoned();
+        let canary = canary.as_ref()?;
+        Some(RolloutView {
+            stable: self.stable(),
+            canary: canary.plugin.clone(),
+            weight: canary.steps.weight(),
+            step: canary.steps.step(),
+        })
+    }
+
+    /// Judges the step going on at `now`; a promotion makes the canary the
+    /// stable plugin, an abort drops it. Returns the decision and the
+    /// figures it was made on.
+    pub fn judge(&self, now: Instant) -> (Judged, String) {
+        let mut slot = self.canary.lock_unpoisoned();
+        let Some(canary) = slot.as_mut() else {
+            return (Judged::Hold, String::new());
+        };
+        let (verdict, figures) = canary.steps.judge(now, &[]);
+        let judged = match verdict {
+            Verdict::Hold => Judged::Hold,
+            Verdict::Starved if canary.steps.report_starved() => Judged::Starved,
+            Verdict::Starved => Judged::Hold,
+            Verdict::Advance { .. } => Judged::Advanced,
+            Verdict::Promote => {
+                let promoted = canary.plugin.clone();
+                *slot = None;
+                drop(slot);
+                *self.stable.write_unpoisoned() = promoted.clone();
+                self.failing.lock_unpoisoned().clear();
+                Judged::Promoted(promoted)
+            }
+            Verdict::Abort(reason) => {
+                let aborted = canary.plugin.clone();
+                *slot = None;
+                Judged::Aborted(aborted, reason)
+            }
+        };
+        (judged, figures)
+    }
+
+    /// Ends the rollout by a person's decision: `promote` makes the canary
+    /// stable, else it is aborted (`rollout/manual-abort`). `None` when no
+    /// rollout of `digest` goes on.
+    pub fn decide(&self, digest: &str, promote: bool) -> Option<Judged> {
+        let mut slot = self.canary.lock_unpoisoned();
+        let canary = slot.as_ref().filter(|c| c.plugin.digest() == digest)?;
+        let plugin = canary.plugin.clone();
+        *slot = None;
+        drop(slot);
+        if promote {
+            *self.stable.write_unpoisoned() = plugin.clone();
+            self.failing.lock_unpoisoned().clear();
+            return Some(Judged::Promoted(plugin));
+        }
+        Some(Judged::Aborted(
+            plugin,
+            AbortReason {
+                rule: "rollout/manual-abort",
+                message: "aborted by the rollout-action annotation".into(),
+            },
+        ))
+    }
+}

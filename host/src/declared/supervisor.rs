@@ -1,0 +1,576 @@
+//! One `PluginController` at work: its declaration resolved, its source
+//! opened, each candidate vetted and served, and with `spec.rollout` each
+//! new plugin rolled out as a canary ([`super::rollout`]) and judged every
+//! second until it is promoted or aborted.
+//!
+//! An aborted canary is not served again for the same `spec` (the status
+//! remembers it across restarts of the host; an edit of the spec is a
+//! retry). After a restart the stable plugin of the status serves again,
+//! from the precompiled cache, and a newer artifact starts its rollout
+//! from the first step.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use tokio::sync::{mpsc, watch};
+
+use super::controller::{self, Declaration, Running};
+use super::rollout::{JUDGE_TICK, Judged, RolloutView};
+use super::status::{RolloutShown, StatusOf, now_rfc3339};
+use super::{Settings, kinds, observed};
+use crate::apply::policy::PolicyConfig;
+use crate::crd::controller::PluginController;
+use crate::crd::plugin::RolloutStepRecord;
+use crate::delivery::resource::opener::Opened;
+use crate::delivery::sources::Candidate;
+use crate::delivery::vetting::{self, load_pinned};
+use crate::judging::plan::Strategy;
+use crate::refusal::Refusal;
+use crate::runtime::{LoadedPlugin, digest_of};
+use crate::tasks::AbortOnDrop;
+use crate::telemetry::events::QueuedEvent;
+
+/// Judged steps kept in `status.rollout.history`.
+pub const HISTORY_KEPT: usize = 32;
+
+/// The rule a candidate aborted as a canary is refused by when offered
+/// again.
+pub const ABORTED_RULE: &str = "rollout/aborted";
+
+/// One resource: its declaration, its source, its controller.
+pub(super) async fn supervise(
+    resource: PluginController,
+    settings: Settings,
+    actions: watch::Receiver<Option<String>>,
+) {
+    let status = StatusOf::new(&resource, &settings.shared.client);
+    let declaration = match declare(&resource, &settings).await {
+        Ok(declaration) => declaration,
+        Err(refusal) => {
+            refuse(&resource, &settings, &status, "", &refusal).await;
+            return;
+        }
+    };
+    let mut supervisor = Supervisor {
+        aborted: aborted_at_this_generation(&resource),
+        resource,
+        settings,
+        status,
+        declaration,
+        running: None,
+        history: Vec::new(),
+    };
+    supervisor.run(actions).await;
+}
+
+struct Supervisor {
+    resource: PluginController,
+    settings: Settings,
+    status: StatusOf,
+    declaration: Declaration,
+    running: Option<Running>,
+    /// The digest of the canary last aborted at this generation.
+    aborted: Option<String>,
+    /// The steps of the rollout going on (or last decided) judged so far,
+    /// oldest first.
+    history: Vec<RolloutStepRecord>,
+}
+
+impl Supervisor {
+    async fn run(&mut self, mut actions: watch::Receiver<Option<String>>) {
+        let spec = self.resource.spec.clone();
+        if let Err(refusal) = self
+            .settings
+            .opener
+            .check_trust(&spec.source, spec.verification.as_ref())
+        {
+            self.refuse("", &refusal).await;
+            return;
+        }
+        self.restore_stable().await;
+        self.status
+            .resolving(&self.declaration, "opening the plugin source")
+            .await;
+        let (tx, mut rx) = mpsc::channel::<Candidate>(4);
+        let opened = self
+            .settings
+            .opener
+            .open(&spec.source, spec.verification.as_ref(), tx)
+            .await;
+        let _pulling = match opened {
+            Err(refusal) => {
+                self.refuse("", &refusal).await;
+                return;
+            }
+            Ok(Opened::Missing(why)) => {
+                self.status.resolving(&self.declaration, &why).await;
+                None
+            }
+            Ok(Opened::Pulling(task)) => Some(AbortOnDrop::new(task)),
+            Ok(Opened::Bytes(bytes)) => {
+                let label = source_label(&self.resource);
+                self.offer(bytes, &label).await;
+                None
+            }
+        };
+        self.follow(&mut rx, &mut actions).await;
+    }
+
+    /// Serves or refuses each later candidate of the source, judges the
+    /// canary's steps and acts on a person's decision.
+    async fn follow(
+        &mut self,
+        rx: &mut mpsc::Receiver<Candidate>,
+        actions: &mut watch::Receiver<Option<String>>,
+    ) {
+        let mut tick = tokio::time::interval(JUDGE_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut source_open = true;
+        let mut actions_open = true;
+        loop {
+            tokio::select! {
+                candidate = rx.recv(), if source_open => match candidate {
+                    Some(candidate) => self.on_candidate(candidate).await,
+                    // The source is gone: keep serving what serves until
+                    // the resource goes.
+                    None => source_open = false,
+                },
+                _ = tick.tick() => self.judge().await,
+                changed = actions.changed(), if actions_open => match changed {
+                    Ok(()) => {
+                        let action = actions.borrow_and_update().clone();
+                        self.act(action.as_deref()).await;
+                    }
+                    Err(_) => actions_open = false,
+                },
+            }
+            if !source_open && self.running.is_none() {
+                return;
+            }
+        }
+    }
+
+    async fn on_candidate(&mut self, candidate: Candidate) {
+        if let Some(refused) = &candidate.refusal {
+            self.refuse(&refused.digest, &refused.refusal).await;
+            return;
+        }
+        self.offer(candidate.bytes, &candidate.source).await;
+    }
+
+    /// Vets `bytes` and serves them: the first starts the controller; a
+    /// later one swaps in, or becomes the canary with `spec.rollout`.
+    async fn offer(&mut self, bytes: Vec<u8>, from: &str) {
+        let digest = digest_of(&bytes);
+        if let Some(running) = &self.running {
+            let canary = running.slot().canary();
+            if running.plugin().digest() == digest || canary.is_some_and(|c| c.digest() == digest) {
+                return;
+            }
+        }
+        if self.rolls_out() && self.aborted.as_deref() == Some(digest.as_str()) {
+            let refusal = Refusal::new(
+                ABORTED_RULE,
+                format!(
+                    "{digest} was aborted as a canary of this PluginController; it is not rolled \
+                     out again until a new digest or an edit of spec (a retry)"
+                ),
+            );
+            self.refuse(&digest, &refusal).await;
+            return;
+        }
+        let plugin = match vet(&self.settings, &self.resource, &bytes, from).await {
+            Ok(plugin) => plugin,
+            Err(refusal) => {
+                self.refuse(&digest, &refusal).await;
+                return;
+            }
+        };
+        self.serve(plugin, from).await;
+    }
+
+    async fn serve(&mut self, plugin: Arc<LoadedPlugin>, from: &str) {
+        let name = &self.declaration.name;
+        match (&self.running, &self.resource.spec.rollout) {
+            (Some(running), Some(spec)) => {
+                tracing::info!(controller = %name, canary = %plugin.describe(), from, "rolling out");
+                running
+                    .slot()
+                    .start_canary(plugin, Strategy::of(spec), spec.paused);
+                running.reconcile_all();
+                self.history.clear();
+                self.show_rollout(
+                    if spec.paused { "Paused" } else { "Progressing" },
+                    "the canary began its first step",
+                    None,
+                )
+                .await;
+                return;
+            }
+            (Some(running), None) => running.swap(plugin.clone()),
+            (None, _) => {
+                self.running = Some(controller::start(
+                    self.declaration.clone(),
+                    plugin.clone(),
+                    self.settings.shared.clone(),
+                ))
+            }
+        }
+        tracing::info!(controller = %name, plugin = %plugin.describe(), from, "serving");
+        self.status.serving(&self.declaration, &plugin).await;
+    }
+
+    fn rolls_out(&self) -> bool {
+        self.resource.spec.rollout.is_some()
+    }
+
+    /// After a restart of the host (or of this supervisor), the stable
+    /// plugin the status names serves again, from the precompiled cache,
+    /// so a newer artifact is rolled out over it rather than served at once.
+    async fn restore_stable(&mut self) {
+        if !self.rolls_out() {
+            return;
+        }
+        let Some(digest) = self
+            .resource
+            .status
+            .as_ref()
+            .map(|s| s.digest.clone())
+            .filter(|d| !d.is_empty())
+        else {
+            return;
+        };
+        let source = format!(
+            "plugincontroller:{} (precompiled cache)",
+            self.declaration.name
+        );
+        let restored = self
+            .settings
+            .runtime
+            .load_precompiled_off_thread(digest.clone(), source.clone())
+            .await;
+        let Some(plugin) = restored else {
+            tracing::warn!(controller = %self.declaration.name, plugin = digest, "the stable plugin is not in the precompiled cache; the next artifact serves without a canary");
+            return;
+        };
+        match admit(plugin, &self.resource) {
+            Ok(plugin) => self.serve(plugin, &source).await,
+            Err(refusal) => self.refuse(&digest, &refusal).await,
+        }
+    }
+
+    /// Judges the canary's step; acts on the verdict.
+    async fn judge(&mut self) {
+        let Some(running) = &self.running else { return };
+        let Some(before) = running.slot().view() else {
+            return;
+        };
+        let (judged, figures) = running.slot().judge(Instant::now());
+        self.on_judged(&before, judged, &figures).await;
+    }
+
+    /// Acts on what was judged of the rollout `before`.
+    async fn on_judged(&mut self, before: &RolloutView, judged: Judged, figures: &str) {
+        let verdict = match &judged {
+            Judged::Hold | Judged::Starved => None,
+            Judged::Advanced => Some("Passed"),
+            Judged::Promoted(_) => Some("Promoted"),
+            Judged::Aborted(..) => Some("Aborted"),
+        };
+        if let Some(verdict) = verdict {
+            self.remember_step(before, verdict, figures);
+        }
+        let Some(running) = &self.running else { return };
+        match judged {
+            Judged::Hold => {}
+            Judged::Starved => {
+                self.show_rollout(
+                    "Progressing",
+                    &format!("the step waits for reconciles: {figures}"),
+                    None,
+                )
+                .await;
+            }
+            Judged::Advanced => {
+                running.reconcile_all();
+                self.show_rollout("Progressing", &format!("step passed: {figures}"), None)
+                    .await;
+            }
+            Judged::Promoted(plugin) => {
+                running.reconcile_all();
+                let stable = running.plugin();
+                self.status.serving(&self.declaration, &plugin).await;
+                let message = format!("{} promoted: {figures}", plugin.describe());
+                self.status
+                    .rollout(RolloutShown {
+                        phase: "Promoted",
+                        stable: stable.digest(),
+                        canary: plugin.digest(),
+                        weight: 100,
+                        step: before.step,
+                        message: &message,
+                        rule: None,
+                        history: &self.history,
+                    })
+                    .await;
+                self.event(false, "RolloutPromoted", &message);
+            }
+            Judged::Aborted(canary, reason) => {
+                running.reconcile_all();
+                let stable = running.plugin();
+                let message = format!(
+                    "canary {} aborted: {} ({figures})",
+                    canary.describe(),
+                    reason.message
+                );
+                self.aborted = Some(canary.digest().to_string());
+                self.status
+                    .rollout(RolloutShown {
+                        phase: "Aborted",
+                        stable: stable.digest(),
+                        canary: canary.digest(),
+                        weight: 0,
+                        step: before.step,
+                        message: &message,
+                        rule: Some(reason.rule),
+                        history: &self.history,
+                    })
+                    .await;
+                let refusal = Refusal::new(reason.rule, message);
+                self.refuse(canary.digest(), &refusal).await;
+            }
+        }
+    }
+
+    /// Adds the step judged to the history (the last [`HISTORY_KEPT`]).
+    fn remember_step(&mut self, step: &RolloutView, verdict: &str, figures: &str) {
+        self.history.push(RolloutStepRecord {
+            step: format!("{}/{}", step.step.0, step.step.1),
+            weight: step.weight,
+            verdict: verdict.to_string(),
+            time: now_rfc3339(),
+            message: crate::plugin_text::escape_within(figures, 512),
+        });
+        let excess = self.history.len().saturating_sub(HISTORY_KEPT);
+        self.history.drain(..excess);
+    }
+
+    /// A person's decision (`promote sha256:…` or `abort sha256:…`) on the
+    /// canary it names.
+    async fn act(&mut self, action: Option<&str>) {
+        let Some((verb, digest)) = action.and_then(|a| a.trim().split_once(' ')) else {
+            return;
+        };
+        let promote = match verb {
+            "promote" => true,
+            "abort" => false,
+            _ => return,
+        };
+        let Some(running) = &self.running else { return };
+        let Some(before) = running.slot().view() else {
+            return;
+        };
+        if let Some(judged) = running.slot().decide(digest.trim(), promote) {
+            self.on_judged(&before, judged, "decided by a person").await;
+        }
+    }
+
+    /// Shows the rollout going on.
+    async fn show_rollout(&self, phase: &str, message: &str, rule: Option<&str>) {
+        let Some(view) = self.running.as_ref().and_then(|r| r.slot().view()) else {
+            return;
+        };
+        self.status
+            .rollout(RolloutShown {
+                phase,
+                stable: view.stable.digest(),
+                canary: view.canary.digest(),
+                weight: view.weight,
+                step: view.step,
+                message,
+                rule,
+                history: &self.history,
+            })
+            .await;
+    }
+
+    async fn refuse(&self, digest: &str, refusal: &Refusal) {
+        refuse(
+            &self.resource,
+            &self.settings,
+            &self.status,
+            digest,
+            refusal,
+        )
+        .await;
+    }
+
+    fn event(&self, warning: bool, reason: &str, note: &str) {
+        event(&self.resource, &self.settings, warning, reason, note);
+    }
+}
+
+/// The canary aborted at the resource's generation now, as its status says.
+fn aborted_at_this_generation(resource: &PluginController) -> Option<String> {
+    resource
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .filter(|r| r.phase == "Aborted" && r.observed_generation == resource.metadata.generation)
+        .and_then(|r| r.canary.clone())
+}
+
+/// The digest pin, compile and world, and the contract: 0.3.
+async fn vet(
+    settings: &Settings,
+    resource: &PluginController,
+    bytes: &[u8],
+    from: &str,
+) -> Result<Arc<LoadedPlugin>, Refusal> {
+    let plugin = load_pinned(
+        &settings.runtime,
+        bytes,
+        from,
+        resource.spec.digest.as_deref(),
+    )
+    .await?;
+    admit(plugin, resource)
+}
+
+/// A contract 0.3 plugin, within the resource's limits.
+fn admit(
+    mut plugin: Arc<LoadedPlugin>,
+    resource: &PluginController,
+) -> Result<Arc<LoadedPlugin>, Refusal> {
+    if !plugin.contract().is_generic() {
+        return Err(Refusal::new(
+            vetting::rules::CONTRACT,
+            format!(
+                "{} is a contract {} plugin for the Jinghzhu kind; a PluginController serves a \
+                 contract 0.3 plugin (wit/0.3/controller.wit)",
+                plugin.describe(),
+                plugin.contract()
+            ),
+        ));
+    }
+    if let (Some(limits), Some(loaded)) = (&resource.spec.limits, Arc::get_mut(&mut plugin)) {
+        let deadline = limits
+            .timeout_ms
+            .map_or(loaded.deadline(), Duration::from_millis);
+        let memory = limits
+            .memory_mib
+            .map_or(loaded.memory_limit(), |mib| mib.saturating_mul(1024 * 1024));
+        loaded.narrow_limits(deadline, memory);
+    }
+    Ok(plugin)
+}
+
+/// Checks and resolves the resource's kinds and policy.
+async fn declare(resource: &PluginController, settings: &Settings) -> Result<Declaration, Refusal> {
+    let name = resource.name_any();
+    if name.len() > 63 {
+        return Err(Refusal::new(
+            "controller/name",
+            format!("the name {name:?} is longer than 63 characters: it labels every child"),
+        ));
+    }
+    let spec = &resource.spec;
+    if spec.rollout.as_ref().is_some_and(|r| r.shadow_stable) {
+        return Err(Refusal::new(
+            "controller/rollout",
+            "spec.rollout.shadowStable is not available for a PluginController yet: its canary is \
+             judged on failures, refusals, writes, latency and stalls; remove shadowStable",
+        ));
+    }
+    let declared: Vec<_> = spec.children.iter().map(|c| c.kind_ref()).collect();
+    kinds::check_children(&declared, &settings.allowed_child_kinds)?;
+    let read: Vec<_> = spec.observe.iter().map(|o| o.kind_ref()).collect();
+    kinds::check_children(&read, &settings.allowed_child_kinds)?;
+    let parent = kinds::resolve(&settings.shared.client, &spec.parent).await?;
+    let mut children = Vec::new();
+    for child in &spec.children {
+        let resolved = kinds::resolve(&settings.shared.client, &child.kind_ref()).await?;
+        children.push((resolved, child.max_count(), child.max_bytes()));
+    }
+    let mut observed = Vec::new();
+    for read in &spec.observe {
+        let mut through = Vec::new();
+        for kind in &read.through {
+            through.push(kinds::resolve(&settings.shared.client, kind).await?);
+        }
+        let kind = kinds::resolve(&settings.shared.client, &read.kind_ref()).await?;
+        observed.push(observed::ObservedKind { kind, through });
+    }
+    Ok(Declaration {
+        name,
+        parent,
+        children,
+        observed,
+        policy: pod_policy(resource, &settings.policy),
+        workers: settings.workers,
+    })
+}
+
+/// The host's policy, made stricter if the resource asks.
+fn pod_policy(resource: &PluginController, host: &PolicyConfig) -> PolicyConfig {
+    let asked = resource
+        .spec
+        .pod_policy
+        .as_ref()
+        .map(crate::delivery::resource::pod_policy_of);
+    let mut policy = host.clone();
+    if let Some(asked) = asked {
+        policy.policy = asked.stricter_of(host.policy);
+    }
+    policy
+}
+
+fn source_label(resource: &PluginController) -> String {
+    crate::delivery::resource::source_label(&resource.spec.source)
+}
+
+/// Says a refusal: the log, the status, a Warning Event on the resource.
+async fn refuse(
+    resource: &PluginController,
+    settings: &Settings,
+    status: &StatusOf,
+    digest: &str,
+    refusal: &Refusal,
+) {
+    tracing::warn!(controller = %resource.name_any(), digest, "refused: {refusal}");
+    status.refused(digest, refusal).await;
+    event(
+        resource,
+        settings,
+        true,
+        "PluginRefused",
+        &format!("{refusal}"),
+    );
+}
+
+/// An Event on the resource.
+fn event(
+    resource: &PluginController,
+    settings: &Settings,
+    warning: bool,
+    reason: &str,
+    note: &str,
+) {
+    settings.shared.events.send(QueuedEvent {
+        event: Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note.to_string()),
+            action: "Vet".into(),
+            secondary: None,
+        },
+        regarding: resource.object_ref(&()),
+        object: resource.name_any(),
+    });
+}
