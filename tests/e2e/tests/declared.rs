@@ -9,32 +9,22 @@
 //! ReplicaSet controllers (pods then run on kwok's nodes), which the shared
 //! one does not. One host (the declared controllers' manager) per binary.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use e2e_tests::declared::{
-    apply_crd, crd_file, declare, memcached_controller, memcacheds, resource, status_field,
-    wait_ready, wait_state, with_workload_controllers,
+    apply_crd, crd_file, declare, memcached_controller, memcacheds, resource, start_manager,
+    status_field, trial_crd, trials, wait_ready, wait_state, with_workload_controllers,
 };
 use e2e_tests::{ControlPlaneSlot, TestEnv, own_control_plane, plugin, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{CustomResourceExt, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
-use wasm_operator::apply::policy::PolicyConfig;
 use wasm_operator::crd::controller::PluginController;
-use wasm_operator::declared::{self, Settings, Shared};
-use wasm_operator::delivery::resource::opener::SourceOpener;
-use wasm_operator::registry::bounded::FileRules;
-use wasm_operator::runtime::{Runtime, RuntimeConfig};
-use wasm_operator::telemetry::event_writer::{EventWriter, Reporter};
-use wasm_operator::telemetry::events::{EventSink, QUEUE_CAPACITY};
-use wasm_operator::telemetry::metrics::Metrics;
 
 static PLANE: ControlPlaneSlot = ControlPlaneSlot::new();
 
@@ -49,92 +39,15 @@ async fn setup(prefix: &str) -> Result<TestEnv> {
             apply_crd(&env.client, PluginController::crd()).await?;
             apply_crd(&env.client, crd_file("examples/memcached/crd.yaml")?).await?;
             apply_crd(&env.client, crd_file("examples/static-site/crd.yaml")?).await?;
-            apply_crd(&env.client, trial_crd()).await?;
+            apply_crd(&env.client, trial_crd("Trial", "trials")).await?;
             start_manager(plane)
         })
         .await?;
     Ok(env)
 }
 
-/// Starts the manager on a runtime of its own: each test has its own
-/// runtime, which ends with the test, and the manager serves them all.
-fn start_manager(plane: &'static local_control_plane::ControlPlane) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    std::thread::spawn(move || {
-        runtime.block_on(async move {
-            match plane.client().await {
-                Ok(client) => run_manager(client).await,
-                Err(err) => eprintln!("the manager's client: {err:#}"),
-            }
-        })
-    });
-    Ok(())
-}
-
-async fn run_manager(client: Client) {
-    let metrics = Arc::new(Metrics::default());
-    let writer = EventWriter::new(
-        client.clone(),
-        Reporter {
-            controller: "wasm-operator".into(),
-            instance: None,
-        },
-    );
-    let (events, worker) = EventSink::start(writer, QUEUE_CAPACITY, metrics.events_dropped.clone());
-    let settings = Settings {
-        shared: Shared {
-            client: client.clone(),
-            events,
-            metrics,
-        },
-        runtime: Arc::new(Runtime::new(RuntimeConfig::default()).expect("a plugin runtime")),
-        // Plugin files come from the build and temporary directories (the
-        // file-root rule has tests of its own).
-        opener: SourceOpener::new(
-            &client,
-            None,
-            FileRules {
-                any_path: true,
-                ..FileRules::default()
-            },
-        ),
-        policy: PolicyConfig::default(),
-        allowed_child_kinds: Vec::new(),
-        workers: 4,
-    };
-    let _worker = worker;
-    declared::run(settings).await;
-}
-
-/// `Trial` (`e2e.wasm-operator.io/v1`): the misbehaving plugin's parent.
-fn trial_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "trials.e2e.wasm-operator.io"},
-        "spec": {
-            "group": "e2e.wasm-operator.io",
-            "scope": "Namespaced",
-            "names": {"plural": "trials", "singular": "trial", "kind": "Trial"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-            }]
-        }
-    }))
-    .expect("the Trial CRD")
-}
-
 fn static_sites() -> ApiResource {
     resource("web.example.com", "v1alpha1", "StaticSite", "staticsites")
-}
-
-fn trials() -> ApiResource {
-    resource("e2e.wasm-operator.io", "v1", "Trial", "trials")
 }
 
 async fn deployment_with(env: &TestEnv, name: &str, replicas: i32) -> Result<Deployment> {
@@ -436,8 +349,11 @@ async fn a_plugin_breaking_a_rule_is_refused_by_name_while_its_neighbours_conver
             }))?,
         )
         .await?;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &env.namespace, &trials());
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.namespace,
+        &trials("Trial", "trials"),
+    );
     let cases = [
         ("good", "", "child"),
         ("secret", "secret", "child/kind"),
