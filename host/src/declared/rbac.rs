@@ -33,7 +33,7 @@ pub struct RbacArgs {
     pub name: String,
     /// Also bind the roles to this ServiceAccount, `NAMESPACE/NAME`
     /// (manifests only: the chart binds its own).
-    #[arg(long)]
+    #[arg(long, value_name = "NAMESPACE/NAME")]
     pub service_account: Option<String>,
     /// What to print.
     #[arg(long, value_enum, default_value_t = Format::Manifests)]
@@ -133,22 +133,23 @@ const WRITE: &[&str] = &[
     "get", "list", "watch", "create", "patch", "update", "delete",
 ];
 
-/// Rules merged per (API group, verbs, names).
+/// Verbs of a rule.
+type Verbs = &'static [&'static str];
+
+/// What the resources of one rule share: API group, verbs, names (none:
+/// every object).
+type RuleKey = (String, Verbs, Vec<String>);
+
+/// Rules merged per [`RuleKey`].
 #[derive(Default)]
-struct Rules(BTreeMap<(String, &'static [&'static str], Vec<String>), Vec<String>>);
+struct Rules(BTreeMap<RuleKey, Vec<String>>);
 
 impl Rules {
-    fn add(&mut self, group: &str, resource: String, verbs: &'static [&'static str]) {
+    fn add(&mut self, group: &str, resource: String, verbs: Verbs) {
         self.add_named(group, resource, verbs, Vec::new());
     }
 
-    fn add_named(
-        &mut self,
-        group: &str,
-        resource: String,
-        verbs: &'static [&'static str],
-        names: Vec<String>,
-    ) {
+    fn add_named(&mut self, group: &str, resource: String, verbs: Verbs, names: Vec<String>) {
         self.0
             .entry((group.to_string(), verbs, names))
             .or_default()
@@ -158,7 +159,7 @@ impl Rules {
     fn into_rules(self) -> Vec<Value> {
         // Names granted one by one, a rule per resource (RBAC grants the
         // names for every resource of the rule).
-        let mut named: BTreeMap<(String, &[&str], String), Vec<String>> = BTreeMap::new();
+        let mut named: BTreeMap<(String, Verbs, String), Vec<String>> = BTreeMap::new();
         let mut rules = Vec::new();
         for ((group, verbs, names), mut resources) in self.0 {
             resources.sort();
