@@ -341,3 +341,33 @@ fn shard_status(shards: &Shards) -> serde_json::Value {
         "members": members,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared_state(leadership: Leadership) -> AppState {
+        AppState {
+            registry: Arc::new(Registry::default()),
+            plugin: None,
+            health: Arc::new(Health::default()),
+            leadership,
+            leader: None,
+            shards: None,
+            bound: SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
+
+    #[tokio::test]
+    async fn declared_only_readiness_waits_for_the_plugin_controller_list() {
+        let state = declared_state(Leadership::always());
+        let before = readyz(State(state.clone())).await.into_response();
+        assert_eq!(before.status(), StatusCode::SERVICE_UNAVAILABLE);
+        state.health.set_caches_synced();
+        let after = readyz(State(state)).await.into_response();
+        assert_eq!(after.status(), StatusCode::OK);
+        // A standby is ready at once: the leader runs the controllers.
+        let standby = declared_state(Leadership::elected());
+        assert!(declared_check(&standby).is_ok());
+    }
+}
