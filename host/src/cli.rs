@@ -1,7 +1,8 @@
 //! The command line: `run` (the operator), `reconcile` (a plugin on files,
 //! golden fixtures, comparing two plugins), `record` (fixture cases from a
 //! live cluster), `new` (scaffold a plugin crate), `crd` (print the CRDs)
-//! and `rbac` (the ClusterRole for declared controllers).
+//! and `rbac` (the roles, or the Helm chart's values, for declared
+//! controllers).
 
 use std::process::ExitCode;
 
@@ -48,8 +49,9 @@ pub enum Command {
     /// Print the CustomResourceDefinitions (Jinghzhu, JinghzhuPlugin,
     /// PluginController) as YAML.
     Crd,
-    /// Print the ClusterRole a host needs for the PluginControllers in
-    /// FILES: exactly their parent and child kinds, never a wildcard.
+    /// Print the RBAC a host needs for the PluginControllers in FILES:
+    /// exactly their kinds, never a wildcard (`--format helm-values`: the
+    /// Helm chart's values for a host of exactly these controllers).
     Rbac(crate::declared::rbac::RbacArgs),
     /// Push a plugin component to an OCI registry as a Wasm artifact
     /// (`wasm-operator push plugin.wasm oci://REGISTRY/REPO:TAG`); prints its digest.

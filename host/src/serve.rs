@@ -12,6 +12,11 @@
 //!   watches, caches and can take over at once. A host whose plugin was
 //!   refused at start is up (live) but unready, `/readyz` and `/status`
 //!   (`notServing`) say why, until its source delivers a good plugin.
+//!
+//! A host of declared controllers only ([`spawn_declared`]) serves the same
+//! paths: `/readyz` once the `PluginController` watch has had its initial
+//! list (or while it stands by for the leader), `/healthz` on the runtime's
+//! heartbeat, `/status` its leadership.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -58,11 +63,29 @@ pub struct Endpoint {
     pub shards: Option<Shards>,
 }
 
+/// What the endpoint of a host of declared controllers only serves.
+pub struct DeclaredEndpoint {
+    /// The counters.
+    pub metrics: Arc<Metrics>,
+    /// Probe state: its caches are the `PluginController` watch's.
+    pub health: Arc<Health>,
+    /// This host's leadership.
+    pub leadership: Leadership,
+    /// Set with `--leader-elect`.
+    pub leader: Option<LeaderInfo>,
+}
+
+/// The Jinghzhu plugin's slot and history (none: declared controllers only).
+#[derive(Clone)]
+struct PluginState {
+    active: Arc<ActivePlugin>,
+    history: Arc<Mutex<SwapHistory>>,
+}
+
 #[derive(Clone)]
 struct AppState {
     registry: Arc<Registry>,
-    active: Arc<ActivePlugin>,
-    history: Arc<Mutex<SwapHistory>>,
+    plugin: Option<PluginState>,
     health: Arc<Health>,
     leadership: Leadership,
     leader: Option<LeaderInfo>,
@@ -78,22 +101,61 @@ pub async fn spawn(addr: SocketAddr, endpoint: Endpoint) -> anyhow::Result<Socke
     if let Some(shards) = &endpoint.shards {
         shards.metrics().register(&mut registry);
     }
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
-        format!("binding the metrics address {addr} (change it with --metrics-addr)")
-    })?;
+    let listener = bind(addr).await?;
     let bound = listener
         .local_addr()
         .with_context(|| format!("reading the address bound for {addr}"))?;
     let state = AppState {
         registry: Arc::new(registry),
-        active: endpoint.active,
-        history: endpoint.history,
+        plugin: Some(PluginState {
+            active: endpoint.active,
+            history: endpoint.history,
+        }),
         health: endpoint.health,
         leadership: endpoint.leadership,
         leader: endpoint.leader,
         shards: endpoint.shards,
         bound,
     };
+    serve(listener, state);
+    Ok(bound)
+}
+
+/// [`spawn`] for a host of declared controllers only.
+pub async fn spawn_declared(
+    addr: SocketAddr,
+    endpoint: DeclaredEndpoint,
+) -> anyhow::Result<SocketAddr> {
+    let mut registry = Registry::default();
+    endpoint.metrics.register(&mut registry);
+    let listener = bind(addr).await?;
+    let bound = listener
+        .local_addr()
+        .with_context(|| format!("reading the address bound for {addr}"))?;
+    serve(
+        listener,
+        AppState {
+            registry: Arc::new(registry),
+            plugin: None,
+            health: endpoint.health,
+            leadership: endpoint.leadership,
+            leader: endpoint.leader,
+            shards: None,
+            bound,
+        },
+    );
+    Ok(bound)
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("binding the metrics address {addr} (change it with --metrics-addr)")
+    })
+}
+
+/// Serves the routes on `listener` in the background.
+fn serve(listener: tokio::net::TcpListener, state: AppState) {
+    let bound = state.bound;
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/status", get(status))
@@ -106,7 +168,6 @@ pub async fn spawn(addr: SocketAddr, endpoint: Endpoint) -> anyhow::Result<Socke
             tracing::error!(error = %err, "metrics server stopped");
         }
     });
-    Ok(bound)
 }
 
 async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
@@ -163,20 +224,36 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let Some(plugin) = &state.plugin else {
+        return report(
+            &[("plugin-controllers-synced", declared_check(&state))],
+            "readyz",
+        );
+    };
     let caches = if state.health.caches_synced() {
         Ok(())
     } else {
         Err("the Jinghzhu and pod caches have not had their initial list yet".to_string())
     };
-    let plugin_check = plugin_check(&state);
+    let plugin_check = plugin_check(plugin);
     report(
         &[("caches-synced", caches), ("plugin-loaded", plugin_check)],
         "readyz",
     )
 }
 
+/// Declared controllers only: the `PluginController` watch has had its
+/// initial list, or this replica stands by (the leader runs them).
+fn declared_check(state: &AppState) -> Result<(), String> {
+    if state.health.caches_synced() || !state.leadership.is_leading() {
+        Ok(())
+    } else {
+        Err("the PluginController watch has not had its initial list yet".to_string())
+    }
+}
+
 /// Whether a vetted plugin serves, and if not, why.
-fn plugin_check(state: &AppState) -> Result<(), String> {
+fn plugin_check(state: &PluginState) -> Result<(), String> {
     if state.active.serving().is_some() {
         return Ok(());
     }
@@ -191,8 +268,25 @@ fn plugin_check(state: &AppState) -> Result<(), String> {
 }
 
 async fn status(State(state): State<AppState>) -> impl IntoResponse {
-    let history = state.history.lock().map(|h| h.clone()).unwrap_or_default();
-    let plugin = state.active.serving().map(|plugin| {
+    let leader_election = state.leader.as_ref().map(|info| {
+        serde_json::json!({
+            "identity": info.identity,
+            "lease": info.lease,
+            "leading": state.leadership.is_leading(),
+        })
+    });
+    let Some(slot) = &state.plugin else {
+        return axum::Json(serde_json::json!({
+            "plugin": null,
+            "pluginControllers": true,
+            "contractsSupported": crate::runtime::ContractVersion::ALL.map(|v| v.as_str()),
+            "metricsAddr": state.bound.to_string(),
+            "ready": declared_check(&state).is_ok(),
+            "leaderElection": leader_election,
+        }));
+    };
+    let history = slot.history.lock().map(|h| h.clone()).unwrap_or_default();
+    let plugin = slot.active.serving().map(|plugin| {
         serde_json::json!({
             "name": plugin.info().name,
             "version": plugin.info().version,
@@ -202,7 +296,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
             "loadedAtUnix": plugin.loaded_at_unix(),
         })
     });
-    let shadow = state.active.shadow().map(|shadow| {
+    let shadow = slot.active.shadow().map(|shadow| {
         serde_json::json!({
             "name": shadow.info().name,
             "version": shadow.info().version,
@@ -222,7 +316,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
         "notServing": not_serving,
         "shadow": shadow,
         "shadowRefusal": history.shadow_refusal,
-        "swaps": state.active.swaps_so_far(),
+        "swaps": slot.active.swaps_so_far(),
         "lastSwap": history.last_swap,
         "lastRefusal": history.last_refusal,
         "swapsCoalesced": history.swaps_coalesced,
@@ -230,11 +324,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
         "flapping": history.flapping,
         "metricsAddr": state.bound.to_string(),
         "ready": state.health.caches_synced() && serving,
-        "leaderElection": state.leader.as_ref().map(|info| serde_json::json!({
-            "identity": info.identity,
-            "lease": info.lease,
-            "leading": state.leadership.is_leading(),
-        })),
+        "leaderElection": leader_election,
         "shards": state.shards.as_ref().map(shard_status),
     }))
 }
@@ -250,4 +340,34 @@ fn shard_status(shards: &Shards) -> serde_json::Value {
         "held": held,
         "members": members,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared_state(leadership: Leadership) -> AppState {
+        AppState {
+            registry: Arc::new(Registry::default()),
+            plugin: None,
+            health: Arc::new(Health::default()),
+            leadership,
+            leader: None,
+            shards: None,
+            bound: SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
+
+    #[tokio::test]
+    async fn declared_only_readiness_waits_for_the_plugin_controller_list() {
+        let state = declared_state(Leadership::always());
+        let before = readyz(State(state.clone())).await.into_response();
+        assert_eq!(before.status(), StatusCode::SERVICE_UNAVAILABLE);
+        state.health.set_caches_synced();
+        let after = readyz(State(state)).await.into_response();
+        assert_eq!(after.status(), StatusCode::OK);
+        // A standby is ready at once: the leader runs the controllers.
+        let standby = declared_state(Leadership::elected());
+        assert!(declared_check(&standby).is_ok());
+    }
 }

@@ -57,6 +57,13 @@ pub struct Settings {
 
 /// Follows every `PluginController` until the host stops.
 pub async fn run(settings: Settings) {
+    run_reporting(settings, &crate::telemetry::health::Health::default()).await;
+}
+
+/// [`run`], marking `health`'s caches synced once the first list of
+/// `PluginController`s is in (the readiness of a host of declared
+/// controllers only).
+pub async fn run_reporting(settings: Settings, health: &crate::telemetry::health::Health) {
     let api: Api<PluginController> = Api::all(settings.shared.client.clone());
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
@@ -69,6 +76,7 @@ pub async fn run(settings: Settings) {
         match event {
             Ok(watcher::Event::Init) => listed = Some(Default::default()),
             Ok(watcher::Event::InitDone) => {
+                health.set_caches_synced();
                 if let Some(listed) = listed.take() {
                     supervised.retain(|name, _| listed.contains(name));
                 }

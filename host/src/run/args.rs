@@ -160,10 +160,10 @@ pub struct RunArgs {
     /// kind, contract 0.3 plugins), started and stopped as the resources
     /// come and go, beside the Jinghzhu controller; without --plugin,
     /// --plugin-configmap or --plugin-resource, only these run (no Jinghzhu
-    /// CRD needed; the metrics endpoint is not served then). With
+    /// CRD needed; /readyz then waits for the PluginController watch). With
     /// --leader-elect only the leader runs them; not with --shards. Needs the
     /// PluginController CRD and access to the declared kinds
-    /// (`wasm-operator rbac` prints the ClusterRole).
+    /// (`wasm-operator rbac` prints the roles, or the Helm chart's values).
     #[arg(long, env = "WASM_OPERATOR_PLUGIN_CONTROLLERS")]
     pub plugin_controllers: bool,
     /// With --plugin-controllers: a child kind that carries authority

@@ -405,6 +405,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         &args,
         &metrics,
         (&runtime_for_declared, &policy, leadership.clone()),
+        None,
     )
     .await?;
     let config = controller_config(
@@ -441,7 +442,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
 /// its own (stopped when the returned guard drops), while this replica
 /// leads (always, without `--leader-elect`). Its client bounds lists as
 /// the host's does, but reads pods as they come: the host's own client
-/// leaves out every pod no Jinghzhu controls.
+/// leaves out every pod no Jinghzhu controls. `synced`, when given, is
+/// marked once the `PluginController` watch has had its first list.
 async fn start_declared(
     args: &RunArgs,
     metrics: &Arc<Metrics>,
@@ -450,6 +452,7 @@ async fn start_declared(
         &crate::apply::policy::PolicyConfig,
         Leadership,
     ),
+    synced: Option<Arc<Health>>,
 ) -> Result<Option<AbortOnDrop>> {
     if !args.plugin_controllers {
         return Ok(None);
@@ -498,11 +501,12 @@ async fn start_declared(
         allowed_child_kinds: args.allow_child_kinds.clone(),
         workers: args.workers,
     };
+    let synced = synced.unwrap_or_default();
     let task = tokio::spawn(async move {
         let _worker = worker;
         while let Some(mut term) = leadership.wait_leading().await {
             tokio::select! {
-                () = crate::declared::run(settings.clone()) => break,
+                () = crate::declared::run_reporting(settings.clone(), &synced) => break,
                 () = term.lost() => {
                     tracing::info!("leadership lost: the declared controllers stop until it returns");
                 }
@@ -545,20 +549,69 @@ fn serving_runtime(args: &RunArgs) -> Result<Arc<Runtime>> {
 }
 
 /// `--plugin-controllers` without a Jinghzhu plugin: only the declared
-/// controllers run (no Jinghzhu CRD needed), until Ctrl-C or SIGTERM.
+/// controllers run (no Jinghzhu CRD needed), with the metrics and probe
+/// endpoint and, with `--leader-elect`, on the leader only, until Ctrl-C
+/// or SIGTERM (the Lease is then released).
 async fn run_declared_only(args: RunArgs) -> Result<()> {
     let policy = args.policy.config()?;
+    let (election, _) = replica_config(&args)?;
     let metrics = Arc::new(Metrics::default());
+    let client = connect().await?;
     let runtime = serving_runtime(&args)?;
-    let _declared =
-        start_declared(&args, &metrics, (&runtime, &policy, Leadership::always())).await?;
+    let (leadership, elector, leader) = start_election(&client, &metrics, election)?;
+    let health = Arc::new(Health::default());
+    serve::spawn_declared(
+        args.metrics_addr,
+        serve::DeclaredEndpoint {
+            metrics: metrics.clone(),
+            health: health.clone(),
+            leadership: leadership.clone(),
+            leader,
+        },
+    )
+    .await?;
+    let _heartbeat = heartbeat(health.clone());
+    let declared = start_declared(
+        &args,
+        &metrics,
+        (&runtime, &policy, leadership),
+        Some(health),
+    )
+    .await?;
     tracing::info!(
         workers = args.workers,
+        leader_election = elector.is_some(),
         "declared controllers starting (no Jinghzhu plugin)"
     );
     shutdown_signal().await;
+    drop(declared);
+    if let Some(elector) = elector {
+        let timeout = Duration::from_secs(args.shutdown_timeout_secs);
+        if tokio::time::timeout(timeout, elector.release())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "shutting down: releasing the Lease took too long; it expires on its own"
+            );
+        }
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Beats `health` every second from a task of its own (stopped when
+/// dropped): `/healthz` of a host of declared controllers only fails when
+/// its runtime stops running tasks.
+fn heartbeat(health: Arc<Health>) -> AbortOnDrop {
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            health.beat();
+        }
+    });
+    AbortOnDrop::new(task.abort_handle())
 }
 
 /// Sharded: joins the shard Leases (shards are synced once the controller runs).

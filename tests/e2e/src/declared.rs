@@ -1,7 +1,9 @@
 //! Helpers of the declared controllers' end-to-end tests: a control plane
 //! with the workload controllers, CRDs from files, `PluginController`s and
-//! the status of their parents.
+//! the status of their parents, the declared controllers' manager run in
+//! the test process, and the misbehaving plugin's parent kinds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -11,7 +13,15 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use local_control_plane::ControlPlaneOptions;
 use serde_json::{Value, json};
+use wasm_operator::apply::policy::PolicyConfig;
 use wasm_operator::crd::controller::PluginController;
+use wasm_operator::declared::{self, Settings, Shared};
+use wasm_operator::delivery::resource::opener::SourceOpener;
+use wasm_operator::registry::bounded::FileRules;
+use wasm_operator::runtime::{Runtime, RuntimeConfig};
+use wasm_operator::telemetry::event_writer::{EventWriter, Reporter};
+use wasm_operator::telemetry::events::{EventSink, QUEUE_CAPACITY};
+use wasm_operator::telemetry::metrics::Metrics;
 
 use crate::wait_for;
 
@@ -135,6 +145,15 @@ pub async fn wait_ready(api: &Api<DynamicObject>, name: &str, ready: i64) -> Res
     .await
 }
 
+/// Starts the declared controllers' manager for the rest of the test
+/// binary's life: each test has its own runtime, which ends with the test,
+/// and the manager serves them all (one manager per test binary: two would
+/// reconcile the same resources).
+pub fn start_manager(plane: &'static local_control_plane::ControlPlane) -> Result<()> {
+    std::mem::forget(Manager::start(plane, None)?);
+    Ok(())
+}
+
 /// A declared controllers' manager (`declared::run`) on a runtime of its
 /// own thread: each test has its own runtime, which ends with the test,
 /// and one manager serves them all. Dropping it stops the manager and every
@@ -191,16 +210,6 @@ impl Drop for Manager {
 /// host's policy, plugin files from any path (the file-root rule has tests
 /// of its own).
 async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>) {
-    use std::sync::Arc;
-    use wasm_operator::apply::policy::PolicyConfig;
-    use wasm_operator::declared::{self, Settings, Shared};
-    use wasm_operator::delivery::resource::opener::SourceOpener;
-    use wasm_operator::registry::bounded::FileRules;
-    use wasm_operator::runtime::{Runtime, RuntimeConfig};
-    use wasm_operator::telemetry::event_writer::{EventWriter, Reporter};
-    use wasm_operator::telemetry::events::{EventSink, QUEUE_CAPACITY};
-    use wasm_operator::telemetry::metrics::Metrics;
-
     let metrics = Arc::new(Metrics::default());
     let writer = EventWriter::new(
         client.clone(),
@@ -210,11 +219,16 @@ async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>) {
         },
     );
     let (events, worker) = EventSink::start(writer, QUEUE_CAPACITY, metrics.events_dropped.clone());
-    let runtime = Runtime::new(RuntimeConfig {
+    let runtime = match Runtime::new(RuntimeConfig {
         cache_dir,
         ..RuntimeConfig::default()
-    })
-    .expect("a plugin runtime");
+    }) {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("the manager's plugin runtime: {err:#}");
+            return;
+        }
+    };
     let settings = Settings {
         shared: Shared {
             client: client.clone(),
@@ -236,4 +250,31 @@ async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>) {
     };
     let _worker = worker;
     declared::run(settings).await;
+}
+
+/// A namespaced kind `kind` (`e2e.wasm-operator.io/v1`, plural `plural`)
+/// with a status subresource and any fields: the misbehaving plugin's
+/// parents (`Trial`).
+pub fn trial_crd(kind: &str, plural: &str) -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.e2e.wasm-operator.io")},
+        "spec": {
+            "group": "e2e.wasm-operator.io",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    }))
+    .expect("a CRD of fixed fields")
+}
+
+/// The resource of a [`trial_crd`] kind.
+pub fn trials(kind: &str, plural: &str) -> ApiResource {
+    resource("e2e.wasm-operator.io", "v1", kind, plural)
 }

@@ -636,6 +636,90 @@ impl Kustomization {
     }
 }
 
+/// Applies a rendered chart as `helm install` would: the CRDs first
+/// (server-side, from crds/), established, then the rest. The namespace
+/// warns about pod templates that are not restricted, as the kustomize
+/// base's namespace does. Returns the output of the second apply, which
+/// must have succeeded.
+pub fn apply_chart(
+    cp: &ControlPlane,
+    ns: &str,
+    objects: &[serde_yaml::Value],
+) -> anyhow::Result<std::process::Output> {
+    let dir = tempfile::TempDir::new()?;
+    let write = |file: &str, docs: Vec<&serde_yaml::Value>| -> anyhow::Result<String> {
+        let path = dir.path().join(file);
+        let text: Vec<String> = docs
+            .into_iter()
+            .map(serde_yaml::to_string)
+            .collect::<Result<_, _>>()?;
+        std::fs::write(&path, text.join("---\n"))?;
+        Ok(path.to_string_lossy().into_owned())
+    };
+    let (crds, rest): (Vec<_>, Vec<_>) = objects
+        .iter()
+        .partition(|o| o["kind"].as_str() == Some("CustomResourceDefinition"));
+    let crds = write("crds.yaml", crds)?;
+    let rest = write("rest.yaml", rest)?;
+    let apply = |file: &str| {
+        kubectl(
+            cp,
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager",
+                "helm-e2e",
+                "-f",
+                file,
+            ],
+        )
+    };
+    let out = kubectl(
+        cp,
+        &[
+            "label",
+            "namespace",
+            ns,
+            "pod-security.kubernetes.io/warn=restricted",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply(&crds)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "-f",
+            &crds,
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply(&rest)?;
+    anyhow::ensure!(
+        out.status.success(),
+        "the chart was refused:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out)
+}
+
 /// `examples/deploy/helm/wasm-operator`.
 pub fn helm_chart_dir() -> PathBuf {
     deploy_dir().join("helm/wasm-operator")

@@ -13,13 +13,12 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use e2e_tests::declared::{
-    Manager, apply_crd, crd_file, declare, memcached_controller, memcacheds, resource,
-    status_field, wait_ready, wait_state, with_workload_controllers,
+    apply_crd, crd_file, declare, memcached_controller, memcacheds, resource, start_manager,
+    status_field, trial_crd, trials, wait_ready, wait_state, with_workload_controllers,
 };
 use e2e_tests::{ControlPlaneSlot, TestEnv, own_control_plane, plugin, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::{CustomResourceExt, ResourceExt};
@@ -40,41 +39,15 @@ async fn setup(prefix: &str) -> Result<TestEnv> {
             apply_crd(&env.client, PluginController::crd()).await?;
             apply_crd(&env.client, crd_file("examples/memcached/crd.yaml")?).await?;
             apply_crd(&env.client, crd_file("examples/static-site/crd.yaml")?).await?;
-            apply_crd(&env.client, trial_crd()).await?;
-            // The manager serves every test of this binary until it exits.
-            std::mem::forget(Manager::start(plane, None)?);
-            Ok::<(), anyhow::Error>(())
+            apply_crd(&env.client, trial_crd("Trial", "trials")).await?;
+            start_manager(plane)
         })
         .await?;
     Ok(env)
 }
 
-/// `Trial` (`e2e.wasm-operator.io/v1`): the misbehaving plugin's parent.
-fn trial_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "trials.e2e.wasm-operator.io"},
-        "spec": {
-            "group": "e2e.wasm-operator.io",
-            "scope": "Namespaced",
-            "names": {"plural": "trials", "singular": "trial", "kind": "Trial"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-            }]
-        }
-    }))
-    .expect("the Trial CRD")
-}
-
 fn static_sites() -> ApiResource {
     resource("web.example.com", "v1alpha1", "StaticSite", "staticsites")
-}
-
-fn trials() -> ApiResource {
-    resource("e2e.wasm-operator.io", "v1", "Trial", "trials")
 }
 
 async fn deployment_with(env: &TestEnv, name: &str, replicas: i32) -> Result<Deployment> {
@@ -376,8 +349,11 @@ async fn a_plugin_breaking_a_rule_is_refused_by_name_while_its_neighbours_conver
             }))?,
         )
         .await?;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &env.namespace, &trials());
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.namespace,
+        &trials("Trial", "trials"),
+    );
     let cases = [
         ("good", "", "child"),
         ("secret", "secret", "child/kind"),

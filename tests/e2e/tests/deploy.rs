@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use e2e_tests::deploy::{
-    Installed, Kustomization, ProcessHost, dockerfile_binary, dockerfile_build_command,
-    host_binary, install, kubectl, object_of,
+    Installed, Kustomization, ProcessHost, apply_chart, dockerfile_binary,
+    dockerfile_build_command, host_binary, install, kubectl, object_of,
 };
 use e2e_tests::{TestEnv, plugin, wait_for};
 use futures::StreamExt;
@@ -24,7 +24,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use local_control_plane::ControlPlane;
 use openmetrics_parser::OpenMetricsType;
 use wasm_operator::runtime::digest_of;
 
@@ -825,89 +824,6 @@ async fn measure_takeover_times_and_standby_memory() -> anyhow::Result<()> {
 /// environment, its ServiceAccount) serves the plugin the chart's
 /// JinghzhuPlugin names, reports it in the resource's status, and converges
 /// objects.
-/// Applies a rendered chart as `helm install` would: the CRDs first
-/// (server-side, from crds/), established, then the rest. The namespace
-/// warns about pod templates that are not restricted, as the kustomize
-/// base's namespace does. Returns the output of the second apply, which
-/// must have succeeded.
-fn apply_chart(
-    cp: &ControlPlane,
-    ns: &str,
-    objects: &[serde_yaml::Value],
-) -> anyhow::Result<std::process::Output> {
-    let dir = tempfile::TempDir::new()?;
-    let write = |file: &str, docs: Vec<&serde_yaml::Value>| -> anyhow::Result<String> {
-        let path = dir.path().join(file);
-        let text: Vec<String> = docs
-            .into_iter()
-            .map(serde_yaml::to_string)
-            .collect::<Result<_, _>>()?;
-        std::fs::write(&path, text.join("---\n"))?;
-        Ok(path.to_string_lossy().into_owned())
-    };
-    let (crds, rest): (Vec<_>, Vec<_>) = objects
-        .iter()
-        .partition(|o| o["kind"].as_str() == Some("CustomResourceDefinition"));
-    let crds = write("crds.yaml", crds)?;
-    let rest = write("rest.yaml", rest)?;
-    let apply = |file: &str| {
-        kubectl(
-            cp,
-            &[
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "--field-manager",
-                "helm-e2e",
-                "-f",
-                file,
-            ],
-        )
-    };
-    let out = kubectl(
-        cp,
-        &[
-            "label",
-            "namespace",
-            ns,
-            "pod-security.kubernetes.io/warn=restricted",
-        ],
-    )?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = apply(&crds)?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = kubectl(
-        cp,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/jinghzhuplugins.jinghzhu.io",
-        ],
-    )?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = apply(&rest)?;
-    anyhow::ensure!(
-        out.status.success(),
-        "the chart was refused:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(out)
-}
-
 /// The chart rendered as release `release` into `ns`, serving the
 /// replicaset plugin from the chart's ConfigMap through the JinghzhuPlugin
 /// named after `ns`, with `values` (`--set` pairs) on top.

@@ -12,6 +12,19 @@
 //! | `oversized` | a ConfigMap body over its kind's `maxBytes` | `child/size` |
 //! | `foreign` | an apply of a ConfigMap named `spec.value` (someone else's) | `child/not-owned` |
 //!
+//! The modes below propose the good ConfigMap and its status too, plus the
+//! offence, so a refusal that writes nothing is seen:
+//!
+//! | `spec.misbehave` | adds | refused by |
+//! |---|---|---|
+//! | `bad-name` | a ConfigMap named `Not_A_Name` | `child/name` |
+//! | `host-label` | a ConfigMap labelled `wasm-operator.io/controller` | `child/labels` |
+//! | `duplicate` | the same ConfigMap again | `child/duplicate` |
+//! | `too-many` | `spec.count` more ConfigMaps (`<name>-N`) | `child/count` past `maxCount` |
+//! | `big-status` | a status of 70 000 bytes | `status/body` |
+//! | `many-events` | 9 Normal `Spam` Events | `events/count` |
+//! | `reserved-reason` | a Normal `SuccessfulCreate` Event | `events/reserved-reason` |
+//!
 //! Build: `cargo build --release --target wasm32-wasip2 -p misbehaving-controller-plugin`.
 
 mod bindings {
@@ -26,7 +39,8 @@ mod bindings {
 
 use bindings::exports::wasm_operator::controller::reconciler::Guest;
 use bindings::wasm_operator::controller::types::{
-    DesiredChild, PluginInfo, ReconcileError, ReconcileInput, ReconcileOutput,
+    DesiredChild, Event, EventType, KeyValue, PluginInfo, ReconcileError, ReconcileInput,
+    ReconcileOutput,
 };
 use serde_json::{Value, json};
 
@@ -56,46 +70,34 @@ impl Guest for Plugin {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let child = match misbehave {
-            "" => child("v1", "ConfigMap", &name, json!({"data": {"value": value}})),
-            "secret" => child(
-                "v1",
-                "Secret",
-                &name,
-                json!({"stringData": {"value": value}}),
-            ),
-            "cluster-role" => child(
-                "rbac.authorization.k8s.io/v1",
-                "ClusterRole",
-                &name,
-                json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
-            ),
-            "other-namespace" => child(
-                "v1",
-                "ConfigMap",
-                &name,
-                json!({"metadata": {"namespace": "kube-system"}, "data": {"value": value}}),
-            ),
-            "privileged" => child("apps/v1", "Deployment", &name, privileged_deployment(&name)),
-            "oversized" => child(
-                "v1",
-                "ConfigMap",
-                &name,
-                json!({"data": {"value": "x".repeat(70_000)}}),
-            ),
-            "foreign" => child(
-                "v1",
-                "ConfigMap",
-                &value,
-                json!({"data": {"taken": "over"}}),
-            ),
-            other => {
-                return Err(ReconcileError {
-                    message: format!("unknown spec.misbehave {other:?}"),
-                    retryable: false,
+        let good = child("v1", "ConfigMap", &name, json!({"data": {"value": value}}));
+        let (mut apply, mut events) = (vec![good.clone()], Vec::new());
+        let mut big_status = false;
+        match misbehave {
+            "bad-name" => apply.push(child("v1", "ConfigMap", "Not_A_Name", json!({}))),
+            "host-label" => {
+                let mut labelled = child("v1", "ConfigMap", &format!("{name}-labelled"), json!({}));
+                labelled.labels.push(KeyValue {
+                    key: "wasm-operator.io/controller".into(),
+                    value: "someone-else".into(),
                 });
+                apply.push(labelled);
             }
-        };
+            "duplicate" => apply.push(good),
+            "too-many" => {
+                let count = parent
+                    .pointer("/spec/count")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1);
+                for i in 0..count {
+                    apply.push(child("v1", "ConfigMap", &format!("{name}-{i}"), json!({})));
+                }
+            }
+            "big-status" => big_status = true,
+            "many-events" => events.extend((0..9).map(|i| event("Spam", &format!("event {i}")))),
+            "reserved-reason" => events.push(event("SuccessfulCreate", "created, honestly")),
+            _ => apply = vec![single(misbehave, &name, &value)?],
+        }
         let held = input
             .children
             .iter()
@@ -108,15 +110,65 @@ impl Guest for Plugin {
                     .and_then(Value::as_str)
                     .map(String::from)
             });
-        let status = json!({"value": held.unwrap_or_default()});
+        let mut status = json!({"value": held.unwrap_or_default()});
+        if big_status {
+            status["padding"] = json!("x".repeat(70_000));
+        }
         let current = parent.get("status").cloned().unwrap_or(Value::Null);
         Ok(ReconcileOutput {
-            apply: vec![child],
+            apply,
             delete: Vec::new(),
             status_json: (current != status).then(|| status.to_string()),
             requeue_after_ms: None,
-            events: Vec::new(),
+            events,
         })
+    }
+}
+
+/// The one child of the modes that propose a single object.
+fn single(misbehave: &str, name: &str, value: &str) -> Result<DesiredChild, ReconcileError> {
+    Ok(match misbehave {
+        "" => child("v1", "ConfigMap", name, json!({"data": {"value": value}})),
+        "secret" => child(
+            "v1",
+            "Secret",
+            name,
+            json!({"stringData": {"value": value}}),
+        ),
+        "cluster-role" => child(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            name,
+            json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        ),
+        "other-namespace" => child(
+            "v1",
+            "ConfigMap",
+            name,
+            json!({"metadata": {"namespace": "kube-system"}, "data": {"value": value}}),
+        ),
+        "privileged" => child("apps/v1", "Deployment", name, privileged_deployment(name)),
+        "oversized" => child(
+            "v1",
+            "ConfigMap",
+            name,
+            json!({"data": {"value": "x".repeat(70_000)}}),
+        ),
+        "foreign" => child("v1", "ConfigMap", value, json!({"data": {"taken": "over"}})),
+        other => {
+            return Err(ReconcileError {
+                message: format!("unknown spec.misbehave {other:?}"),
+                retryable: false,
+            });
+        }
+    })
+}
+
+fn event(reason: &str, message: &str) -> Event {
+    Event {
+        event_type: EventType::Normal,
+        reason: reason.into(),
+        message: message.into(),
     }
 }
 
