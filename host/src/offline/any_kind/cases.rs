@@ -22,6 +22,7 @@ use crate::declared::checks::{self, Parent, Plan};
 use crate::offline::diff::diff;
 use crate::offline::fixtures::{Blessed, CaseResult, Mode, case_name, cases};
 use crate::offline::time::parse_time;
+use crate::refusal::Refusal;
 use crate::runtime::bindings::v3;
 use crate::runtime::{LoadedPlugin, PluginError};
 
@@ -72,8 +73,9 @@ pub fn call(
     crate::runtime::block_on(plugin.call_generic(&input, &state.parent_key()))?
 }
 
-/// The host's checks of `output` for `state`'s parent: the plan it would
-/// apply, or an error naming the broken rule.
+/// The host's checks of `output` for `state`'s parent (the output rules,
+/// then whether each existing child is the parent's to write): the plan
+/// it would apply, or an error naming the broken rule.
 pub fn check(
     declaration: &OfflineDeclaration,
     state: &State,
@@ -94,13 +96,16 @@ pub fn check(
         namespace: &namespace,
         uid: &uid,
     };
-    checks::check(&declaration.declared(), &about, &owned, output).map_err(|refusal| {
+    let refused = |refusal: Refusal| {
         anyhow!(
             "the host refuses this output by the rule `{}`: {}",
             refusal.rule,
             refusal.message
         )
-    })
+    };
+    let plan = checks::check(&declaration.declared(), &about, &owned, output).map_err(refused)?;
+    simulate::settle(state, &plan, &declaration.name).map_err(refused)?;
+    Ok(plan)
 }
 
 /// Reconciles, checks, compares (or blesses) and runs on for idempotence.

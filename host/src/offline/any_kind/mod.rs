@@ -186,3 +186,152 @@ pub fn from_resource(
         policy,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::declared::checks::{ChildApply, Plan};
+    use serde_json::json;
+
+    const CONTROLLER: &str = r"
+apiVersion: wasm-operator.io/v1alpha1
+kind: PluginController
+metadata: {name: memcached}
+spec:
+  parent: {apiVersion: cache.example.com/v1alpha1, kind: Memcached}
+  children: [{apiVersion: apps/v1, kind: Deployment}]
+  observe:
+  - {apiVersion: v1, kind: Pod, through: [{apiVersion: apps/v1, kind: ReplicaSet}]}
+  source: {file: {path: memcached.wasm}}
+";
+
+    fn declaration() -> OfflineDeclaration {
+        let resource: PluginController = serde_yaml::from_str(CONTROLLER).expect("controller");
+        from_resource(&resource, Path::new("controller.yaml"), &[]).expect("declaration")
+    }
+
+    fn owned_by(uid: &str) -> serde_json::Value {
+        json!([{"apiVersion": "x/v1", "kind": "X", "name": "x", "uid": uid, "controller": true}])
+    }
+
+    fn objects() -> Vec<serde_json::Value> {
+        vec![
+            json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+                   "metadata": {"name": "cache", "namespace": "shop", "uid": "p"}, "spec": {"size": 1}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "cache", "uid": "d", "ownerReferences": owned_by("p")},
+                   "status": {"readyReplicas": 1}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "theirs", "uid": "t", "ownerReferences": owned_by("q")}}),
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                   "metadata": {"name": "cache-1", "uid": "r", "ownerReferences": owned_by("d")}}),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "cache-1-b", "uid": "p2", "ownerReferences": owned_by("r")}}),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "cache-1-a", "uid": "p1", "ownerReferences": owned_by("r")}}),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "stray", "uid": "p3", "ownerReferences": owned_by("t")}}),
+        ]
+    }
+
+    #[test]
+    fn the_input_holds_the_owned_children_and_the_pods_below_them() {
+        let declaration = declaration();
+        let state = input::from_objects(objects(), &declaration).expect("state");
+        let input = state.input(&declaration, std::time::SystemTime::UNIX_EPOCH);
+        let names = |i: usize| -> Vec<&str> {
+            input.children[i]
+                .objects
+                .iter()
+                .map(|o| o.metadata.name.as_str())
+                .collect()
+        };
+        assert_eq!(input.children.len(), 2);
+        assert_eq!(names(0), ["cache"]);
+        assert_eq!(input.children[1].kind, "Pod");
+        assert_eq!(names(1), ["cache-1-a", "cache-1-b"]);
+        assert_eq!(input.children[1].objects[0].body_json, "{}");
+        assert_eq!(input.children[0].objects[0].metadata.namespace, "shop");
+    }
+
+    #[test]
+    fn an_undeclared_kind_or_a_missing_parent_is_an_error_that_says_so() {
+        let declaration = declaration();
+        let mut with_secret = objects();
+        with_secret.push(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}));
+        let err = format!(
+            "{:#}",
+            input::from_objects(with_secret, &declaration).expect_err("undeclared")
+        );
+        assert!(
+            err.contains("v1/Secret s") && err.contains("declares no such kind"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            input::from_objects(objects()[1..].to_vec(), &declaration).expect_err("no parent")
+        );
+        assert!(
+            err.contains("no cache.example.com/v1alpha1/Memcached"),
+            "{err}"
+        );
+    }
+
+    fn plan_for(name: &str, replicas: i64) -> Plan {
+        Plan {
+            applies: vec![ChildApply {
+                kind: 0,
+                name: name.into(),
+                object: json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": "shop", "ownerReferences": owned_by("p"),
+                                 "labels": {"wasm-operator.io/controller": "memcached"}},
+                    "spec": {"replicas": replicas}}),
+            }],
+            status: Some(json!({"ready": true})),
+            ..Plan::default()
+        }
+    }
+
+    #[test]
+    fn an_applied_plan_keeps_uids_and_status_and_then_writes_nothing() {
+        let declaration = declaration();
+        let state = input::from_objects(objects(), &declaration).expect("state");
+        let plan = plan_for("cache", 3);
+        assert_eq!(
+            simulate::child_writes(&state, &plan),
+            ["changes Deployment cache"]
+        );
+        assert!(simulate::status_write(&state, &plan));
+        let mut serial = simulate::UidSerial::default();
+        let now = std::time::SystemTime::UNIX_EPOCH;
+        let after = simulate::apply(state, &plan, now, &mut serial);
+        let cache = &after.children[0][0];
+        assert_eq!(cache.metadata.uid.as_deref(), Some("d"));
+        assert_eq!(cache.data["status"]["readyReplicas"], 1);
+        assert!(simulate::child_writes(&after, &plan).is_empty());
+        assert!(!simulate::status_write(&after, &plan));
+        let fresh = simulate::apply(after, &plan_for("new", 1), now, &mut serial);
+        let new = fresh.children[0]
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some("new"));
+        assert_eq!(
+            new.and_then(|c| c.metadata.uid.as_deref()),
+            Some("offline-uid-1")
+        );
+    }
+
+    #[test]
+    fn a_child_of_someone_else_is_not_the_plugins_to_write() {
+        let declaration = declaration();
+        let state = input::from_objects(objects(), &declaration).expect("state");
+        assert!(simulate::settle(&state, &plan_for("cache", 1), "memcached").is_ok());
+        let refusal =
+            simulate::settle(&state, &plan_for("theirs", 1), "memcached").expect_err("foreign");
+        assert_eq!(refusal.rule, "child/not-owned");
+        assert!(
+            refusal.message.contains("controlled by X x"),
+            "{}",
+            refusal.message
+        );
+    }
+}

@@ -5,7 +5,9 @@
 //! (a new one gets uid `offline-uid-N` and `now` as its creation time);
 //! deleted children vanish; the status, if any, replaces the parent's.
 //! Nothing else moves: no Deployment makes Pods, no status is filled in by
-//! another controller.
+//! another controller. Before that, [`settle`] refuses a plan as the
+//! host's apply does when a child of a desired name exists and is not the
+//! parent's to write (`child/not-owned`).
 
 use std::time::SystemTime;
 
@@ -17,7 +19,8 @@ use serde_json::Value;
 
 use super::input::State;
 use crate::declared::apply::contains;
-use crate::declared::checks::Plan;
+use crate::declared::checks::{CONTROLLER_LABEL, Plan, rules};
+use crate::refusal::Refusal;
 
 /// Counts created children across rounds, so uids never repeat.
 #[derive(Debug, Default)]
@@ -63,6 +66,48 @@ pub fn apply(mut state: State, plan: &Plan, now: SystemTime, serial: &mut UidSer
         fields.insert("status".into(), status.clone());
     }
     state
+}
+
+/// Whether every existing child `plan` applies is the parent's to write:
+/// controlled by it, or an orphan carrying the controller's label (then
+/// adopted), as `declared::apply` settles ownership before any write.
+pub fn settle(state: &State, plan: &Plan, controller: &str) -> Result<(), Refusal> {
+    let uid = state.uid();
+    for applied in &plan.applies {
+        let Some(existing) = state
+            .children
+            .get(applied.kind)
+            .and_then(|kind| kind.iter().find(|c| c.name_any() == applied.name))
+        else {
+            continue;
+        };
+        let owner = existing
+            .owner_references()
+            .iter()
+            .find(|owner| owner.controller == Some(true));
+        let labelled =
+            existing.labels().get(CONTROLLER_LABEL).map(String::as_str) == Some(controller);
+        let whose = match owner {
+            Some(owner) if owner.uid == uid => continue,
+            None if labelled => continue,
+            Some(owner) => format!("is controlled by {} {}", owner.kind, owner.name),
+            None => format!("exists without the {CONTROLLER_LABEL}={controller} label"),
+        };
+        return Err(Refusal::new(
+            rules::NOT_OWNED,
+            format!(
+                "{} {}/{} {whose}: only the parent's own children (or orphans labelled for this \
+                 controller) are written",
+                existing
+                    .types
+                    .as_ref()
+                    .map_or("object", |t| t.kind.as_str()),
+                state.namespace(),
+                applied.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The children `plan` would still create, change or delete in `state`.
