@@ -128,7 +128,10 @@ fn a_wrong_expectation_fails_with_a_readable_diff() {
     assert!(stdout.contains("FAILED  scaled-up"), "{stdout}");
     assert!(stdout.contains("ok      fresh-memcached"), "{stdout}");
     assert!(
-        stdout.contains("the outcome differs from expected.yaml (- expected, + actual)"),
+        stdout.contains(
+            "the outcome differs from expected.yaml in apply Deployment cache, events \
+             (- expected, + actual)"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("-       replicas: 4"), "{stdout}");

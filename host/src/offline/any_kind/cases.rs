@@ -171,7 +171,8 @@ fn compare(path: &Path, outcome: &Outcome) -> Result<()> {
         return Ok(());
     }
     Err(anyhow!(
-        "the outcome differs from expected.yaml (- expected, + actual):\n{}",
+        "the outcome differs from expected.yaml in {} (- expected, + actual):\n{}",
+        expected.differences(outcome).join(", "),
         diff(&expected.to_yaml(), &outcome.to_yaml())
     ))
 }

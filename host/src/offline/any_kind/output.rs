@@ -148,6 +148,41 @@ impl Outcome {
         }
     }
 
+    /// Where `actual` differs from `self`, one short phrase per part
+    /// (`apply Deployment cache`, `status`, ...), for the line above a diff.
+    pub fn differences(&self, actual: &Outcome) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.apply.len() != actual.apply.len() {
+            out.push(format!(
+                "apply: {} children expected, {} proposed",
+                self.apply.len(),
+                actual.apply.len()
+            ));
+        }
+        for (expected, proposed) in self.apply.iter().zip(&actual.apply) {
+            if expected != proposed {
+                out.push(format!("apply {} {}", proposed.kind, proposed.name));
+            }
+        }
+        let parts = [
+            ("delete", self.delete != actual.delete),
+            ("status", self.status != actual.status),
+            (
+                "requeueAfterMs",
+                self.requeue_after_ms != actual.requeue_after_ms,
+            ),
+            ("events", self.events != actual.events),
+            ("error", self.error != actual.error),
+        ];
+        out.extend(
+            parts
+                .iter()
+                .filter(|(_, differs)| *differs)
+                .map(|(part, _)| (*part).to_string()),
+        );
+        out
+    }
+
     /// As YAML (a failure to print is said in the text).
     pub fn to_yaml(&self) -> String {
         serde_yaml::to_string(self)
