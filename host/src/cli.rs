@@ -137,7 +137,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             ExitCode::SUCCESS
         }),
         Command::Reconcile(args) => crate::offline::run(args),
-        Command::Record(args) => crate::offline::record::run(args),
+        Command::Record(args) => crate::offline::record_command(args),
         Command::New(args) => crate::scaffold::run(args),
         Command::Push(args) => crate::registry::push::run(args),
         Command::Rbac(args) => crate::declared::rbac::run(&args),

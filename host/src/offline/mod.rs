@@ -133,6 +133,15 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
     }
 }
 
+/// Runs `wasm-operator record`: the parents of `--controller` for a
+/// contract 0.3 plugin, else Jinghzhus.
+pub fn record_command(args: record::RecordArgs) -> Result<ExitCode> {
+    match args.controller.clone() {
+        Some(controller) => any_kind::record::run(&args, &controller),
+        None => record::run(args),
+    }
+}
+
 fn mode(args: &ReconcileArgs) -> fixtures::Mode {
     if args.bless {
         fixtures::Mode::Bless

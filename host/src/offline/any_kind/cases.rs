@@ -35,18 +35,26 @@ pub fn run_all(
 ) -> Result<Vec<CaseResult>> {
     Ok(cases(dir)?
         .iter()
-        .map(|case| {
-            let mut blessed = None;
-            let failure = check_case(plugin, declaration, case, mode, &mut blessed)
-                .err()
-                .map(|e| format!("{e:#}"));
-            CaseResult {
-                name: case_name(case),
-                failure,
-                blessed,
-            }
-        })
+        .map(|case| run_case(plugin, declaration, case, mode))
         .collect())
+}
+
+/// Runs one case directory.
+pub fn run_case(
+    plugin: &LoadedPlugin,
+    declaration: &OfflineDeclaration,
+    case: &Path,
+    mode: Mode,
+) -> CaseResult {
+    let mut blessed = None;
+    let failure = check_case(plugin, declaration, case, mode, &mut blessed)
+        .err()
+        .map(|e| format!("{e:#}"));
+    CaseResult {
+        name: case_name(case),
+        failure,
+        blessed,
+    }
 }
 
 /// A case's objects and the time it is reconciled at.

@@ -223,18 +223,49 @@ impl State {
         kind: &ResolvedKind,
         through: &[ResolvedKind],
     ) -> Vec<&DynamicObject> {
+        self.descending_with_chain(uids, kind, through)
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// [`State::descending`] with the objects of each step of the chain
+    /// before them: one list per kind of `through`, then `kind`'s.
+    fn descending_with_chain(
+        &self,
+        uids: &HashSet<String>,
+        kind: &ResolvedKind,
+        through: &[ResolvedKind],
+    ) -> Vec<Vec<&DynamicObject>> {
         let namespace = self.namespace();
         let mut owners = uids.clone();
-        for step in through {
-            owners = self
+        let mut steps = Vec::new();
+        for step in through.iter().chain([kind]) {
+            let found: Vec<&DynamicObject> = self
                 .of_kind(step, &namespace)
                 .filter(|o| controller_uid(o).is_some_and(|uid| owners.contains(uid)))
-                .filter_map(|o| o.uid())
                 .collect();
+            owners = found.iter().filter_map(|o| o.uid()).collect();
+            steps.push(found);
         }
-        self.of_kind(kind, &namespace)
-            .filter(|o| controller_uid(o).is_some_and(|uid| owners.contains(uid)))
-            .collect()
+        steps
+    }
+
+    /// Every object a reconcile of the parent reads, the parent first:
+    /// the owned children, then per observed kind its chain's objects and
+    /// its own (what `record` writes into a case).
+    pub fn read_objects(&self, declaration: &OfflineDeclaration) -> Vec<&DynamicObject> {
+        let owned = self.owned();
+        let uids: HashSet<String> = owned.iter().flatten().filter_map(|c| c.uid()).collect();
+        let mut out = vec![&self.parent];
+        out.extend(owned.into_iter().flatten());
+        for (kind, through) in &declaration.observed {
+            out.extend(
+                self.descending_with_chain(&uids, kind, through)
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+        out
     }
 
     /// The other objects of `kind` in `namespace`.

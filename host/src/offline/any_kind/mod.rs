@@ -11,10 +11,12 @@
 //! - [`output`]: the plugin's output in the readable form of `expected.yaml`.
 //! - [`cases`]: golden cases, `--bless` and the idempotence check.
 //! - [`simulate`]: what the API server makes of the state after a plan.
+//! - [`record`]: cases from a live cluster (`record --controller`).
 
 pub mod cases;
 pub mod input;
 pub mod output;
+pub mod record;
 pub mod simulate;
 
 use std::path::{Path, PathBuf};
