@@ -41,7 +41,8 @@ pub enum Command {
     /// check a directory of golden fixtures, or compare two plugins on them.
     Reconcile(ReconcileArgs),
     /// Record fixture cases from a live cluster: Jinghzhus and their pods as the host
-    /// sees them (and, with --plugin, the plugin's proposal as expected.yaml).
+    /// sees them, or with --controller a declared controller's parents and their objects
+    /// (and, with --plugin, the plugin's proposal as expected.yaml).
     Record(RecordArgs),
     /// Create a new plugin crate (standalone cargo workspace) with a test and a fixture.
     New(NewArgs),

@@ -5,7 +5,9 @@
 //! Jinghzhu's uid, in its namespace, `managedFields` stripped) and `now`
 //! (the time of the recording). With `--plugin` it also writes
 //! `expected.yaml` from that plugin, as `reconcile --fixtures --bless`
-//! would, so the case is usable at once.
+//! would, so the case is usable at once. (With `--controller`, a declared
+//! controller's parents are recorded instead: `any_kind::record`, which
+//! shares [`stage_case`] and [`connect`].)
 //!
 //! Jinghzhus are read one object at a time ([`Incoming`]): one the host
 //! cannot read is skipped with a warning when recording a list, and is an
@@ -36,7 +38,7 @@ use crate::runtime::{Runtime, RuntimeArgs};
 #[derive(Debug, Clone, clap::Args)]
 #[command(group = clap::ArgGroup::new("which").required(true).multiple(false).args(["names", "all", "selector"]))]
 pub struct RecordArgs {
-    /// The Jinghzhus to record, by name (in --namespace).
+    /// The Jinghzhus (with --controller: the parents) to record, by name (in --namespace).
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
     /// Their namespace (default: the kubeconfig context's, else `default`).

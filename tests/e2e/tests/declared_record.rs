@@ -153,7 +153,7 @@ async fn a_recorded_memcached_replays_offline_with_its_pods_in_the_status() -> R
     ] {
         ensure!(input.contains(wanted), "{wanted} missing from:\n{input}");
     }
-    for unwanted in ["someone-elses", "name: stray", "managedFields"] {
+    for unwanted in ["someone-elses", "name: stray", "managedFields:"] {
         ensure!(!input.contains(unwanted), "{unwanted} in:\n{input}");
     }
     let expected: Outcome =
