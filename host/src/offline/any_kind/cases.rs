@@ -20,8 +20,7 @@ use super::output::Outcome;
 use super::simulate::{self, UidSerial};
 use crate::declared::checks::{self, Parent, Plan};
 use crate::offline::diff::diff;
-use crate::offline::fixtures::{Blessed, CaseResult, Mode, case_name, cases};
-use crate::offline::time::parse_time;
+use crate::offline::fixtures::{Blessed, CaseResult, Mode, bless, case_name, case_now, cases};
 use crate::refusal::Refusal;
 use crate::runtime::bindings::v3;
 use crate::runtime::{LoadedPlugin, PluginError};
@@ -60,14 +59,7 @@ pub fn run_case(
 /// A case's objects and the time it is reconciled at.
 pub fn read_case(case: &Path, declaration: &OfflineDeclaration) -> Result<(State, SystemTime)> {
     let state = input::read(&[case.join("input.yaml")], declaration)?;
-    let now = match std::fs::read_to_string(case.join("now")) {
-        Ok(text) => parse_time(text.trim()).context("in the `now` file")?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            parse_time(crate::offline::fixtures::DEFAULT_NOW)?
-        }
-        Err(err) => return Err(err).context("reading the `now` file"),
-    };
-    Ok((state, now))
+    Ok((state, case_now(case)?))
 }
 
 /// Runs the plugin once on `state`.
@@ -141,27 +133,6 @@ fn check_case(
         Some(plan) => check_idempotence(plugin, declaration, state, &plan, now),
         None => Ok(()),
     }
-}
-
-/// Writes `outcome` to `path` unless the file already holds it.
-fn bless(path: &Path, outcome: &Outcome) -> Result<Blessed> {
-    let previous = match std::fs::read_to_string(path) {
-        Ok(text) => Some(text),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
-    };
-    if let Some(text) = &previous
-        && serde_yaml::from_str::<Outcome>(text).is_ok_and(|old| &old == outcome)
-    {
-        return Ok(Blessed::Unchanged);
-    }
-    std::fs::write(path, outcome.to_yaml())
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(if previous.is_some() {
-        Blessed::Changed
-    } else {
-        Blessed::Created
-    })
 }
 
 /// Compares `outcome` with the one in `path`, structurally.
