@@ -42,7 +42,8 @@ pub enum Command {
     /// check a directory of golden fixtures, or compare two plugins on them.
     Reconcile(ReconcileArgs),
     /// Record fixture cases from a live cluster: Jinghzhus and their pods as the host
-    /// sees them (and, with --plugin, the plugin's proposal as expected.yaml).
+    /// sees them, or with --controller a declared controller's parents and their objects
+    /// (and, with --plugin, the plugin's proposal as expected.yaml).
     Record(RecordArgs),
     /// Create a new plugin crate (standalone cargo workspace) with a test and a fixture.
     New(NewArgs),
@@ -139,7 +140,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             ExitCode::SUCCESS
         }),
         Command::Reconcile(args) => crate::offline::run(args),
-        Command::Record(args) => crate::offline::record::run(args),
+        Command::Record(args) => crate::offline::record_command(args),
         Command::New(args) => crate::scaffold::run(args),
         Command::Push(args) => crate::registry::push::run(args),
         Command::Rbac(args) => crate::declared::rbac::run(&args),

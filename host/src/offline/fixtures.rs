@@ -124,12 +124,16 @@ pub fn case_name(case: &Path) -> String {
 /// [`DEFAULT_NOW`].
 pub fn read_case(case: &Path) -> Result<(OfflineInput, SystemTime)> {
     let input = input::read(&[case.join("input.yaml")])?;
-    let now = match std::fs::read_to_string(case.join("now")) {
-        Ok(text) => parse_time(text.trim()).context("in the `now` file")?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => parse_time(DEFAULT_NOW)?,
-        Err(err) => return Err(err).context("reading the `now` file"),
-    };
-    Ok((input, now))
+    Ok((input, case_now(case)?))
+}
+
+/// A case's time: its `now` file, else [`DEFAULT_NOW`].
+pub fn case_now(case: &Path) -> Result<SystemTime> {
+    match std::fs::read_to_string(case.join("now")) {
+        Ok(text) => parse_time(text.trim()).context("in the `now` file"),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => parse_time(DEFAULT_NOW),
+        Err(err) => Err(err).context("reading the `now` file"),
+    }
 }
 
 /// Runs one case directory.
@@ -163,8 +167,12 @@ fn check_case(
     check_idempotence(plugin, input, &actual, now)
 }
 
-/// Writes `actual` to `expected_path` unless the file already holds it.
-fn bless(expected_path: &Path, actual: &ProposedActions) -> Result<Blessed> {
+/// Writes `actual` (a proposal, or a 0.3 outcome) to `expected_path`
+/// unless the file already holds it, structurally.
+pub fn bless<T>(expected_path: &Path, actual: &T) -> Result<Blessed>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq,
+{
     let previous = match std::fs::read_to_string(expected_path) {
         Ok(text) => Some(text),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
@@ -173,7 +181,7 @@ fn bless(expected_path: &Path, actual: &ProposedActions) -> Result<Blessed> {
         }
     };
     if let Some(text) = &previous
-        && serde_yaml::from_str::<ProposedActions>(text).is_ok_and(|old| &old == actual)
+        && serde_yaml::from_str::<T>(text).is_ok_and(|old| &old == actual)
     {
         return Ok(Blessed::Unchanged);
     }

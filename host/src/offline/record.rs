@@ -5,7 +5,9 @@
 //! Jinghzhu's uid, in its namespace, `managedFields` stripped) and `now`
 //! (the time of the recording). With `--plugin` it also writes
 //! `expected.yaml` from that plugin, as `reconcile --fixtures --bless`
-//! would, so the case is usable at once.
+//! would, so the case is usable at once. (With `--controller`, a declared
+//! controller's parents are recorded instead: `any_kind::record`, which
+//! shares [`stage_case`] and [`connect`].)
 //!
 //! Jinghzhus are read one object at a time ([`Incoming`]): one the host
 //! cannot read is skipped with a warning when recording a list, and is an
@@ -36,7 +38,7 @@ use crate::runtime::{Runtime, RuntimeArgs};
 #[derive(Debug, Clone, clap::Args)]
 #[command(group = clap::ArgGroup::new("which").required(true).multiple(false).args(["names", "all", "selector"]))]
 pub struct RecordArgs {
-    /// The Jinghzhus to record, by name (in --namespace).
+    /// The Jinghzhus (with --controller: the parents) to record, by name (in --namespace).
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
     /// Their namespace (default: the kubeconfig context's, else `default`).
@@ -58,6 +60,15 @@ pub struct RecordArgs {
     /// (with the idempotence check of `reconcile --fixtures`).
     #[arg(long, value_name = "WASM")]
     pub plugin: Option<PathBuf>,
+    /// Record the parents of this declared controller (a PluginController
+    /// file) instead of Jinghzhus: each with its children and observed
+    /// objects, for a contract 0.3 plugin (docs/any-kind.md).
+    #[arg(long, value_name = "FILE")]
+    pub controller: Option<PathBuf>,
+    /// With --controller: a sensitive child kind the admin allows
+    /// (`Kind.group`, or `Kind` for the core group), as `run` takes it.
+    #[arg(long, value_name = "KIND", requires = "controller")]
+    pub allow_child_kind: Vec<String>,
     /// Replace case directories that already exist.
     #[arg(long)]
     pub overwrite: bool,
@@ -107,7 +118,7 @@ impl Snapshot {
     }
 }
 
-/// Runs `wasm-operator record`.
+/// Runs `wasm-operator record` for Jinghzhus (see [`super::record_command`]).
 pub fn run(args: RecordArgs) -> Result<ExitCode> {
     // Load the plugin first: a broken plugin fails before anything is fetched.
     let plugin = match &args.plugin {
@@ -143,11 +154,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         );
     }
 
-    let now = Timestamp::try_from(SystemTime::now())
-        .ok()
-        .and_then(|t| Timestamp::from_second(t.as_second()).ok())
-        .unwrap_or(Timestamp::UNIX_EPOCH)
-        .to_string();
+    let now = recording_time();
     let mut failed = 0;
     for snapshot in &snapshots {
         let case = snapshot.case_name();
@@ -183,9 +190,18 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     })
 }
 
+/// Now, to the second, as a case's `now` file holds it.
+pub fn recording_time() -> String {
+    Timestamp::try_from(SystemTime::now())
+        .ok()
+        .and_then(|t| Timestamp::from_second(t.as_second()).ok())
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .to_string()
+}
+
 /// A client from `kubeconfig`, or found as `run` finds one; checked to
 /// reach the API server.
-async fn connect(kubeconfig: Option<&Path>) -> Result<Client> {
+pub async fn connect(kubeconfig: Option<&Path>) -> Result<Client> {
     let Some(path) = kubeconfig else {
         return crate::run::connect().await;
     };
@@ -305,18 +321,33 @@ fn write_case(
     now: &str,
     plugin: Option<&crate::runtime::LoadedPlugin>,
 ) -> Result<Option<Result<(), String>>> {
+    stage_case(out, target, &snapshot.input_yaml(now)?, now, |staged| {
+        plugin.map(
+            |plugin| match fixtures::run_case(plugin, staged, Mode::Bless).failure {
+                None => Ok(()),
+                Some(why) => Err(why),
+            },
+        )
+    })
+}
+
+/// Writes a case's `input.yaml` and `now` into a temporary directory in
+/// `out`, runs `check` on it (which may write `expected.yaml`), then moves
+/// it to `target`, replacing what was there; returns what `check` said.
+pub fn stage_case(
+    out: &Path,
+    target: &Path,
+    input_yaml: &str,
+    now: &str,
+    check: impl FnOnce(&Path) -> Option<Result<(), String>>,
+) -> Result<Option<Result<(), String>>> {
     let staging = tempfile::Builder::new()
         .prefix(".record-")
         .tempdir_in(out)
         .with_context(|| format!("creating a temporary directory in {}", out.display()))?;
-    std::fs::write(staging.path().join("input.yaml"), snapshot.input_yaml(now)?)?;
+    std::fs::write(staging.path().join("input.yaml"), input_yaml)?;
     std::fs::write(staging.path().join("now"), format!("{now}\n"))?;
-    let check = plugin.map(|plugin| {
-        match fixtures::run_case(plugin, staging.path(), Mode::Bless).failure {
-            None => Ok(()),
-            Some(why) => Err(why),
-        }
-    });
+    let check = check(staging.path());
     if target.exists() {
         std::fs::remove_dir_all(target)
             .with_context(|| format!("replacing {}", target.display()))?;
