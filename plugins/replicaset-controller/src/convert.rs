@@ -9,8 +9,29 @@ use jinghzhu_plugin_sdk::types as legacy;
 use wasm_operator_controller_sdk::prelude::*;
 use wasm_operator_controller_sdk::{KeyValue, ObjectMeta, Timestamp, serde_json};
 
-/// The host's default pod spec for a Jinghzhu without a template.
-pub const DEFAULT_POD_SPEC: &str = include_str!("../../../wit/default-pod-spec.json");
+/// The pod spec of a Jinghzhu without a template: the 0.2 host's default
+/// (`wit/default-pod-spec.json`: one pause container passing the restricted
+/// profile) as the pod policy a declared controller gets by default
+/// (`template`) admits it: no `runAsGroup` (the policy grants none) and the
+/// image pulled `Always`.
+pub const DEFAULT_POD_SPEC: &str = r#"{
+  "automountServiceAccountToken": false,
+  "containers": [{
+    "name": "app",
+    "image": "registry.k8s.io/pause:3.10",
+    "imagePullPolicy": "Always",
+    "securityContext": {
+      "allowPrivilegeEscalation": false,
+      "capabilities": {"drop": ["ALL"]},
+      "readOnlyRootFilesystem": true
+    }
+  }],
+  "securityContext": {
+    "runAsNonRoot": true,
+    "runAsUser": 65535,
+    "seccompProfile": {"type": "RuntimeDefault"}
+  }
+}"#;
 
 /// The Jinghzhu and its Pods as `replicaset-logic` reads them. A spec
 /// without a whole `desired` count is a permanent error.

@@ -17,8 +17,8 @@
 //!   the host's apply leaves as they are;
 //! * the plugin writes the whole status, `readyReplicas` included (the
 //!   0.2 host counted that itself), and a Jinghzhu without a template gets
-//!   the host's default pod spec (`wit/default-pod-spec.json`) from the
-//!   plugin, as the 0.2 host filled it in.
+//!   a default pod spec from the plugin ([`convert::DEFAULT_POD_SPEC`]), as
+//!   the 0.2 host filled in its own.
 //!
 //! Build it with
 //! `cargo build --release --target wasm32-wasip2 -p replicaset-controller-plugin`.

@@ -2,6 +2,7 @@
 //! with the workload controllers, CRDs from files, `PluginController`s and
 //! the status of their parents.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -11,7 +12,15 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use local_control_plane::ControlPlaneOptions;
 use serde_json::{Value, json};
+use wasm_operator::apply::policy::PolicyConfig;
 use wasm_operator::crd::controller::PluginController;
+use wasm_operator::declared::{self, Settings, Shared};
+use wasm_operator::delivery::resource::opener::SourceOpener;
+use wasm_operator::registry::bounded::FileRules;
+use wasm_operator::runtime::{Runtime, RuntimeConfig};
+use wasm_operator::telemetry::event_writer::{EventWriter, Reporter};
+use wasm_operator::telemetry::events::{EventSink, QUEUE_CAPACITY};
+use wasm_operator::telemetry::metrics::Metrics;
 
 use crate::wait_for;
 
@@ -133,4 +142,58 @@ pub async fn wait_ready(api: &Api<DynamicObject>, name: &str, ready: i64) -> Res
         || async { Ok(status_field(api, name, "/status/readyReplicas").await? == json!(ready)) },
     )
     .await
+}
+
+/// Starts the declared controllers' manager (`declared::run`) on `plane`,
+/// on a runtime of its own: each test has its own runtime, which ends with
+/// the test, and the manager serves them all. Once per test binary.
+pub fn start_manager(plane: &'static local_control_plane::ControlPlane) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            match plane.client().await {
+                Ok(client) => run_manager(client).await,
+                Err(err) => eprintln!("the manager's client: {err:#}"),
+            }
+        })
+    });
+    Ok(())
+}
+
+async fn run_manager(client: Client) {
+    let metrics = Arc::new(Metrics::default());
+    let writer = EventWriter::new(
+        client.clone(),
+        Reporter {
+            controller: "wasm-operator".into(),
+            instance: None,
+        },
+    );
+    let (events, worker) = EventSink::start(writer, QUEUE_CAPACITY, metrics.events_dropped.clone());
+    let settings = Settings {
+        shared: Shared {
+            client: client.clone(),
+            events,
+            metrics,
+        },
+        runtime: Arc::new(Runtime::new(RuntimeConfig::default()).expect("a plugin runtime")),
+        // Plugin files come from the build and temporary directories (the
+        // file-root rule has tests of its own).
+        opener: SourceOpener::new(
+            &client,
+            None,
+            FileRules {
+                any_path: true,
+                ..FileRules::default()
+            },
+        ),
+        policy: PolicyConfig::default(),
+        allowed_child_kinds: Vec::new(),
+        workers: 4,
+    };
+    let _worker = worker;
+    declared::run(settings).await;
 }

@@ -9,13 +9,12 @@
 //! ReplicaSet controllers (pods then run on kwok's nodes), which the shared
 //! one does not. One host (the declared controllers' manager) per binary.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use e2e_tests::declared::{
-    apply_crd, crd_file, declare, memcached_controller, memcacheds, resource, status_field,
-    wait_ready, wait_state, with_workload_controllers,
+    apply_crd, crd_file, declare, memcached_controller, memcacheds, resource, start_manager,
+    status_field, wait_ready, wait_state, with_workload_controllers,
 };
 use e2e_tests::{ControlPlaneSlot, TestEnv, own_control_plane, plugin, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -26,15 +25,7 @@ use kube::core::ApiResource;
 use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
-use wasm_operator::apply::policy::PolicyConfig;
 use wasm_operator::crd::controller::PluginController;
-use wasm_operator::declared::{self, Settings, Shared};
-use wasm_operator::delivery::resource::opener::SourceOpener;
-use wasm_operator::registry::bounded::FileRules;
-use wasm_operator::runtime::{Runtime, RuntimeConfig};
-use wasm_operator::telemetry::event_writer::{EventWriter, Reporter};
-use wasm_operator::telemetry::events::{EventSink, QUEUE_CAPACITY};
-use wasm_operator::telemetry::metrics::Metrics;
 
 static PLANE: ControlPlaneSlot = ControlPlaneSlot::new();
 
@@ -54,59 +45,6 @@ async fn setup(prefix: &str) -> Result<TestEnv> {
         })
         .await?;
     Ok(env)
-}
-
-/// Starts the manager on a runtime of its own: each test has its own
-/// runtime, which ends with the test, and the manager serves them all.
-fn start_manager(plane: &'static local_control_plane::ControlPlane) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    std::thread::spawn(move || {
-        runtime.block_on(async move {
-            match plane.client().await {
-                Ok(client) => run_manager(client).await,
-                Err(err) => eprintln!("the manager's client: {err:#}"),
-            }
-        })
-    });
-    Ok(())
-}
-
-async fn run_manager(client: Client) {
-    let metrics = Arc::new(Metrics::default());
-    let writer = EventWriter::new(
-        client.clone(),
-        Reporter {
-            controller: "wasm-operator".into(),
-            instance: None,
-        },
-    );
-    let (events, worker) = EventSink::start(writer, QUEUE_CAPACITY, metrics.events_dropped.clone());
-    let settings = Settings {
-        shared: Shared {
-            client: client.clone(),
-            events,
-            metrics,
-        },
-        runtime: Arc::new(Runtime::new(RuntimeConfig::default()).expect("a plugin runtime")),
-        // Plugin files come from the build and temporary directories (the
-        // file-root rule has tests of its own).
-        opener: SourceOpener::new(
-            &client,
-            None,
-            FileRules {
-                any_path: true,
-                ..FileRules::default()
-            },
-        ),
-        policy: PolicyConfig::default(),
-        allowed_child_kinds: Vec::new(),
-        workers: 4,
-    };
-    let _worker = worker;
-    declared::run(settings).await;
 }
 
 /// `Trial` (`e2e.wasm-operator.io/v1`): the misbehaving plugin's parent.
