@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{CustomResourceExt, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
 use wasm_operator::crd::controller::PluginController;
