@@ -69,6 +69,8 @@ mod input;
 pub mod log;
 mod output;
 pub mod testing;
+#[cfg(test)]
+mod tests;
 
 pub use bindings::wasm_operator::controller::types::{
     Children, Event, EventType, KeyValue, Object, ObjectMeta, OwnerReference, PluginInfo,
