@@ -302,11 +302,69 @@ fn the_git_dependency_finds_the_sdk_in_this_repository() {
     );
     let plugin = target_dir().join("wasm32-wasip2/release/from_git.wasm");
     fixtures_pass("from-git", &plugin, &dir.join("fixtures"), parent.path());
+
+    // A controller (`--kind`) finds the controller SDK the same way.
+    let dir = scaffold(
+        &parent,
+        "controller-from-git",
+        &[
+            "--kind",
+            "example.com/v1/WebApp",
+            "--owns",
+            "Deployment,Service",
+            "--sdk-git",
+            &url,
+            "--sdk-rev",
+            &commit,
+        ],
+    );
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("manifest");
+    assert!(
+        manifest.contains(&format!(
+            "wasm-operator-controller-sdk = {{ git = \"{url}\", rev = \"{commit}\" }}"
+        )),
+        "{manifest}"
+    );
+    cargo(&dir, &["build", "--release", "--target", "wasm32-wasip2"]);
+    assert!(
+        target_dir()
+            .join("wasm32-wasip2/release/controller_from_git.wasm")
+            .is_file()
+    );
 }
 
 #[test]
 fn new_refuses_a_bad_name_or_a_directory_in_use_and_writes_nothing() {
     let parent = TempDir::new().expect("temp dir");
+    let ctl = parent.path().join("ctl");
+    let ctl = path_str(&ctl);
+    for (args, says) in [
+        (
+            &["--kind", "example.com/v1/WebApp", "--owns", "Namespace"][..],
+            "cluster-scoped",
+        ),
+        (
+            &["--kind", "example.com/v1/WebApp", "--owns", "Secret"][..],
+            "--allow-child-kind Secret",
+        ),
+        (
+            &["--kind", "WebApp", "--owns", "Service"][..],
+            "GROUP/VERSION/KIND",
+        ),
+        (&["--owns", "Service"][..], "add --kind"),
+    ] {
+        let out = wasm_operator(
+            &[&["new", "ctl", "--no-git", "--path", ctl], args].concat(),
+            parent.path(),
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(!parent.path().join("ctl").exists(), "nothing written");
     let out = wasm_operator(&["new", "Bad Name"], parent.path());
     assert_eq!(out.status.code(), Some(1));
     assert!(
