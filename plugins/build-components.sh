@@ -19,6 +19,7 @@
 #   T/wasm32-wasip2/release/memcached_plugin.wasm                examples/memcached (contract 0.3)
 #   T/wasm32-wasip2/release/static_site_plugin.wasm              examples/static-site (contract 0.3)
 #   T/wasm32-wasip2/release/misbehaving_controller_plugin.wasm   tests/plugins/misbehaving-controller (contract 0.3)
+#   T/wasm32-wasip2/release/replicaset_controller_plugin.wasm    plugins/replicaset-controller (the replicaset example on 0.3)
 #   T/plugins/replicaset-py.wasm     plugins/python/build.sh (componentize-py; if the venv is installed)
 #   T/plugins/replicaset-js.wasm     plugins/js/build.sh (componentize-js; if node_modules is installed)
 #   T/plugins/replicaset-go.wasm     plugins/go/build.sh (Go, wasm-tools; if plugins/go/toolchain.sh ran)
@@ -39,6 +40,7 @@ if [[ "${1:-}" != "--check" ]]; then
     cargo build --release --target wasm32-wasip2 -p memcached-plugin
     cargo build --release --target wasm32-wasip2 -p static-site-plugin
     cargo build --release --target wasm32-wasip2 -p misbehaving-controller-plugin
+    cargo build --release --target wasm32-wasip2 -p replicaset-controller-plugin
     # Python and JavaScript: the toolchains tests/setup.sh installs.
     if [[ -x "${WASM_OPERATOR_CACHE:-$HOME/.cache/wasm-operator}/venv-componentize-py-0.25.1/bin/componentize-py" ]]; then
         plugins/python/build.sh "$T/plugins/replicaset-py.wasm" >/dev/null
@@ -98,6 +100,11 @@ controller=wasm-operator:controller/reconciler@0.3.0
 check "$T/wasm32-wasip2/release/memcached_plugin.wasm" "$controller"
 check "$T/wasm32-wasip2/release/static_site_plugin.wasm" "$controller"
 check "$T/wasm32-wasip2/release/misbehaving_controller_plugin.wasm" "$controller"
+check "$T/wasm32-wasip2/release/replicaset_controller_plugin.wasm" "$controller"
+# It reuses the 0.2 plugin's logic: none of contract 0.2 may be linked in.
+if grep -aq "jinghzhu:operator/" "$T/wasm32-wasip2/release/replicaset_controller_plugin.wasm" 2>/dev/null; then
+    echo "NAMES contract 0.2  $T/wasm32-wasip2/release/replicaset_controller_plugin.wasm"; status=1
+fi
 for lang in py js go; do
     if [[ -f "$T/plugins/replicaset-$lang.wasm" ]]; then
         check "$T/plugins/replicaset-$lang.wasm" jinghzhu:operator/reconciler@0.2.0 "replicaset-$lang"

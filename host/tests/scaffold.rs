@@ -302,11 +302,69 @@ fn the_git_dependency_finds_the_sdk_in_this_repository() {
     );
     let plugin = target_dir().join("wasm32-wasip2/release/from_git.wasm");
     fixtures_pass("from-git", &plugin, &dir.join("fixtures"), parent.path());
+
+    // A controller (`--kind`) finds the controller SDK the same way.
+    let dir = scaffold(
+        &parent,
+        "controller-from-git",
+        &[
+            "--kind",
+            "example.com/v1/WebApp",
+            "--owns",
+            "Deployment,Service",
+            "--sdk-git",
+            &url,
+            "--sdk-rev",
+            &commit,
+        ],
+    );
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("manifest");
+    assert!(
+        manifest.contains(&format!(
+            "wasm-operator-controller-sdk = {{ git = \"{url}\", rev = \"{commit}\" }}"
+        )),
+        "{manifest}"
+    );
+    cargo(&dir, &["build", "--release", "--target", "wasm32-wasip2"]);
+    assert!(
+        target_dir()
+            .join("wasm32-wasip2/release/controller_from_git.wasm")
+            .is_file()
+    );
 }
 
 #[test]
 fn new_refuses_a_bad_name_or_a_directory_in_use_and_writes_nothing() {
     let parent = TempDir::new().expect("temp dir");
+    let ctl = parent.path().join("ctl");
+    let ctl = path_str(&ctl);
+    for (args, says) in [
+        (
+            &["--kind", "example.com/v1/WebApp", "--owns", "Namespace"][..],
+            "cluster-scoped",
+        ),
+        (
+            &["--kind", "example.com/v1/WebApp", "--owns", "Secret"][..],
+            "--allow-child-kind Secret",
+        ),
+        (
+            &["--kind", "WebApp", "--owns", "Service"][..],
+            "GROUP/VERSION/KIND",
+        ),
+        (&["--owns", "Service"][..], "add --kind"),
+    ] {
+        let out = wasm_operator(
+            &[&["new", "ctl", "--no-git", "--path", ctl], args].concat(),
+            parent.path(),
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(!parent.path().join("ctl").exists(), "nothing written");
     let out = wasm_operator(&["new", "Bad Name"], parent.path());
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -401,4 +459,133 @@ fn new_refuses_a_bad_name_or_a_directory_in_use_and_writes_nothing() {
         .filter(|n| n.starts_with(".p.new-"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Every shape of child `new --kind` knows, and a kind of the author's.
+const OWNS: &str = "Deployment,StatefulSet,Job,CronJob,Pod,Service,ConfigMap,PersistentVolumeClaim,Ingress,example.com/v1/Widget";
+
+#[test]
+fn a_scaffolded_controller_builds_passes_its_tests_and_the_hosts_checks() {
+    use wasm_operator::apply::policy::PolicyConfig;
+    use wasm_operator::crd::controller::{KindRef, PluginController};
+    use wasm_operator::declared::checks::{self, Declared, Parent};
+    use wasm_operator::declared::kinds::ResolvedKind;
+    use wasm_operator::runtime::bindings::v3;
+    use wasm_operator::runtime::{ContractVersion, Runtime, RuntimeConfig, block_on, convert_v3};
+
+    let started = Instant::now();
+    let parent = TempDir::new().expect("temp dir");
+    let (dir, report) = scaffold_reporting(
+        &parent,
+        "scaffolded-controller",
+        &[
+            "--kind",
+            "example.com/v1/WebApp",
+            "--owns",
+            OWNS,
+            "--sdk-path",
+            path_str(&workspace_root()),
+            "--no-git",
+        ],
+    );
+    assert!(report.contains("--plugin-controllers"), "{report}");
+    for file in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "README.md",
+        "src/lib.rs",
+        "wit/controller.wit",
+        "controller.yaml",
+        "crd.yaml",
+        "sample.yaml",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    // controller.yaml is a PluginController declaring the parent and every child.
+    let declared: PluginController = serde_yaml::from_str(
+        &std::fs::read_to_string(dir.join("controller.yaml")).expect("controller.yaml"),
+    )
+    .expect("a PluginController");
+    assert_eq!(declared.spec.parent.api_version, "example.com/v1");
+    assert_eq!(declared.spec.parent.kind, "WebApp");
+    let children: Vec<KindRef> = declared
+        .spec
+        .children
+        .iter()
+        .map(|c| c.kind_ref())
+        .collect();
+    assert_eq!(children.len(), OWNS.split(',').count());
+    assert_eq!(children[0].to_string(), "apps/v1/Deployment");
+
+    cargo(&dir, &["test"]);
+    cargo(
+        &dir,
+        &[
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--locked",
+        ],
+    );
+    cargo(&dir, &["component", "build", "--release"]);
+
+    // The component's first proposal passes every rule of the host, the
+    // pod policy of its pod templates included.
+    let wasm = target_dir().join("wasm32-wasip2/release/scaffolded_controller.wasm");
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: None,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let plugin = runtime
+        .load(&std::fs::read(&wasm).expect("artifact"), "scaffold")
+        .expect("load");
+    assert_eq!(plugin.contract(), ContractVersion::V0_3);
+    assert_eq!(plugin.info().name, "scaffolded-controller");
+    let webapp: kube::core::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "example.com/v1", "kind": "WebApp",
+        "metadata": {"name": "sample", "namespace": "default", "uid": "u", "generation": 1},
+        "spec": {"replicas": 2},
+    }))
+    .expect("parent");
+    let input = v3::ReconcileInput {
+        parent: convert_v3::object(&webapp, "example.com/v1", "WebApp"),
+        children: children
+            .iter()
+            .map(|k| convert_v3::children(&k.api_version, &k.kind, []))
+            .collect(),
+        now: convert_v3::timestamp(std::time::SystemTime::now()),
+    };
+    let output = block_on(plugin.call_generic(&input, "default/sample"))
+        .expect("a call")
+        .expect("an output");
+    let resolved: Vec<(ResolvedKind, u32, u32)> = children
+        .iter()
+        .map(|k| (ResolvedKind::by_convention(k), 1, 65_536))
+        .collect();
+    let policy = PolicyConfig::default();
+    let parent_kind = ResolvedKind::by_convention(&declared.spec.parent);
+    let rules = Declared {
+        controller: "scaffolded-controller",
+        parent: &parent_kind,
+        children: &resolved,
+        policy: &policy,
+    };
+    let about = Parent {
+        name: "sample",
+        namespace: "default",
+        uid: "u",
+    };
+    let owned = vec![std::collections::BTreeMap::new(); children.len()];
+    let plan = checks::check(&rules, &about, &owned, output).expect("the host's rules pass");
+    assert_eq!(plan.applies.len(), children.len());
+    assert_eq!(
+        plan.status.as_ref().and_then(|s| s.get("phase")),
+        Some(&serde_json::json!("Creating"))
+    );
+    println!(
+        "controller scaffold, tests, two builds and the host's checks: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }

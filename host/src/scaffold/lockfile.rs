@@ -41,8 +41,32 @@ pub fn for_plugin(plugin: &str, path_sdk: bool) -> Result<String> {
     from_workspace_lock(WORKSPACE_LOCK, plugin, path_sdk)
 }
 
+/// The lock file of a contract 0.3 plugin: it depends on the controller
+/// SDK and on `serde` (in the SDK's closure already).
+pub fn for_controller_plugin(plugin: &str, path_sdk: bool) -> Result<String> {
+    closure_lock(
+        WORKSPACE_LOCK,
+        super::controller::SDK_PACKAGE,
+        &["serde"],
+        plugin,
+        path_sdk,
+    )
+}
+
 /// [`for_plugin`] from the text of a workspace lock file.
 pub fn from_workspace_lock(workspace_lock: &str, plugin: &str, path_sdk: bool) -> Result<String> {
+    closure_lock(workspace_lock, SDK_PACKAGE, &[], plugin, path_sdk)
+}
+
+/// The lock file of `plugin`, depending on `sdk_package` and on `direct`
+/// (packages of the SDK's closure), from a workspace lock file.
+fn closure_lock(
+    workspace_lock: &str,
+    sdk_package: &str,
+    direct: &[&str],
+    plugin: &str,
+    path_sdk: bool,
+) -> Result<String> {
     let (header, blocks) = split_blocks(workspace_lock)?;
     let entries: Vec<Entry> = blocks
         .iter()
@@ -78,9 +102,9 @@ pub fn from_workspace_lock(workspace_lock: &str, plugin: &str, path_sdk: bool) -
     };
 
     let sdk = *by_name
-        .get(SDK_PACKAGE)
+        .get(sdk_package)
         .and_then(|v| v.first())
-        .ok_or_else(|| anyhow!("the workspace Cargo.lock has no {SDK_PACKAGE}"))?;
+        .ok_or_else(|| anyhow!("the workspace Cargo.lock has no {sdk_package}"))?;
     let mut keep = BTreeSet::new();
     let mut todo: Vec<usize> = entries[sdk]
         .dependencies
@@ -109,11 +133,17 @@ pub fn from_workspace_lock(workspace_lock: &str, plugin: &str, path_sdk: bool) -
         })
         .collect();
     if path_sdk {
+        let mut dependencies: Vec<&str> = direct.iter().copied().chain([sdk_package]).collect();
+        dependencies.sort_unstable();
+        let listed: String = dependencies
+            .iter()
+            .map(|d| format!(" \"{d}\",\n"))
+            .collect();
         packages.push((
             plugin.to_string(),
             "0.1.0".to_string(),
             format!(
-                "[[package]]\nname = \"{plugin}\"\nversion = \"0.1.0\"\ndependencies = [\n \"{SDK_PACKAGE}\",\n]\n"
+                "[[package]]\nname = \"{plugin}\"\nversion = \"0.1.0\"\ndependencies = [\n{listed}]\n"
             ),
         ));
     }
@@ -215,6 +245,20 @@ dependencies = [
         let git = from_workspace_lock(LOCK, "even", false).expect("lock");
         assert!(!git.contains("jinghzhu-plugin-sdk") && !git.contains("\"even\""));
         assert!(git.contains("name = \"wit-bindgen\""));
+    }
+
+    #[test]
+    fn a_controller_plugin_locks_the_controller_sdk_and_serde() {
+        let lock = for_controller_plugin("web", true).expect("lock");
+        assert!(
+            lock.contains("name = \"wasm-operator-controller-sdk\""),
+            "{lock}"
+        );
+        assert!(lock.contains("name = \"serde_json\""), "{lock}");
+        assert!(lock.contains(
+            "name = \"web\"\nversion = \"0.1.0\"\ndependencies = [\n \"serde\",\n \"wasm-operator-controller-sdk\",\n]\n"
+        ));
+        assert!(!lock.contains("jinghzhu-plugin-sdk"));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `wasm-operator new`: scaffolds a standalone plugin crate anywhere; with
 //! `--lang python`, `--lang js` or `--lang go` a Python, JavaScript or Go
-//! project instead ([`languages`]).
+//! project instead ([`languages`]); with `--kind GROUP/VERSION/KIND --owns
+//! KINDS` a contract 0.3 controller plugin of any kind ([`controller`],
+//! its kinds read by [`kinds`]; Rust only).
 //!
 //! What it may import: `runtime/` (the WIT it embeds) and the shared
 //! types; only `cli.rs` sits above it.
@@ -23,7 +25,9 @@
 //! - a local checkout (`--sdk-path`): what tests and in-repo users use, and
 //!   the only choice without access to the git host.
 
+pub mod controller;
 pub mod git;
+pub mod kinds;
 pub mod languages;
 pub mod lockfile;
 
@@ -64,8 +68,31 @@ pub struct NewArgs {
     /// The language: a Rust crate, or a Python (componentize-py),
     /// JavaScript (componentize-js) or Go (stock Go and wasm-tools) project
     /// carrying its SDK.
-    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    #[arg(long, alias = "language", value_enum, default_value_t = Lang::Rust)]
     pub lang: Lang,
+    /// A controller of this parent kind instead of a Jinghzhu plugin: a
+    /// contract 0.3 plugin (world `controller`) for a PluginController,
+    /// e.g. `cache.example.com/v1alpha1/Memcached` (a namespaced custom
+    /// resource of yours; `new` writes a starting CRD for it).
+    #[arg(long, value_name = "GROUP/VERSION/KIND")]
+    pub kind: Option<String>,
+    /// With --kind: the kinds it creates, one each, e.g.
+    /// `Deployment,Service`. Common built-in kinds by name (Deployment,
+    /// StatefulSet, DaemonSet, Job, CronJob, Pod, Service, ConfigMap,
+    /// PersistentVolumeClaim, Ingress, ...), any other as
+    /// `group/version/Kind`.
+    #[arg(long, value_name = "KINDS", value_delimiter = ',')]
+    pub owns: Vec<String>,
+    /// With --kind: a child kind that carries authority (`Secret`,
+    /// `ServiceAccount`, `Role.rbac.authorization.k8s.io`, ...), named as
+    /// the host's `run --allow-child-kind` names it; the host must be
+    /// started with the same flag.
+    #[arg(
+        long = "allow-child-kind",
+        value_name = "KIND[.GROUP]",
+        value_delimiter = ','
+    )]
+    pub allow_child_kinds: Vec<String>,
     /// The directory to create (default: ./NAME). It must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub path: Option<PathBuf>,
@@ -120,6 +147,8 @@ pub struct Scaffold {
     pub sdk: SdkSource,
     /// The language.
     pub lang: Lang,
+    /// A contract 0.3 controller (`--kind`), else a Jinghzhu plugin.
+    pub controller: Option<controller::ControllerScaffold>,
 }
 
 /// Runs `wasm-operator new`.
@@ -157,6 +186,19 @@ pub fn run(args: NewArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let wasm = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
+    if let Some(controller) = &scaffold.controller {
+        let allow = if controller.allowed.is_empty() {
+            String::new()
+        } else {
+            format!(" --allow-child-kind {}", controller.allowed.join(","))
+        };
+        println!(
+            "\n  cd {}\n  cargo test\n  cargo build --release --target wasm32-wasip2   # or: cargo component build --release\n  kubectl apply -f crd.yaml\n  kubectl -n wasm-operator create configmap {name}-plugin --from-file=plugin.wasm={wasm}\n  kubectl apply -f controller.yaml\n  {wasm_operator} rbac controller.yaml   # the ClusterRole the host needs\n  {wasm_operator} run --plugin-controllers{allow}\n  kubectl apply -f sample.yaml\n(README.md has these steps)",
+            scaffold.dir.display(),
+            name = scaffold.name,
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "\n  cd {}\n  cargo build --release --target wasm32-wasip2   # or: cargo component build --release\n  cargo test\n  {wasm_operator} reconcile --plugin {wasm} --fixtures fixtures\n  cp {wasm} target/live.wasm   # the host runs a copy: replacing it swaps plugins\n  {wasm_operator} run --plugin target/live.wasm",
         scaffold.dir.display()
@@ -189,6 +231,7 @@ impl Scaffold {
     /// Checks the arguments and resolves the SDK source.
     pub fn from_args(args: &NewArgs) -> Result<Self> {
         check_name(&args.name)?;
+        let controller = controller_of(args)?;
         if args.lang != Lang::Rust
             && (args.sdk_path.is_some() || args.sdk_git.is_some() || args.sdk_rev.is_some())
         {
@@ -202,6 +245,11 @@ impl Scaffold {
             .clone()
             .unwrap_or_else(|| PathBuf::from(&args.name));
         let sdk = match &args.sdk_path {
+            Some(path) if controller.is_some() => SdkSource::Path(find_sdk_crate(
+                path,
+                controller::SDK_PACKAGE,
+                "controller-sdk",
+            )?),
             Some(path) => SdkSource::Path(find_sdk(path)?),
             None => SdkSource::Git {
                 url: args
@@ -219,12 +267,26 @@ impl Scaffold {
             dir,
             sdk,
             lang: args.lang,
+            controller,
         })
     }
 
     /// The files of the crate, as (relative path, contents).
     pub fn files(&self) -> Result<Vec<(PathBuf, String)>> {
         let host_version = format!("wasm-operator {HOST_VERSION}");
+        if let Some(controller) = &self.controller {
+            let texts = self.sdk_texts(controller::SDK_PACKAGE, "plugins/controller-sdk")?;
+            let lock = lockfile::for_controller_plugin(
+                &self.name,
+                matches!(self.sdk, SdkSource::Path(_)),
+            )?;
+            let sdk = controller::SdkTexts {
+                dependency: texts.0,
+                comment: texts.1,
+                note: texts.2,
+            };
+            return Ok(controller.rust_files(&self.name, &host_version, &sdk, lock));
+        }
         match self.lang {
             Lang::Python => return Ok(languages::python_files(&self.name, &host_version)),
             Lang::Js => return Ok(languages::js_files(&self.name, &host_version)),
@@ -232,7 +294,7 @@ impl Scaffold {
             Lang::Rust => {}
         }
         let crate_name = self.name.replace('-', "_");
-        let (dependency, comment, note) = self.sdk_texts()?;
+        let (dependency, comment, note) = self.sdk_texts(SDK_PACKAGE, "plugins/sdk")?;
         let fill = |template: &str| {
             template
                 .replace("{{name}}", &self.name)
@@ -258,8 +320,9 @@ impl Scaffold {
         ])
     }
 
-    /// The dependency line, its comment and the README's paragraph about it.
-    fn sdk_texts(&self) -> Result<(String, String, String)> {
+    /// The dependency line on the SDK `package` (in `dir` of this
+    /// repository), its comment and the README's paragraph about it.
+    fn sdk_texts(&self, package: &str, dir: &str) -> Result<(String, String, String)> {
         Ok(match &self.sdk {
             SdkSource::Git { url, reference } => {
                 let (key, value) = match reference {
@@ -268,18 +331,18 @@ impl Scaffold {
                 };
                 (
                     format!(
-                        "{SDK_PACKAGE} = {{ git = {}, {key} = {} }}",
+                        "{package} = {{ git = {}, {key} = {} }}",
                         toml_string(url),
                         toml_string(value)
                     ),
                     format!("Pinned to {key} {value}."),
                     format!(
                         "The SDK is a git dependency on `{url}` at {key} `{value}`: the SDK of the \
-                         host release this plugin was made for. Cargo finds the `{SDK_PACKAGE}` \
+                         host release this plugin was made for. Cargo finds the `{package}` \
                          package inside that repository's workspace and records the exact commit \
                          in `Cargo.lock` on the first build. To build against a local checkout \
                          instead (no access to the git host, or SDK changes of your own), replace \
-                         the line with `{SDK_PACKAGE} = {{ path = \"/path/to/wasm-operator/plugins/sdk\" }}` \
+                         the line with `{package} = {{ path = \"/path/to/wasm-operator/{dir}\" }}` \
                          (what `wasm-operator new --sdk-path DIR` writes)."
                     ),
                 )
@@ -288,13 +351,13 @@ impl Scaffold {
                 let relative = relative_path(&self.absolute_dir()?, sdk);
                 let shown = relative.to_string_lossy().replace('\\', "/");
                 (
-                    format!("{SDK_PACKAGE} = {{ path = {} }}", toml_string(&shown)),
+                    format!("{package} = {{ path = {} }}", toml_string(&shown)),
                     "From a local checkout.".to_string(),
                     format!(
                         "The SDK is a path dependency on a local checkout of wasm-operator \
                          (`{shown}`, written by `wasm-operator new --sdk-path`). To depend on a \
                          release instead, replace the line with \
-                         `{SDK_PACKAGE} = {{ git = \"{DEFAULT_SDK_GIT}\", tag = \"v{HOST_VERSION}\" }}`."
+                         `{package} = {{ git = \"{DEFAULT_SDK_GIT}\", tag = \"v{HOST_VERSION}\" }}`."
                     ),
                 )
             }
@@ -417,11 +480,17 @@ pub fn check_name(name: &str) -> Result<()> {
 /// The SDK directory (canonical) from `--sdk-path`: the SDK crate itself or
 /// a checkout of this repository.
 pub fn find_sdk(path: &Path) -> Result<PathBuf> {
-    let candidates = [path.to_path_buf(), path.join("plugins").join("sdk")];
+    find_sdk_crate(path, SDK_PACKAGE, "sdk")
+}
+
+/// The directory (canonical) of the SDK crate `package` from `--sdk-path`:
+/// the crate itself or a checkout of this repository (`plugins/<subdir>`).
+pub fn find_sdk_crate(path: &Path, package: &str, subdir: &str) -> Result<PathBuf> {
+    let candidates = [path.to_path_buf(), path.join("plugins").join(subdir)];
     for candidate in &candidates {
         let manifest = candidate.join("Cargo.toml");
         if let Ok(text) = std::fs::read_to_string(&manifest)
-            && is_sdk_manifest(&text)
+            && is_package_manifest(&text, package)
         {
             return candidate
                 .canonicalize()
@@ -429,22 +498,47 @@ pub fn find_sdk(path: &Path) -> Result<PathBuf> {
         }
     }
     bail!(
-        "--sdk-path {}: no {SDK_PACKAGE} crate there (looked for Cargo.toml in {} and {}). \
-         Give a checkout of the wasm-operator repository or its plugins/sdk directory",
+        "--sdk-path {}: no {package} crate there (looked for Cargo.toml in {} and {}). \
+         Give a checkout of the wasm-operator repository or its plugins/{subdir} directory",
         path.display(),
         candidates[0].display(),
         candidates[1].display()
     )
 }
 
-fn is_sdk_manifest(text: &str) -> bool {
+fn is_package_manifest(text: &str, package: &str) -> bool {
     toml::from_str::<toml::Table>(text).is_ok_and(|table| {
         table
             .get("package")
             .and_then(|p| p.get("name"))
             .and_then(|n| n.as_str())
-            == Some(SDK_PACKAGE)
+            == Some(package)
     })
+}
+
+/// The controller of `--kind`/`--owns`, checked; `None` without `--kind`.
+fn controller_of(args: &NewArgs) -> Result<Option<controller::ControllerScaffold>> {
+    let Some(kind) = &args.kind else {
+        if !args.owns.is_empty() || !args.allow_child_kinds.is_empty() {
+            bail!(
+                "--owns and --allow-child-kind describe a controller of any kind: add \
+                 --kind GROUP/VERSION/KIND (e.g. --kind cache.example.com/v1alpha1/Memcached)"
+            );
+        }
+        return Ok(None);
+    };
+    match args.lang {
+        Lang::Rust => {}
+        Lang::Go | Lang::Python | Lang::Js => bail!(
+            "--kind scaffolds a Rust crate only for now (the controller SDK is Rust): \
+             drop --lang, or write the plugin against wit/0.3/controller.wit yourself"
+        ),
+    }
+    Ok(Some(controller::ControllerScaffold {
+        parent: kinds::parse_parent(kind)?,
+        owns: kinds::parse_children(&args.owns, &args.allow_child_kinds)?,
+        allowed: args.allow_child_kinds.clone(),
+    }))
 }
 
 /// A TOML basic string.
@@ -526,6 +620,9 @@ mod tests {
             sdk_rev: None,
             no_git: false,
             lang: Lang::Rust,
+            kind: None,
+            owns: Vec::new(),
+            allow_child_kinds: Vec::new(),
         };
         let files = Scaffold::from_args(&args)
             .and_then(|s| s.files())
@@ -555,6 +652,9 @@ mod tests {
             sdk_rev: None,
             no_git: false,
             lang: Lang::Rust,
+            kind: None,
+            owns: Vec::new(),
+            allow_child_kinds: Vec::new(),
         };
         let scaffold = Scaffold::from_args(&args).expect("scaffold");
         let files = scaffold.files().expect("files");

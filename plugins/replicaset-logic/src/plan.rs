@@ -122,43 +122,59 @@ pub fn reconcile_with(input: &ReconcileInput, variant: Variant) -> ReconcileOutp
 /// [`reconcile_with`] on a view of the input (what the component calls on
 /// the wire input of contract 0.2).
 pub fn reconcile_view(input: &InputView<'_>, variant: Variant) -> ReconcileOutput {
+    let output = propose_view(input, variant);
+    log_scaling(input, &output);
+    output
+}
+
+/// [`reconcile_with`] without its log lines: for a plugin of another
+/// contract, which must not import this SDK's `log` (contract 0.2's).
+pub fn propose_with(input: &ReconcileInput, variant: Variant) -> ReconcileOutput {
+    propose_view(&InputView::of(input), variant)
+}
+
+/// [`reconcile_view`] without its log lines.
+pub fn propose_view(input: &InputView<'_>, variant: Variant) -> ReconcileOutput {
     let jz = input.jinghzhu();
-    let name = jz.metadata().name();
     let live = live_pods(&jz, input.pods());
     let activity = activity(&jz, live.len());
     let mut output = ReconcileOutput::empty();
 
     match activity {
-        Activity::Creating(count) => {
-            output.create_pods = vec![jz.pod_from_template(); count];
-            log::debug(
-                "scaling up",
-                &[
-                    ("jinghzhu", name),
-                    ("live", &live.len().to_string()),
-                    ("desired", &jz.desired().to_string()),
-                    ("creating", &count.to_string()),
-                ],
-            );
-        }
+        Activity::Creating(count) => output.create_pods = vec![jz.pod_from_template(); count],
         Activity::Deleting(count) => {
             output.delete_pods = deletion::pick(&live, count)
                 .into_iter()
                 .map(|p| p.metadata().name().to_owned())
                 .collect();
-            log::debug(
-                "scaling down",
-                &[
-                    ("jinghzhu", name),
-                    ("live", &live.len().to_string()),
-                    ("desired", &jz.desired().to_string()),
-                    ("deleting", &output.delete_pods.join(",")),
-                ],
-            );
         }
         Activity::Steady | Activity::OwnerDeleting => {}
     }
 
     output.status = status_patch(&jz, &live, activity, variant);
     output
+}
+
+/// The debug line of a proposal that scales up or down.
+fn log_scaling(input: &InputView<'_>, output: &ReconcileOutput) {
+    if output.create_pods.is_empty() && output.delete_pods.is_empty() {
+        return;
+    }
+    let jz = input.jinghzhu();
+    let live = live_pods(&jz, input.pods()).len().to_string();
+    let desired = jz.desired().to_string();
+    let mut fields = vec![
+        ("jinghzhu", jz.metadata().name()),
+        ("live", live.as_str()),
+        ("desired", desired.as_str()),
+    ];
+    let creating = output.create_pods.len().to_string();
+    let deleting = output.delete_pods.join(",");
+    if output.create_pods.is_empty() {
+        fields.push(("deleting", &deleting));
+        log::debug("scaling down", &fields);
+    } else {
+        fields.push(("creating", &creating));
+        log::debug("scaling up", &fields);
+    }
 }
