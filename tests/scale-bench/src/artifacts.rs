@@ -1,9 +1,11 @@
 //! Building what the benchmark runs, from the checkout it runs in: the host
 //! binary and the kube-rs peer with `cargo build` (the benchmark's own
 //! profile by default), the replicaset plugin for `wasm32-wasip2` through
-//! `wasm-artifacts`, and the controller-runtime peer with `go build` into a
-//! cache directory outside the repository, keyed by a hash of its `go.mod`,
-//! `go.sum` and sources (under a file lock, so concurrent runs build once).
+//! `wasm-artifacts`, the memcached plugin for `wasm32-wasip2` in release,
+//! and the controller-runtime peers (Jinghzhu, Memcached) with `go build`
+//! into a cache directory outside the repository, keyed by a hash of their
+//! `go.mod`, `go.sum` and sources (under a file lock, so concurrent runs
+//! build once).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -108,36 +110,90 @@ pub fn go_peer_dir() -> PathBuf {
 /// Builds (or finds in the cache) the controller-runtime peer.
 pub fn controller_runtime_peer() -> Result<PathBuf> {
     let source = go_peer_dir();
+    go_command_cached(".", "controller-runtime-peer", &source_hash(&source)?)
+}
+
+/// Builds (or finds in the cache) the controller-runtime Memcached peer
+/// (`tests/peers/controller-runtime/cmd/memcached`, same module).
+pub fn memcached_peer() -> Result<PathBuf> {
+    let module = go_peer_dir();
+    let package = module.join("cmd/memcached");
+    let hash = format!("{}-{}", source_hash(&module)?, &source_hash(&package)?[..8]);
+    go_command_cached("./cmd/memcached", "memcached-peer", &hash)
+}
+
+/// The memcached example's plugin, built for `wasm32-wasip2` in release
+/// (as `examples/memcached/demo.sh` builds it); its path from cargo's
+/// JSON messages, so `CARGO_TARGET_DIR` is honoured.
+pub fn memcached_plugin() -> Result<PathBuf> {
+    let mut cmd = nested_cargo();
+    cmd.args([
+        "build",
+        "--release",
+        "--message-format=json-render-diagnostics",
+        "--target",
+        "wasm32-wasip2",
+        "-p",
+        "memcached-plugin",
+    ]);
+    eprintln!("scale-bench: cargo build --release --target wasm32-wasip2 -p memcached-plugin");
+    let output = cmd.output().context("running cargo")?;
+    if !output.status.success() {
+        bail!(
+            "`cargo build -p memcached-plugin` failed (is the wasm32-wasip2 target installed? \
+             tests/setup.sh):\n{}",
+            tail(&String::from_utf8_lossy(&output.stderr), 30)
+        );
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| msg["reason"] == "compiler-artifact")
+        .flat_map(|msg| {
+            msg["filenames"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|f| f.as_str().map(PathBuf::from))
+        })
+        .find(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+        .ok_or_else(|| anyhow!("cargo built memcached-plugin but reported no .wasm file"))
+}
+
+/// `go build` of `package` (relative to the peers' module) into the cache
+/// directory `<name>-<hash>`, once; the binary's path.
+fn go_command_cached(package: &str, name: &str, hash: &str) -> Result<PathBuf> {
+    let source = go_peer_dir();
     let root = local_control_plane::binaries::default_cache_root();
-    let dir = root.join(format!("controller-runtime-peer-{}", source_hash(&source)?));
-    let binary = dir.join("controller-runtime-peer");
+    let dir = root.join(format!("{name}-{hash}"));
+    let binary = dir.join(name);
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let lock = fs::File::create(dir.join(".lock"))?;
     lock.lock()
-        .context("locking the controller-runtime peer's cache")?;
+        .with_context(|| format!("locking the cache of {name}"))?;
     if binary.is_file() {
         return Ok(binary);
     }
     let go = std::env::var_os("GO").unwrap_or_else(|| "go".into());
-    let staging = dir.join("controller-runtime-peer.building");
+    let staging = dir.join(format!("{name}.building"));
     eprintln!(
-        "scale-bench: go build of the controller-runtime peer into {} (once; a few minutes on a cold Go cache)",
+        "scale-bench: go build of {name} into {} (once; a few minutes on a cold Go cache)",
         dir.display()
     );
     let output = Command::new(&go)
         .current_dir(&source)
         .args(["build", "-trimpath", "-o"])
         .arg(&staging)
-        .arg(".")
+        .arg(package)
         .env("CGO_ENABLED", "0")
         .env("GOTOOLCHAIN", "local")
         .env("GOFLAGS", "-mod=readonly")
         .output()
         .map_err(|err| {
             anyhow!(
-                "cannot run `{}` ({err}): the controller-runtime peer is built with Go 1.26 or \
-                 newer from the Go module proxy; install Go or leave the peer out \
-                 (--controllers host,kube-rs)",
+                "cannot run `{}` ({err}): the controller-runtime peers are built with Go 1.26 or \
+                 newer from the Go module proxy; install Go or leave the peer out",
                 go.to_string_lossy()
             )
         })?;
@@ -145,8 +201,8 @@ pub fn controller_runtime_peer() -> Result<PathBuf> {
         let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
         text.push_str(&String::from_utf8_lossy(&output.stdout));
         bail!(
-            "`go build` of the controller-runtime peer in {} failed (is the Go module proxy \
-             reachable? GOPROXY): {}",
+            "`go build {package}` of {name} in {} failed (is the Go module proxy reachable? \
+             GOPROXY): {}",
             source.display(),
             tail(&text, 20)
         );
@@ -155,7 +211,7 @@ pub fn controller_runtime_peer() -> Result<PathBuf> {
     Ok(binary)
 }
 
-/// A hash of the peer's `go.mod`, `go.sum` and `.go` files (names and contents).
+/// A hash of the `go.mod`, `go.sum` and `.go` files of `dir` (names and contents).
 fn source_hash(dir: &Path) -> Result<String> {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?

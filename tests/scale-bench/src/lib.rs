@@ -13,12 +13,15 @@
 //! - [`metrics`]: a controller's `/metrics` (reconcile counts).
 //! - [`procstat`]: CPU and memory from `/proc`.
 //! - [`report`] and [`plots`]: Markdown, JSON and SVG output.
+//! - [`memcached`]: the Memcached benchmark (`memcached-bench`): the
+//!   host with the memcached plugin against a controller-runtime peer.
 //! - [`soak`]: the chaos soak (`chaos-soak`): replicas, faults, churn and
 //!   an invariant checker over a long run.
 
 pub mod apiserver;
 pub mod artifacts;
 pub mod controllers;
+pub mod memcached;
 pub mod metrics;
 pub mod observe;
 pub mod plots;
