@@ -11,7 +11,15 @@
 //! by the parent (it is updated), an orphan carrying this controller's
 //! label (it is adopted, as a ReplicaSet adopts its pods), or anything else
 //! (refused by `child/not-owned`: a plugin never takes over an object by
-//! naming it).
+//! naming it). An adoption is a JSON patch that first tests the orphan's
+//! uid and `resourceVersion`, so an orphan changed since it was read is
+//! not taken over (the reconcile fails and is retried on a fresh read).
+//!
+//! Creates and deletes are recorded in the controller's expectations
+//! before they are sent, so the parent's next reconcile waits for its
+//! cache to show them. A child still controlled by the parent that lost
+//! the controller's label is released ([`release`]): its owner reference is
+//! removed by a JSON patch that tests its uid and `resourceVersion`.
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
@@ -20,10 +28,13 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
+use crate::apply::expectations::Expectations;
 use crate::refusal::Refusal;
 
-use super::checks::{CONTROLLER_LABEL, Plan, rules};
+use super::checks::{CONTROLLER_LABEL, ChildApply, Plan, rules};
+use super::children::Departed;
 use super::kinds::ResolvedKind;
+use super::owners::controller_uid;
 
 /// Why a plan was not (wholly) applied.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +73,10 @@ pub struct Target<'a> {
     pub children: &'a [ResolvedKind],
     /// The controller's name (the value of its children's label).
     pub controller: &'a str,
+    /// Where creates and deletes are awaited, by the parent's uid.
+    pub expectations: &'a Expectations,
+    /// Told the kind index and uid of each child before it is deleted.
+    pub deleting: &'a (dyn Fn(usize, &str) + Sync),
 }
 
 /// The parent a plan is applied for.
@@ -104,9 +119,32 @@ pub async fn apply(
             written.unchanged += 1;
             continue;
         }
+        if let Some(orphan) = live.as_ref().filter(|obj| controller_uid(obj).is_none()) {
+            adopt(target, parent, child, orphan).await?;
+        }
         let api = children_api(target, child.kind, namespace);
-        api.patch(&child.name, &params, &Patch::Apply(&child.object))
-            .await?;
+        let creating = live.is_none();
+        if creating {
+            target.expectations.expect_creations(parent.uid, 1);
+        }
+        match api
+            .patch(&child.name, &params, &Patch::Apply(&child.object))
+            .await
+        {
+            Ok(made) => match (creating, made.metadata.uid) {
+                (true, Some(uid)) => target.expectations.created(parent.uid, &uid),
+                (true, None) => target.expectations.creation_failed(parent.uid),
+                (false, _) => {}
+            },
+            Err(err) => {
+                if creating {
+                    // An apply is idempotent: a create of unknown outcome
+                    // is safe to send again, nothing to wait for.
+                    target.expectations.creation_failed(parent.uid);
+                }
+                return Err(err.into());
+            }
+        }
         written.applied += 1;
     }
     for gone in &plan.deletes {
@@ -118,11 +156,21 @@ pub async fn apply(
             }),
             ..DeleteParams::background()
         };
+        (target.deleting)(gone.kind, &gone.uid);
+        let sending = target.expectations.send_deletion(parent.uid, &gone.uid);
         match api.delete(&gone.name, &params).await {
-            Ok(_) => written.deleted += 1,
+            Ok(_) => {
+                sending.answered();
+                written.deleted += 1;
+            }
             // Gone already, or a new object of that name: not ours to delete.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(err) => return Err(err.into()),
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                sending.answered();
+            }
+            Err(err) => {
+                sending.failed();
+                return Err(err.into());
+            }
         }
     }
     if let Some(status) = &plan.status {
@@ -153,12 +201,7 @@ fn may_write(
         .iter()
         .flatten()
         .find(|owner| owner.controller == Some(true));
-    let labelled = obj
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(CONTROLLER_LABEL))
-        .is_some_and(|value| value == target.controller);
+    let labelled = labelled(obj, target.controller);
     let ok = match controller {
         Some(owner) => owner.uid == parent.uid,
         None => labelled,
@@ -183,6 +226,147 @@ fn may_write(
             obj.metadata.name.as_deref().unwrap_or_default()
         ),
     )))
+}
+
+/// Takes the labelled orphan `orphan` as `child`'s object: adds the
+/// parent's controller reference, if the orphan still has the uid and
+/// `resourceVersion` it was read with.
+async fn adopt(
+    target: &Target<'_>,
+    parent: &ParentRef<'_>,
+    child: &ChildApply,
+    orphan: &DynamicObject,
+) -> Result<(), ApplyError> {
+    let ours = child
+        .object
+        .pointer("/metadata/ownerReferences/0")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let patch = adopt_patch(orphan, ours)?;
+    children_api(target, child.kind, parent.namespace)
+        .patch(
+            &child.name,
+            &PatchParams {
+                field_manager: Some(target.field_manager.to_string()),
+                ..PatchParams::default()
+            },
+            &Patch::Json::<()>(patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The JSON patch adopting `orphan`: its uid and `resourceVersion` tested,
+/// `ours` added to its owner references.
+pub fn adopt_patch(orphan: &DynamicObject, ours: Value) -> Result<json_patch::Patch, ApplyError> {
+    let mut owners: Vec<Value> = orphan
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter_map(|owner| serde_json::to_value(owner).ok())
+        .collect();
+    owners.push(ours);
+    preconditioned(
+        orphan,
+        json!({"op": "add", "path": "/metadata/ownerReferences", "value": owners}),
+    )
+}
+
+/// The JSON patch releasing `child` from the parent `parent_uid`: its uid
+/// and `resourceVersion` tested, the parent's reference removed (others
+/// kept).
+pub fn release_patch(
+    child: &DynamicObject,
+    parent_uid: &str,
+) -> Result<json_patch::Patch, ApplyError> {
+    let owners: Vec<Value> = child
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|owner| owner.uid != parent_uid)
+        .filter_map(|owner| serde_json::to_value(owner).ok())
+        .collect();
+    preconditioned(
+        child,
+        json!({"op": "replace", "path": "/metadata/ownerReferences", "value": owners}),
+    )
+}
+
+/// `change` after tests of `obj`'s uid and `resourceVersion`.
+fn preconditioned(obj: &DynamicObject, change: Value) -> Result<json_patch::Patch, ApplyError> {
+    let (Some(uid), Some(version)) = (&obj.metadata.uid, &obj.metadata.resource_version) else {
+        return Err(ApplyError::Refused(Refusal::new(
+            rules::NOT_OWNED,
+            format!(
+                "{} has no uid or resourceVersion to write it on condition of",
+                obj.metadata.name.as_deref().unwrap_or_default()
+            ),
+        )));
+    };
+    let patch = json!([
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        change,
+    ]);
+    serde_json::from_value(patch).map_err(|err| {
+        ApplyError::Refused(Refusal::new(rules::NOT_OWNED, format!("a patch: {err}")))
+    })
+}
+
+/// Looks at a child of kind `kind` that left the controller's watch alive:
+/// if it is still controlled by `parent` and lacks the controller's label,
+/// its owner reference to the parent is removed (on condition of its uid
+/// and `resourceVersion`; another change in between fails the patch and
+/// the reconcile is retried). True when it was released.
+pub async fn release(
+    target: &Target<'_>,
+    parent: &ParentRef<'_>,
+    kind: usize,
+    departed: &Departed,
+) -> Result<bool, ApplyError> {
+    let api = children_api(target, kind, parent.namespace);
+    let Some(child) = api.get_opt(&departed.name).await? else {
+        return Ok(false);
+    };
+    if !to_release(target.controller, parent.uid, departed, &child) {
+        return Ok(false);
+    }
+    let patch = release_patch(&child, parent.uid)?;
+    api.patch(
+        &departed.name,
+        &PatchParams {
+            field_manager: Some(target.field_manager.to_string()),
+            ..PatchParams::default()
+        },
+        &Patch::Json::<()>(patch),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Whether `child`, read after it left the watch as `departed`, is to be
+/// released from the parent `parent_uid`: the same object, not being
+/// deleted, controlled by the parent, without `controller`'s label.
+pub fn to_release(
+    controller: &str,
+    parent_uid: &str,
+    departed: &Departed,
+    child: &DynamicObject,
+) -> bool {
+    child.metadata.uid.as_deref() == Some(departed.uid.as_str())
+        && child.metadata.deletion_timestamp.is_none()
+        && controller_uid(child) == Some(parent_uid)
+        && !labelled(child, controller)
+}
+
+fn labelled(obj: &DynamicObject, controller: &str) -> bool {
+    obj.metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(CONTROLLER_LABEL))
+        .is_some_and(|value| value == controller)
 }
 
 fn children_api(target: &Target<'_>, kind: usize, namespace: &str) -> Api<DynamicObject> {
@@ -224,6 +408,110 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn child(labels: Value, owners: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u-c", "resourceVersion": "41",
+                "labels": labels, "ownerReferences": owners}
+        }))
+        .expect("object")
+    }
+
+    fn owner(uid: &str, controller: bool) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Parent", "name": uid, "uid": uid,
+            "controller": controller})
+    }
+
+    fn departed() -> Departed {
+        Departed {
+            namespace: "ns".into(),
+            name: "c".into(),
+            uid: "u-c".into(),
+        }
+    }
+
+    #[test]
+    fn a_release_tests_uid_and_version_and_keeps_other_owners() {
+        let obj = child(json!({}), json!([owner("p", true), owner("other", false)]));
+        let patch = serde_json::to_value(release_patch(&obj, "p").expect("patch")).expect("json");
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u-c"},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "41"},
+                {"op": "replace", "path": "/metadata/ownerReferences", "value": [owner("other", false)]},
+            ])
+        );
+        let mut unversioned = obj.clone();
+        unversioned.metadata.resource_version = None;
+        assert!(
+            release_patch(&unversioned, "p").is_err(),
+            "no unconditional release"
+        );
+    }
+
+    #[test]
+    fn an_adoption_tests_uid_and_version_and_adds_the_parent() {
+        let orphan = child(
+            json!({CONTROLLER_LABEL: "memcached"}),
+            json!([owner("other", false)]),
+        );
+        let patch = serde_json::to_value(adopt_patch(&orphan, owner("p", true)).expect("patch"))
+            .expect("json");
+        assert_eq!(patch[0]["path"], "/metadata/uid");
+        assert_eq!(
+            patch[1],
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": "41"})
+        );
+        assert_eq!(patch[2]["op"], "add");
+        assert_eq!(
+            patch[2]["value"],
+            json!([owner("other", false), owner("p", true)])
+        );
+    }
+
+    #[test]
+    fn only_a_controlled_live_unlabelled_child_is_released() {
+        let unlabelled = child(json!({"app": "x"}), json!([owner("p", true)]));
+        assert!(to_release("memcached", "p", &departed(), &unlabelled));
+        let relabelled = child(
+            json!({CONTROLLER_LABEL: "memcached"}),
+            json!([owner("p", true)]),
+        );
+        assert!(
+            !to_release("memcached", "p", &departed(), &relabelled),
+            "label back"
+        );
+        let other_label = child(
+            json!({CONTROLLER_LABEL: "other"}),
+            json!([owner("p", true)]),
+        );
+        assert!(to_release("memcached", "p", &departed(), &other_label));
+        let elsewhere = child(json!({}), json!([owner("q", true)]));
+        assert!(
+            !to_release("memcached", "p", &departed(), &elsewhere),
+            "not the parent's"
+        );
+        let free = child(json!({}), json!([owner("p", false)]));
+        assert!(
+            !to_release("memcached", "p", &departed(), &free),
+            "no controller reference"
+        );
+        let mut replaced = unlabelled.clone();
+        replaced.metadata.uid = Some("u-new".into());
+        assert!(
+            !to_release("memcached", "p", &departed(), &replaced),
+            "another object"
+        );
+        let mut terminating = unlabelled;
+        terminating.metadata.deletion_timestamp =
+            Some(serde_json::from_value(json!("2026-11-29T00:00:00Z")).expect("time"));
+        assert!(
+            !to_release("memcached", "p", &departed(), &terminating),
+            "being deleted"
+        );
+    }
 
     #[test]
     fn defaults_added_by_the_server_do_not_count_as_a_change() {

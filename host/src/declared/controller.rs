@@ -1,9 +1,10 @@
 //! One declared controller at work: kube's controller runtime over the
 //! parent kind (watch, cache, a queue that dedups and serialises per
 //! object), a cache per child kind (only this controller's labelled
-//! objects, `managedFields` stripped) whose changes wake the parent, and
-//! the reconcile: input from the caches, the plugin's call, the checks,
-//! the apply. A new plugin swaps in between reconciles and every parent is
+//! objects, `managedFields` stripped, [`super::children`]) whose changes
+//! wake the parent, and the reconcile: children that lost the label
+//! released, a wait until the caches show the last creates and deletes,
+//! input from the caches, the plugin's call, the checks, the apply. A new plugin swaps in between reconciles and every parent is
 //! reconciled again; stopping the controller (dropping [`Running`]) stops
 //! its watches.
 
@@ -21,6 +22,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, events::Event, events::EventType, watcher};
 use kube::{Client, ResourceExt};
 
+use crate::apply::expectations::{Check, Expectations};
 use crate::apply::policy::PolicyConfig;
 use crate::locks::{MutexExt, RwLockExt};
 use crate::refusal::Refusal;
@@ -32,7 +34,8 @@ use crate::telemetry::events::{EventSink, QueuedEvent};
 use crate::telemetry::metrics::Metrics;
 
 use super::apply::{self, ApplyError, ParentRef, Target};
-use super::checks::{self, CONTROLLER_LABEL, Declared, Parent};
+use super::checks::{self, CONTROLLER_LABEL, Declared, Parent, Plan};
+use super::children::ChildKind;
 use super::kinds::ResolvedKind;
 use super::observed::{Meta, ObservedCaches, ObservedKind};
 
@@ -95,8 +98,9 @@ struct Context {
     field_manager: String,
     shared: Shared,
     plugin: RwLock<Arc<LoadedPlugin>>,
-    children: Vec<Store<DynamicObject>>,
+    children: Vec<Arc<ChildKind>>,
     child_kinds: Vec<ResolvedKind>,
+    expectations: Arc<Expectations>,
     observed: Vec<Arc<ObservedCaches>>,
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -134,19 +138,15 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
     .applied_objects();
     let mut controller = Controller::for_stream_with(parents, reader, parent);
     let selector = format!("{CONTROLLER_LABEL}={}", declaration.name);
+    let expectations = Arc::new(Expectations::new(EXPECTATIONS_TIMEOUT));
     let mut children = Vec::new();
     for (kind, ..) in &declaration.children {
-        let writer = Writer::new(kind.resource.clone());
-        children.push(writer.as_reader());
-        let api = Api::<DynamicObject>::all_with(client.clone(), &kind.resource);
-        let changes = watcher(api, watcher::Config::default().labels(&selector))
-            .default_backoff()
-            .modify(|obj| obj.managed_fields_mut().clear())
-            .reflect(writer)
-            .touched_objects();
+        let (caches, changes) = ChildKind::watch(&client, kind, &selector, expectations.clone());
+        children.push(caches);
         controller = controller.owns_stream_with(changes, kind.resource.clone());
     }
-    let (observed, controller) = observe(&client, &declaration, &children, controller);
+    let stores: Vec<Store<DynamicObject>> = children.iter().map(|c| c.store.clone()).collect();
+    let (observed, controller) = observe(&client, &declaration, &stores, controller);
     let (reconcile_all, asked) = tokio::sync::watch::channel(0u64);
     let again = futures::stream::unfold(asked, |mut asked| async move {
         asked.changed().await.ok().map(|()| ((), asked))
@@ -162,6 +162,7 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         shared,
         plugin: RwLock::new(plugin),
         children,
+        expectations,
         observed,
         failures: Mutex::new(HashMap::new()),
     });
@@ -264,6 +265,13 @@ async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Acti
     result
 }
 
+/// How long a parent's reconciles wait for the caches to show the host's
+/// own creates and deletes before they act on the caches as they are.
+const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(60);
+/// How soon a reconcile held back by its expectations looks again (the
+/// watch event that satisfies them wakes it sooner).
+const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(2);
+
 async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action, Failure> {
     let (Some(namespace), Some(uid)) = (parent.namespace(), parent.uid()) else {
         return Ok(Action::await_change());
@@ -271,14 +279,34 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
     if parent.metadata.deletion_timestamp.is_some() {
         // The garbage collector deletes the children through their owner
         // references.
+        ctx.expectations.forget(&uid);
         return Ok(Action::await_change());
     }
     let name = parent.name_any();
+    let deleting = |kind: usize, child: &str| ctx.children[kind].deleting(child);
+    let target = Target {
+        client: &ctx.shared.client,
+        field_manager: &ctx.field_manager,
+        parent: &ctx.declaration.parent,
+        children: &ctx.child_kinds,
+        controller: &ctx.declaration.name,
+        expectations: &ctx.expectations,
+        deleting: &deleting,
+    };
+    let parent_ref = ParentRef {
+        namespace: &namespace,
+        name: &name,
+        uid: &uid,
+    };
+    release_departed(ctx, parent, &target, &parent_ref).await?;
     let owned: Vec<Vec<Arc<DynamicObject>>> = ctx
         .children
         .iter()
-        .map(|store| store.state_filter(|child| controlled_by(child, &uid, &namespace)))
+        .map(|kind| kind.children_of(&uid, &namespace))
         .collect();
+    if let Some(again) = awaiting(ctx, &parent_ref, &owned) {
+        return Ok(Action::requeue(again));
+    }
     let input = input(ctx, parent, &owned);
     let output = ctx
         .plugin()
@@ -310,35 +338,111 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
         // The status the plugin gives is stored already: no write.
         plan.status = None;
     }
-    let target = Target {
-        client: &ctx.shared.client,
-        field_manager: &ctx.field_manager,
-        parent: &ctx.declaration.parent,
-        children: &ctx.child_kinds,
-        controller: &ctx.declaration.name,
-    };
-    let parent_ref = ParentRef {
-        namespace: &namespace,
-        name: &name,
-        uid: &uid,
-    };
-    let cached = |kind: usize, child: &str| {
-        let key =
-            ObjectRef::new_with(child, ctx.child_kinds[kind].resource.clone()).within(&namespace);
-        ctx.children[kind].get(&key)
-    };
-    apply::apply(&target, &parent_ref, &plan, cached)
-        .await
-        .map_err(|err| match err {
-            ApplyError::Refused(refusal) => Failure::Refused(refusal),
-            ApplyError::Api(err) => Failure::Api(err),
-        })?;
+    apply_plan(ctx, &target, &parent_ref, &plan).await?;
     for (warning, reason, message) in &plan.events {
         publish(ctx, parent, *warning, reason, message, "Reconcile");
     }
     Ok(plan
         .requeue_after
         .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Applies `plan`, children read from the caches.
+async fn apply_plan(
+    ctx: &Context,
+    target: &Target<'_>,
+    parent: &ParentRef<'_>,
+    plan: &Plan,
+) -> Result<(), Failure> {
+    let cached = |kind: usize, child: &str| {
+        let key = ObjectRef::new_with(child, ctx.child_kinds[kind].resource.clone())
+            .within(parent.namespace);
+        ctx.children[kind].store.get(&key)
+    };
+    apply::apply(target, parent, plan, cached)
+        .await
+        .map(|_| ())
+        .map_err(failure)
+}
+
+fn failure(err: ApplyError) -> Failure {
+    match err {
+        ApplyError::Refused(refusal) => Failure::Refused(refusal),
+        ApplyError::Api(err) => Failure::Api(err),
+    }
+}
+
+/// Releases the children of `parent` that left the caches alive and are
+/// still controlled by it without the controller's label. Those not
+/// looked at for a failure are kept for the retry.
+async fn release_departed(
+    ctx: &Context,
+    parent: &DynamicObject,
+    target: &Target<'_>,
+    parent_ref: &ParentRef<'_>,
+) -> Result<(), Failure> {
+    for (kind, caches) in ctx.children.iter().enumerate() {
+        let departed = caches.take_departed(parent_ref.uid);
+        for (at, child) in departed.iter().enumerate() {
+            match apply::release(target, parent_ref, kind, child).await {
+                Ok(true) => {
+                    let note = format!(
+                        "{} {} lost the {CONTROLLER_LABEL}={} label: released (its owner \
+                         reference to this {} removed), left in place",
+                        caches.kind.declared.kind,
+                        child.name,
+                        ctx.declaration.name,
+                        ctx.declaration.parent.declared.kind
+                    );
+                    publish(ctx, parent, false, "ReleasedChild", &note, "Release");
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    caches.departed_again(parent_ref.uid, &departed[at..]);
+                    return Err(failure(err));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// When the caches do not show yet every create and delete the host made
+/// for `parent` (by the snapshot `owned`), how soon to look again.
+fn awaiting(
+    ctx: &Context,
+    parent: &ParentRef<'_>,
+    owned: &[Vec<Arc<DynamicObject>>],
+) -> Option<Duration> {
+    let seen: HashMap<&str, bool> = owned
+        .iter()
+        .flatten()
+        .filter_map(|child| {
+            let uid = child.metadata.uid.as_deref()?;
+            Some((uid, child.metadata.deletion_timestamp.is_some()))
+        })
+        .collect();
+    let name = ctx.declaration.name.as_str();
+    match ctx
+        .expectations
+        .check(parent.uid, |uid| seen.get(uid).copied())
+    {
+        Check::Satisfied => None,
+        Check::TimedOut(wait) => {
+            tracing::warn!(controller = name, object = %format!("{}/{}", parent.namespace, parent.name),
+                creates = wait.creates, deletes = wait.deletes,
+                "the cache never showed these writes; reconciling with the cache as it is");
+            None
+        }
+        Check::Waiting(wait) => {
+            if wait.log {
+                tracing::info!(controller = name, object = %format!("{}/{}", parent.namespace, parent.name),
+                    creates = wait.creates, deletes = wait.deletes, waited = ?wait.waited,
+                    "waiting for the cache to show the host's own writes");
+            }
+            Some(EXPECTATIONS_RECHECK)
+        }
+    }
 }
 
 /// The 0.3 input: the parent and, per declared kind, its children.
@@ -349,16 +453,10 @@ fn input(
 ) -> v3::ReconcileInput {
     let parent_kind = &ctx.declaration.parent.declared;
     let mut children: Vec<v3::Children> = ctx
-        .child_kinds
+        .children
         .iter()
         .zip(owned)
-        .map(|(kind, objects)| {
-            convert_v3::children(
-                &kind.declared.api_version,
-                &kind.declared.kind,
-                objects.iter().map(AsRef::as_ref),
-            )
-        })
+        .map(|(kind, objects)| kind.records.children(objects.iter().map(AsRef::as_ref)))
         .collect();
     let uids: std::collections::HashSet<String> = owned
         .iter()
@@ -379,14 +477,6 @@ fn input(
         children,
         now: convert_v3::timestamp(SystemTime::now()),
     }
-}
-
-fn controlled_by(child: &DynamicObject, uid: &str, namespace: &str) -> bool {
-    child.metadata.namespace.as_deref() == Some(namespace)
-        && child
-            .owner_references()
-            .iter()
-            .any(|owner| owner.controller == Some(true) && owner.uid == uid)
 }
 
 /// After a failed reconcile: a Warning naming the rule on the parent, and

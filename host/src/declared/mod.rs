@@ -13,9 +13,11 @@
 
 pub mod apply;
 pub mod checks;
+pub mod children;
 pub mod controller;
 pub mod kinds;
 pub mod observed;
+pub mod owners;
 pub mod rbac;
 
 use std::collections::HashMap;

@@ -2,7 +2,14 @@
 //! typed metadata, the rest of the object as one JSON text. The input is
 //! built from the host's caches, which already hold objects without
 //! `managedFields`; the few metadata fields a plugin never sees stay out.
+//!
+//! [`Records`] keeps the record of each cached object while its
+//! `resourceVersion` holds, so an unchanged child is not serialised again
+//! on every call (most of a 0.3 input's cost is each child's body turned
+//! into JSON text).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -52,6 +59,107 @@ pub fn sorted(api_version: &str, kind: &str, mut objects: Vec<v3::Object>) -> v3
         api_version: api_version.to_string(),
         kind: kind.to_string(),
         objects,
+    }
+}
+
+/// Records of one kind's objects by uid, each kept while the object's
+/// `resourceVersion` is the one it was made from; at most `most` of them
+/// (past that, one is dropped for each new one). The owner of the cache
+/// the objects come from calls [`Records::forget`] when an object goes.
+#[derive(Debug)]
+pub struct Records {
+    api_version: String,
+    kind: String,
+    most: usize,
+    by_uid: Mutex<HashMap<String, Kept>>,
+}
+
+#[derive(Debug)]
+struct Kept {
+    resource_version: String,
+    record: Arc<v3::Object>,
+}
+
+impl Records {
+    /// Records of `api_version`/`kind`, at most `most` kept.
+    pub fn new(api_version: &str, kind: &str, most: usize) -> Self {
+        Self {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            most,
+            by_uid: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The record of `obj`: the kept one if `obj` has its uid and
+    /// `resourceVersion`, else a new one (kept if `obj` has both).
+    pub fn record(&self, obj: &DynamicObject) -> v3::Object {
+        let (Some(uid), Some(version)) = (
+            obj.metadata.uid.as_deref(),
+            obj.metadata.resource_version.as_deref(),
+        ) else {
+            return object(obj, &self.api_version, &self.kind);
+        };
+        let kept = self
+            .lock()
+            .get(uid)
+            .filter(|kept| kept.resource_version == version)
+            .map(|kept| kept.record.clone());
+        if let Some(record) = kept {
+            return (*record).clone();
+        }
+        let record = object(obj, &self.api_version, &self.kind);
+        let mut by_uid = self.lock();
+        if by_uid.len() >= self.most && !by_uid.contains_key(uid) {
+            let some = by_uid.keys().next().cloned();
+            if let Some(some) = some {
+                by_uid.remove(&some);
+            }
+        }
+        if self.most > 0 {
+            by_uid.insert(
+                uid.to_string(),
+                Kept {
+                    resource_version: version.to_string(),
+                    record: Arc::new(record.clone()),
+                },
+            );
+        }
+        record
+    }
+
+    /// The children record of `objects`, sorted by name.
+    pub fn children<'o>(
+        &self,
+        objects: impl IntoIterator<Item = &'o DynamicObject>,
+    ) -> v3::Children {
+        let objects = objects.into_iter().map(|obj| self.record(obj)).collect();
+        sorted(&self.api_version, &self.kind, objects)
+    }
+
+    /// Drops the record of the object `uid` (it left the cache).
+    pub fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    /// Keeps only the records of the uids `keep` answers true for (after
+    /// a relist).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.lock().retain(|uid, _| keep(uid));
+    }
+
+    /// How many records are kept.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Kept>> {
+        self.by_uid.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -143,6 +251,57 @@ mod tests {
         assert!(record.metadata.owner_references[0].controller);
         let body: serde_json::Value = serde_json::from_str(&record.body_json).expect("json");
         assert_eq!(body, serde_json::json!({"spec": {"size": 3}}));
+    }
+
+    fn config_map(uid: &str, version: &str, data: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": uid, "namespace": "ns", "uid": uid, "resourceVersion": version},
+            "data": {"k": data}
+        }))
+        .expect("object")
+    }
+
+    #[test]
+    fn a_kept_record_is_used_while_its_version_holds() {
+        let records = Records::new("v1", "ConfigMap", 8);
+        let first = config_map("a", "1", "x");
+        assert_eq!(records.record(&first), object(&first, "v1", "ConfigMap"));
+        assert_eq!(records.len(), 1);
+        // The same version with other content can only be a kept record.
+        let same_version = config_map("a", "1", "changed");
+        assert!(records.record(&same_version).body_json.contains("\"x\""));
+        // A new version is converted again and replaces it.
+        let next = config_map("a", "2", "y");
+        assert!(records.record(&next).body_json.contains("\"y\""));
+        assert_eq!(records.len(), 1);
+        records.forget("a");
+        assert!(records.is_empty());
+    }
+
+    #[test]
+    fn records_are_bounded_and_retained_by_uid() {
+        let records = Records::new("v1", "ConfigMap", 2);
+        for uid in ["a", "b", "c"] {
+            records.record(&config_map(uid, "1", uid));
+        }
+        assert_eq!(records.len(), 2, "one dropped for the third");
+        records.retain(|uid| uid == "c");
+        assert_eq!(records.len(), 1);
+        let kids = records.children([&config_map("d", "1", "d"), &config_map("c", "1", "c")]);
+        assert_eq!(kids.objects[0].metadata.name, "c");
+        assert_eq!(kids.kind, "ConfigMap");
+        // Without a uid or version nothing is kept.
+        let mut bare = config_map("e", "1", "e");
+        bare.metadata.uid = None;
+        records.record(&bare);
+        assert_eq!(records.len(), 2);
+        assert!(
+            Records::new("v1", "ConfigMap", 0)
+                .record(&bare)
+                .body_json
+                .contains("e")
+        );
     }
 
     #[test]
