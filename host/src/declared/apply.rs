@@ -2,7 +2,8 @@
 //! (nothing is written if one is not the parent's to write), then each
 //! child by server-side apply under the controller's field manager
 //! (skipped when the cached child already has every field as desired),
-//! deletes with the child's uid as a precondition, and the parent's status
+//! deletes with the child's uid as a precondition (none for a child the
+//! cache shows terminating: it was deleted already), and the parent's status
 //! by server-side apply on its status subresource. Writes stop at the
 //! first failure; what was written is idempotent, so the retry makes the
 //! same plan again.
@@ -31,7 +32,8 @@ use std::sync::Arc;
 use crate::apply::expectations::Expectations;
 use crate::refusal::Refusal;
 
-use super::checks::{CONTROLLER_LABEL, ChildApply, Plan, rules};
+use super::budget::WriteBudget;
+use super::checks::{CONTROLLER_LABEL, ChildApply, ChildDelete, Plan, rules};
 use super::children::Departed;
 use super::kinds::ResolvedKind;
 use super::owners::controller_uid;
@@ -45,6 +47,22 @@ pub enum ApplyError {
     /// The API server failed a request.
     #[error("{0}")]
     Api(#[from] kube::Error),
+    /// The plan's writes are over the controller's budget; nothing written.
+    #[error(
+        "[{rule}] this plan's {writes} writes are over the controller's budget of {per_second} \
+         writes per second (bursts of {burst}); written in {wait:?}",
+        rule = super::budget::RULE
+    )]
+    OverBudget {
+        /// The plan's writes.
+        writes: u32,
+        /// The budget's rate.
+        per_second: u32,
+        /// The budget's burst.
+        burst: u32,
+        /// How long until the budget holds them.
+        wait: std::time::Duration,
+    },
 }
 
 /// What one apply wrote.
@@ -77,6 +95,8 @@ pub struct Target<'a> {
     pub expectations: &'a Expectations,
     /// Told the kind index and uid of each child before it is deleted.
     pub deleting: &'a (dyn Fn(usize, &str) + Sync),
+    /// The controller's write budget.
+    pub budget: &'a WriteBudget,
 }
 
 /// The parent a plan is applied for.
@@ -112,10 +132,32 @@ pub async fn apply(
         }
         live.push(found);
     }
+    let unchanged: Vec<bool> = plan
+        .applies
+        .iter()
+        .zip(&live)
+        .map(|(child, live)| live.as_ref().is_some_and(|obj| already(obj, &child.object)))
+        .collect();
+    let deletes: Vec<&ChildDelete> = plan
+        .deletes
+        .iter()
+        .filter(|gone| !terminating(&cached, gone))
+        .collect();
+    let writes = unchanged.iter().filter(|same| !**same).count() + deletes.len();
+    let writes = u32::try_from(writes).unwrap_or(u32::MAX) + u32::from(plan.status.is_some());
+    target
+        .budget
+        .try_spend(writes)
+        .map_err(|wait| ApplyError::OverBudget {
+            writes,
+            per_second: target.budget.per_second(),
+            burst: target.budget.burst(),
+            wait,
+        })?;
     let mut written = Written::default();
     let params = PatchParams::apply(target.field_manager).force();
-    for (child, live) in plan.applies.iter().zip(&live) {
-        if live.as_ref().is_some_and(|obj| already(obj, &child.object)) {
+    for ((child, live), unchanged) in plan.applies.iter().zip(&live).zip(unchanged) {
+        if unchanged {
             written.unchanged += 1;
             continue;
         }
@@ -147,7 +189,7 @@ pub async fn apply(
         }
         written.applied += 1;
     }
-    for gone in &plan.deletes {
+    for gone in deletes {
         let api = children_api(target, gone.kind, namespace);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -186,6 +228,18 @@ pub async fn apply(
         written.status = true;
     }
     Ok(written)
+}
+
+/// Whether the cache shows `gone` terminating: deleted already (held by a
+/// finalizer), so not deleted again.
+fn terminating(
+    cached: &impl Fn(usize, &str) -> Option<Arc<DynamicObject>>,
+    gone: &ChildDelete,
+) -> bool {
+    cached(gone.kind, &gone.name).is_some_and(|obj| {
+        obj.metadata.uid.as_deref() == Some(gone.uid.as_str())
+            && obj.metadata.deletion_timestamp.is_some()
+    })
 }
 
 /// Whether the existing child `obj` is the parent's to write: controlled

@@ -310,7 +310,11 @@ mod tests {
         send(&caches, &mut writer, Event::Apply(child("a", "p", "1")));
         send(&caches, &mut writer, Event::Apply(child("b", "p", "1")));
         let owned = caches.children_of("p", "ns");
-        caches.records.children(owned.iter().map(AsRef::as_ref));
+        caches.records.put_back(
+            caches
+                .records
+                .take_children(owned.iter().map(AsRef::as_ref)),
+        );
         assert_eq!(caches.records.len(), 2);
         send(&caches, &mut writer, Event::Delete(child("a", "p", "2")));
         assert_eq!(caches.records.len(), 1);

@@ -34,6 +34,7 @@ use crate::telemetry::events::{EventSink, QueuedEvent};
 use crate::telemetry::metrics::Metrics;
 
 use super::apply::{self, ApplyError, ParentRef, Target};
+use super::budget::{self, WriteBudget};
 use super::checks::{self, CONTROLLER_LABEL, Declared, Parent, Plan};
 use super::children::ChildKind;
 use super::kinds::ResolvedKind;
@@ -101,6 +102,7 @@ struct Context {
     children: Vec<Arc<ChildKind>>,
     child_kinds: Vec<ResolvedKind>,
     expectations: Arc<Expectations>,
+    budget: WriteBudget,
     observed: Vec<Arc<ObservedCaches>>,
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -120,6 +122,8 @@ enum Failure {
     Refused(Refusal),
     #[error("{0}")]
     Api(kube::Error),
+    #[error("{message}")]
+    OverBudget { message: String, wait: Duration },
 }
 
 /// Starts `declaration` serving `plugin`.
@@ -163,6 +167,7 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         plugin: RwLock::new(plugin),
         children,
         expectations,
+        budget: WriteBudget::new(budget::DEFAULT_PER_SECOND, budget::DEFAULT_BURST),
         observed,
         failures: Mutex::new(HashMap::new()),
     });
@@ -292,6 +297,7 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
         controller: &ctx.declaration.name,
         expectations: &ctx.expectations,
         deleting: &deleting,
+        budget: &ctx.budget,
     };
     let parent_ref = ParentRef {
         namespace: &namespace,
@@ -308,11 +314,18 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
         return Ok(Action::requeue(again));
     }
     let input = input(ctx, parent, &owned);
-    let output = ctx
+    let (output, lent) = ctx
         .plugin()
-        .reconcile_generic(input, object_key(parent))
-        .await
-        .map_err(Failure::Plugin)?;
+        .reconcile_generic_lent(input, object_key(parent))
+        .await;
+    for (kind, records) in ctx
+        .children
+        .iter()
+        .zip(lent.into_iter().flat_map(|i| i.children))
+    {
+        kind.records.put_back(records);
+    }
+    let output = output.map_err(Failure::Plugin)?;
     let owned_names: Vec<BTreeMap<String, String>> = owned
         .iter()
         .map(|kind| {
@@ -369,6 +382,10 @@ fn failure(err: ApplyError) -> Failure {
     match err {
         ApplyError::Refused(refusal) => Failure::Refused(refusal),
         ApplyError::Api(err) => Failure::Api(err),
+        ApplyError::OverBudget { wait, .. } => Failure::OverBudget {
+            message: err.to_string(),
+            wait,
+        },
     }
 }
 
@@ -445,7 +462,9 @@ fn awaiting(
     }
 }
 
-/// The 0.3 input: the parent and, per declared kind, its children.
+/// The 0.3 input: the parent and, per declared kind, its children (their
+/// kept records lent, to be put back after the call), then the observed
+/// kinds.
 fn input(
     ctx: &Context,
     parent: &DynamicObject,
@@ -456,7 +475,10 @@ fn input(
         .children
         .iter()
         .zip(owned)
-        .map(|(kind, objects)| kind.records.children(objects.iter().map(AsRef::as_ref)))
+        .map(|(kind, objects)| {
+            kind.records
+                .take_children(objects.iter().map(AsRef::as_ref))
+        })
         .collect();
     let uids: std::collections::HashSet<String> = owned
         .iter()
@@ -499,6 +521,7 @@ fn error_policy(parent: Arc<DynamicObject>, failure: &Failure, ctx: Arc<Context>
             format!("plugin {}: {refusal}", ctx.plugin().describe()),
         ),
         Failure::Api(err) => ("FailedApply", format!("applying the plan: {err}")),
+        Failure::OverBudget { message, .. } => ("WriteBudgetExceeded", message.clone()),
     };
     tracing::warn!(controller = %ctx.declaration.name, object = %key, reason, "{note}");
     if failures == 1 || failures.is_power_of_two() {
@@ -506,6 +529,7 @@ fn error_policy(parent: Arc<DynamicObject>, failure: &Failure, ctx: Arc<Context>
     }
     let retryable = match failure {
         Failure::Plugin(err) => err.retryable(),
+        Failure::OverBudget { wait, .. } => return Action::requeue(*wait),
         _ => true,
     };
     if !retryable {

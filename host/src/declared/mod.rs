@@ -12,6 +12,7 @@
 //! is checked ([`checks`]) and applied ([`apply`]) by the host.
 
 pub mod apply;
+pub mod budget;
 pub mod checks;
 pub mod children;
 pub mod controller;

@@ -4,12 +4,13 @@
 //! `managedFields`; the few metadata fields a plugin never sees stay out.
 //!
 //! [`Records`] keeps the record of each cached object while its
-//! `resourceVersion` holds, so an unchanged child is not serialised again
-//! on every call (most of a 0.3 input's cost is each child's body turned
-//! into JSON text).
+//! `resourceVersion` holds, lending it to each call's input, so an
+//! unchanged child is neither serialised nor copied again on every call
+//! (most of a 0.3 input's cost was each child's body turned into JSON
+//! text).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -63,21 +64,17 @@ pub fn sorted(api_version: &str, kind: &str, mut objects: Vec<v3::Object>) -> v3
 }
 
 /// Records of one kind's objects by uid, each kept while the object's
-/// `resourceVersion` is the one it was made from; at most `most` of them
-/// (past that, one is dropped for each new one). The owner of the cache
+/// `resourceVersion` is the one it was made from, at most `most` of them
+/// (past that, one is dropped for each new one). A call's input takes the
+/// records out ([`Records::take_children`]: nothing is copied) and they are
+/// put back after the call ([`Records::put_back`]); the owner of the cache
 /// the objects come from calls [`Records::forget`] when an object goes.
 #[derive(Debug)]
 pub struct Records {
     api_version: String,
     kind: String,
     most: usize,
-    by_uid: Mutex<HashMap<String, Kept>>,
-}
-
-#[derive(Debug)]
-struct Kept {
-    resource_version: String,
-    record: Arc<v3::Object>,
+    by_uid: Mutex<HashMap<String, v3::Object>>,
 }
 
 impl Records {
@@ -91,50 +88,49 @@ impl Records {
         }
     }
 
-    /// The record of `obj`: the kept one if `obj` has its uid and
-    /// `resourceVersion`, else a new one (kept if `obj` has both).
-    pub fn record(&self, obj: &DynamicObject) -> v3::Object {
-        let (Some(uid), Some(version)) = (
-            obj.metadata.uid.as_deref(),
-            obj.metadata.resource_version.as_deref(),
-        ) else {
-            return object(obj, &self.api_version, &self.kind);
-        };
-        let kept = self
-            .lock()
-            .get(uid)
-            .filter(|kept| kept.resource_version == version)
-            .map(|kept| kept.record.clone());
-        if let Some(record) = kept {
-            return (*record).clone();
-        }
-        let record = object(obj, &self.api_version, &self.kind);
-        let mut by_uid = self.lock();
-        if by_uid.len() >= self.most && !by_uid.contains_key(uid) {
-            let some = by_uid.keys().next().cloned();
-            if let Some(some) = some {
-                by_uid.remove(&some);
-            }
-        }
-        if self.most > 0 {
-            by_uid.insert(
-                uid.to_string(),
-                Kept {
-                    resource_version: version.to_string(),
-                    record: Arc::new(record.clone()),
-                },
-            );
-        }
-        record
+    /// The record of `obj`: the kept one, taken out, if `obj` has its uid
+    /// and `resourceVersion`, else a new one.
+    pub fn take(&self, obj: &DynamicObject) -> v3::Object {
+        let kept = obj.metadata.uid.as_deref().and_then(|uid| {
+            let mut by_uid = self.lock();
+            let version = obj.metadata.resource_version.as_deref()?;
+            let fresh = by_uid
+                .get(uid)
+                .is_some_and(|kept| kept.metadata.resource_version == version);
+            if fresh { by_uid.remove(uid) } else { None }
+        });
+        kept.unwrap_or_else(|| object(obj, &self.api_version, &self.kind))
     }
 
-    /// The children record of `objects`, sorted by name.
-    pub fn children<'o>(
+    /// The children record of `objects`, sorted by name, their kept
+    /// records taken out.
+    pub fn take_children<'o>(
         &self,
         objects: impl IntoIterator<Item = &'o DynamicObject>,
     ) -> v3::Children {
-        let objects = objects.into_iter().map(|obj| self.record(obj)).collect();
+        let objects = objects.into_iter().map(|obj| self.take(obj)).collect();
         sorted(&self.api_version, &self.kind, objects)
+    }
+
+    /// Keeps the records of `children` (taken for a call) for the next;
+    /// those without a uid or `resourceVersion` are not kept.
+    pub fn put_back(&self, children: v3::Children) {
+        if self.most == 0 {
+            return;
+        }
+        let mut by_uid = self.lock();
+        for record in children.objects {
+            if record.metadata.uid.is_empty() || record.metadata.resource_version.is_empty() {
+                continue;
+            }
+            if by_uid.len() >= self.most && !by_uid.contains_key(&record.metadata.uid) {
+                let some = by_uid.keys().next().cloned();
+                if let Some(some) = some {
+                    by_uid.remove(&some);
+                }
+            }
+            by_uid.insert(record.metadata.uid.clone(), record);
+        }
     }
 
     /// Drops the record of the object `uid` (it left the cache).
@@ -158,7 +154,7 @@ impl Records {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Kept>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, v3::Object>> {
         self.by_uid.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -263,17 +259,25 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_record_is_used_while_its_version_holds() {
+    fn a_kept_record_is_lent_while_its_version_holds() {
         let records = Records::new("v1", "ConfigMap", 8);
         let first = config_map("a", "1", "x");
-        assert_eq!(records.record(&first), object(&first, "v1", "ConfigMap"));
+        let lent = records.take_children([&first]);
+        assert_eq!(lent.objects[0], object(&first, "v1", "ConfigMap"));
+        assert!(records.is_empty(), "nothing kept until put back");
+        records.put_back(lent);
         assert_eq!(records.len(), 1);
-        // The same version with other content can only be a kept record.
+        // The same version with other content can only be the kept record.
         let same_version = config_map("a", "1", "changed");
-        assert!(records.record(&same_version).body_json.contains("\"x\""));
+        let lent = records.take_children([&same_version]);
+        assert!(lent.objects[0].body_json.contains("\"x\""));
+        assert!(records.is_empty(), "taken out, not copied");
+        records.put_back(lent);
         // A new version is converted again and replaces it.
         let next = config_map("a", "2", "y");
-        assert!(records.record(&next).body_json.contains("\"y\""));
+        let lent = records.take_children([&next]);
+        assert!(lent.objects[0].body_json.contains("\"y\""));
+        records.put_back(lent);
         assert_eq!(records.len(), 1);
         records.forget("a");
         assert!(records.is_empty());
@@ -282,26 +286,22 @@ mod tests {
     #[test]
     fn records_are_bounded_and_retained_by_uid() {
         let records = Records::new("v1", "ConfigMap", 2);
-        for uid in ["a", "b", "c"] {
-            records.record(&config_map(uid, "1", uid));
-        }
+        let all = ["a", "b", "c"].map(|uid| config_map(uid, "1", uid));
+        records.put_back(records.take_children(&all));
         assert_eq!(records.len(), 2, "one dropped for the third");
         records.retain(|uid| uid == "c");
         assert_eq!(records.len(), 1);
-        let kids = records.children([&config_map("d", "1", "d"), &config_map("c", "1", "c")]);
+        let kids = records.take_children([&config_map("d", "1", "d"), &config_map("c", "1", "c")]);
         assert_eq!(kids.objects[0].metadata.name, "c");
         assert_eq!(kids.kind, "ConfigMap");
         // Without a uid or version nothing is kept.
         let mut bare = config_map("e", "1", "e");
         bare.metadata.uid = None;
-        records.record(&bare);
-        assert_eq!(records.len(), 2);
-        assert!(
-            Records::new("v1", "ConfigMap", 0)
-                .record(&bare)
-                .body_json
-                .contains("e")
-        );
+        records.put_back(records.take_children([&bare]));
+        assert!(records.is_empty());
+        let none = Records::new("v1", "ConfigMap", 0);
+        none.put_back(none.take_children([&bare, &config_map("f", "1", "f")]));
+        assert!(none.is_empty());
     }
 
     #[test]
