@@ -13,7 +13,7 @@
 //!   parent's spec and its ConfigMap children and proposes one ConfigMap
 //!   and a status; its bindings lift the whole input, every pod included),
 //!   and the output checked into a plan (`declared::checks`).
-//! - `0.3 kept`: the same, with the children's records kept per (uid,
+//! - `0.3 kept`: the same, with the parent's and the children's records kept per (uid,
 //!   `resourceVersion`) as a declared controller keeps them
 //!   (`convert_v3::Records`, lent to the input and put back after the
 //!   call): in the steady state no child is serialised or copied again.
@@ -78,24 +78,34 @@ fn generic_input(
     }
 }
 
-/// [`generic_input`] with the children's records kept between calls (lent
-/// to the input: [`put_back`] returns them).
+/// The kept records of one case: the parent's kind, then the two child
+/// kinds (ConfigMaps, Pods).
+type Kept = [convert_v3::Records; 3];
+
+/// [`generic_input`] with the parent's and the children's records kept
+/// between calls (lent to the input: [`put_back`] returns them).
 fn kept_input(
     parent: &DynamicObject,
     pods: &[DynamicObject],
-    records: &[convert_v3::Records; 2],
+    records: &Kept,
     now: SystemTime,
 ) -> v3::ReconcileInput {
+    let mut parent = records[0].take_children([parent]).objects;
     v3::ReconcileInput {
-        parent: convert_v3::object(parent, "jinghzhu.io/v1", "Jinghzhu"),
-        children: vec![records[0].take_children([]), records[1].take_children(pods)],
+        parent: parent.pop().expect("the parent"),
+        children: vec![records[1].take_children([]), records[2].take_children(pods)],
         now: convert_v3::timestamp(now),
     }
 }
 
-/// Puts the children's records of `input` back for the next call.
-fn put_back(input: v3::ReconcileInput, records: &[convert_v3::Records; 2]) {
-    for (kept, children) in records.iter().zip(input.children) {
+/// Puts the records of `input` back for the next call.
+fn put_back(input: v3::ReconcileInput, records: &Kept) {
+    records[0].put_back(v3::Children {
+        api_version: input.parent.api_version.clone(),
+        kind: input.parent.kind.clone(),
+        objects: vec![input.parent],
+    });
+    for (kept, children) in records[1..].iter().zip(input.children) {
         kept.put_back(children);
     }
 }
@@ -170,8 +180,12 @@ fn main() {
         jz.status = first.status;
         let parent = dynamic(&jz);
         let pod_objects: Vec<DynamicObject> = pod_list.iter().map(dynamic).collect();
-        let records = [("v1", "ConfigMap"), ("v1", "Pod")]
-            .map(|(api_version, kind)| convert_v3::Records::new(api_version, kind, 4096));
+        let records = [
+            ("jinghzhu.io/v1", "Jinghzhu"),
+            ("v1", "ConfigMap"),
+            ("v1", "Pod"),
+        ]
+        .map(|(api_version, kind)| convert_v3::Records::new(api_version, kind, 4096));
         let mut samples: [Vec<Duration>; 5] = Default::default();
         let [old, new, input_only, kept, kept_input_only] = &mut samples;
         for round in 0..=rounds {

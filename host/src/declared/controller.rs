@@ -103,6 +103,7 @@ struct Context {
     child_kinds: Vec<ResolvedKind>,
     expectations: Arc<Expectations>,
     budget: WriteBudget,
+    parents: convert_v3::Records,
     observed: Vec<Arc<ObservedCaches>>,
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -155,6 +156,11 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
     let again = futures::stream::unfold(asked, |mut asked| async move {
         asked.changed().await.ok().map(|()| ((), asked))
     });
+    let parents = convert_v3::Records::new(
+        &declaration.parent.declared.api_version,
+        &declaration.parent.declared.kind,
+        PARENT_RECORDS_KEPT,
+    );
     let context = Arc::new(Context {
         field_manager: format!("wasm-operator/{}", declaration.name),
         child_kinds: declaration
@@ -168,6 +174,7 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         children,
         expectations,
         budget: WriteBudget::new(budget::DEFAULT_PER_SECOND, budget::DEFAULT_BURST),
+        parents,
         observed,
         failures: Mutex::new(HashMap::new()),
     });
@@ -270,6 +277,10 @@ async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Acti
     result
 }
 
+/// Most parent input records kept (a parent's is dropped when it is seen
+/// terminating; one deleted outright stays until it is pushed out).
+const PARENT_RECORDS_KEPT: usize = 4096;
+
 /// How long a parent's reconciles wait for the caches to show the host's
 /// own creates and deletes before they act on the caches as they are.
 const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(60);
@@ -285,6 +296,7 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
         // The garbage collector deletes the children through their owner
         // references.
         ctx.expectations.forget(&uid);
+        ctx.parents.forget(&uid);
         return Ok(Action::await_change());
     }
     let name = parent.name_any();
@@ -318,13 +330,7 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
         .plugin()
         .reconcile_generic_lent(input, object_key(parent))
         .await;
-    for (kind, records) in ctx
-        .children
-        .iter()
-        .zip(lent.into_iter().flat_map(|i| i.children))
-    {
-        kind.records.put_back(records);
-    }
+    put_back(ctx, lent);
     let output = output.map_err(Failure::Plugin)?;
     let owned_names: Vec<BTreeMap<String, String>> = owned
         .iter()
@@ -358,6 +364,22 @@ async fn reconcile_once(parent: &DynamicObject, ctx: &Context) -> Result<Action,
     Ok(plan
         .requeue_after
         .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Keeps the parent's and the children's records of a call's input for
+/// the next call.
+fn put_back(ctx: &Context, lent: Option<v3::ReconcileInput>) {
+    let Some(input) = lent else {
+        return;
+    };
+    ctx.parents.put_back(v3::Children {
+        api_version: input.parent.api_version.clone(),
+        kind: input.parent.kind.clone(),
+        objects: vec![input.parent],
+    });
+    for (kind, records) in ctx.children.iter().zip(input.children) {
+        kind.records.put_back(records);
+    }
 }
 
 /// Applies `plan`, children read from the caches.
@@ -495,7 +517,14 @@ fn input(
         children.push(convert_v3::sorted(&kind.api_version, &kind.kind, objects));
     }
     v3::ReconcileInput {
-        parent: convert_v3::object(parent, &parent_kind.api_version, &parent_kind.kind),
+        parent: ctx
+            .parents
+            .take_children([parent])
+            .objects
+            .pop()
+            .unwrap_or_else(|| {
+                convert_v3::object(parent, &parent_kind.api_version, &parent_kind.kind)
+            }),
         children,
         now: convert_v3::timestamp(SystemTime::now()),
     }
