@@ -26,10 +26,10 @@ use crate::locks::MutexExt;
 /// The rule a plan over the budget is held by.
 pub const RULE: &str = "writes/budget";
 /// Writes per second a controller may make once its burst is spent.
-pub const DEFAULT_PER_SECOND: u32 = 100;
+pub const DEFAULT_PER_SECOND: u32 = 200;
 /// Writes a controller may make at once (the bucket's size): a thousand
-/// parents' first reconciles, each a child and a status.
-pub const DEFAULT_BURST: u32 = 2000;
+/// parents' first reconciles, each a few children and a status.
+pub const DEFAULT_BURST: u32 = 5000;
 
 /// One controller's bucket.
 #[derive(Debug)]
