@@ -41,6 +41,7 @@ if [[ "${1:-}" != "--check" ]]; then
     cargo build --release --target wasm32-wasip2 -p static-site-plugin
     cargo build --release --target wasm32-wasip2 -p misbehaving-controller-plugin
     cargo build --release --target wasm32-wasip2 -p replicaset-controller-plugin
+    cargo build --release --target wasm32-wasip2 -p listed-children-plugin
     # Python and JavaScript: the toolchains tests/setup.sh installs.
     if [[ -x "${WASM_OPERATOR_CACHE:-$HOME/.cache/wasm-operator}/venv-componentize-py-0.25.1/bin/componentize-py" ]]; then
         plugins/python/build.sh "$T/plugins/replicaset-py.wasm" >/dev/null

@@ -27,8 +27,10 @@ pub const HOST_REASONS: &[&str] = &[
     "PluginFailed",
     "InvalidTemplate",
     "WriteBudgetExceeded",
-    // A declared controller's plan the API server failed (declared).
+    // A declared controller's plan the API server failed, and a child
+    // released for losing its label (declared).
     "FailedApply",
+    "ReleasedChild",
     // Objects the host cannot read (controller::watch).
     "InvalidObject",
     // A controlled pod that lost its labels alive (controller::strays).

@@ -1,9 +1,10 @@
 //! One declared controller at work: kube's controller runtime over the
 //! parent kind (watch, cache, a queue that dedups and serialises per
 //! object), a cache per child kind (only this controller's labelled
-//! objects, `managedFields` stripped) whose changes wake the parent, and
-//! the reconcile: input from the caches, the plugin's call, the checks,
-//! the apply. A new plugin swaps in between reconciles and every parent is
+//! objects, `managedFields` stripped, [`super::children`]) whose changes
+//! wake the parent, and the reconcile: children that lost the label
+//! released, a wait until the caches show the last creates and deletes,
+//! input from the caches, the plugin's call, the checks, the apply. A new plugin swaps in between reconciles and every parent is
 //! reconciled again; stopping the controller (dropping [`Running`]) stops
 //! its watches.
 
@@ -21,6 +22,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, events::Event, events::EventType, watcher};
 use kube::{Client, ResourceExt};
 
+use crate::apply::expectations::{Check, Expectations};
 use crate::apply::policy::PolicyConfig;
 use crate::locks::MutexExt;
 use crate::refusal::Refusal;
@@ -33,7 +35,9 @@ use crate::telemetry::metrics::Metrics;
 
 use super::applied::AppliedMemory;
 use super::apply::{self, ApplyError, ParentRef, Target, Written};
-use super::checks::{self, CONTROLLER_LABEL, Declared, Parent};
+use super::budget::{self, WriteBudget};
+use super::checks::{self, CONTROLLER_LABEL, Declared, Parent, Plan};
+use super::children::ChildKind;
 use super::kinds::ResolvedKind;
 use super::observed::{Meta, ObservedCaches, ObservedKind};
 use super::rollout::Slot;
@@ -109,8 +113,11 @@ struct Context {
     shared: Shared,
     slot: Slot,
     applied: AppliedMemory,
-    children: Vec<Store<DynamicObject>>,
+    children: Vec<Arc<ChildKind>>,
     child_kinds: Vec<ResolvedKind>,
+    expectations: Arc<Expectations>,
+    budget: WriteBudget,
+    parents: convert_v3::Records,
     observed: Vec<Arc<ObservedCaches>>,
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -124,6 +131,8 @@ enum Failure {
     Refused(Refusal),
     #[error("{0}")]
     Api(kube::Error),
+    #[error("{message}")]
+    OverBudget { message: String, wait: Duration },
 }
 
 /// Starts `declaration` serving `plugin`.
@@ -142,23 +151,24 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
     .applied_objects();
     let mut controller = Controller::for_stream_with(parents, reader, parent);
     let selector = format!("{CONTROLLER_LABEL}={}", declaration.name);
+    let expectations = Arc::new(Expectations::new(EXPECTATIONS_TIMEOUT));
     let mut children = Vec::new();
     for (kind, ..) in &declaration.children {
-        let writer = Writer::new(kind.resource.clone());
-        children.push(writer.as_reader());
-        let api = Api::<DynamicObject>::all_with(client.clone(), &kind.resource);
-        let changes = watcher(api, watcher::Config::default().labels(&selector))
-            .default_backoff()
-            .modify(|obj| obj.managed_fields_mut().clear())
-            .reflect(writer)
-            .touched_objects();
+        let (caches, changes) = ChildKind::watch(&client, kind, &selector, expectations.clone());
+        children.push(caches);
         controller = controller.owns_stream_with(changes, kind.resource.clone());
     }
-    let (observed, controller) = observe(&client, &declaration, &children, controller);
+    let stores: Vec<Store<DynamicObject>> = children.iter().map(|c| c.store.clone()).collect();
+    let (observed, controller) = observe(&client, &declaration, &stores, controller);
     let (reconcile_all, asked) = tokio::sync::watch::channel(0u64);
     let again = futures::stream::unfold(asked, |mut asked| async move {
         asked.changed().await.ok().map(|()| ((), asked))
     });
+    let parents = convert_v3::Records::new(
+        &declaration.parent.declared.api_version,
+        &declaration.parent.declared.kind,
+        PARENT_RECORDS_KEPT,
+    );
     let context = Arc::new(Context {
         field_manager: format!("wasm-operator/{}", declaration.name),
         child_kinds: declaration
@@ -171,6 +181,9 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         slot: Slot::new(plugin),
         applied: AppliedMemory::default(),
         children,
+        expectations,
+        budget: WriteBudget::new(budget::DEFAULT_PER_SECOND, budget::DEFAULT_BURST),
+        parents,
         observed,
         failures: Mutex::new(HashMap::new()),
     });
@@ -294,8 +307,21 @@ fn sample_of(result: &Result<(Action, Option<Written>), Failure>) -> Option<Samp
         }
         Err(Failure::Plugin(_)) => Some(Sample::Failed),
         Err(Failure::Refused(_)) => Some(Sample::Rejected),
+        // Over the budget: the writes are held back, not refused.
+        Err(Failure::OverBudget { .. }) => None,
     }
 }
+
+/// Most parent input records kept (a parent's is dropped when it is seen
+/// terminating; one deleted outright stays until it is pushed out).
+const PARENT_RECORDS_KEPT: usize = 4096;
+
+/// How long a parent's reconciles wait for the caches to show the host's
+/// own creates and deletes before they act on the caches as they are.
+const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(60);
+/// How soon a reconcile held back by its expectations looks again (the
+/// watch event that satisfies them wakes it sooner).
+const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(2);
 
 /// One reconcile of `parent` by `plugin`: the writes made, or `None` when
 /// the plugin was not called.
@@ -312,19 +338,43 @@ async fn reconcile_once(
         // references.
         ctx.slot.forget(&uid);
         ctx.applied.forget_parent(&uid);
+        ctx.expectations.forget(&uid);
+        ctx.parents.forget(&uid);
         return Ok((Action::await_change(), None));
     }
     let name = parent.name_any();
+    let deleting = |kind: usize, child: &str| ctx.children[kind].deleting(child);
+    let target = Target {
+        client: &ctx.shared.client,
+        field_manager: &ctx.field_manager,
+        parent: &ctx.declaration.parent,
+        children: &ctx.child_kinds,
+        controller: &ctx.declaration.name,
+        expectations: &ctx.expectations,
+        deleting: &deleting,
+        budget: &ctx.budget,
+        applied: &ctx.applied,
+    };
+    let parent_ref = ParentRef {
+        namespace: &namespace,
+        name: &name,
+        uid: &uid,
+    };
+    release_departed(ctx, parent, &target, &parent_ref).await?;
     let owned: Vec<Vec<Arc<DynamicObject>>> = ctx
         .children
         .iter()
-        .map(|store| store.state_filter(|child| controlled_by(child, &uid, &namespace)))
+        .map(|kind| kind.children_of(&uid, &namespace))
         .collect();
+    if let Some(again) = awaiting(ctx, &parent_ref, &owned) {
+        return Ok((Action::requeue(again), None));
+    }
     let input = input(ctx, parent, &owned);
-    let output = plugin
-        .reconcile_generic(input, object_key(parent))
-        .await
-        .map_err(Failure::Plugin)?;
+    let (output, lent) = plugin
+        .reconcile_generic_lent(input, object_key(parent))
+        .await;
+    put_back(ctx, lent);
+    let output = output.map_err(Failure::Plugin)?;
     let owned_names: Vec<BTreeMap<String, String>> = owned
         .iter()
         .map(|kind| {
@@ -350,30 +400,7 @@ async fn reconcile_once(
         // The status the plugin gives is stored already: no write.
         plan.status = None;
     }
-    let target = Target {
-        client: &ctx.shared.client,
-        field_manager: &ctx.field_manager,
-        parent: &ctx.declaration.parent,
-        children: &ctx.child_kinds,
-        controller: &ctx.declaration.name,
-        applied: &ctx.applied,
-    };
-    let parent_ref = ParentRef {
-        namespace: &namespace,
-        name: &name,
-        uid: &uid,
-    };
-    let cached = |kind: usize, child: &str| {
-        let key =
-            ObjectRef::new_with(child, ctx.child_kinds[kind].resource.clone()).within(&namespace);
-        ctx.children[kind].get(&key)
-    };
-    let written = apply::apply(&target, &parent_ref, &plan, cached)
-        .await
-        .map_err(|err| match err {
-            ApplyError::Refused(refusal) => Failure::Refused(refusal),
-            ApplyError::Api(err) => Failure::Api(err),
-        })?;
+    let written = apply_plan(ctx, &target, &parent_ref, &plan).await?;
     for (warning, reason, message) in &plan.events {
         publish(ctx, parent, *warning, reason, message, "Reconcile");
     }
@@ -383,7 +410,126 @@ async fn reconcile_once(
     Ok((action, Some(written)))
 }
 
-/// The 0.3 input: the parent and, per declared kind, its children.
+/// Keeps the parent's and the children's records of a call's input for
+/// the next call.
+fn put_back(ctx: &Context, lent: Option<v3::ReconcileInput>) {
+    let Some(input) = lent else {
+        return;
+    };
+    ctx.parents.put_back(v3::Children {
+        api_version: input.parent.api_version.clone(),
+        kind: input.parent.kind.clone(),
+        objects: vec![input.parent],
+    });
+    for (kind, records) in ctx.children.iter().zip(input.children) {
+        kind.records.put_back(records);
+    }
+}
+
+/// Applies `plan`, children read from the caches.
+async fn apply_plan(
+    ctx: &Context,
+    target: &Target<'_>,
+    parent: &ParentRef<'_>,
+    plan: &Plan,
+) -> Result<Written, Failure> {
+    let cached = |kind: usize, child: &str| {
+        let key = ObjectRef::new_with(child, ctx.child_kinds[kind].resource.clone())
+            .within(parent.namespace);
+        ctx.children[kind].store.get(&key)
+    };
+    apply::apply(target, parent, plan, cached)
+        .await
+        .map_err(failure)
+}
+
+fn failure(err: ApplyError) -> Failure {
+    match err {
+        ApplyError::Refused(refusal) => Failure::Refused(refusal),
+        ApplyError::Api(err) => Failure::Api(err),
+        ApplyError::OverBudget { wait, .. } => Failure::OverBudget {
+            message: err.to_string(),
+            wait,
+        },
+    }
+}
+
+/// Releases the children of `parent` that left the caches alive and are
+/// still controlled by it without the controller's label. Those not
+/// looked at for a failure are kept for the retry.
+async fn release_departed(
+    ctx: &Context,
+    parent: &DynamicObject,
+    target: &Target<'_>,
+    parent_ref: &ParentRef<'_>,
+) -> Result<(), Failure> {
+    for (kind, caches) in ctx.children.iter().enumerate() {
+        let departed = caches.take_departed(parent_ref.uid);
+        for (at, child) in departed.iter().enumerate() {
+            match apply::release(target, parent_ref, kind, child).await {
+                Ok(true) => {
+                    let note = format!(
+                        "{} {} lost the {CONTROLLER_LABEL}={} label: released (its owner \
+                         reference to this {} removed), left in place",
+                        caches.kind.declared.kind,
+                        child.name,
+                        ctx.declaration.name,
+                        ctx.declaration.parent.declared.kind
+                    );
+                    publish(ctx, parent, false, "ReleasedChild", &note, "Release");
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    caches.departed_again(parent_ref.uid, &departed[at..]);
+                    return Err(failure(err));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// When the caches do not show yet every create and delete the host made
+/// for `parent` (by the snapshot `owned`), how soon to look again.
+fn awaiting(
+    ctx: &Context,
+    parent: &ParentRef<'_>,
+    owned: &[Vec<Arc<DynamicObject>>],
+) -> Option<Duration> {
+    let seen: HashMap<&str, bool> = owned
+        .iter()
+        .flatten()
+        .filter_map(|child| {
+            let uid = child.metadata.uid.as_deref()?;
+            Some((uid, child.metadata.deletion_timestamp.is_some()))
+        })
+        .collect();
+    let name = ctx.declaration.name.as_str();
+    match ctx
+        .expectations
+        .check(parent.uid, |uid| seen.get(uid).copied())
+    {
+        Check::Satisfied => None,
+        Check::TimedOut(wait) => {
+            tracing::warn!(controller = name, object = %format!("{}/{}", parent.namespace, parent.name),
+                creates = wait.creates, deletes = wait.deletes,
+                "the cache never showed these writes; reconciling with the cache as it is");
+            None
+        }
+        Check::Waiting(wait) => {
+            if wait.log {
+                tracing::info!(controller = name, object = %format!("{}/{}", parent.namespace, parent.name),
+                    creates = wait.creates, deletes = wait.deletes, waited = ?wait.waited,
+                    "waiting for the cache to show the host's own writes");
+            }
+            Some(EXPECTATIONS_RECHECK)
+        }
+    }
+}
+
+/// The 0.3 input: the parent and, per declared kind, its children (their
+/// kept records lent, to be put back after the call), then the observed
+/// kinds.
 fn input(
     ctx: &Context,
     parent: &DynamicObject,
@@ -391,15 +537,12 @@ fn input(
 ) -> v3::ReconcileInput {
     let parent_kind = &ctx.declaration.parent.declared;
     let mut children: Vec<v3::Children> = ctx
-        .child_kinds
+        .children
         .iter()
         .zip(owned)
         .map(|(kind, objects)| {
-            convert_v3::children(
-                &kind.declared.api_version,
-                &kind.declared.kind,
-                objects.iter().map(AsRef::as_ref),
-            )
+            kind.records
+                .take_children(objects.iter().map(AsRef::as_ref))
         })
         .collect();
     let uids: std::collections::HashSet<String> = owned
@@ -417,18 +560,17 @@ fn input(
         children.push(convert_v3::sorted(&kind.api_version, &kind.kind, objects));
     }
     v3::ReconcileInput {
-        parent: convert_v3::object(parent, &parent_kind.api_version, &parent_kind.kind),
+        parent: ctx
+            .parents
+            .take_children([parent])
+            .objects
+            .pop()
+            .unwrap_or_else(|| {
+                convert_v3::object(parent, &parent_kind.api_version, &parent_kind.kind)
+            }),
         children,
         now: convert_v3::timestamp(SystemTime::now()),
     }
-}
-
-fn controlled_by(child: &DynamicObject, uid: &str, namespace: &str) -> bool {
-    child.metadata.namespace.as_deref() == Some(namespace)
-        && child
-            .owner_references()
-            .iter()
-            .any(|owner| owner.controller == Some(true) && owner.uid == uid)
 }
 
 /// After a failed reconcile: a Warning naming the rule on the parent, and
@@ -452,6 +594,7 @@ fn error_policy(parent: Arc<DynamicObject>, failure: &Failure, ctx: Arc<Context>
             format!("plugin {}: {refusal}", ctx.slot.plugin_for(&uid).describe()),
         ),
         Failure::Api(err) => ("FailedApply", format!("applying the plan: {err}")),
+        Failure::OverBudget { message, .. } => ("WriteBudgetExceeded", message.clone()),
     };
     tracing::warn!(controller = %ctx.declaration.name, object = %key, reason, "{note}");
     if failures == 1 || failures.is_power_of_two() {
@@ -459,6 +602,7 @@ fn error_policy(parent: Arc<DynamicObject>, failure: &Failure, ctx: Arc<Context>
     }
     let retryable = match failure {
         Failure::Plugin(err) => err.retryable(),
+        Failure::OverBudget { wait, .. } => return Action::requeue(*wait),
         _ => true,
     };
     if !retryable {

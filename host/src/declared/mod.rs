@@ -13,10 +13,13 @@
 
 pub mod applied;
 pub mod apply;
+pub mod budget;
 pub mod checks;
+pub mod children;
 pub mod controller;
 pub mod kinds;
 pub mod observed;
+pub mod owners;
 pub mod rbac;
 pub mod rollout;
 mod status;

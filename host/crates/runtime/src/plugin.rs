@@ -470,11 +470,35 @@ impl LoadedPlugin {
         input: v3::ReconcileInput,
         object: String,
     ) -> Result<v3::ReconcileOutput, PluginError> {
+        self.reconcile_generic_lent(input, object).await.0
+    }
+
+    /// [`LoadedPlugin::reconcile_generic`], handing the input back beside
+    /// the output (`None` if the call's thread failed), so its records can
+    /// serve the next call ([`crate::convert_v3::Records::put_back`]).
+    pub async fn reconcile_generic_lent(
+        self: &Arc<Self>,
+        input: v3::ReconcileInput,
+        object: String,
+    ) -> (
+        Result<v3::ReconcileOutput, PluginError>,
+        Option<v3::ReconcileInput>,
+    ) {
         let plugin = Arc::clone(self);
         let handle = tokio::runtime::Handle::current();
-        tokio::task::spawn_blocking(move || handle.block_on(plugin.call_generic(&input, &object)))
-            .await
-            .map_err(|err| PluginError::Host(format!("the plugin call's thread failed: {err}")))?
+        let call = tokio::task::spawn_blocking(move || {
+            let output = handle.block_on(plugin.call_generic(&input, &object));
+            (output, input)
+        });
+        match call.await {
+            Ok((output, input)) => (output, Some(input)),
+            Err(err) => (
+                Err(PluginError::Host(format!(
+                    "the plugin call's thread failed: {err}"
+                ))),
+                None,
+            ),
+        }
     }
 
     /// Runs `reconcile` on a contract 0.3 input in a fresh instance.
