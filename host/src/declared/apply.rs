@@ -121,21 +121,7 @@ pub async fn apply(
     plan: &Plan,
     cached: impl Fn(usize, &str) -> Option<Arc<DynamicObject>>,
 ) -> Result<Written, ApplyError> {
-    let namespace = parent.namespace;
-    let mut live = Vec::with_capacity(plan.applies.len());
-    for child in &plan.applies {
-        let found = match cached(child.kind, &child.name) {
-            Some(obj) => Some(obj),
-            None => children_api(target, child.kind, namespace)
-                .get_opt(&child.name)
-                .await?
-                .map(Arc::new),
-        };
-        if let Some(obj) = &found {
-            may_write(target, parent, obj)?;
-        }
-        live.push(found);
-    }
+    let live = settle_ownership(target, parent, plan, &cached).await?;
     let unchanged: Vec<bool> = plan
         .applies
         .iter()
@@ -170,81 +156,145 @@ pub async fn apply(
             written.unchanged += 1;
             continue;
         }
-        if let Some(orphan) = live.as_ref().filter(|obj| controller_uid(obj).is_none()) {
-            adopt(target, parent, child, orphan).await?;
-        }
-        let api = children_api(target, child.kind, namespace);
-        let creating = live.is_none();
-        if creating {
-            target.expectations.expect_creations(parent.uid, 1);
-        }
-        let made = api
-            .patch(&child.name, &params, &Patch::Apply(&child.object))
-            .await;
-        if made.is_ok() {
-            target
-                .applied
-                .remember(parent.uid, child.kind, &child.name, &child.object);
-        }
-        match made {
-            Ok(made) => match (creating, made.metadata.uid) {
-                (true, Some(uid)) => target.expectations.created(parent.uid, &uid),
-                (true, None) => target.expectations.creation_failed(parent.uid),
-                (false, _) => {}
-            },
-            Err(err) => {
-                if creating {
-                    // An apply is idempotent: a create of unknown outcome
-                    // is safe to send again, nothing to wait for.
-                    target.expectations.creation_failed(parent.uid);
-                }
-                return Err(err.into());
-            }
-        }
+        apply_child(target, parent, child, live.as_ref(), &params).await?;
         written.applied += 1;
     }
     for gone in deletes {
-        let api = children_api(target, gone.kind, namespace);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(gone.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        target
-            .applied
-            .forget_child(parent.uid, gone.kind, &gone.name);
-        (target.deleting)(gone.kind, &gone.uid);
-        let sending = target.expectations.send_deletion(parent.uid, &gone.uid);
-        match api.delete(&gone.name, &params).await {
-            Ok(_) => {
-                sending.answered();
-                written.deleted += 1;
-            }
-            // Gone already, or a new object of that name: not ours to delete.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
-                sending.answered();
-            }
-            Err(err) => {
-                sending.failed();
-                return Err(err.into());
-            }
+        if delete_child(target, parent, gone).await? {
+            written.deleted += 1;
         }
     }
     if let Some(status) = &plan.status {
-        let kind = &target.parent.resource;
-        let api: Api<DynamicObject> = Api::namespaced_with(target.client.clone(), namespace, kind);
-        let body = json!({
-            "apiVersion": kind.api_version,
-            "kind": kind.kind,
-            "status": status,
-        });
-        api.patch_status(parent.name, &params, &Patch::Apply(&body))
-            .await?;
+        apply_status(target, parent, status, &params).await?;
         written.status = true;
     }
     Ok(written)
+}
+
+/// Each desired child as it is now (the cache's copy, else a read), once
+/// every one that exists is known to be the parent's to write.
+async fn settle_ownership(
+    target: &Target<'_>,
+    parent: &ParentRef<'_>,
+    plan: &Plan,
+    cached: &impl Fn(usize, &str) -> Option<Arc<DynamicObject>>,
+) -> Result<Vec<Option<Arc<DynamicObject>>>, ApplyError> {
+    let mut live = Vec::with_capacity(plan.applies.len());
+    for child in &plan.applies {
+        let found = match cached(child.kind, &child.name) {
+            Some(obj) => Some(obj),
+            None => children_api(target, child.kind, parent.namespace)
+                .get_opt(&child.name)
+                .await?
+                .map(Arc::new),
+        };
+        if let Some(obj) = &found {
+            may_write(target, parent, obj)?;
+        }
+        live.push(found);
+    }
+    Ok(live)
+}
+
+/// Server-side applies one child (adopting it first if it is an orphan),
+/// with a create recorded in the expectations before it is sent.
+async fn apply_child(
+    target: &Target<'_>,
+    parent: &ParentRef<'_>,
+    child: &ChildApply,
+    live: Option<&Arc<DynamicObject>>,
+    params: &PatchParams,
+) -> Result<(), ApplyError> {
+    if let Some(orphan) = live.filter(|obj| controller_uid(obj).is_none()) {
+        adopt(target, parent, child, orphan).await?;
+    }
+    let api = children_api(target, child.kind, parent.namespace);
+    let creating = live.is_none();
+    if creating {
+        target.expectations.expect_creations(parent.uid, 1);
+    }
+    let made = api
+        .patch(&child.name, params, &Patch::Apply(&child.object))
+        .await;
+    if made.is_ok() {
+        target
+            .applied
+            .remember(parent.uid, child.kind, &child.name, &child.object);
+    }
+    match made {
+        Ok(made) => match (creating, made.metadata.uid) {
+            (true, Some(uid)) => target.expectations.created(parent.uid, &uid),
+            (true, None) => target.expectations.creation_failed(parent.uid),
+            (false, _) => {}
+        },
+        Err(err) => {
+            if creating {
+                // An apply is idempotent: a create of unknown outcome
+                // is safe to send again, nothing to wait for.
+                target.expectations.creation_failed(parent.uid);
+            }
+            return Err(err.into());
+        }
+    }
+    Ok(())
+}
+
+/// Deletes one child with its uid as a precondition, recorded in the
+/// expectations before it is sent; `false` when it was gone already or
+/// is another object of that name now.
+async fn delete_child(
+    target: &Target<'_>,
+    parent: &ParentRef<'_>,
+    gone: &ChildDelete,
+) -> Result<bool, ApplyError> {
+    let api = children_api(target, gone.kind, parent.namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(gone.uid.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    target
+        .applied
+        .forget_child(parent.uid, gone.kind, &gone.name);
+    (target.deleting)(gone.kind, &gone.uid);
+    let sending = target.expectations.send_deletion(parent.uid, &gone.uid);
+    match api.delete(&gone.name, &params).await {
+        Ok(_) => {
+            sending.answered();
+            Ok(true)
+        }
+        // Gone already, or a new object of that name: not ours to delete.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+            sending.answered();
+            Ok(false)
+        }
+        Err(err) => {
+            sending.failed();
+            Err(err.into())
+        }
+    }
+}
+
+/// Server-side applies the parent's status on its status subresource.
+async fn apply_status(
+    target: &Target<'_>,
+    parent: &ParentRef<'_>,
+    status: &Value,
+    params: &PatchParams,
+) -> Result<(), ApplyError> {
+    let kind = &target.parent.resource;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(target.client.clone(), parent.namespace, kind);
+    let body = json!({
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "status": status,
+    });
+    api.patch_status(parent.name, params, &Patch::Apply(&body))
+        .await?;
+    Ok(())
 }
 
 /// Whether the cache shows `gone` terminating: deleted already (held by a
