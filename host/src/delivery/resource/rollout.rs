@@ -45,9 +45,6 @@ pub const FLEET_COUNT_INTERVAL: Duration = Duration::from_secs(30);
 /// How often the judge looks for `status.replicas` entries no replica wrote.
 pub const PLANTED_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The most such entries removed at each look.
-pub const PLANTED_REMOVED_PER_TICK: usize = 64;
-
 /// How often a replica whose entry did not fit tries to write it again.
 pub const ENTRY_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -453,9 +450,9 @@ impl RolloutSide<'_> {
     }
 
     /// Removes the `status.replicas` entries no replica wrote (not owned by
-    /// the field manager of the replica they name), at most
-    /// [`PLANTED_REMOVED_PER_TICK`] every [`PLANTED_INTERVAL`]: they are
-    /// not the fleet's, and a full list keeps real replicas' entries out.
+    /// the field manager of the replica they name), all of them in one
+    /// guarded patch every [`PLANTED_INTERVAL`]: they are not the fleet's,
+    /// and a full list keeps real replicas' entries out.
     async fn remove_planted_entries(&mut self) {
         if self
             .driver
@@ -464,10 +461,10 @@ impl RolloutSide<'_> {
         {
             return;
         }
-        self.driver.planted_checked = Some(Instant::now());
         let Some(resource) = self.driver.last_seen.clone() else {
             return;
         };
+        self.driver.planted_checked = Some(Instant::now());
         let own = fleet::own_entries(&resource);
         let entries = resource.status.as_ref().map(|s| s.replicas.as_slice());
         let planted: Vec<(usize, String)> = entries
@@ -477,22 +474,21 @@ impl RolloutSide<'_> {
             .filter(|(_, e)| !own.contains(&e.name))
             .map(|(index, e)| (index, e.name.clone()))
             .collect();
-        // From the last: a removal does not move the indexes still to come.
-        for (index, name) in planted.into_iter().rev().take(PLANTED_REMOVED_PER_TICK) {
-            match status::StatusWriter::remove_entry(
-                &self.driver.client,
-                &self.driver.name,
-                index,
-                &name,
-            )
+        if planted.is_empty() {
+            return;
+        }
+        match status::StatusWriter::remove_entries(&self.driver.client, &self.driver.name, &planted)
             .await
-            {
-                Ok(()) => {
-                    tracing::info!(resource = %self.driver.name, entry = %plugin_text::escape_within(&name, 253), "removed a status.replicas entry no replica wrote")
-                }
-                Err(err) => {
-                    tracing::debug!(resource = %self.driver.name, error = %err, "a status.replicas entry no replica wrote was not removed (moved meanwhile?)")
-                }
+        {
+            Ok(()) => {
+                tracing::info!(resource = %self.driver.name, removed = planted.len(), "removed the status.replicas entries no replica wrote");
+                // The list has room now: this replica's own entry goes in
+                // at once rather than at its next retry.
+                self.driver.entry_retried = None;
+                self.write_left_out_entry().await;
+            }
+            Err(err) => {
+                tracing::debug!(resource = %self.driver.name, error = %err, "the status.replicas entries no replica wrote were not removed (moved meanwhile?); looked at again next time")
             }
         }
     }

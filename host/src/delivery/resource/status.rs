@@ -377,10 +377,22 @@ impl StatusWriter {
         index: usize,
         replica: &str,
     ) -> Result<(), String> {
-        let patch = serde_json::json!([
-            {"op": "test", "path": format!("/status/replicas/{index}/name"), "value": replica},
-            {"op": "remove", "path": format!("/status/replicas/{index}")},
-        ]);
+        Self::remove_entries(client, name, &[(index, replica.to_string())]).await
+    }
+
+    /// Removes the entries at these indexes of the resource `name`'s
+    /// `status.replicas`, each if it still names its replica, in one JSON
+    /// patch: all of them or none (an entry that moved meanwhile refuses
+    /// the whole patch). Indexes may come in any order; they are removed
+    /// from the last so a removal does not move the ones still to come.
+    pub async fn remove_entries(
+        client: &Client,
+        name: &str,
+        entries: &[(usize, String)],
+    ) -> Result<(), String> {
+        if entries.is_empty() {
+            return Ok(());
+        }
         let url = format!(
             "/apis/{}/{}/{name}/status",
             JinghzhuPlugin::api_version(&()),
@@ -388,7 +400,7 @@ impl StatusWriter {
         );
         let request = http::Request::patch(url)
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")
-            .body(patch.to_string().into_bytes())
+            .body(removal_patch(entries).to_string().into_bytes())
             .map_err(|err| format!("building the patch: {err}"))?;
         client
             .request::<JinghzhuPlugin>(request)
@@ -573,6 +585,24 @@ fn strip_nulls(value: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// The JSON patch removing these `status.replicas` entries: for each, from
+/// the highest index down, a `test` of its name then its `remove`.
+fn removal_patch(entries: &[(usize, String)]) -> serde_json::Value {
+    let mut sorted: Vec<&(usize, String)> = entries.iter().collect();
+    sorted.sort_by_key(|e| std::cmp::Reverse(e.0));
+    sorted.dedup_by_key(|e| e.0);
+    let ops: Vec<serde_json::Value> = sorted
+        .into_iter()
+        .flat_map(|(index, replica)| {
+            [
+                serde_json::json!({"op": "test", "path": format!("/status/replicas/{index}/name"), "value": replica}),
+                serde_json::json!({"op": "remove", "path": format!("/status/replicas/{index}")}),
+            ]
+        })
+        .collect();
+    serde_json::Value::Array(ops)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,6 +613,20 @@ mod tests {
         assert_eq!(
             strip_nulls(value),
             serde_json::json!({"b": [{"d": 1}], "e": {}})
+        );
+    }
+
+    #[test]
+    fn a_removal_patch_tests_and_removes_from_the_highest_index_down() {
+        let patch = removal_patch(&[(1, "a".into()), (7, "b".into()), (1, "a".into())]);
+        assert_eq!(
+            patch,
+            serde_json::json!([
+                {"op": "test", "path": "/status/replicas/7/name", "value": "b"},
+                {"op": "remove", "path": "/status/replicas/7"},
+                {"op": "test", "path": "/status/replicas/1/name", "value": "a"},
+                {"op": "remove", "path": "/status/replicas/1"},
+            ])
         );
     }
 
