@@ -287,18 +287,7 @@ fn settled_owners(
         let Some(jz) = jinghzhus.get(owner) else {
             return false;
         };
-        let Some(uid) = jz.metadata.uid.as_deref() else {
-            return false;
-        };
-        let owned: Vec<_> = owners
-            .pods_of(uid)
-            .iter()
-            .filter_map(|key| pods.get(key))
-            .filter(|pod| {
-                pod.metadata.namespace == jz.metadata.namespace
-                    && crate::ownership::is_controlled_by(pod.as_ref(), uid)
-            })
-            .collect();
+        let owned = owner_index::controlled_by(&owners, &pods, &jz);
         pod_batch::settles(&jz, owned.iter().map(AsRef::as_ref))
     }
 }

@@ -1,135 +1,38 @@
-//! The pod owner index: for each controlling owner (by UID), the keys of the
-//! cached pods it controls, kept from the same pod watch events as the
-//! reflector store, so a reconcile reads its own object's pods instead of
-//! scanning every cached pod.
-//!
-//! It follows the store's rules: `Apply` and `Delete` change the live index
-//! at once; a (re)list (`Init`, `InitApply`…, `InitDone`) builds a new index
-//! aside and swaps it in whole at `InitDone`, so pods gone during a watch
-//! outage drop out and lookups never see a half-listed state. A pod whose
-//! controller changes moves to its new owner. The pods themselves are read
-//! from the store, which stays the one copy of every pod.
-
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+//! The pods a `Jinghzhu` controls, read through the pod cache's owner
+//! index ([`OwnerIndex`], kept from the pod watch's events) instead of a
+//! scan of every cached pod.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use crate::cached_pod::CachedPod;
 use crate::crd::Jinghzhu;
-use crate::locks::RwLockExt;
-use crate::ownership::is_controlled_by;
+pub use crate::kube_api::owner_index::OwnerIndex;
 
-/// Owner UID → keys of the pods it controls; cheap to clone (shared).
-#[derive(Debug, Clone, Default)]
-pub struct OwnerIndex {
-    state: Arc<RwLock<State>>,
+/// The cached pods controlled by `jz` (same namespace, controller
+/// ownerReference with its UID), as the reflector store holds them now.
+pub fn controlled_by(
+    index: &OwnerIndex,
+    cache: &Store<CachedPod>,
+    jz: &Jinghzhu,
+) -> Vec<std::sync::Arc<CachedPod>> {
+    let (Some(uid), Some(namespace)) = (jz.meta().uid.as_deref(), jz.meta().namespace.as_deref())
+    else {
+        return Vec::new();
+    };
+    index.owned(cache, &(), uid, namespace)
 }
 
-#[derive(Debug, Default)]
-struct State {
-    live: Entries,
-    /// The index being rebuilt by a (re)list, swapped in at `InitDone`.
-    relist: Option<Entries>,
-}
-
-#[derive(Debug, Default)]
-struct Entries {
-    by_owner: HashMap<String, HashSet<ObjectRef<CachedPod>>>,
-    owner_of: HashMap<ObjectRef<CachedPod>, String>,
-}
-
-impl Entries {
-    /// Records `pod` under its current controller (or under none).
-    fn apply(&mut self, pod: &CachedPod) {
-        let key = pod_key(pod);
-        let owner = pod
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true))
-            .map(|o| o.uid.as_str());
-        if let Some(previous) = self.owner_of.get(&key) {
-            if Some(previous.as_str()) == owner {
-                return;
-            }
-            self.remove(&key);
-        }
-        if let Some(owner) = owner {
-            self.by_owner
-                .entry(owner.to_string())
-                .or_default()
-                .insert(key.clone());
-            self.owner_of.insert(key, owner.to_string());
-        }
-    }
-
-    fn remove(&mut self, key: &ObjectRef<CachedPod>) {
-        let Some(owner) = self.owner_of.remove(key) else {
-            return;
-        };
-        if let Some(pods) = self.by_owner.get_mut(&owner) {
-            pods.remove(key);
-            if pods.is_empty() {
-                self.by_owner.remove(&owner);
-            }
-        }
-    }
-}
-
-/// The store's key of a pod, without the version and UID it does not hash.
-fn pod_key(pod: &CachedPod) -> ObjectRef<CachedPod> {
-    let key = ObjectRef::new(&pod.name_any());
-    match pod.namespace() {
-        Some(namespace) => key.within(&namespace),
-        None => key,
-    }
-}
-
-impl OwnerIndex {
-    /// Applies one pod watch event, as the reflector store does.
-    pub fn apply_watcher_event(&self, event: &watcher::Event<CachedPod>) {
-        let mut state = self.state.write_unpoisoned();
-        match event {
-            watcher::Event::Apply(pod) => state.live.apply(pod),
-            watcher::Event::Delete(pod) => state.live.remove(&pod_key(pod)),
-            watcher::Event::Init => state.relist = Some(Entries::default()),
-            watcher::Event::InitApply(pod) => state.relist.get_or_insert_default().apply(pod),
-            watcher::Event::InitDone => state.live = state.relist.take().unwrap_or_default(),
-        }
-    }
-
-    /// Keys of the pods controlled by the object with UID `owner_uid`.
-    pub fn pods_of(&self, owner_uid: &str) -> Vec<ObjectRef<CachedPod>> {
-        let state = self.state.read_unpoisoned();
-        state
-            .live
-            .by_owner
-            .get(owner_uid)
-            .map(|pods| pods.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// The cached pods controlled by `jz` (same namespace, controller
-    /// ownerReference with its UID), sorted by name, as `Pod`s: what
-    /// [`crate::ownership::owned_pods`] finds in the whole cache.
-    pub fn owned_pods(&self, cache: &Store<CachedPod>, jz: &Jinghzhu) -> Vec<Pod> {
-        let (Some(uid), namespace) = (jz.meta().uid.as_deref(), jz.meta().namespace.as_deref())
-        else {
-            return Vec::new();
-        };
-        let mut owned: Vec<Pod> = self
-            .pods_of(uid)
-            .iter()
-            .filter_map(|key| cache.get(key))
-            .filter(|p| p.meta().namespace.as_deref() == namespace && is_controlled_by(&**p, uid))
-            .map(|p| p.to_pod())
-            .collect();
-        owned.sort_by_key(|p| p.name_any());
-        owned
-    }
+/// The cached pods controlled by `jz`, sorted by name, as `Pod`s: what
+/// [`crate::ownership::owned_pods`] finds in the whole cache.
+pub fn owned_pods(index: &OwnerIndex, cache: &Store<CachedPod>, jz: &Jinghzhu) -> Vec<Pod> {
+    let mut owned: Vec<Pod> = controlled_by(index, cache, jz)
+        .iter()
+        .map(|p| p.to_pod())
+        .collect();
+    owned.sort_by_key(|p| p.name_any());
+    owned
 }
 
 #[cfg(test)]
@@ -138,7 +41,6 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
-    use crate::ownership::owned_pods;
 
     fn pod(namespace: &str, name: &str, owner: Option<&str>) -> CachedPod {
         let pod = wasm_operator_testkit::pod(name)
@@ -158,10 +60,14 @@ mod tests {
             .build()
     }
 
-    fn names(keys: Vec<ObjectRef<CachedPod>>) -> Vec<String> {
-        let mut names: Vec<String> = keys.into_iter().map(|k| k.name).collect();
-        names.sort();
-        names
+    /// The names of the pods the index holds under `uid` in "ns".
+    fn names(fed: &Fed, uid: &str) -> Vec<String> {
+        controlled_by(&fed.index, &fed.cache, &jinghzhu("ns", uid))
+            .iter()
+            .map(|p| p.name_any())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
     }
 
     /// The index and a real reflector store fed the same events.
@@ -189,9 +95,9 @@ mod tests {
         /// The index's answer, checked against a scan of the whole cache.
         fn owned(&self, namespace: &str, uid: &str) -> Vec<String> {
             let jz = jinghzhu(namespace, uid);
-            let indexed = self.index.owned_pods(&self.cache, &jz);
+            let indexed = owned_pods(&self.index, &self.cache, &jz);
             let all: Vec<Pod> = self.cache.state().iter().map(|p| p.to_pod()).collect();
-            let scanned = owned_pods(&all, &jz);
+            let scanned = crate::ownership::owned_pods(&all, &jz);
             assert_eq!(indexed, scanned, "index and full scan disagree for {uid}");
             indexed.iter().map(|p| p.name_any()).collect()
         }
@@ -208,7 +114,7 @@ mod tests {
         fed.send(Event::Apply(pod("ns", "orphan", None)));
         assert_eq!(fed.owned("ns", "a"), ["web-a", "web-c"]);
         assert_eq!(fed.owned("ns", "b"), ["db-1"]);
-        assert!(fed.index.pods_of("nobody").is_empty());
+        assert!(names(&fed, "nobody").is_empty());
         // Another namespace's object with the same UID gets nothing.
         assert!(fed.owned("other", "a").is_empty());
     }
@@ -220,8 +126,8 @@ mod tests {
         let mut updated = pod("ns", "web-a", Some("a"));
         updated.metadata.labels = Some([("v".to_string(), "2".to_string())].into());
         fed.send(Event::Apply(updated));
-        assert_eq!(fed.index.pods_of("a").len(), 1);
-        let owned = fed.index.owned_pods(&fed.cache, &jinghzhu("ns", "a"));
+        assert_eq!(names(&fed, "a").len(), 1);
+        let owned = owned_pods(&fed.index, &fed.cache, &jinghzhu("ns", "a"));
         assert_eq!(owned.len(), 1);
         assert_eq!(owned[0].labels().get("v").map(String::as_str), Some("2"));
     }
@@ -236,8 +142,6 @@ mod tests {
         // Released (no controller any more): nobody's.
         fed.send(Event::Apply(pod("ns", "web-a", None)));
         assert!(fed.owned("ns", "b").is_empty());
-        assert!(fed.index.state.read().unwrap().live.owner_of.is_empty());
-        assert!(fed.index.state.read().unwrap().live.by_owner.is_empty());
     }
 
     #[test]
@@ -249,7 +153,6 @@ mod tests {
         assert_eq!(fed.owned("ns", "a"), ["web-b"]);
         fed.send(Event::Delete(pod("ns", "web-b", Some("a"))));
         assert!(fed.owned("ns", "a").is_empty());
-        assert!(fed.index.state.read().unwrap().live.by_owner.is_empty());
     }
 
     #[test]
@@ -270,11 +173,11 @@ mod tests {
         fed.send(Event::InitDone);
         assert_eq!(fed.owned("ns", "a"), ["web-b", "web-c"]);
         assert_eq!(fed.owned("ns", "b"), ["moved"]);
-        assert_eq!(names(fed.index.pods_of("a")), ["web-b", "web-c"]);
+        assert_eq!(names(&fed, "a"), ["web-b", "web-c"]);
         // A second, empty relist empties it.
         fed.send(Event::Init);
         fed.send(Event::InitDone);
         assert!(fed.owned("ns", "a").is_empty());
-        assert!(fed.index.pods_of("b").is_empty());
+        assert!(names(&fed, "b").is_empty());
     }
 }

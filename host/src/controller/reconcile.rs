@@ -268,7 +268,7 @@ async fn read_object(
         return Ok(None);
     }
     let pod_events = ctx.objects.expectations.pod_events_applied();
-    let pods = ctx.pod_owners.owned_pods(&ctx.pods, jz.as_ref());
+    let pods = super::owner_index::owned_pods(&ctx.pod_owners, &ctx.pods, jz.as_ref());
     Ok(Some(Object {
         jz,
         uid,

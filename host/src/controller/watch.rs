@@ -509,7 +509,8 @@ impl PodEvents {
     /// nothing is buffered outside a list.
     fn abandon_list(&mut self) {
         self.writer.apply_watcher_event(&watcher::Event::Init);
-        self.owners.apply_watcher_event(&watcher::Event::Init);
+        self.owners
+            .apply_watcher_event(&watcher::Event::<CachedPod>::Init);
         self.listed = Vec::new();
     }
 
@@ -678,7 +679,7 @@ mod tests {
             "spec": {"desired": 1}
         }))
         .expect("jinghzhu");
-        let pods = events.owners.owned_pods(&events.cache, &jz);
+        let pods = crate::controller::owner_index::owned_pods(&events.owners, &events.cache, &jz);
         let seen: HashSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
         events
             .objects
@@ -758,7 +759,13 @@ mod tests {
         let released = events.released(&gone);
         events.apply(&gone);
         assert!(events.cache.state().is_empty());
-        assert!(events.owners.pods_of("j1").is_empty());
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        assert!(
+            events
+                .owners
+                .owned(&events.cache, &(), "j1", &namespace)
+                .is_empty()
+        );
         // Its former owner is told (the cached version carries it), and
         // not held as if the pod had strayed.
         let Some(watcher::Event::Delete(told)) = released else {

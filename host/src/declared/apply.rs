@@ -38,7 +38,7 @@ use super::budget::WriteBudget;
 use super::checks::{CONTROLLER_LABEL, ChildApply, ChildDelete, Plan, rules};
 use super::children::Departed;
 use super::kinds::ResolvedKind;
-use super::owners::controller_uid;
+use crate::kube_api::owner_index::controller_uid;
 
 /// Why a plan was not (wholly) applied.
 #[derive(Debug, thiserror::Error)]
@@ -205,7 +205,7 @@ async fn apply_child(
     live: Option<&Arc<DynamicObject>>,
     params: &PatchParams,
 ) -> Result<(), ApplyError> {
-    if let Some(orphan) = live.filter(|obj| controller_uid(obj).is_none()) {
+    if let Some(orphan) = live.filter(|obj| controller_uid(obj.as_ref()).is_none()) {
         adopt(target, parent, child, orphan).await?;
     }
     let api = children_api(target, child.kind, parent.namespace);

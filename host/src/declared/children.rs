@@ -29,7 +29,7 @@ use crate::locks::MutexExt;
 use crate::runtime::convert_v3::Records;
 
 use super::kinds::ResolvedKind;
-use super::owners::{OwnerIndex, controller_uid};
+use crate::kube_api::owner_index::{OwnerIndex, controller_uid};
 
 /// Most departed children remembered per kind.
 pub const DEPARTED_KEPT: usize = 4096;
@@ -126,7 +126,7 @@ impl ChildKind {
         Self {
             kind: kind.clone(),
             store,
-            owners: OwnerIndex::new(kind.resource.clone()),
+            owners: OwnerIndex::default(),
             records: Records::new(
                 &kind.declared.api_version,
                 &kind.declared.kind,
@@ -222,7 +222,8 @@ impl ChildKind {
     /// The cached children of `kind` the object `parent` in `namespace`
     /// controls.
     pub fn children_of(&self, parent: &str, namespace: &str) -> Vec<Arc<DynamicObject>> {
-        self.owners.children_of(&self.store, parent, namespace)
+        self.owners
+            .owned(&self.store, &self.kind.resource, parent, namespace)
     }
 }
 

@@ -550,10 +550,11 @@ fn input(
         .flatten()
         .filter_map(|child| child.uid())
         .collect();
+    let namespace = parent.metadata.namespace.as_deref().unwrap_or_default();
     for caches in &ctx.observed {
         let kind = &caches.observed.kind.declared;
         let objects = caches
-            .of(&uids)
+            .of(&uids, namespace)
             .iter()
             .map(|obj| convert_v3::metadata_only(&obj.metadata, &kind.api_version, &kind.kind))
             .collect();

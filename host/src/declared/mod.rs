@@ -19,7 +19,6 @@ pub mod children;
 pub mod controller;
 pub mod kinds;
 pub mod observed;
-pub mod owners;
 pub mod rbac;
 pub mod rollout;
 mod status;

@@ -1,14 +1,15 @@
 //! Kinds a controller reads but never writes (`spec.observe`): objects
 //! controlled by one of a parent's children through a chain of controllers
 //! (a Deployment's Pods, through their ReplicaSets). Metadata-only caches
-//! of the observed kind and of each kind of its chain; which of their
-//! objects belong to a parent; and the parent a change of one wakes, found
-//! by walking owner references up (each step a lookup by name).
+//! of the observed kind and of each kind of its chain, each with its owner
+//! index; which of their objects belong to a parent (each step down an
+//! index lookup); and the parent a change of one wakes, found by walking
+//! owner references up (each step a lookup by name).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::core::{DynamicObject, ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::store::Writer;
@@ -17,6 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use super::kinds::ResolvedKind;
+use crate::kube_api::owner_index::OwnerIndex;
 
 /// An object of an observed kind, metadata only.
 pub type Meta = PartialObjectMeta<DynamicObject>;
@@ -34,8 +36,30 @@ pub struct ObservedKind {
 pub struct ObservedCaches {
     /// What is observed.
     pub observed: ObservedKind,
-    objects: Store<Meta>,
-    chain: Vec<Store<Meta>>,
+    objects: Cache,
+    chain: Vec<Cache>,
+}
+
+/// One kind's metadata cache and its owner index, fed by one watch.
+struct Cache {
+    store: Store<Meta>,
+    owners: OwnerIndex,
+    kind: ResolvedKind,
+}
+
+impl Cache {
+    /// The uids of the cached objects controlled by any of `owners` in
+    /// `namespace`, and the objects.
+    fn owned_by<'a>(
+        &'a self,
+        owners: impl IntoIterator<Item = &'a String> + 'a,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = Arc<Meta>> + 'a {
+        owners.into_iter().flat_map(move |uid| {
+            self.owners
+                .owned(&self.store, &self.kind.resource, uid, namespace)
+        })
+    }
 }
 
 /// A change of an observed object (or of one in its chain).
@@ -65,20 +89,17 @@ impl ObservedCaches {
         )
     }
 
-    /// The observed objects that descend from the children with `uids`.
-    pub fn of(&self, uids: &HashSet<String>) -> Vec<Arc<Meta>> {
+    /// The observed objects in `namespace` that descend from the children
+    /// with `uids`: each step down the chain a lookup in its owner index.
+    pub fn of(&self, uids: &HashSet<String>, namespace: &str) -> Vec<Arc<Meta>> {
         let mut owners = uids.clone();
-        for store in &self.chain {
-            owners = store
-                .state()
-                .iter()
-                .filter(|obj| controller_uid(&obj.metadata).is_some_and(|uid| owners.contains(uid)))
+        for cache in &self.chain {
+            owners = cache
+                .owned_by(&owners, namespace)
                 .filter_map(|obj| obj.metadata.uid.clone())
                 .collect();
         }
-        self.objects.state_filter(|obj| {
-            controller_uid(&obj.metadata).is_some_and(|uid| owners.contains(uid))
-        })
+        self.objects.owned_by(&owners, namespace).collect()
     }
 
     /// The controller of `meta` at the top of the chain (a child, by its
@@ -89,7 +110,7 @@ impl ObservedCaches {
         let namespace = meta.namespace.clone()?;
         let mut owner = controller(meta)?;
         for step in (0..level).rev() {
-            let store = self.chain.get(step)?;
+            let store = &self.chain.get(step)?.store;
             let key =
                 ObjectRef::new_with(&owner.name, self.observed.through[step].resource.clone())
                     .within(&namespace);
@@ -115,18 +136,29 @@ impl ObservedCaches {
     }
 }
 
-fn watch(client: &Client, kind: &ResolvedKind) -> (Store<Meta>, Changes) {
+fn watch(client: &Client, kind: &ResolvedKind) -> (Cache, Changes) {
     let writer = Writer::new(kind.resource.clone());
     let store = writer.as_reader();
+    let owners = OwnerIndex::default();
+    let indexed = owners.clone();
     // An Api of metadata only: the watch asks for PartialObjectMetadata.
     let api = Api::<Meta>::all_with(client.clone(), &kind.resource);
     let changes = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|obj| obj.managed_fields_mut().clear())
+        .map_ok(move |event| {
+            indexed.apply_watcher_event(&event);
+            event
+        })
         .reflect(writer)
         .touched_objects()
         .boxed();
-    (store, changes)
+    let cache = Cache {
+        store,
+        owners,
+        kind: kind.clone(),
+    };
+    (cache, changes)
 }
 
 fn controller(
@@ -137,12 +169,4 @@ fn controller(
         .flatten()
         .find(|owner| owner.controller == Some(true))
         .cloned()
-}
-
-fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|owner| owner.controller == Some(true))
-        .map(|owner| owner.uid.as_str())
 }
