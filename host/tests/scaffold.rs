@@ -352,6 +352,17 @@ fn new_refuses_a_bad_name_or_a_directory_in_use_and_writes_nothing() {
             "GROUP/VERSION/KIND",
         ),
         (&["--owns", "Service"][..], "add --kind"),
+        (
+            &[
+                "--kind",
+                "example.com/v1/WebApp",
+                "--owns",
+                "Service",
+                "--lang",
+                "python",
+            ][..],
+            "use --lang go",
+        ),
     ] {
         let out = wasm_operator(
             &[&["new", "ctl", "--no-git", "--path", ctl], args].concat(),
@@ -466,12 +477,7 @@ const OWNS: &str = "Deployment,StatefulSet,Job,CronJob,Pod,Service,ConfigMap,Per
 
 #[test]
 fn a_scaffolded_controller_builds_passes_its_tests_and_the_hosts_checks() {
-    use wasm_operator::apply::policy::PolicyConfig;
     use wasm_operator::crd::controller::{KindRef, PluginController};
-    use wasm_operator::declared::checks::{self, Declared, Parent};
-    use wasm_operator::declared::kinds::ResolvedKind;
-    use wasm_operator::runtime::bindings::v3;
-    use wasm_operator::runtime::{ContractVersion, Runtime, RuntimeConfig, block_on, convert_v3};
 
     let started = Instant::now();
     let parent = TempDir::new().expect("temp dir");
@@ -532,25 +538,61 @@ fn a_scaffolded_controller_builds_passes_its_tests_and_the_hosts_checks() {
 
     // The component's first proposal passes every rule of the host, the
     // pod policy of its pod templates included.
-    let wasm = target_dir().join("wasm32-wasip2/release/scaffolded_controller.wasm");
+    passes_the_hosts_checks(
+        &target_dir().join("wasm32-wasip2/release/scaffolded_controller.wasm"),
+        &declared,
+        "scaffolded-controller",
+    );
+    println!(
+        "controller scaffold, tests, two builds and the host's checks: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Loads the controller plugin `wasm` (named `name`), gives it a fresh
+/// parent of `declared` with every child kind empty, and checks that its
+/// proposal passes every rule of the host: one child per kind, a status
+/// saying `Creating`.
+fn passes_the_hosts_checks(
+    wasm: &Path,
+    declared: &wasm_operator::crd::controller::PluginController,
+    name: &str,
+) {
+    use wasm_operator::apply::policy::PolicyConfig;
+    use wasm_operator::crd::controller::KindRef;
+    use wasm_operator::declared::checks::{self, Declared, Parent};
+    use wasm_operator::declared::kinds::ResolvedKind;
+    use wasm_operator::runtime::bindings::v3;
+    use wasm_operator::runtime::{ContractVersion, Runtime, RuntimeConfig, block_on, convert_v3};
+
+    let children: Vec<KindRef> = declared
+        .spec
+        .children
+        .iter()
+        .map(|c| c.kind_ref())
+        .collect();
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: None,
         ..RuntimeConfig::default()
     })
     .expect("runtime");
     let plugin = runtime
-        .load(&std::fs::read(&wasm).expect("artifact"), "scaffold")
+        .load(&std::fs::read(wasm).expect("artifact"), "scaffold")
         .expect("load");
     assert_eq!(plugin.contract(), ContractVersion::V0_3);
-    assert_eq!(plugin.info().name, "scaffolded-controller");
-    let webapp: kube::core::DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "example.com/v1", "kind": "WebApp",
+    assert_eq!(plugin.info().name, name);
+    let parent: kube::core::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": declared.spec.parent.api_version, "kind": declared.spec.parent.kind,
         "metadata": {"name": "sample", "namespace": "default", "uid": "u", "generation": 1},
         "spec": {"replicas": 2},
     }))
     .expect("parent");
     let input = v3::ReconcileInput {
-        parent: convert_v3::object(&webapp, "example.com/v1", "WebApp"),
+        parent: convert_v3::object(
+            &parent,
+            &declared.spec.parent.api_version,
+            &declared.spec.parent.kind,
+        ),
         children: children
             .iter()
             .map(|k| convert_v3::children(&k.api_version, &k.kind, []))
@@ -567,7 +609,7 @@ fn a_scaffolded_controller_builds_passes_its_tests_and_the_hosts_checks() {
     let policy = PolicyConfig::default();
     let parent_kind = ResolvedKind::by_convention(&declared.spec.parent);
     let rules = Declared {
-        controller: "scaffolded-controller",
+        controller: name,
         parent: &parent_kind,
         children: &resolved,
         policy: &policy,
@@ -584,8 +626,102 @@ fn a_scaffolded_controller_builds_passes_its_tests_and_the_hosts_checks() {
         plan.status.as_ref().and_then(|s| s.get("phase")),
         Some(&serde_json::json!("Creating"))
     );
+}
+
+/// Runs `program ARGS...` in `dir`; panics with its output on failure.
+fn run_in(dir: &Path, program: &str, args: &[&str]) -> String {
+    let started = Instant::now();
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|err| panic!("starting {program} in {}: {err}", dir.display()));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     println!(
-        "controller scaffold, tests, two builds and the host's checks: {:.1} s",
+        "{program} {}: {:.1} s",
+        args.join(" "),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed in {}:\n{all}",
+        dir.display()
+    );
+    all
+}
+
+/// The same controller in Go (`--lang go`): its Go tests pass, its code is
+/// gofmt-clean, `./build.sh` builds a component, and its first proposal
+/// passes every rule of the host. Needs Go and the Go plugin toolchain
+/// (`tests/setup.sh`).
+#[test]
+fn a_scaffolded_go_controller_tests_builds_and_passes_the_hosts_checks() {
+    use wasm_operator::crd::controller::PluginController;
+
+    let started = Instant::now();
+    let parent = TempDir::new().expect("temp dir");
+    let (dir, report) = scaffold_reporting(
+        &parent,
+        "scaffolded-go-controller",
+        &[
+            "--kind",
+            "example.com/v1/WebApp",
+            "--owns",
+            &format!("{OWNS},ServiceAccount"),
+            "--allow-child-kind",
+            "ServiceAccount",
+            "--lang",
+            "go",
+            "--no-git",
+        ],
+    );
+    assert!(report.contains("./build.sh"), "{report}");
+    assert!(
+        report.contains("--plugin-controllers --allow-child-kind ServiceAccount"),
+        "{report}"
+    );
+    for file in [
+        "go.mod",
+        "README.md",
+        "plugin/plugin.go",
+        "plugin/plugin_test.go",
+        "cmd/plugin/main.go",
+        "controller/controller.go",
+        "controller/bindings/exports/wit_exports/wit_exports.go",
+        "wit/controller.wit",
+        "controller.yaml",
+        "crd.yaml",
+        "sample.yaml",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    let controller_yaml = std::fs::read_to_string(dir.join("controller.yaml")).expect("read");
+    assert!(
+        controller_yaml.contains("plugin.wasm=target/scaffolded-go-controller.wasm"),
+        "{controller_yaml}"
+    );
+    let declared: PluginController =
+        serde_yaml::from_str(&controller_yaml).expect("a PluginController");
+    assert_eq!(declared.spec.children.len(), OWNS.split(',').count() + 1);
+
+    let tested = run_in(&dir, "./test.sh", &["-count=1"]);
+    assert!(
+        tested.contains("ok  \tscaffolded-go-controller/plugin"),
+        "the plugin's tests ran: {tested}"
+    );
+    let unformatted = run_in(&dir, "gofmt", &["-l", "plugin", "cmd"]);
+    assert!(
+        unformatted.trim().is_empty(),
+        "not gofmt-clean: {unformatted}"
+    );
+    run_in(&dir, "./build.sh", &[]);
+    passes_the_hosts_checks(
+        &dir.join("target/scaffolded-go-controller.wasm"),
+        &declared,
+        "scaffolded-go-controller",
+    );
+    println!(
+        "Go controller scaffold, tests, build and the host's checks: {:.1} s",
         started.elapsed().as_secs_f64()
     );
 }

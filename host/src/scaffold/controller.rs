@@ -18,11 +18,13 @@ use super::kinds::{ChildKind, Shape, plural};
 const CARGO_TOML: &str = include_str!("template/controller/Cargo.toml.tmpl");
 const LIB_RS: &str = include_str!("template/controller/lib.rs.tmpl");
 const README: &str = include_str!("template/controller/README.md.tmpl");
-const CONTROLLER_YAML: &str = include_str!("template/controller/controller.yaml.tmpl");
-const CRD_YAML: &str = include_str!("template/controller/crd.yaml.tmpl");
-const SAMPLE_YAML: &str = include_str!("template/controller/sample.yaml.tmpl");
+/// The `PluginController`, the starting CRD and sample (every language's).
+pub(super) const CONTROLLER_YAML: &str = include_str!("template/controller/controller.yaml.tmpl");
+pub(super) const CRD_YAML: &str = include_str!("template/controller/crd.yaml.tmpl");
+pub(super) const SAMPLE_YAML: &str = include_str!("template/controller/sample.yaml.tmpl");
 const GITIGNORE: &str = include_str!("template/gitignore");
-const WIT: &str = include_str!("../../../wit/0.3/controller.wit");
+/// Contract 0.3, embedded in every language's project.
+pub(super) const WIT: &str = include_str!("../../../wit/0.3/controller.wit");
 
 /// The WIT package of contract 0.3.
 pub const WIT_PACKAGE: &str = "wasm-operator:controller@0.3.0";
@@ -63,30 +65,13 @@ impl ControllerScaffold {
         lock: String,
     ) -> Vec<(std::path::PathBuf, String)> {
         let crate_name = name.replace('-', "_");
-        let (group, version) = self.parent.group_version();
-        let allow_flag = if self.allowed.is_empty() {
-            String::new()
-        } else {
-            format!(" --allow-child-kind {}", self.allowed.join(","))
-        };
+        let wasm_path = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
         let fill = |template: &str| {
-            template
-                .replace("{{name}}", name)
+            self.fill_common(template, name, host_version, &wasm_path)
                 .replace("{{crate_name}}", &crate_name)
-                .replace("{{wit_package}}", WIT_PACKAGE)
-                .replace("{{host_version}}", host_version)
-                .replace("{{parent_api_version}}", &self.parent.api_version)
-                .replace("{{parent_kind}}", &self.parent.kind)
-                .replace("{{parent_group}}", group)
-                .replace("{{parent_version}}", version)
-                .replace("{{plural}}", &plural(&self.parent.kind))
-                .replace("{{singular}}", &self.parent.kind.to_ascii_lowercase())
-                .replace("{{owns_sentence}}", &self.owns_sentence())
                 .replace("{{owns_array}}", &self.owns_array())
-                .replace("{{children_yaml}}", &self.children_yaml())
                 .replace("{{children_calls}}", &self.children_calls())
                 .replace("{{child_fns}}", &self.child_fns())
-                .replace("{{allow_flag}}", &allow_flag)
                 .replace("{{sdk_dependency}}", &sdk.dependency)
                 .replace("{{sdk_comment}}", &sdk.comment)
                 .replace("{{sdk_note}}", &sdk.note)
@@ -102,6 +87,38 @@ impl ControllerScaffold {
             ("crd.yaml".into(), fill(CRD_YAML)),
             ("sample.yaml".into(), fill(SAMPLE_YAML)),
         ]
+    }
+
+    /// `template` with the placeholders every language shares filled: the
+    /// plugin's name, the parent, the children's YAML and prose, the
+    /// `--allow-child-kind` flag and where the built plugin is.
+    pub(super) fn fill_common(
+        &self,
+        template: &str,
+        name: &str,
+        host_version: &str,
+        wasm_path: &str,
+    ) -> String {
+        let (group, version) = self.parent.group_version();
+        let allow_flag = if self.allowed.is_empty() {
+            String::new()
+        } else {
+            format!(" --allow-child-kind {}", self.allowed.join(","))
+        };
+        template
+            .replace("{{name}}", name)
+            .replace("{{wit_package}}", WIT_PACKAGE)
+            .replace("{{host_version}}", host_version)
+            .replace("{{parent_api_version}}", &self.parent.api_version)
+            .replace("{{parent_kind}}", &self.parent.kind)
+            .replace("{{parent_group}}", group)
+            .replace("{{parent_version}}", version)
+            .replace("{{plural}}", &plural(&self.parent.kind))
+            .replace("{{singular}}", &self.parent.kind.to_ascii_lowercase())
+            .replace("{{owns_sentence}}", &self.owns_sentence())
+            .replace("{{children_yaml}}", &self.children_yaml())
+            .replace("{{allow_flag}}", &allow_flag)
+            .replace("{{wasm_path}}", wasm_path)
     }
 
     /// `a Deployment and a Service (apps/v1, v1)`-like prose.

@@ -2,7 +2,7 @@
 //! `--lang python`, `--lang js` or `--lang go` a Python, JavaScript or Go
 //! project instead ([`languages`]); with `--kind GROUP/VERSION/KIND --owns
 //! KINDS` a contract 0.3 controller plugin of any kind ([`controller`],
-//! its kinds read by [`kinds`]; Rust only).
+//! its kinds read by [`kinds`]; in Go with `--lang go`: [`go_controller`]).
 //!
 //! What it may import: `runtime/` (the WIT it embeds) and the shared
 //! types; only `cli.rs` sits above it.
@@ -27,6 +27,7 @@
 
 pub mod controller;
 pub mod git;
+pub mod go_controller;
 pub mod kinds;
 pub mod languages;
 pub mod lockfile;
@@ -178,6 +179,20 @@ pub fn run(args: NewArgs) -> Result<ExitCode> {
         );
     }
     let wasm_operator = this_binary();
+    if let (Some(controller), Lang::Go) = (&scaffold.controller, scaffold.lang) {
+        println!(
+            "{}",
+            controller_next_steps(
+                controller,
+                &scaffold.dir,
+                &scaffold.name,
+                ("./test.sh", "./build.sh"),
+                &format!("target/{}.wasm", scaffold.name),
+                &wasm_operator,
+            )
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if scaffold.lang != Lang::Rust {
         println!(
             "{}",
@@ -187,15 +202,19 @@ pub fn run(args: NewArgs) -> Result<ExitCode> {
     }
     let wasm = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
     if let Some(controller) = &scaffold.controller {
-        let allow = if controller.allowed.is_empty() {
-            String::new()
-        } else {
-            format!(" --allow-child-kind {}", controller.allowed.join(","))
-        };
         println!(
-            "\n  cd {}\n  cargo test\n  cargo build --release --target wasm32-wasip2   # or: cargo component build --release\n  kubectl apply -f crd.yaml\n  kubectl -n wasm-operator create configmap {name}-plugin --from-file=plugin.wasm={wasm}\n  kubectl apply -f controller.yaml\n  {wasm_operator} rbac controller.yaml   # the ClusterRole the host needs\n  {wasm_operator} run --plugin-controllers{allow}\n  kubectl apply -f sample.yaml\n(README.md has these steps)",
-            scaffold.dir.display(),
-            name = scaffold.name,
+            "{}",
+            controller_next_steps(
+                controller,
+                &scaffold.dir,
+                &scaffold.name,
+                (
+                    "cargo test",
+                    "cargo build --release --target wasm32-wasip2   # or: cargo component build --release",
+                ),
+                &wasm,
+                &wasm_operator,
+            )
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -204,6 +223,27 @@ pub fn run(args: NewArgs) -> Result<ExitCode> {
         scaffold.dir.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The next steps `new --kind` prints: test and build with `(test, build)`,
+/// then the plugin at `wasm` onto a cluster.
+fn controller_next_steps(
+    controller: &controller::ControllerScaffold,
+    dir: &Path,
+    name: &str,
+    (test, build): (&str, &str),
+    wasm: &str,
+    wasm_operator: &str,
+) -> String {
+    let allow = if controller.allowed.is_empty() {
+        String::new()
+    } else {
+        format!(" --allow-child-kind {}", controller.allowed.join(","))
+    };
+    format!(
+        "\n  cd {}\n  {test}\n  {build}\n  kubectl apply -f crd.yaml\n  kubectl -n wasm-operator create configmap {name}-plugin --from-file=plugin.wasm={wasm}\n  kubectl apply -f controller.yaml\n  {wasm_operator} rbac controller.yaml   # the ClusterRole the host needs\n  {wasm_operator} run --plugin-controllers{allow}\n  kubectl apply -f sample.yaml\n(README.md has these steps)",
+        dir.display(),
+    )
 }
 
 /// How to call this binary from anywhere: `wasm-operator` when that name on
@@ -274,6 +314,13 @@ impl Scaffold {
     /// The files of the crate, as (relative path, contents).
     pub fn files(&self) -> Result<Vec<(PathBuf, String)>> {
         let host_version = format!("wasm-operator {HOST_VERSION}");
+        if let (Some(controller), Lang::Go) = (&self.controller, self.lang) {
+            return Ok(go_controller::go_files(
+                controller,
+                &self.name,
+                &host_version,
+            ));
+        }
         if let Some(controller) = &self.controller {
             let texts = self.sdk_texts(controller::SDK_PACKAGE, "plugins/controller-sdk")?;
             let lock = lockfile::for_controller_plugin(
@@ -528,10 +575,11 @@ fn controller_of(args: &NewArgs) -> Result<Option<controller::ControllerScaffold
         return Ok(None);
     };
     match args.lang {
-        Lang::Rust => {}
-        Lang::Go | Lang::Python | Lang::Js => bail!(
-            "--kind scaffolds a Rust crate only for now (the controller SDK is Rust): \
-             drop --lang, or write the plugin against wit/0.3/controller.wit yourself"
+        Lang::Rust | Lang::Go => {}
+        Lang::Python | Lang::Js => bail!(
+            "--kind scaffolds a Rust crate or (with --lang go) a Go project: the controller SDK \
+             has no Python or JavaScript version yet; use --lang go, drop --lang, or write the \
+             plugin against wit/0.3/controller.wit yourself"
         ),
     }
     Ok(Some(controller::ControllerScaffold {
