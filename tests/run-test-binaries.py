@@ -38,7 +38,7 @@ CACHE = Path(
 DURATIONS = CACHE / "test-durations.json"
 # Seconds, for the order when no run was recorded yet (a fresh machine):
 # `deploy` builds the `dist` binary, minutes on a cold cache.
-FIRST_RUN_ESTIMATES = {"deploy": 900.0, "containment": 130.0, "languages": 120.0, "faults": 110.0}
+FIRST_RUN_ESTIMATES = {"deploy": 900.0, "containment": 130.0, "languages": 120.0, "languages_controller": 120.0, "faults": 110.0}
 # The binaries that run the Dockerfile's `dist` build (e2e_tests::deploy::host_binary).
 # While tests/run.sh builds it beside the tests (WASM_OPERATOR_DIST_PREBUILD
 # names that build's process) they start last (started first, each would wait for
