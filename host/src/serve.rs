@@ -288,6 +288,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
             "metricsAddr": state.bound.to_string(),
             "ready": declared_check(&state).is_ok(),
             "leaderElection": leader_election,
+            "shards": state.shards.as_ref().map(shard_status),
         }));
     };
     let history = slot.history.lock().map(|h| h.clone()).unwrap_or_default();

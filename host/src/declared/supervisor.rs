@@ -45,8 +45,8 @@ pub(super) async fn supervise(
     settings: Settings,
     actions: watch::Receiver<Option<String>>,
 ) {
-    let status = StatusOf::new(&resource, &settings.shared.client)
-        .sharded(settings.shared.shards.clone());
+    let status =
+        StatusOf::new(&resource, &settings.shared.client).sharded(settings.shared.shards.clone());
     let declaration = match declare(&resource, &settings).await {
         Ok(declaration) => declaration,
         Err(refusal) => {
