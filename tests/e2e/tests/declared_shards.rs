@@ -6,8 +6,11 @@
 //! writes (children applied, statuses) come from exactly one replica (its
 //! `wasm_operator_shard_declared_writes_total{controller,shard}`), the one
 //! holding it; a replica stopped (SIGTERM) hands its shards over and its
-//! parents keep converging on the others. A `spec.rollout` is refused under
-//! shards, said on the resource's status by the holder of shard 0.
+//! parents keep converging on the others; one killed (`kill -9`) keeps its
+//! Leases until they expire, and the changes made meanwhile converge once
+//! the last replica takes its shards (taking a shard re-queues every
+//! parent). A `spec.rollout` is refused under shards, said on the
+//! resource's status by the holder of shard 0.
 //!
 //! A binary of its own (a control plane of its own, with the workload
 //! controllers): the in-process manager of the `declared` tests would
@@ -398,7 +401,27 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
             ),
         }
     }
-    first.host.terminate(Duration::from_secs(60)).await?;
+
+    // `kill -9` of one more: its Leases are not released, so the changes
+    // made right after are skipped by the last replica until its Leases
+    // expire and it takes the shards; taking a shard re-queues every parent,
+    // and so they converge.
+    first.host.kill().await;
+    for name in &names {
+        parents
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"size": 1}})),
+            )
+            .await?;
+    }
+    wait_converged(&env, &names, 1).await?;
+    assert_eq!(
+        second.owned().await.len(),
+        SHARDS as usize,
+        "the last replica holds every shard"
+    );
     second.host.terminate(Duration::from_secs(60)).await?;
     Ok(())
 }
