@@ -73,6 +73,8 @@ pub struct DeclaredEndpoint {
     pub leadership: Leadership,
     /// Set with `--leader-elect`.
     pub leader: Option<LeaderInfo>,
+    /// Set with `--shards`: its metrics and `/status` are served too.
+    pub shards: Option<Shards>,
 }
 
 /// The Jinghzhu plugin's slot and history (none: declared controllers only).
@@ -128,6 +130,9 @@ pub async fn spawn_declared(
 ) -> anyhow::Result<SocketAddr> {
     let mut registry = Registry::default();
     endpoint.metrics.register(&mut registry);
+    if let Some(shards) = &endpoint.shards {
+        shards.metrics().register(&mut registry);
+    }
     let listener = bind(addr).await?;
     let bound = listener
         .local_addr()
@@ -140,7 +145,7 @@ pub async fn spawn_declared(
             health: endpoint.health,
             leadership: endpoint.leadership,
             leader: endpoint.leader,
-            shards: None,
+            shards: endpoint.shards,
             bound,
         },
     );
@@ -283,6 +288,7 @@ async fn status(State(state): State<AppState>) -> impl IntoResponse {
             "metricsAddr": state.bound.to_string(),
             "ready": declared_check(&state).is_ok(),
             "leaderElection": leader_election,
+            "shards": state.shards.as_ref().map(shard_status),
         }));
     };
     let history = slot.history.lock().map(|h| h.clone()).unwrap_or_default();

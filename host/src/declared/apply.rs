@@ -22,6 +22,10 @@
 //! cache to show them. A child still controlled by the parent that lost
 //! the controller's label is released ([`release`]): its owner reference is
 //! removed by a JSON patch that tests its uid and `resourceVersion`.
+//!
+//! Every write passes the target's write fence ([`Target::fence`]) right
+//! before it is sent: sharded, a write for a parent goes out only while
+//! this replica's hold on the parent's shard is valid on its own clock.
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
@@ -31,6 +35,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::apply::expectations::Expectations;
+use crate::apply::fence::{Lapsed, WriteFence};
 use crate::refusal::Refusal;
 
 use super::applied::AppliedMemory;
@@ -64,6 +69,14 @@ pub enum ApplyError {
         burst: u32,
         /// How long until the budget holds them.
         wait: std::time::Duration,
+    },
+    /// The hold the write was for (the parent's shard) lapsed; not sent.
+    #[error("{verb} not sent: {lapsed}")]
+    Fenced {
+        /// `apply`, `adopt`, `release`, `delete` or `patch_status`.
+        verb: &'static str,
+        /// Why.
+        lapsed: Lapsed,
     },
 }
 
@@ -101,6 +114,16 @@ pub struct Target<'a> {
     pub deleting: &'a (dyn Fn(usize, &str) + Sync),
     /// The controller's write budget.
     pub budget: &'a WriteBudget,
+    /// Checked right before each write ([`WriteFence::open`] unsharded).
+    pub fence: &'a WriteFence,
+}
+
+/// Checks the fence right before a `verb` write.
+fn fenced(target: &Target<'_>, verb: &'static str) -> Result<(), ApplyError> {
+    target
+        .fence
+        .check()
+        .map_err(|lapsed| ApplyError::Fenced { verb, lapsed })
 }
 
 /// The parent a plan is applied for.
@@ -210,6 +233,7 @@ async fn apply_child(
     }
     let api = children_api(target, child.kind, parent.namespace);
     let creating = live.is_none();
+    fenced(target, "apply")?;
     if creating {
         target.expectations.expect_creations(parent.uid, 1);
     }
@@ -255,6 +279,7 @@ async fn delete_child(
         }),
         ..DeleteParams::background()
     };
+    fenced(target, "delete")?;
     target
         .applied
         .forget_child(parent.uid, gone.kind, &gone.name);
@@ -292,6 +317,7 @@ async fn apply_status(
         "kind": kind.kind,
         "status": status,
     });
+    fenced(target, "patch_status")?;
     api.patch_status(parent.name, params, &Patch::Apply(&body))
         .await?;
     Ok(())
@@ -364,6 +390,7 @@ async fn adopt(
         .cloned()
         .unwrap_or(Value::Null);
     let patch = adopt_patch(orphan, ours)?;
+    fenced(target, "adopt")?;
     children_api(target, child.kind, parent.namespace)
         .patch(
             &child.name,
@@ -455,6 +482,7 @@ pub async fn release(
         return Ok(false);
     }
     let patch = release_patch(&child, parent.uid)?;
+    fenced(target, "release")?;
     api.patch(
         &departed.name,
         &PatchParams {

@@ -6,7 +6,9 @@
 //! released, a wait until the caches show the last creates and deletes,
 //! input from the caches, the plugin's call, the checks, the apply. A new plugin swaps in between reconciles and every parent is
 //! reconciled again; stopping the controller (dropping [`Running`]) stops
-//! its watches.
+//! its watches. Sharded ([`Shared::shards`]), a reconcile runs only for a
+//! parent whose shard this replica holds, and its writes are fenced on
+//! that hold ([`super::sharding`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -23,6 +25,7 @@ use kube::runtime::{WatchStreamExt, events::Event, events::EventType, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::apply::expectations::{Check, Expectations};
+use crate::apply::fence::WriteFence;
 use crate::apply::policy::PolicyConfig;
 use crate::locks::MutexExt;
 use crate::refusal::Refusal;
@@ -41,6 +44,7 @@ use super::children::ChildKind;
 use super::kinds::ResolvedKind;
 use super::observed::{Meta, ObservedCaches, ObservedKind};
 use super::rollout::Slot;
+use super::sharding;
 use crate::judging::tally::Sample;
 
 /// A declaration resolved: what one controller serves and within which rules.
@@ -69,6 +73,9 @@ pub struct Shared {
     pub events: EventSink,
     /// The host's metrics.
     pub metrics: Arc<Metrics>,
+    /// Sharded (`--shards`): the shards this replica holds; it reconciles
+    /// only their parents. `None`: every parent.
+    pub shards: Option<crate::shards::Shards>,
 }
 
 /// A running controller; dropping it stops its watches and reconciles.
@@ -133,6 +140,11 @@ enum Failure {
     Api(kube::Error),
     #[error("{message}")]
     OverBudget { message: String, wait: Duration },
+    #[error("{verb} not sent: {lapsed}")]
+    Fenced {
+        verb: &'static str,
+        lapsed: crate::apply::fence::Lapsed,
+    },
 }
 
 /// Starts `declaration` serving `plugin`.
@@ -161,9 +173,15 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
     let stores: Vec<Store<DynamicObject>> = children.iter().map(|c| c.store.clone()).collect();
     let (observed, controller) = observe(&client, &declaration, &stores, controller);
     let (reconcile_all, asked) = tokio::sync::watch::channel(0u64);
-    let again = futures::stream::unfold(asked, |mut asked| async move {
+    let asked_again = futures::stream::unfold(asked, |mut asked| async move {
         asked.changed().await.ok().map(|()| ((), asked))
     });
+    // Sharded: a shard turning active here re-queues every parent.
+    let activated = match &shared.shards {
+        Some(shards) => shards.activations().boxed(),
+        None => futures::stream::pending().boxed(),
+    };
+    let again = futures::stream::select(asked_again, activated);
     let parents = convert_v3::Records::new(
         &declaration.parent.declared.api_version,
         &declaration.parent.declared.kind,
@@ -269,15 +287,51 @@ impl ParentWalk {
 }
 
 async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Failure> {
+    let Some(shards) = ctx.shared.shards.clone() else {
+        return reconcile_fenced(parent, ctx, &WriteFence::open())
+            .await
+            .map(|(action, _)| action);
+    };
+    let uid = parent.uid().unwrap_or_default();
+    let guard = match sharding::enter(&shards, &uid) {
+        Ok(guard) => guard,
+        Err(instead) => return Ok(instead),
+    };
+    let fence = sharding::fence(&guard);
+    tokio::select! {
+        result = reconcile_fenced(parent.clone(), ctx.clone(), &fence) => {
+            let result = result?;
+            if let (_, Some(written)) = &result {
+                let writes = written.applied + written.deleted + u32::from(written.status);
+                shards.metrics().declared_wrote(&ctx.declaration.name, guard.shard(), writes);
+            }
+            Ok(result.0)
+        }
+        () = guard.lost() => {
+            // What was awaited of the writes cut short is not waited for
+            // when the shard comes back.
+            ctx.expectations.forget(&uid);
+            tracing::info!(controller = %ctx.declaration.name, parent = %object_key(&parent),
+                shard = guard.shard(), "shard lost mid-reconcile; cancelled (its holder reconciles it)");
+            Ok(sharding::after_lapse(&shards, guard.shard()))
+        }
+    }
+}
+
+/// One reconcile, its writes checked by `fence`; the writes made.
+async fn reconcile_fenced(
+    parent: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+    fence: &WriteFence,
+) -> Result<(Action, Option<Written>), Failure> {
     let started = Instant::now();
     let uid = parent.uid().unwrap_or_default();
     let plugin = ctx.slot.plugin_for(&uid);
-    let result = reconcile_once(&parent, &ctx, &plugin).await;
+    let result = reconcile_once(&parent, &ctx, &plugin, fence).await;
     if let Some(sample) = sample_of(&result) {
         ctx.slot
             .record(&uid, plugin.digest(), sample, started.elapsed());
     }
-    let result = result.map(|(action, _)| action);
     let key = object_key(&parent);
     ctx.shared.metrics.declared_reconcile(
         &ctx.declaration.name,
@@ -297,7 +351,7 @@ async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Acti
 /// doing, an API error or no call).
 fn sample_of(result: &Result<(Action, Option<Written>), Failure>) -> Option<Sample> {
     match result {
-        Ok((_, None)) | Err(Failure::Api(_)) => None,
+        Ok((_, None)) | Err(Failure::Api(_) | Failure::Fenced { .. }) => None,
         Ok((_, Some(written))) => {
             let writes = written.applied + written.deleted + u32::from(written.status);
             Some(Sample::Accepted {
@@ -329,6 +383,7 @@ async fn reconcile_once(
     parent: &DynamicObject,
     ctx: &Context,
     plugin: &Arc<LoadedPlugin>,
+    fence: &WriteFence,
 ) -> Result<(Action, Option<Written>), Failure> {
     let (Some(namespace), Some(uid)) = (parent.namespace(), parent.uid()) else {
         return Ok((Action::await_change(), None));
@@ -354,6 +409,7 @@ async fn reconcile_once(
         deleting: &deleting,
         budget: &ctx.budget,
         applied: &ctx.applied,
+        fence,
     };
     let parent_ref = ParentRef {
         namespace: &namespace,
@@ -451,6 +507,7 @@ fn failure(err: ApplyError) -> Failure {
             message: err.to_string(),
             wait,
         },
+        ApplyError::Fenced { verb, lapsed } => Failure::Fenced { verb, lapsed },
     }
 }
 
@@ -579,6 +636,12 @@ fn input(
 fn error_policy(parent: Arc<DynamicObject>, failure: &Failure, ctx: Arc<Context>) -> Action {
     let key = object_key(&parent);
     let uid = parent.uid().unwrap_or_default();
+    if let (Failure::Fenced { verb, lapsed }, Some(shards)) = (failure, &ctx.shared.shards) {
+        ctx.shared.metrics.write_fenced(verb, lapsed.kind);
+        tracing::info!(controller = %ctx.declaration.name, object = %key, error = %lapsed,
+            "write fenced: the shard's hold lapsed on this host's clock; not sent, reconcile ended");
+        return sharding::after_lapse(shards, shards.shard_of(&uid));
+    }
     let failures = {
         let mut all = ctx.failures.lock_unpoisoned();
         let count = all.entry(key.clone()).or_insert(0);
@@ -596,6 +659,7 @@ fn error_policy(parent: Arc<DynamicObject>, failure: &Failure, ctx: Arc<Context>
         ),
         Failure::Api(err) => ("FailedApply", format!("applying the plan: {err}")),
         Failure::OverBudget { message, .. } => ("WriteBudgetExceeded", message.clone()),
+        Failure::Fenced { .. } => ("WriteFenced", failure.to_string()),
     };
     tracing::warn!(controller = %ctx.declaration.name, object = %key, reason, "{note}");
     if failures == 1 || failures.is_power_of_two() {

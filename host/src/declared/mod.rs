@@ -9,7 +9,9 @@
 //! with the first that passes ([`controller`]) and swaps in each later one
 //! between reconciles. A refusal keeps what serves, and is said on the
 //! resource's status and as a Warning Event on it. Each reconcile's output
-//! is checked ([`checks`]) and applied ([`apply`]) by the host.
+//! is checked ([`checks`]) and applied ([`apply`]) by the host. With
+//! `--shards`, every replica runs every controller and reconciles only the
+//! parents of the shards it holds ([`sharding`]).
 
 pub mod applied;
 pub mod apply;
@@ -21,6 +23,7 @@ pub mod kinds;
 pub mod observed;
 pub mod rbac;
 pub mod rollout;
+pub mod sharding;
 mod status;
 mod supervisor;
 

@@ -1,5 +1,10 @@
 //! What the host says on a `PluginController`'s status: resolving,
 //! serving, refused, and the canary rollout going on or last decided.
+//!
+//! Sharded, every replica supervises every resource, but only the holder
+//! of shard 0 writes its status ([`super::sharding::writes_resource_status`]);
+//! the others keep what they would have written as one merge patch, sent
+//! when they take shard 0 ([`StatusOf::flush`]).
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
@@ -9,6 +14,7 @@ use super::controller::Declaration;
 use super::kinds;
 use crate::crd::controller::PluginController;
 use crate::crd::plugin::{PluginRefusal, RolloutStatus, RolloutStepRecord};
+use crate::locks::MutexExt;
 use crate::refusal::Refusal;
 use crate::runtime::LoadedPlugin;
 
@@ -29,6 +35,10 @@ pub(super) struct StatusOf {
     api: Api<PluginController>,
     name: String,
     generation: Option<i64>,
+    /// Sharded: the replica's shards (it writes while it holds shard 0).
+    shards: Option<crate::shards::Shards>,
+    /// What was not written yet (not the status writer), as one merge patch.
+    unsent: std::sync::Mutex<Option<serde_json::Value>>,
 }
 
 impl StatusOf {
@@ -37,6 +47,35 @@ impl StatusOf {
             api: Api::all(client.clone()),
             name: resource.name_any(),
             generation: resource.metadata.generation,
+            shards: None,
+            unsent: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Sharded: writes only while this replica holds shard 0.
+    pub(super) fn sharded(mut self, shards: Option<crate::shards::Shards>) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Sends what was kept while another replica wrote the status, once
+    /// this one writes it (called on the supervisor's tick).
+    pub(super) async fn flush(&self) {
+        if !super::sharding::writes_resource_status(self.shards.as_ref()) {
+            return;
+        }
+        let unsent = self.unsent.lock_unpoisoned().take();
+        if let Some(status) = unsent {
+            self.send(status).await;
+        }
+    }
+
+    /// Sharded: once the supervisor is done, sends what is kept when this
+    /// replica writes the status (until then it looks every second).
+    pub(super) async fn settle(&self) {
+        while self.unsent.lock_unpoisoned().is_some() {
+            self.flush().await;
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
     }
 
@@ -109,6 +148,26 @@ impl StatusOf {
     }
 
     async fn write_raw(&self, status: serde_json::Value) {
+        if !super::sharding::writes_resource_status(self.shards.as_ref()) {
+            let mut unsent = self.unsent.lock_unpoisoned();
+            match unsent.as_mut() {
+                Some(kept) => compose_merge(kept, status),
+                None => *unsent = Some(status),
+            }
+            return;
+        }
+        let unsent = self.unsent.lock_unpoisoned().take();
+        let status = match unsent {
+            Some(mut kept) => {
+                compose_merge(&mut kept, status);
+                kept
+            }
+            None => status,
+        };
+        self.send(status).await;
+    }
+
+    async fn send(&self, status: serde_json::Value) {
         let patch = json!({ "status": status });
         if let Err(err) = self
             .api
@@ -117,6 +176,27 @@ impl StatusOf {
         {
             tracing::warn!(controller = %self.name, "writing the PluginController's status: {err}");
         }
+    }
+}
+
+/// `later` merged into `first` so that applying the result as a merge
+/// patch (RFC 7386) does what applying `first` then `later` does: objects
+/// are merged key by key, anything else (a `null` included) replaces.
+fn compose_merge(first: &mut serde_json::Value, later: serde_json::Value) {
+    match (first, later) {
+        (serde_json::Value::Object(first), serde_json::Value::Object(later)) => {
+            for (key, value) in later {
+                match first.get_mut(&key) {
+                    Some(existing) if existing.is_object() && value.is_object() => {
+                        compose_merge(existing, value);
+                    }
+                    _ => {
+                        first.insert(key, value);
+                    }
+                }
+            }
+        }
+        (first, later) => *first = later,
     }
 }
 
@@ -154,4 +234,25 @@ fn condition(
 
 pub(super) fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_patches_compose_into_one_that_does_what_both_do() {
+        let mut kept = json!({"state": "Resolving", "conditions": [1], "rollout": {"rule": "x", "phase": "Progressing"}});
+        compose_merge(
+            &mut kept,
+            json!({"state": "Serving", "rollout": {"rule": null}, "digest": "sha256:a"}),
+        );
+        assert_eq!(
+            kept,
+            json!({"state": "Serving", "conditions": [1], "digest": "sha256:a",
+                   "rollout": {"rule": null, "phase": "Progressing"}})
+        );
+        compose_merge(&mut kept, json!({"conditions": [2, 3]}));
+        assert_eq!(kept["conditions"], json!([2, 3]), "a list replaces");
+    }
 }

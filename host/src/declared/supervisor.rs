@@ -45,11 +45,13 @@ pub(super) async fn supervise(
     settings: Settings,
     actions: watch::Receiver<Option<String>>,
 ) {
-    let status = StatusOf::new(&resource, &settings.shared.client);
+    let status =
+        StatusOf::new(&resource, &settings.shared.client).sharded(settings.shared.shards.clone());
     let declaration = match declare(&resource, &settings).await {
         Ok(declaration) => declaration,
         Err(refusal) => {
             refuse(&resource, &settings, &status, "", &refusal).await;
+            status.settle().await;
             return;
         }
     };
@@ -63,6 +65,7 @@ pub(super) async fn supervise(
         history: Vec::new(),
     };
     supervisor.run(actions).await;
+    supervisor.status.settle().await;
 }
 
 struct Supervisor {
@@ -137,7 +140,10 @@ impl Supervisor {
                     // the resource goes.
                     None => source_open = false,
                 },
-                _ = tick.tick() => self.judge().await,
+                _ = tick.tick() => {
+                    self.status.flush().await;
+                    self.judge().await;
+                }
                 changed = actions.changed(), if actions_open => match changed {
                     Ok(()) => {
                         let action = actions.borrow_and_update().clone();
@@ -477,6 +483,7 @@ async fn declare(resource: &PluginController, settings: &Settings) -> Result<Dec
         ));
     }
     let spec = &resource.spec;
+    super::sharding::check_rollout(resource, settings.shared.shards.as_ref())?;
     if spec.rollout.as_ref().is_some_and(|r| r.shadow_stable) {
         return Err(Refusal::new(
             "controller/rollout",

@@ -401,11 +401,13 @@ pub async fn run(args: RunArgs) -> Result<()> {
         deliver_in_background(&client, &metrics, &plugins, delivery);
     }
 
+    // Sharded, the Jinghzhu controller's shard sync turns taken shards
+    // active for both (the declared watches already show every shard).
     let _declared = start_declared(
         &args,
         &metrics,
         (&runtime_for_declared, &policy, leadership.clone()),
-        None,
+        (None, shards.clone()),
     )
     .await?;
     let config = controller_config(
@@ -444,6 +446,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
 /// the host's does, but reads pods as they come: the host's own client
 /// leaves out every pod no Jinghzhu controls. `synced`, when given, is
 /// marked once the `PluginController` watch has had its first list.
+/// Sharded (`shards`), every replica runs every declared controller and
+/// reconciles the parents of the shards it holds (`declared::sharding`).
 async fn start_declared(
     args: &RunArgs,
     metrics: &Arc<Metrics>,
@@ -452,16 +456,10 @@ async fn start_declared(
         &crate::apply::policy::PolicyConfig,
         Leadership,
     ),
-    synced: Option<Arc<Health>>,
+    (synced, shards): (Option<Arc<Health>>, Option<crate::shards::Shards>),
 ) -> Result<Option<AbortOnDrop>> {
     if !args.plugin_controllers {
         return Ok(None);
-    }
-    if args.leader_election.shard_config().is_some() {
-        bail!(
-            "--plugin-controllers does not shard yet: run the declared controllers in one \
-             replica, or in several with --leader-elect (the leader runs them)"
-        );
     }
     let bounds = crate::kube_api::list_bounds::ListBounds::new(
         args.lists.limits(),
@@ -494,6 +492,7 @@ async fn start_declared(
             client: client.clone(),
             events,
             metrics: metrics.clone(),
+            shards,
         },
         runtime: runtime.clone(),
         opener,
@@ -550,15 +549,23 @@ fn serving_runtime(args: &RunArgs) -> Result<Arc<Runtime>> {
 
 /// `--plugin-controllers` without a Jinghzhu plugin: only the declared
 /// controllers run (no Jinghzhu CRD needed), with the metrics and probe
-/// endpoint and, with `--leader-elect`, on the leader only, until Ctrl-C
-/// or SIGTERM (the Lease is then released).
+/// endpoint and, with `--leader-elect`, on the leader only, or with
+/// `--shards`, on every replica for the parents of its shards, until
+/// Ctrl-C or SIGTERM (the Leases are then released: the shards after their
+/// running reconciles finish).
 async fn run_declared_only(args: RunArgs) -> Result<()> {
     let policy = args.policy.config()?;
-    let (election, _) = replica_config(&args)?;
+    let (election, sharding) = replica_config(&args)?;
     let metrics = Arc::new(Metrics::default());
     let client = connect().await?;
     let runtime = serving_runtime(&args)?;
     let (leadership, elector, leader) = start_election(&client, &metrics, election)?;
+    let (shards, coordinator) = start_shards(&client, sharding)?;
+    let _activating = shards.clone().map(|shards| {
+        AbortOnDrop::from(tokio::spawn(crate::declared::sharding::activate_taken(
+            shards,
+        )))
+    });
     let health = Arc::new(Health::default());
     serve::spawn_declared(
         args.metrics_addr,
@@ -567,6 +574,7 @@ async fn run_declared_only(args: RunArgs) -> Result<()> {
             health: health.clone(),
             leadership: leadership.clone(),
             leader,
+            shards: shards.clone(),
         },
     )
     .await?;
@@ -575,15 +583,29 @@ async fn run_declared_only(args: RunArgs) -> Result<()> {
         &args,
         &metrics,
         (&runtime, &policy, leadership),
-        Some(health),
+        (Some(health), shards),
     )
     .await?;
     tracing::info!(
         workers = args.workers,
         leader_election = elector.is_some(),
+        shards = args.leader_election.shards,
         "declared controllers starting (no Jinghzhu plugin)"
     );
     shutdown_signal().await;
+    if let Some(coordinator) = coordinator {
+        // Draining: no reconcile starts, the running ones finish, then
+        // each shard's Lease is released for its next holder.
+        let timeout = Duration::from_secs(args.shutdown_timeout_secs);
+        if tokio::time::timeout(timeout, coordinator.release())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "shutting down: releasing the shards took too long; their Leases expire on their own"
+            );
+        }
+    }
     drop(declared);
     if let Some(elector) = elector {
         let timeout = Duration::from_secs(args.shutdown_timeout_secs);

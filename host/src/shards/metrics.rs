@@ -20,7 +20,10 @@
 //!   because this replica does not (or no longer, or not yet) own the
 //!   object's shard;
 //! - `wasm_operator_shard_labels_written_total{kind}`: shard labels the
-//!   labeller wrote (`jinghzhu`, `pod`).
+//!   labeller wrote (`jinghzhu`, `pod`);
+//! - `wasm_operator_shard_declared_writes_total{controller,shard}`: writes
+//!   (children applied or deleted, parent statuses) this replica sent for
+//!   the parents of each shard, by declared controller (`--plugin-controllers`).
 //!
 //! The work queue's own metrics (`workqueue_depth`, …) are per replica, so in
 //! sharded mode they count the owned shards' objects only; the queue's
@@ -63,6 +66,15 @@ pub struct KindLabels {
     pub kind: String,
 }
 
+/// `{controller,shard}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerShardLabels {
+    /// The `PluginController`'s name.
+    pub controller: String,
+    /// Shard number.
+    pub shard: String,
+}
+
 /// See the module documentation.
 #[derive(Debug, Default, Clone)]
 pub struct ShardMetrics {
@@ -84,6 +96,8 @@ pub struct ShardMetrics {
     pub skipped: Counter,
     /// Labels written by the labeller.
     pub labels_written: Family<KindLabels, Counter>,
+    /// Writes of declared controllers, by controller and shard.
+    pub declared_writes: Family<ControllerShardLabels, Counter>,
 }
 
 impl ShardMetrics {
@@ -134,6 +148,21 @@ impl ShardMetrics {
             "Shard labels written on Jinghzhus and pods",
             self.labels_written.clone(),
         );
+        registry.register(
+            "wasm_operator_shard_declared_writes",
+            "Writes a declared controller sent for the parents of each shard (children applied or deleted, statuses)",
+            self.declared_writes.clone(),
+        );
+    }
+
+    /// Counts `writes` a declared controller sent for a parent of `shard`.
+    pub fn declared_wrote(&self, controller: &str, shard: u32, writes: u32) {
+        self.declared_writes
+            .get_or_create(&ControllerShardLabels {
+                controller: controller.to_string(),
+                shard: shard.to_string(),
+            })
+            .inc_by(u64::from(writes));
     }
 
     /// Counts a handover.

@@ -234,6 +234,7 @@ async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>) {
             client: client.clone(),
             events,
             metrics,
+            shards: None,
         },
         runtime: Arc::new(runtime),
         opener: SourceOpener::new(
