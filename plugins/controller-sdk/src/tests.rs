@@ -165,3 +165,13 @@ fn a_parent_from_a_manifest() {
     assert_eq!(input.spec()["replicas"], json!(3));
     assert!(testing::from_manifest(&json!({ "kind": "X" })).is_err());
 }
+
+#[test]
+fn a_parent_body_that_is_not_a_json_object_is_a_permanent_error() {
+    for (body, needle) in [("nope", "is not JSON"), ("[1]", "is not a JSON object")] {
+        let mut raw = fixture().input().raw().clone();
+        raw.parent.body_json = body.into();
+        let err = Input::new(raw).err().expect("an error");
+        assert!(!err.retryable && err.message.contains(needle), "{body}: {err:?}");
+    }
+}
