@@ -172,6 +172,9 @@ fn a_parent_body_that_is_not_a_json_object_is_a_permanent_error() {
         let mut raw = fixture().input().raw().clone();
         raw.parent.body_json = body.into();
         let err = Input::new(raw).err().expect("an error");
-        assert!(!err.retryable && err.message.contains(needle), "{body}: {err:?}");
+        assert!(
+            !err.retryable && err.message.contains(needle),
+            "{body}: {err:?}"
+        );
     }
 }

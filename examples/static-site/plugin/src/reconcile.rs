@@ -61,17 +61,25 @@ fn qualified(child: &Desired) -> String {
 /// Deletes the listed children of the kinds the site applies whose names
 /// it does not apply (renamed, left over, or made by hand with its owner).
 fn delete_strays(input: &Input, desired: &[Desired], out: &mut Output) {
-    for kind in desired {
+    let mut kinds: Vec<(&str, &str)> = Vec::new();
+    for child in desired {
+        let kind = (child.api_version.as_str(), child.kind.as_str());
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    for (api_version, kind) in kinds {
         let wanted = |name: &str| {
             desired.iter().any(|d| {
-                (&d.api_version, &d.kind, d.name.as_str()) == (&kind.api_version, &kind.kind, name)
+                (d.api_version.as_str(), d.kind.as_str(), d.name.as_str())
+                    == (api_version, kind, name)
             })
         };
         for stray in input
-            .children(&qualified(kind))
+            .children(&format!("{api_version}/{kind}"))
             .filter(|c| !wanted(c.name()))
         {
-            out.delete(&kind.api_version, &kind.kind, stray.name());
+            out.delete(api_version, kind, stray.name());
         }
     }
 }
