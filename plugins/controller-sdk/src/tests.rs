@@ -102,10 +102,7 @@ fn merged_status_fields_keep_the_others_and_write_only_a_change() {
     out.merge_status(&fresh, &json!({ "url": "" }))
         .expect("merged");
     assert_eq!(out.status, None, "an empty string is a string's zero value");
-    let err = out
-        .merge_status(&fresh, &json!([1]))
-        .err()
-        .expect("an error");
+    let err = out.merge_status(&fresh, &json!([1])).expect_err("an error");
     assert!(!err.retryable && err.message.contains("not a JSON object"));
 }
 
@@ -171,7 +168,7 @@ fn a_parent_body_that_is_not_a_json_object_is_a_permanent_error() {
     for (body, needle) in [("nope", "is not JSON"), ("[1]", "is not a JSON object")] {
         let mut raw = fixture().input().raw().clone();
         raw.parent.body_json = body.into();
-        let err = Input::new(raw).err().expect("an error");
+        let err = Input::new(raw).expect_err("an error");
         assert!(
             !err.retryable && err.message.contains(needle),
             "{body}: {err:?}"

@@ -31,7 +31,12 @@ fn a_fresh_memcached_gets_one_deployment_of_its_size() {
             ("app.kubernetes.io/name", "memcached"),
         ]
     );
-    assert!(d.annotations.is_empty());
+    // Only the v2 build (hot-swap tests) annotates its Deployment.
+    assert!(
+        d.annotations
+            .keys()
+            .all(|key| key == "cache.example.com/plugin-build")
+    );
     let selector =
         json!({ "app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": NAME });
     let expected = json!({ "spec": {
