@@ -35,7 +35,9 @@
 //!   JSON, or deserialized with [`Input::spec_as`]) and its children by
 //!   kind ([`Input::children`]);
 //! * [`Output`] and [`Desired`]: the children as they should be, deletes,
-//!   the new status (written only when it differs), [`Event`]s, requeue;
+//!   the new status (written only when it differs: whole with
+//!   [`Output::set_status`], or the plugin's fields merged into the stored
+//!   status with [`Output::merge_status`]), [`Event`]s, requeue;
 //! * [`log`]: structured logs to the host (captured natively in tests);
 //! * [`testing`]: a parent with its children as the host would pass them,
 //!   built in code or from Kubernetes manifests, and [`testing::reconcile`]
@@ -68,6 +70,7 @@ pub mod bindings {
 mod input;
 pub mod log;
 mod output;
+mod status;
 pub mod testing;
 #[cfg(test)]
 mod tests;

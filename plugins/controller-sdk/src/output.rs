@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::wasm_operator::controller::types as wire;
@@ -154,6 +155,25 @@ impl Output {
     pub fn set_status(&mut self, input: &Input, status: Value) -> &mut Self {
         self.status = (input.status() != &status).then_some(status);
         self
+    }
+
+    /// Sets the fields of `fields` (a struct that serializes to a JSON
+    /// object, or a [`json!`](crate::json) object) in the parent's status,
+    /// keeping the stored status's other fields (another controller's, a
+    /// human's), and writes it only when one of `fields` changes. A field
+    /// absent or null in the stored status counts as its zero value (`0`,
+    /// `""`, `false`, `[]`, `{}`), so a status whose empty fields were never
+    /// stored is not rewritten on every reconcile. Use [`Self::set_status`]
+    /// to own the whole status instead.
+    ///
+    /// Fails (permanently) when `fields` is not a JSON object.
+    pub fn merge_status(
+        &mut self,
+        input: &Input,
+        fields: &impl Serialize,
+    ) -> Result<&mut Self, ReconcileError> {
+        self.status = crate::status::merged(input.status(), fields)?;
+        Ok(self)
     }
 
     /// Records `event` on the parent.

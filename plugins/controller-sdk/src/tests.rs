@@ -66,6 +66,46 @@ fn a_status_equal_to_the_stored_one_is_not_written() {
     assert_eq!(out.status, Some(json!({ "phase": "Creating" })));
 }
 
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Owned {
+    ready_replicas: i64,
+    nodes: Vec<String>,
+}
+
+#[test]
+fn merged_status_fields_keep_the_others_and_write_only_a_change() {
+    let owned = |ready: i64| Owned {
+        ready_replicas: ready,
+        nodes: Vec::new(),
+    };
+    let stored = |status| fixture().status(status).input().view();
+    let mut out = Output::new();
+    let input = stored(json!({ "phase": "Ready", "readyReplicas": 1, "nodes": [] }));
+    out.merge_status(&input, &owned(2)).expect("merged");
+    assert_eq!(
+        out.status,
+        Some(json!({ "phase": "Ready", "readyReplicas": 2, "nodes": [] })),
+        "the other field is kept"
+    );
+    out.merge_status(&input, &owned(1)).expect("merged");
+    assert_eq!(out.status, None, "nothing changed");
+    let dropped = stored(json!({ "phase": "Ready", "nodes": null }));
+    out.merge_status(&dropped, &owned(0)).expect("merged");
+    assert_eq!(out.status, None, "absent and null read as zero values");
+    let fresh = Fixture::parent("example.com/v1", "WebApp", "web")
+        .input()
+        .view();
+    out.merge_status(&fresh, &json!({ "url": "http://web" }))
+        .expect("merged");
+    assert_eq!(out.status, Some(json!({ "url": "http://web" })));
+    out.merge_status(&fresh, &json!({ "url": "" }))
+        .expect("merged");
+    assert_eq!(out.status, None, "an empty string is a string's zero value");
+    let err = out.merge_status(&fresh, &json!([1])).expect_err("an error");
+    assert!(!err.retryable && err.message.contains("not a JSON object"));
+}
+
 #[test]
 fn the_output_goes_on_the_wire_as_the_host_reads_it() {
     let mut out = Output::new();
@@ -121,4 +161,17 @@ fn a_parent_from_a_manifest() {
     assert_eq!(input.label("tier"), Some("web"));
     assert_eq!(input.spec()["replicas"], json!(3));
     assert!(testing::from_manifest(&json!({ "kind": "X" })).is_err());
+}
+
+#[test]
+fn a_parent_body_that_is_not_a_json_object_is_a_permanent_error() {
+    for (body, needle) in [("nope", "is not JSON"), ("[1]", "is not a JSON object")] {
+        let mut raw = fixture().input().raw().clone();
+        raw.parent.body_json = body.into();
+        let err = Input::new(raw).expect_err("an error");
+        assert!(
+            !err.retryable && err.message.contains(needle),
+            "{body}: {err:?}"
+        );
+    }
 }

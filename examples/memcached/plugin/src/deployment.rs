@@ -2,15 +2,18 @@
 //! body (replicas, selector and a restricted pod template running
 //! memcached), as the Operator SDK tutorial builds it.
 
-use serde_json::{Value, json};
+use wasm_operator_controller_sdk::{Desired, Value, json};
 
 use crate::spec::MemcachedSpec;
-use crate::{DesiredChild, KeyValue};
 
 /// API version of the owned Deployment.
 pub const API_VERSION: &str = "apps/v1";
 /// Kind of the owned Deployment.
 pub const KIND: &str = "Deployment";
+/// The owned Deployment's kind as [`Input::children`] takes it.
+///
+/// [`Input::children`]: wasm_operator_controller_sdk::Input::children
+pub const QUALIFIED_KIND: &str = "apps/v1/Deployment";
 /// The memcached image the tutorial runs.
 pub const IMAGE: &str = "memcached:1.6.26-alpine";
 /// `app.kubernetes.io/name` of everything the plugin creates.
@@ -19,6 +22,8 @@ pub const APP_NAME: &str = "memcached";
 pub const MANAGED_BY: &str = "memcached-plugin";
 /// The non-root user memcached runs as.
 pub const RUN_AS_USER: i64 = 1001;
+/// The annotation the `v2` build (hot-swap tests) puts on its Deployments.
+pub const BUILD_ANNOTATION: &str = "cache.example.com/plugin-build";
 
 /// The labels that select the pods of the Memcached `instance` (the
 /// Deployment's selector and its pod template's labels).
@@ -29,23 +34,9 @@ pub fn selector_labels(instance: &str) -> Value {
     })
 }
 
-/// The Deployment's own labels: the selector's plus `managed-by`.
-pub fn labels(instance: &str) -> Vec<KeyValue> {
-    [
-        ("app.kubernetes.io/name", APP_NAME),
-        ("app.kubernetes.io/instance", instance),
-        ("app.kubernetes.io/managed-by", MANAGED_BY),
-    ]
-    .into_iter()
-    .map(|(key, value)| KeyValue {
-        key: key.to_string(),
-        value: value.to_string(),
-    })
-    .collect()
-}
-
-/// The Deployment the Memcached `name` should own for `spec`.
-pub fn desired(name: &str, spec: &MemcachedSpec) -> DesiredChild {
+/// The Deployment the Memcached `name` should own for `spec`: labelled
+/// with the selector's labels plus `managed-by`.
+pub fn desired(name: &str, spec: &MemcachedSpec) -> Desired {
     let body = json!({
         "spec": {
             "replicas": spec.size,
@@ -56,25 +47,15 @@ pub fn desired(name: &str, spec: &MemcachedSpec) -> DesiredChild {
             },
         },
     });
-    DesiredChild {
-        api_version: API_VERSION.to_string(),
-        kind: KIND.to_string(),
-        name: name.to_string(),
-        labels: labels(name),
-        annotations: build_annotations(),
-        body_json: body.to_string(),
-    }
-}
-
-/// The `v2` build (hot-swap tests) marks its Deployments.
-fn build_annotations() -> Vec<KeyValue> {
+    let deployment = Desired::new(API_VERSION, KIND, name)
+        .label("app.kubernetes.io/name", APP_NAME)
+        .label("app.kubernetes.io/instance", name)
+        .label("app.kubernetes.io/managed-by", MANAGED_BY)
+        .body(body);
     if cfg!(feature = "v2") {
-        vec![KeyValue {
-            key: "cache.example.com/plugin-build".to_string(),
-            value: "v2".to_string(),
-        }]
+        deployment.annotation(BUILD_ANNOTATION, "v2")
     } else {
-        Vec::new()
+        deployment
     }
 }
 

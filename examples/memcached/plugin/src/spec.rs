@@ -1,12 +1,12 @@
-//! Reading the parent: its body JSON and the `spec` fields the plugin uses
-//! (`size`, `containerPort`), checked, with error messages that say what
-//! to fix. The CRD's schema already bounds them; the plugin checks again
+//! Reading the parent's `spec`: the fields the plugin uses (`size`,
+//! `containerPort`), checked, with error messages that say what to fix
+//! (hand-written rather than `Input::spec_as`, so that each names the
+//! field, its range and the value found). The CRD's schema already bounds them; the plugin checks again
 //! so that it never proposes a Deployment from a spec it does not
 //! understand (a CRD installed without the schema, an older version).
 
-use serde_json::{Map, Value};
-
-use crate::{Object, ReconcileError};
+use wasm_operator_controller_sdk::Value;
+use wasm_operator_controller_sdk::serde_json::Map;
 
 /// The largest `spec.size` accepted (the CRD's `maximum`).
 pub const MAX_SIZE: i64 = 100;
@@ -23,32 +23,9 @@ pub struct MemcachedSpec {
     pub container_port: i64,
 }
 
-/// A reconcile error that retrying cannot fix: the object must change.
-pub fn invalid(message: String) -> ReconcileError {
-    ReconcileError {
-        message,
-        retryable: false,
-    }
-}
-
-/// The object's body (every top-level field but apiVersion, kind and
-/// metadata) as a JSON object, or a message saying why it is not one.
-pub fn parse_body(object: &Object) -> Result<Map<String, Value>, String> {
-    match serde_json::from_str::<Value>(&object.body_json) {
-        Ok(Value::Object(body)) => Ok(body),
-        Ok(other) => Err(format!(
-            "the body of {} {} is not a JSON object but {other}",
-            object.kind, object.metadata.name
-        )),
-        Err(error) => Err(format!(
-            "the body of {} {} is not JSON: {error}",
-            object.kind, object.metadata.name
-        )),
-    }
-}
-
-/// Reads and checks `spec.size` and `spec.containerPort` of a body.
-pub fn read_spec(body: &Map<String, Value>) -> Result<MemcachedSpec, String> {
+/// Reads and checks `spec.size` and `spec.containerPort` of the parent's
+/// body (`Input::body`).
+pub fn read_spec(body: &Value) -> Result<MemcachedSpec, String> {
     let spec = match body.get("spec") {
         Some(Value::Object(spec)) => spec,
         Some(other) => return Err(format!("spec must be an object, got {other}")),

@@ -4,10 +4,9 @@
 //! template, so that a content change rolls the pods) and a Service
 //! `<name>` in front of it.
 
-use serde_json::{Value, json};
+use wasm_operator_controller_sdk::{Desired, Value, json};
 
 use crate::spec::SiteSpec;
-use crate::{DesiredChild, KeyValue};
 
 /// The unprivileged nginx image (listens on 8080, runs as user 101).
 pub const IMAGE: &str = "nginxinc/nginx-unprivileged:1.27-alpine";
@@ -30,6 +29,8 @@ pub const CONFIG_MAP: (&str, &str) = ("v1", "ConfigMap");
 pub const DEPLOYMENT: (&str, &str) = ("apps/v1", "Deployment");
 /// See [`CONFIG_MAP`].
 pub const SERVICE: (&str, &str) = ("v1", "Service");
+/// The Deployment's kind as `Input::child` takes it.
+pub const QUALIFIED_DEPLOYMENT: &str = "apps/v1/Deployment";
 
 /// The name of the site's ConfigMap.
 pub fn config_map_name(site: &str) -> String {
@@ -44,23 +45,8 @@ pub fn selector_labels(site: &str) -> Value {
     })
 }
 
-/// Every child's own labels: the selector's plus `managed-by`.
-pub fn labels(site: &str) -> Vec<KeyValue> {
-    [
-        ("app.kubernetes.io/name", APP_NAME),
-        ("app.kubernetes.io/instance", site),
-        ("app.kubernetes.io/managed-by", MANAGED_BY),
-    ]
-    .into_iter()
-    .map(|(key, value)| KeyValue {
-        key: key.to_string(),
-        value: value.to_string(),
-    })
-    .collect()
-}
-
 /// The three children of the site `name`: ConfigMap, Deployment, Service.
-pub fn desired(name: &str, spec: &SiteSpec, hash: &str) -> Vec<DesiredChild> {
+pub fn desired(name: &str, spec: &SiteSpec, hash: &str) -> Vec<Desired> {
     let config_map = json!({ "data": spec.content });
     let service = json!({ "spec": {
         "type": "ClusterIP",
@@ -79,16 +65,14 @@ pub fn desired(name: &str, spec: &SiteSpec, hash: &str) -> Vec<DesiredChild> {
     ]
 }
 
-/// A child of `kind` named `name`, labelled for the site `site`.
-fn child((api_version, kind): (&str, &str), name: &str, site: &str, body: &Value) -> DesiredChild {
-    DesiredChild {
-        api_version: api_version.to_string(),
-        kind: kind.to_string(),
-        name: name.to_string(),
-        labels: labels(site),
-        annotations: Vec::new(),
-        body_json: body.to_string(),
-    }
+/// A child of `kind` named `name`, labelled for the site `site` (the
+/// selector's labels plus `managed-by`).
+fn child((api_version, kind): (&str, &str), name: &str, site: &str, body: &Value) -> Desired {
+    Desired::new(api_version, kind, name)
+        .label("app.kubernetes.io/name", APP_NAME)
+        .label("app.kubernetes.io/instance", site)
+        .label("app.kubernetes.io/managed-by", MANAGED_BY)
+        .body(body.clone())
 }
 
 /// The Deployment's body: `replicas` nginx pods mounting the ConfigMap.

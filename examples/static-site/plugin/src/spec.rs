@@ -1,6 +1,8 @@
-//! Reading the parent: its body JSON, its name (which names a Service) and
-//! the `spec` fields the plugin uses (`content`, `replicas`, `port`),
-//! checked, with error messages that say what to fix. The CRD's schema
+//! Reading the parent: its name (which names a Service) and the `spec`
+//! fields the plugin uses (`content`, `replicas`, `port`), checked, with
+//! error messages that say what to fix (hand-written rather than
+//! `Input::spec_as`, so that each names the field, what it accepts and the
+//! value found). The CRD's schema
 //! bounds most of them; the plugin checks again so that it never proposes
 //! children from a spec it does not understand, and checks what the schema
 //! cannot (file names a ConfigMap accepts, the total size).
@@ -8,9 +10,8 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
-use serde_json::{Map, Value};
-
-use crate::{Object, ReconcileError};
+use wasm_operator_controller_sdk::Value;
+use wasm_operator_controller_sdk::serde_json::Map;
 
 /// The most replicas accepted (the CRD's `maximum`).
 pub const MAX_REPLICAS: i64 = 10;
@@ -33,30 +34,6 @@ pub struct SiteSpec {
     pub port: i64,
 }
 
-/// A reconcile error that retrying cannot fix: the object must change.
-pub fn invalid(message: String) -> ReconcileError {
-    ReconcileError {
-        message,
-        retryable: false,
-    }
-}
-
-/// The object's body (every top-level field but apiVersion, kind and
-/// metadata) as a JSON object, or a message saying why it is not one.
-pub fn parse_body(object: &Object) -> Result<Map<String, Value>, String> {
-    match serde_json::from_str::<Value>(&object.body_json) {
-        Ok(Value::Object(body)) => Ok(body),
-        Ok(other) => Err(format!(
-            "the body of {} {} is not a JSON object but {other}",
-            object.kind, object.metadata.name
-        )),
-        Err(error) => Err(format!(
-            "the body of {} {} is not JSON: {error}",
-            object.kind, object.metadata.name
-        )),
-    }
-}
-
 /// Checks that the site's name can name its Service (a DNS-1035 label:
 /// at most 63 lowercase letters, digits and `-`, starting with a letter
 /// and ending with a letter or digit).
@@ -77,8 +54,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
     ))
 }
 
-/// Reads and checks `spec.content`, `spec.replicas` and `spec.port`.
-pub fn read_spec(body: &Map<String, Value>) -> Result<SiteSpec, String> {
+/// Reads and checks `spec.content`, `spec.replicas` and `spec.port` of the
+/// parent's body (`Input::body`).
+pub fn read_spec(body: &Value) -> Result<SiteSpec, String> {
     let spec = match body.get("spec") {
         Some(Value::Object(spec)) => spec,
         Some(other) => return Err(format!("spec must be an object, got {other}")),

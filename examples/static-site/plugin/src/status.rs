@@ -1,10 +1,10 @@
 //! The StaticSite's `status`: what it should say now (the URL, ready
 //! replicas from the owned Deployment, the content hash, the generation
-//! seen) and whether that differs from what is stored, so that an
-//! unchanged status is never written.
+//! seen). `Output::merge_status` keeps the stored status's other fields
+//! and writes only a change.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use wasm_operator_controller_sdk::Value;
 
 /// The fields of `status` the plugin owns. Other fields already in the
 /// stored status are kept as they are.
@@ -27,51 +27,10 @@ pub fn url(name: &str, namespace: &str, port: i64) -> String {
     format!("http://{name}.{namespace}.svc:{port}")
 }
 
-/// `status.readyReplicas` of a Deployment body, 0 when absent.
-pub fn ready_replicas(deployment: Option<&Map<String, Value>>) -> i64 {
+/// `status.readyReplicas` of a Deployment's body, 0 when absent.
+pub fn ready_replicas(deployment: Option<&Value>) -> i64 {
     deployment
-        .and_then(|body| body.get("status"))
-        .and_then(|status| status.get("readyReplicas"))
+        .and_then(|body| body.pointer("/status/readyReplicas"))
         .and_then(Value::as_i64)
         .unwrap_or(0)
-}
-
-/// The new `status` JSON text when `ours` changes the stored `current`
-/// status; `None` when it says the same. A field of ours that is absent or
-/// null in `current` counts as its zero value (`0`, `""`), so a status
-/// whose fields the API server dropped is not rewritten forever.
-pub fn update(current: Option<&Value>, ours: &impl Serialize) -> Result<Option<String>, String> {
-    let ours = match serde_json::to_value(ours) {
-        Ok(Value::Object(ours)) => ours,
-        Ok(other) => return Err(format!("status is not an object: {other}")),
-        Err(error) => return Err(format!("status does not serialize: {error}")),
-    };
-    let current = match current {
-        Some(Value::Object(current)) => current.clone(),
-        _ => Map::new(),
-    };
-    let mut normalized = current.clone();
-    for (key, value) in &ours {
-        if normalized.get(key).is_none_or(Value::is_null) {
-            normalized.insert(key.clone(), zero_like(value));
-        }
-    }
-    let mut new = current;
-    new.extend(ours);
-    if new == normalized {
-        return Ok(None);
-    }
-    Ok(Some(Value::Object(new).to_string()))
-}
-
-/// The zero value of `value`'s JSON type.
-fn zero_like(value: &Value) -> Value {
-    match value {
-        Value::Null => Value::Null,
-        Value::Bool(_) => Value::Bool(false),
-        Value::Number(_) => Value::from(0),
-        Value::String(_) => Value::String(String::new()),
-        Value::Array(_) => Value::Array(Vec::new()),
-        Value::Object(_) => Value::Object(Map::new()),
-    }
 }

@@ -5,35 +5,9 @@
 
 mod support;
 
-use serde_json::{Value, json};
 use static_site_plugin::hash::{content_hash, fnv1a_64};
-use static_site_plugin::{
-    ChildRef, DesiredChild, EventType, ReconcileError, ReconcileOutput, reconcile,
-};
 use support::*;
-
-fn run(input: &static_site_plugin::ReconcileInput) -> ReconcileOutput {
-    reconcile(input).expect("reconcile succeeds")
-}
-
-fn status_of(out: &ReconcileOutput) -> Value {
-    json_of(out.status_json.as_deref().expect("a status write"))
-}
-
-fn applied<'a>(out: &'a ReconcileOutput, kind: &str) -> &'a DesiredChild {
-    out.apply
-        .iter()
-        .find(|c| c.kind == kind)
-        .expect("a child of that kind")
-}
-
-fn body(out: &ReconcileOutput, kind: &str) -> Value {
-    json_of(&applied(out, kind).body_json)
-}
-
-fn site(spec: Value, status: Value) -> static_site_plugin::Object {
-    parent(&json!({ "spec": spec, "status": status }))
-}
+use wasm_operator_controller_sdk::{EventType, Output, Value, json};
 
 fn hello_status(ready: i64, hash: &str) -> Value {
     json!({ "url": "http://hello.web.svc:80", "readyReplicas": ready, "contentHash": hash, "observedGeneration": 1 })
@@ -41,10 +15,7 @@ fn hello_status(ready: i64, hash: &str) -> Value {
 
 #[test]
 fn a_fresh_site_gets_a_config_map_a_deployment_and_a_service() {
-    let out = run(&input(
-        site(json!({ "content": index_only() }), Value::Null),
-        listed(vec![], vec![], vec![]),
-    ));
+    let out = run(&site(json!({ "content": index_only() }), Value::Null));
     let names: Vec<_> = out
         .apply
         .iter()
@@ -62,14 +33,14 @@ fn a_fresh_site_gets_a_config_map_a_deployment_and_a_service() {
         let labels: Vec<_> = child
             .labels
             .iter()
-            .map(|l| (l.key.as_str(), l.value.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         assert_eq!(
             labels,
             [
-                ("app.kubernetes.io/name", "static-site"),
                 ("app.kubernetes.io/instance", "hello"),
-                ("app.kubernetes.io/managed-by", "static-site-plugin")
+                ("app.kubernetes.io/managed-by", "static-site-plugin"),
+                ("app.kubernetes.io/name", "static-site"),
             ]
         );
     }
@@ -140,9 +111,12 @@ fn the_hash_is_fnv1a_64_over_length_prefixed_sorted_files() {
     assert_eq!(fnv1a_64(b"a"), 0xaf63_dc4c_8601_ec8c);
     assert_eq!(fnv1a_64(b"foobar"), 0x8594_4171_f739_67e8);
     assert_eq!(content_hash(&Default::default()), "cbf29ce484222325");
-    let two: Value =
-        json_of(r#"{"style.css":"h1 { color: teal; }","index.html":"<h1>Hello</h1>"}"#);
-    let two = serde_json::from_value(two).expect("a map of strings");
+    let two = [
+        ("style.css", "h1 { color: teal; }"),
+        ("index.html", "<h1>Hello</h1>"),
+    ]
+    .map(|(name, text)| (name.to_owned(), text.to_owned()))
+    .into();
     assert_eq!(content_hash(&two), "7cf6e6cc698e20bc");
 }
 
@@ -150,7 +124,7 @@ fn the_hash_is_fnv1a_64_over_length_prefixed_sorted_files() {
 fn a_content_change_changes_the_hash_and_rolls_the_pods() {
     let content = json!({ "index.html": "<h1>Hello</h1>", "style.css": "h1 { color: teal; }" });
     let p = site(json!({ "content": content }), hello_status(1, INDEX_HASH));
-    let out = run(&input(p, converged(1, 1, INDEX_HASH)));
+    let out = run(&with(p, converged(1, 1, INDEX_HASH)));
     assert_eq!(body(&out, "ConfigMap")["data"], content);
     assert_eq!(
         body(&out, "Deployment"),
@@ -173,8 +147,8 @@ fn a_converged_site_writes_no_status_and_records_no_event() {
         json!({ "content": index_only() }),
         hello_status(1, INDEX_HASH),
     );
-    let out = run(&input(p, converged(1, 1, INDEX_HASH)));
-    assert_eq!(out.status_json, None);
+    let out = run(&with(p, converged(1, 1, INDEX_HASH)));
+    assert_eq!(out.status, None);
     assert!(out.events.is_empty());
     assert!(out.delete.is_empty());
     assert_eq!(out.apply.len(), 3);
@@ -186,18 +160,18 @@ fn replicas_scale_and_ready_replicas_follow_the_deployment() {
         json!({ "content": index_only(), "replicas": 3 }),
         hello_status(1, INDEX_HASH),
     );
-    let out = run(&input(p, converged(1, 1, INDEX_HASH)));
+    let out = run(&with(p, converged(1, 1, INDEX_HASH)));
     assert_eq!(body(&out, "Deployment")["spec"]["replicas"], 3);
     assert_eq!(out.events.len(), 1);
     assert_eq!(out.events[0].reason, "Scaled");
     assert_eq!(out.events[0].message, "Deployment hello scaled from 1 to 3");
     // Not ready yet: the status still says 1 ready replica, so no write.
-    assert_eq!(out.status_json, None);
+    assert_eq!(out.status, None);
     let p = site(
         json!({ "content": index_only(), "replicas": 3 }),
         hello_status(1, INDEX_HASH),
     );
-    let out = run(&input(p, converged(3, 2, INDEX_HASH)));
+    let out = run(&with(p, converged(3, 2, INDEX_HASH)));
     assert!(out.events.is_empty());
     assert_eq!(status_of(&out), hello_status(2, INDEX_HASH));
 }
@@ -208,7 +182,7 @@ fn the_port_goes_to_the_service_and_the_url() {
         json!({ "content": index_only(), "port": 8081 }),
         hello_status(1, INDEX_HASH),
     );
-    let out = run(&input(p, converged(1, 1, INDEX_HASH)));
+    let out = run(&with(p, converged(1, 1, INDEX_HASH)));
     assert_eq!(body(&out, "Service")["spec"]["ports"][0]["port"], 8081);
     assert_eq!(
         body(&out, "Service")["spec"]["ports"][0]["targetPort"],
@@ -219,26 +193,21 @@ fn the_port_goes_to_the_service_and_the_url() {
 
 #[test]
 fn children_of_unexpected_names_are_deleted() {
-    let children = listed(
-        vec![
-            config_map("hello-content", &index_only()),
-            config_map("hello-old", &json!({})),
-        ],
-        vec![
-            deployment("canary", 1, 1, INDEX_HASH),
-            deployment(NAME, 1, 1, INDEX_HASH),
-        ],
-        vec![service("hello-preview"), service(NAME)],
-    );
+    let children = [
+        config_map("hello-content", &index_only()),
+        config_map("hello-old", &json!({})),
+        deployment("canary", 1, 1, INDEX_HASH),
+        deployment(NAME, 1, 1, INDEX_HASH),
+        service("hello-preview"),
+        service(NAME),
+    ];
     let p = site(
         json!({ "content": index_only() }),
         hello_status(1, INDEX_HASH),
     );
-    let out = run(&input(p, children));
-    let deleted = |api_version: &str, kind: &str, name: &str| ChildRef {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        name: name.into(),
+    let out = run(&with(p, children));
+    let deleted = |api_version: &str, kind: &str, name: &str| {
+        (api_version.to_owned(), kind.to_owned(), name.to_owned())
     };
     assert_eq!(
         out.delete,
@@ -254,80 +223,73 @@ fn children_of_unexpected_names_are_deleted() {
 
 #[test]
 fn a_missing_child_is_created_again() {
-    let children = listed(
-        vec![config_map("hello-content", &index_only())],
-        vec![deployment(NAME, 1, 1, INDEX_HASH)],
-        vec![],
-    );
+    let children = [
+        config_map("hello-content", &index_only()),
+        deployment(NAME, 1, 1, INDEX_HASH),
+    ];
     let p = site(
         json!({ "content": index_only() }),
         hello_status(1, INDEX_HASH),
     );
-    let out = run(&input(p, children));
+    let out = run(&with(p, children));
     assert_eq!(out.apply.len(), 3);
     assert_eq!(out.events.len(), 1);
     assert_eq!(out.events[0].message, "Created Service hello");
 }
 
-fn error_of(name: &str, body_json: &str) -> ReconcileError {
-    let mut p = parent(&json!({}));
-    p.metadata.name = name.to_string();
-    p.body_json = body_json.to_string();
-    reconcile(&input(p, listed(vec![], vec![], vec![]))).expect_err("an invalid site fails")
+fn error_of(name: &str, body: Value) -> wasm_operator_controller_sdk::ReconcileError {
+    reconcile(&named(name, body)).expect_err("an invalid site fails")
 }
 
 #[test]
 fn an_invalid_spec_is_a_non_retryable_error_naming_the_field() {
-    for (body, needle) in [
-        (r#"{"spec":{}}"#, "spec.content is missing"),
+    for (spec, needle) in [
+        (json!({}), "spec.content is missing"),
         (
-            r#"{"spec":{"content":"index"}}"#,
+            json!({ "content": "index" }),
             "spec.content must be a map of file name -> text",
         ),
         (
-            r#"{"spec":{"content":{"index.html":3}}}"#,
+            json!({ "content": { "index.html": 3 } }),
             "spec.content.index.html must be a string, got 3",
         ),
         (
-            r#"{"spec":{"content":{"a/b.html":""}}}"#,
+            json!({ "content": { "a/b.html": "" } }),
             r#"the file name "a/b.html""#,
         ),
-        (r#"{"spec":{"content":{"..":""}}}"#, r#"the file name "..""#),
+        (json!({ "content": { "..": "" } }), r#"the file name "..""#),
         (
-            r#"{"spec":{"content":{},"replicas":11}}"#,
+            json!({ "content": {}, "replicas": 11 }),
             "spec.replicas must be an integer from 0 to 10, got 11",
         ),
-        (r#"{"spec":{"content":{},"replicas":-1}}"#, "got -1"),
+        (json!({ "content": {}, "replicas": -1 }), "got -1"),
         (
-            r#"{"spec":{"content":{},"port":0}}"#,
+            json!({ "content": {}, "port": 0 }),
             "spec.port must be an integer from 1 to 65535, got 0",
         ),
-        (r#"{"spec":{"content":{},"port":"80"}}"#, r#"got "80""#),
-        ("{}", "spec is missing"),
-        ("nope", "is not JSON"),
+        (json!({ "content": {}, "port": "80" }), r#"got "80""#),
     ] {
-        let error = error_of(NAME, body);
-        assert!(!error.retryable, "{body}: {error:?}");
+        let error = error_of(NAME, json!({ "spec": spec }));
+        assert!(!error.retryable, "{spec}: {error:?}");
         assert!(
             error.message.starts_with("StaticSite web/hello: "),
-            "{body}: {}",
+            "{spec}: {}",
             error.message
         );
         assert!(
             error.message.contains(needle),
-            "{body}: {} lacks {needle}",
+            "{spec}: {} lacks {needle}",
             error.message
         );
     }
+    let error = error_of(NAME, json!({}));
+    assert!(!error.retryable && error.message.contains("spec is missing"));
 }
 
 #[test]
 fn too_much_content_and_unfit_names_are_refused() {
-    let big = format!(
-        r#"{{"spec":{{"content":{{"index.html":"{}"}}}}}}"#,
-        "x".repeat(1_000_000)
-    );
-    let error = error_of(NAME, &big);
+    let big = json!({ "spec": { "content": { "index.html": "x".repeat(1_000_000) } } });
+    let error = error_of(NAME, big);
     assert!(
         !error.retryable
             && error
@@ -337,38 +299,35 @@ fn too_much_content_and_unfit_names_are_refused() {
         error.message
     );
     for name in ["1st-site", "my.site", "site-", &"a".repeat(64)] {
-        let error = error_of(name, r#"{"spec":{"content":{}}}"#);
+        let error = error_of(name, json!({ "spec": { "content": {} } }));
         assert!(
             !error.retryable && error.message.contains("cannot name a Service"),
             "{name}: {}",
             error.message
         );
     }
-    assert!(
-        reconcile(&input(
-            parent(&json!({ "spec": { "content": {} } })),
-            vec![]
-        ))
-        .is_ok()
-    );
+    let undeclared = wasm_operator_controller_sdk::testing::Fixture::parent(
+        "web.example.com/v1alpha1",
+        "StaticSite",
+        NAME,
+    )
+    .spec(json!({ "content": {} }));
+    assert!(reconcile(&undeclared).is_ok());
 }
 
 #[test]
 fn a_site_being_deleted_gets_an_empty_output() {
-    let mut p = parent(&json!({ "spec": { "content": 3 } }));
-    p.metadata.deletion_timestamp = Some(at(2_500));
-    let out = run(&input(p, converged(1, 1, INDEX_HASH)));
-    assert!(out.apply.is_empty() && out.delete.is_empty() && out.events.is_empty());
-    assert_eq!((out.status_json, out.requeue_after_ms), (None, None));
+    let p = site(json!({ "content": 3 }), Value::Null).deleting();
+    let out = run(&with(p, converged(1, 1, INDEX_HASH)));
+    assert_eq!(out, Output::new());
 }
 
 #[test]
-fn a_child_body_that_is_not_json_is_a_retryable_error() {
+fn a_child_body_that_is_not_json_is_an_error_naming_the_child() {
     let mut children = converged(1, 1, INDEX_HASH);
-    children[1].objects[0].body_json = "[".to_string();
+    children[1].body_json = "[".to_string();
     let p = site(json!({ "content": index_only() }), Value::Null);
-    let error = reconcile(&input(p, children)).expect_err("fails");
-    assert!(error.retryable);
+    let error = reconcile(&with(p, children)).expect_err("fails");
     assert!(
         error.message.contains("Deployment hello is not JSON"),
         "{}",
