@@ -67,13 +67,7 @@ pub async fn admit_declaration(
     resource: &PluginController,
     client: &Client,
 ) -> Result<PluginController, Refusal> {
-    let api: Api<PluginController> = Api::all(client.clone());
-    let all = api.list(&ListParams::default()).await.map_err(|err| {
-        Refusal::new(
-            rules::PARENT_TAKEN,
-            format!("listing the PluginControllers to check who serves the parent kind: {err}"),
-        )
-    })?;
+    let all = list_all(client).await?;
     match &resource.spec.tenant {
         Some(tenant) => {
             let base = all
@@ -96,6 +90,32 @@ pub async fn admit_declaration(
         None => {
             parent_not_taken(resource, &all.items)?;
             Ok(resource.clone())
+        }
+    }
+}
+
+/// Every `PluginController`, retried a few times (a refusal stays until
+/// the resource is edited).
+async fn list_all(client: &Client) -> Result<kube::api::ObjectList<PluginController>, Refusal> {
+    let api: Api<PluginController> = Api::all(client.clone());
+    let mut attempt = 0;
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(all) => return Ok(all),
+            Err(err) if attempt >= 4 => {
+                return Err(Refusal::new(
+                    rules::PARENT_TAKEN,
+                    format!(
+                        "listing the PluginControllers to check who serves the parent kind: \
+                         {err}; edit the resource to try again"
+                    ),
+                ));
+            }
+            Err(err) => {
+                tracing::warn!("listing the PluginControllers: {err}; trying again");
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_secs(1 << attempt)).await;
+            }
         }
     }
 }
