@@ -78,6 +78,48 @@ pub enum ApplyError {
         /// Why.
         lapsed: Lapsed,
     },
+    /// The plan's writes are over its namespace's share of the budget;
+    /// nothing written.
+    #[error(
+        "[{rule}] this plan's {writes} writes are over namespace {namespace}'s share of the \
+         controller's budget: no namespace may spend its last {reserve} writes but {share_per_second} \
+         writes per second of its own; written in {wait:?}",
+        rule = super::budget::NAMESPACE_RULE
+    )]
+    OverNamespaceShare {
+        /// The plan's writes.
+        writes: u32,
+        /// The parent's namespace.
+        namespace: String,
+        /// The reserve of the controller's bucket.
+        reserve: u32,
+        /// The rate of a namespace's share.
+        share_per_second: f64,
+        /// How long until the share holds them.
+        wait: std::time::Duration,
+    },
+}
+
+/// Takes the plan's `writes` from the budget, fairly between namespaces.
+fn spend(budget: &WriteBudget, namespace: &str, writes: u32) -> Result<(), ApplyError> {
+    budget.try_spend_in(namespace, writes).map_err(|denied| {
+        if denied.namespace_share {
+            ApplyError::OverNamespaceShare {
+                writes,
+                namespace: namespace.to_string(),
+                reserve: budget.reserve() as u32,
+                share_per_second: budget.share().0,
+                wait: denied.wait,
+            }
+        } else {
+            ApplyError::OverBudget {
+                writes,
+                per_second: budget.per_second(),
+                burst: budget.burst(),
+                wait: denied.wait,
+            }
+        }
+    })
 }
 
 /// What one apply wrote.
@@ -163,15 +205,7 @@ pub async fn apply(
         .collect();
     let writes = unchanged.iter().filter(|same| !**same).count() + deletes.len();
     let writes = u32::try_from(writes).unwrap_or(u32::MAX) + u32::from(plan.status.is_some());
-    target
-        .budget
-        .try_spend(writes)
-        .map_err(|wait| ApplyError::OverBudget {
-            writes,
-            per_second: target.budget.per_second(),
-            burst: target.budget.burst(),
-            wait,
-        })?;
+    spend(target.budget, parent.namespace, writes)?;
     let mut written = Written::default();
     let params = PatchParams::apply(target.field_manager).force();
     for ((child, live), unchanged) in plan.applies.iter().zip(&live).zip(unchanged) {

@@ -38,7 +38,7 @@ use crate::telemetry::metrics::Metrics;
 
 use super::applied::AppliedMemory;
 use super::apply::{self, ApplyError, ParentRef, Target, Written};
-use super::budget::{self, WriteBudget};
+use super::budget::WriteBudget;
 use super::checks::{self, CONTROLLER_LABEL, Declared, Parent, Plan};
 use super::children::ChildKind;
 use super::kinds::ResolvedKind;
@@ -62,6 +62,18 @@ pub struct Declaration {
     pub policy: PolicyConfig,
     /// Reconciles at once.
     pub workers: u16,
+    /// Which parents it serves, by namespace (a base and its tenants).
+    pub route: super::tenants::Route,
+    /// Its write budget: writes per second, burst.
+    pub write_budget: (u32, u32),
+}
+
+impl Declaration {
+    /// The name its children are labelled and written under (a tenant's
+    /// base's, so children carry over between them).
+    pub fn family(&self) -> &str {
+        self.route.family()
+    }
 }
 
 /// What every controller of a host shares.
@@ -162,7 +174,7 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
     .reflect(writer)
     .applied_objects();
     let mut controller = Controller::for_stream_with(parents, reader, parent);
-    let selector = format!("{CONTROLLER_LABEL}={}", declaration.name);
+    let selector = format!("{CONTROLLER_LABEL}={}", declaration.family());
     let expectations = Arc::new(Expectations::new(EXPECTATIONS_TIMEOUT));
     let mut children = Vec::new();
     for (kind, ..) in &declaration.children {
@@ -182,13 +194,17 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         None => futures::stream::pending().boxed(),
     };
     let again = futures::stream::select(asked_again, activated);
+    // A namespace handed between a base and its tenant: every parent again.
+    let again = futures::stream::select(again, declaration.route.changes());
     let parents = convert_v3::Records::new(
         &declaration.parent.declared.api_version,
         &declaration.parent.declared.kind,
         PARENT_RECORDS_KEPT,
     );
+    let (per_second, burst) = declaration.write_budget;
+    let budget = WriteBudget::new(per_second, burst);
     let context = Arc::new(Context {
-        field_manager: format!("wasm-operator/{}", declaration.name),
+        field_manager: format!("wasm-operator/{}", declaration.family()),
         child_kinds: declaration
             .children
             .iter()
@@ -200,7 +216,7 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         applied: AppliedMemory::default(),
         children,
         expectations,
-        budget: WriteBudget::new(budget::DEFAULT_PER_SECOND, budget::DEFAULT_BURST),
+        budget,
         parents,
         observed,
         failures: Mutex::new(HashMap::new()),
@@ -388,9 +404,11 @@ async fn reconcile_once(
     let (Some(namespace), Some(uid)) = (parent.namespace(), parent.uid()) else {
         return Ok((Action::await_change(), None));
     };
-    if parent.metadata.deletion_timestamp.is_some() {
+    let routed_away = !ctx.declaration.route.serves(&namespace);
+    if routed_away || parent.metadata.deletion_timestamp.is_some() {
         // The garbage collector deletes the children through their owner
-        // references.
+        // references; a parent routed to a tenant (or back) is another
+        // controller's, which writes what it applied afresh.
         ctx.slot.forget(&uid);
         ctx.applied.forget_parent(&uid);
         ctx.expectations.forget(&uid);
@@ -404,7 +422,7 @@ async fn reconcile_once(
         field_manager: &ctx.field_manager,
         parent: &ctx.declaration.parent,
         children: &ctx.child_kinds,
-        controller: &ctx.declaration.name,
+        controller: ctx.declaration.family(),
         expectations: &ctx.expectations,
         deleting: &deleting,
         budget: &ctx.budget,
@@ -440,7 +458,7 @@ async fn reconcile_once(
         })
         .collect();
     let declared = Declared {
-        controller: &ctx.declaration.name,
+        controller: ctx.declaration.family(),
         parent: &ctx.declaration.parent,
         children: &ctx.declaration.children,
         policy: &ctx.declaration.policy,
@@ -503,10 +521,12 @@ fn failure(err: ApplyError) -> Failure {
     match err {
         ApplyError::Refused(refusal) => Failure::Refused(refusal),
         ApplyError::Api(err) => Failure::Api(err),
-        ApplyError::OverBudget { wait, .. } => Failure::OverBudget {
-            message: err.to_string(),
-            wait,
-        },
+        ApplyError::OverBudget { wait, .. } | ApplyError::OverNamespaceShare { wait, .. } => {
+            Failure::OverBudget {
+                message: err.to_string(),
+                wait,
+            }
+        }
         ApplyError::Fenced { verb, lapsed } => Failure::Fenced { verb, lapsed },
     }
 }
@@ -530,7 +550,7 @@ async fn release_departed(
                          reference to this {} removed), left in place",
                         caches.kind.declared.kind,
                         child.name,
-                        ctx.declaration.name,
+                        ctx.declaration.family(),
                         ctx.declaration.parent.declared.kind
                     );
                     publish(ctx, parent, false, "ReleasedChild", &note, "Release");

@@ -26,6 +26,7 @@ pub mod rollout;
 pub mod sharding;
 mod status;
 mod supervisor;
+pub mod tenants;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -74,6 +75,7 @@ pub async fn run_reporting(settings: Settings, health: &crate::telemetry::health
         .default_backoff()
         .boxed();
     let mut supervised: HashMap<String, Supervised> = HashMap::new();
+    let tenancy = tenants::Tenancy::new(settings.shared.client.clone());
     // The names a (re)list holds: one gone while the watch was down is
     // stopped when the list ends.
     let mut listed: Option<std::collections::HashSet<String>> = None;
@@ -104,34 +106,74 @@ pub async fn run_reporting(settings: Settings, health: &crate::telemetry::health
                     continue;
                 }
                 tracing::info!(controller = %name, ?generation, "starting the declared controller");
-                let (actions, asked) = tokio::sync::watch::channel(action);
-                let task = tokio::spawn(supervisor::supervise(resource, settings.clone(), asked));
-                supervised.insert(
-                    name,
-                    Supervised {
-                        generation,
-                        actions,
-                        _task: AbortOnDrop::new(task.abort_handle()),
-                    },
-                );
+                supervised.insert(name, Supervised::start(&resource, &settings, &tenancy));
+                restart_related(&mut supervised, &resource, false, &settings, &tenancy);
             }
             Ok(watcher::Event::Delete(resource)) => {
                 if supervised.remove(&resource.name_any()).is_some() {
                     tracing::info!(controller = %resource.name_any(), "declared controller stopped");
                 }
+                restart_related(&mut supervised, &resource, true, &settings, &tenancy);
             }
             Err(err) => tracing::warn!("watching PluginControllers: {err}"),
         }
     }
 }
 
+/// Starts again the supervisors whose declaration depends on `changed`'s:
+/// its tenants (their base changed or went), and, when it is `deleted`,
+/// the other controllers of its parent kind (one refused by
+/// `controller/parent-taken` may serve now).
+fn restart_related(
+    supervised: &mut HashMap<String, Supervised>,
+    changed: &PluginController,
+    deleted: bool,
+    settings: &Settings,
+    tenancy: &Arc<tenants::Tenancy>,
+) {
+    let name = changed.name_any();
+    for (other, running) in supervised.iter_mut() {
+        let spec = &running.resource.spec;
+        let tenant_of_it = spec.tenant.as_ref().is_some_and(|t| t.of == name);
+        let same_kind = deleted && spec.parent == changed.spec.parent;
+        if *other != name && (tenant_of_it || same_kind) {
+            tracing::info!(controller = %other, because = %name, "starting the declared controller again");
+            *running = Supervised::start(&running.resource, settings, tenancy);
+        }
+    }
+}
+
 /// One resource's supervisor, as the manager keeps it.
 struct Supervised {
+    /// The resource as last seen.
+    resource: PluginController,
     /// The `metadata.generation` it was started for (a new one restarts it).
     generation: Option<i64>,
     /// The rollout-action annotation, as last seen.
     actions: tokio::sync::watch::Sender<Option<String>>,
     _task: AbortOnDrop,
+}
+
+impl Supervised {
+    fn start(
+        resource: &PluginController,
+        settings: &Settings,
+        tenancy: &Arc<tenants::Tenancy>,
+    ) -> Self {
+        let (actions, asked) = tokio::sync::watch::channel(rollout_action(resource));
+        let task = tokio::spawn(supervisor::supervise(
+            resource.clone(),
+            settings.clone(),
+            asked,
+            tenancy.clone(),
+        ));
+        Self {
+            resource: resource.clone(),
+            generation: resource.metadata.generation,
+            actions,
+            _task: AbortOnDrop::new(task.abort_handle()),
+        }
+    }
 }
 
 fn rollout_action(resource: &PluginController) -> Option<String> {

@@ -212,6 +212,10 @@ pub fn permissions(controllers: &[PluginController]) -> Permissions {
                 cluster.add(&read.group, read.plural, READ);
             }
         }
+        if spec.tenant.is_some() {
+            // A tenant's namespaces are opted in by their labels.
+            cluster.add("", "namespaces".into(), READ);
+        }
         if let Some(source) = &spec.source.config_map {
             namespaced
                 .entry(source.namespace.clone())
@@ -385,6 +389,24 @@ mod tests {
         assert!(!all.contains("\"*\""), "no wildcard: {all}");
         assert!(verbs("", "secrets").is_none());
         assert!(verbs("rbac.authorization.k8s.io", "roles").is_none());
+    }
+
+    #[test]
+    fn namespaces_are_read_only_with_a_tenant() {
+        let verbs = |controllers: &[PluginController]| {
+            find(&permissions(controllers).cluster, "", "namespaces").map(|(verbs, _)| verbs)
+        };
+        assert_eq!(verbs(&[memcached()]), None, "no tenant: no Namespaces");
+        let mut tenant = memcached();
+        tenant.metadata.name = Some("team-a".into());
+        tenant.spec.tenant = Some(crate::crd::controller::TenantSpec {
+            of: "memcached".into(),
+            namespaces: vec!["team-a".into()],
+        });
+        assert_eq!(
+            verbs(&[memcached(), tenant]),
+            Some(json!(["get", "list", "watch"]))
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 use super::controller::{self, Declaration, Running};
 use super::rollout::{JUDGE_TICK, Judged, RolloutView};
 use super::status::{RolloutShown, StatusOf, now_rfc3339};
+use super::tenants::{self, Registration, Tenancy};
 use super::{Settings, kinds, observed};
 use crate::apply::policy::PolicyConfig;
 use crate::crd::controller::PluginController;
@@ -44,10 +45,19 @@ pub(super) async fn supervise(
     resource: PluginController,
     settings: Settings,
     actions: watch::Receiver<Option<String>>,
+    tenancy: Arc<Tenancy>,
 ) {
     let status =
         StatusOf::new(&resource, &settings.shared.client).sharded(settings.shared.shards.clone());
-    let declaration = match declare(&resource, &settings).await {
+    // A tenant within its base's declaration; any other alone on its kind.
+    let resource = match tenants::admit_declaration(&resource, &settings.shared.client).await {
+        Ok(effective) => effective,
+        Err(refusal) => {
+            refuse(&resource, &settings, &status, "", &refusal).await;
+            return;
+        }
+    };
+    let declaration = match declare(&resource, &settings, &tenancy).await {
         Ok(declaration) => declaration,
         Err(refusal) => {
             refuse(&resource, &settings, &status, "", &refusal).await;
@@ -63,6 +73,8 @@ pub(super) async fn supervise(
         declaration,
         running: None,
         history: Vec::new(),
+        tenancy,
+        registration: None,
     };
     supervisor.run(actions).await;
     supervisor.status.settle().await;
@@ -79,6 +91,10 @@ struct Supervisor {
     /// The steps of the rollout going on (or last decided) judged so far,
     /// oldest first.
     history: Vec<RolloutStepRecord>,
+    /// Who serves which namespace.
+    tenancy: Arc<Tenancy>,
+    /// A tenant's namespaces taken from its base while it serves.
+    registration: Option<Registration>,
 }
 
 impl Supervisor {
@@ -221,7 +237,11 @@ impl Supervisor {
                     self.declaration.clone(),
                     plugin.clone(),
                     self.settings.shared.clone(),
-                ))
+                ));
+                if self.resource.spec.tenant.is_some() {
+                    let events = self.settings.shared.events.clone();
+                    self.registration = Some(self.tenancy.register(&self.resource, events));
+                }
             }
         }
         tracing::info!(controller = %name, plugin = %plugin.describe(), from, "serving");
@@ -474,7 +494,11 @@ fn admit(
 }
 
 /// Checks and resolves the resource's kinds and policy.
-async fn declare(resource: &PluginController, settings: &Settings) -> Result<Declaration, Refusal> {
+async fn declare(
+    resource: &PluginController,
+    settings: &Settings,
+    tenancy: &Arc<Tenancy>,
+) -> Result<Declaration, Refusal> {
     let name = resource.name_any();
     if name.len() > 63 {
         return Err(Refusal::new(
@@ -510,6 +534,7 @@ async fn declare(resource: &PluginController, settings: &Settings) -> Result<Dec
         let kind = kinds::resolve(&settings.shared.client, &read.kind_ref()).await?;
         observed.push(observed::ObservedKind { kind, through });
     }
+    let route = tenancy.route(&name, spec.tenant.as_ref().map(|t| t.of.as_str()));
     Ok(Declaration {
         name,
         parent,
@@ -517,6 +542,8 @@ async fn declare(resource: &PluginController, settings: &Settings) -> Result<Dec
         observed,
         policy: pod_policy(resource, &settings.policy),
         workers: settings.workers,
+        route,
+        write_budget: tenants::write_budget(spec),
     })
 }
 

@@ -18,7 +18,7 @@ use e2e_tests::declared::{
 };
 use e2e_tests::{ControlPlaneSlot, TestEnv, own_control_plane, plugin, refusal_events, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use local_control_plane::ControlPlaneOptions;
 use serde_json::{Value, json};
@@ -40,6 +40,11 @@ async fn setup(prefix: &str) -> Result<(TestEnv, &'static local_control_plane::C
     let env = TestEnv::new_on(plane, prefix).await?;
     apply_crd(&env.client, PluginController::crd()).await?;
     apply_crd(&env.client, crd_file("examples/memcached/crd.yaml")?).await?;
+    // The previous test's Memcached controller would keep the kind
+    // (`controller/parent-taken`): one controller of a parent kind at a time.
+    Api::<PluginController>::all(env.client.clone())
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
     Ok((env, plane))
 }
 

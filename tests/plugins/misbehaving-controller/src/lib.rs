@@ -25,6 +25,10 @@
 //! | `many-events` | 9 Normal `Spam` Events | `events/count` |
 //! | `reserved-reason` | a Normal `SuccessfulCreate` Event | `events/reserved-reason` |
 //!
+//! `churn` behaves but writes a new `status.tick` (the input's `now`) on
+//! every call and asks to be called again in 20 ms: a noisy tenant of the
+//! write budget (held by `writes/namespace-budget`).
+//!
 //! Build: `cargo build --release --target wasm32-wasip2 -p misbehaving-controller-plugin`.
 
 mod bindings {
@@ -72,7 +76,7 @@ impl Guest for Plugin {
             .to_string();
         let good = child("v1", "ConfigMap", &name, json!({"data": {"value": value}}));
         let (mut apply, mut events) = (vec![good.clone()], Vec::new());
-        let mut big_status = false;
+        let (mut big_status, mut churn) = (false, false);
         match misbehave {
             "bad-name" => apply.push(child("v1", "ConfigMap", "Not_A_Name", json!({}))),
             "host-label" => {
@@ -94,6 +98,7 @@ impl Guest for Plugin {
                 }
             }
             "big-status" => big_status = true,
+            "churn" => churn = true,
             "many-events" => events.extend((0..9).map(|i| event("Spam", &format!("event {i}")))),
             "reserved-reason" => events.push(event("SuccessfulCreate", "created, honestly")),
             _ => apply = vec![single(misbehave, &name, &value)?],
@@ -114,12 +119,18 @@ impl Guest for Plugin {
         if big_status {
             status["padding"] = json!("x".repeat(70_000));
         }
+        if churn {
+            status["tick"] = json!(format!(
+                "{}.{:09}",
+                input.now.seconds, input.now.nanoseconds
+            ));
+        }
         let current = parent.get("status").cloned().unwrap_or(Value::Null);
         Ok(ReconcileOutput {
             apply,
             delete: Vec::new(),
             status_json: (current != status).then(|| status.to_string()),
-            requeue_after_ms: None,
+            requeue_after_ms: churn.then_some(20),
             events,
         })
     }

@@ -79,6 +79,64 @@ pub struct PluginControllerSpec {
     /// new plugin serves every parent at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutSpec>,
+    /// Serve the parents of some namespaces in place of another
+    /// controller of the same parent kind (its *base*): only namespaces an
+    /// admin labelled [`TENANT_LABEL_PREFIX`]`<base>=<this name>`, within
+    /// the base's child kinds, bounds, limits and pod policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<TenantSpec>,
+    /// The writes all its reconciles together may make (absent: 200 per
+    /// second, bursts of 5000); each namespace gets a fair share of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_budget: Option<WriteBudgetSpec>,
+}
+
+/// The prefix of the Namespace label by which an admin opts a namespace in
+/// to a tenant controller: `tenant.wasm-operator.io/<base>=<tenant>`.
+pub const TENANT_LABEL_PREFIX: &str = "tenant.wasm-operator.io/";
+
+/// A controller serving some namespaces in place of its base.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantSpec {
+    /// The `PluginController` it specialises (same parent kind).
+    #[schemars(length(min = 1, max = 63))]
+    pub of: String,
+    /// The namespaces it asks to serve; it serves those labelled for it.
+    #[schemars(length(min = 1, max = 64))]
+    pub namespaces: Vec<String>,
+}
+
+/// A write budget: a token bucket.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteBudgetSpec {
+    /// Writes per second once the burst is spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub per_second: Option<u32>,
+    /// Writes at once (the bucket's size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub burst: Option<u32>,
+}
+
+/// Which of its namespaces a tenant serves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantStatus {
+    /// Asked for and labelled for it: served by this controller.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serving: Vec<String>,
+    /// Asked for but not labelled for it: left to the base.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    /// The rule the refused namespaces break.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// What to do about them.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 /// A kind by its API version and name.
@@ -209,6 +267,9 @@ pub struct PluginControllerStatus {
     /// The canary rollout going on or last decided (with `spec.rollout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// A tenant's namespaces (with `spec.tenant`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<TenantStatus>,
 }
 
 #[cfg(test)]
