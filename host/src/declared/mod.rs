@@ -22,6 +22,8 @@ pub mod observed;
 pub mod owners;
 pub mod rbac;
 pub mod rollout;
+pub mod shadow;
+mod shadowing;
 mod status;
 mod supervisor;
 
