@@ -387,10 +387,19 @@ async fn reconcile_once(
     let (output, lent) = plugin
         .reconcile_generic_lent(input, object_key(parent))
         .await;
-    let shadow = output
-        .is_ok()
-        .then(|| ctx.shadow.reserve(lent.as_ref()))
-        .flatten();
+    // `spec.shadow`, and the stable plugin beside a canary (`shadowStable`).
+    let shadows: Vec<_> = if output.is_ok() {
+        [
+            ctx.shadow.get(),
+            ctx.slot.stable_shadow_for(plugin.digest()),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|shadow| shadow.reserve(lent.as_ref()))
+        .collect()
+    } else {
+        Vec::new()
+    };
     put_back(ctx, lent);
     let output = output.map_err(Failure::Plugin)?;
     let owned_names: Vec<BTreeMap<String, String>> = owned
@@ -414,7 +423,7 @@ async fn reconcile_once(
     };
     let mut plan =
         checks::check(&declared, &about, &owned_names, output).map_err(Failure::Refused)?;
-    if let Some(shadow) = shadow {
+    for shadow in shadows {
         // Off the write path: the shadow's worker calls it and compares.
         shadow.send(&about, &owned_names, &plan);
     }

@@ -66,24 +66,7 @@ impl ShadowSeat {
     /// serving plugin was called with (`lent`), if a shadow runs and its
     /// queue has room (else the call is counted as dropped). Never waits.
     pub fn reserve(&self, lent: Option<&v3::ReconcileInput>) -> Option<Reserved> {
-        let shadow = self.get()?;
-        let input = lent?;
-        match shadow.calls.clone().try_reserve_owned() {
-            Ok(permit) => Some(Reserved {
-                permit,
-                input: input.clone(),
-            }),
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                shadow.figures.dropped.fetch_add(1, Ordering::Relaxed);
-                shadow.figures.touch();
-                shadow
-                    .shared
-                    .metrics
-                    .declared_shadow(&shadow.declaration.name, "dropped", &[]);
-                None
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => None,
-        }
+        self.get()?.reserve(lent)
     }
 }
 
@@ -133,8 +116,12 @@ pub struct Shadow {
     shared: Shared,
     calls: mpsc::Sender<ShadowCall>,
     figures: Arc<ShadowFigures>,
+    reporting: bool,
     _worker: AbortOnDrop,
 }
+
+/// Comparisons a reporting shadow keeps for its reader before dropping more.
+pub const REPORTED_COMPARISONS: usize = 1024;
 
 impl Shadow {
     /// Starts `plugin` as the shadow of `declaration` with room for `queue`
@@ -146,8 +133,42 @@ impl Shadow {
         queue: usize,
         regarding: ObjectReference,
     ) -> Arc<Self> {
+        Self::start_with(plugin, (declaration, shared), queue, regarding, None)
+    }
+
+    /// The stable plugin as a shadow on a canary's cohort
+    /// (`spec.rollout.shadowStable`): each comparison is reported on the
+    /// returned channel (true: the outputs differed, or the stable plugin
+    /// failed; a refused output is not compared) for the rollout's judge,
+    /// and kept out of the `spec.shadow` metrics and Events.
+    pub fn start_reporting(
+        stable: Arc<LoadedPlugin>,
+        declaration: Declaration,
+        shared: Shared,
+        regarding: ObjectReference,
+    ) -> (Arc<Self>, mpsc::Receiver<bool>) {
+        let (report, reports) = mpsc::channel(REPORTED_COMPARISONS);
+        let queue = crate::crd::controller::DEFAULT_SHADOW_QUEUE as usize;
+        let shadow = Self::start_with(
+            stable,
+            (declaration, shared),
+            queue,
+            regarding,
+            Some(report),
+        );
+        (shadow, reports)
+    }
+
+    fn start_with(
+        plugin: Arc<LoadedPlugin>,
+        (declaration, shared): (Declaration, Shared),
+        queue: usize,
+        regarding: ObjectReference,
+        report: Option<mpsc::Sender<bool>>,
+    ) -> Arc<Self> {
         let (calls, waiting) = mpsc::channel(queue.max(1));
         let figures = Arc::new(ShadowFigures::new(&plugin));
+        let reporting = report.is_some();
         let worker = Worker {
             plugin: plugin.clone(),
             declaration: declaration.clone(),
@@ -155,6 +176,7 @@ impl Shadow {
             figures: figures.clone(),
             regarding,
             events: Mutex::new(EventBound::default()),
+            report,
         };
         let task = tokio::spawn(worker.run(waiting));
         Arc::new(Self {
@@ -163,8 +185,33 @@ impl Shadow {
             shared,
             calls,
             figures,
+            reporting,
             _worker: AbortOnDrop::from(task),
         })
+    }
+
+    /// Takes a place in the queue and a copy of the input the serving
+    /// plugin was called with (`lent`), if there is room (else the call is
+    /// counted as dropped). Never waits.
+    pub fn reserve(&self, lent: Option<&v3::ReconcileInput>) -> Option<Reserved> {
+        let input = lent?;
+        match self.calls.clone().try_reserve_owned() {
+            Ok(permit) => Some(Reserved {
+                permit,
+                input: input.clone(),
+            }),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.figures.dropped.fetch_add(1, Ordering::Relaxed);
+                self.figures.touch();
+                if !self.reporting {
+                    self.shared
+                        .metrics
+                        .declared_shadow(&self.declaration.name, "dropped", &[]);
+                }
+                None
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => None,
+        }
     }
 
     /// The shadow plugin.
@@ -275,6 +322,8 @@ struct Worker {
     figures: Arc<ShadowFigures>,
     regarding: ObjectReference,
     events: Mutex<EventBound>,
+    /// Where a reporting shadow sends each comparison (true: differed).
+    report: Option<mpsc::Sender<bool>>,
 }
 
 /// How one shadow call ended.
@@ -290,8 +339,26 @@ impl Worker {
         while let Some(call) = waiting.recv().await {
             let object = call.object();
             let outcome = self.call(call).await;
-            self.count(&object, outcome);
+            match &self.report {
+                Some(report) => self.report(report, &object, &outcome),
+                None => self.count(&object, outcome),
+            }
         }
+    }
+
+    /// Sends a reporting shadow's comparison to the judge (a full channel
+    /// drops it: its reader lags).
+    fn report(&self, report: &mpsc::Sender<bool>, object: &str, outcome: &Outcome) {
+        let differed = match outcome {
+            Outcome::Agreed => false,
+            Outcome::Differed(differences) => {
+                tracing::debug!(controller = %self.declaration.name, object, differences = %summary(differences), "the canary's output differs from the stable plugin's");
+                true
+            }
+            Outcome::Failed(_) => true,
+            Outcome::Refused { .. } => return,
+        };
+        let _ = report.try_send(differed);
     }
 
     /// Calls the shadow on `call`'s input, checks its output and compares.

@@ -3,7 +3,8 @@
 //! `spec.source`, each candidate vetted as the serving plugin is (digest
 //! pin `spec.shadow.digest`, compile, contract 0.3, the resource's
 //! limits), the one that passes started beside the serving plugin
-//! ([`super::shadow::Shadow`]) and its figures written to `status.shadow`
+//! ([`super::shadow::Shadow`]) with every parent reconciled once more (so
+//! the shadow sees each, not only those that change) and its figures written to `status.shadow`
 //! when they move (at most every [`STATUS_EVERY`]). A shadow refused is
 //! shown in `status.shadow.lastRefusal` and a Warning `PluginRefused`; it
 //! never touches the serving plugin's state.
@@ -39,6 +40,8 @@ pub(super) struct Shadowing {
     last_refusal: Option<PluginRefusal>,
     /// The figures' version last written, and when.
     shown: Option<(u64, Instant)>,
+    /// A `status.shadow` left from a spec that had a shadow: removed.
+    stale: bool,
 }
 
 impl Shadowing {
@@ -50,6 +53,8 @@ impl Shadowing {
             waiting: None,
             last_refusal: None,
             shown: None,
+            stale: resource.spec.shadow.is_none()
+                && resource.status.as_ref().is_some_and(|s| s.shadow.is_some()),
         }
     }
 
@@ -135,6 +140,9 @@ impl Shadowing {
             queue,
             resource.object_ref(&()),
         )));
+        // Every parent once more, so the shadow sees each (a parent that is
+        // converged costs a call and no write).
+        running.reconcile_all();
         self.shown = None;
     }
 
@@ -166,6 +174,9 @@ impl Shadowing {
     /// [`STATUS_EVERY`]) or a refusal is new.
     pub(super) async fn show(&mut self, running: Option<&Running>, status: &StatusOf) {
         if self.spec.is_none() {
+            if std::mem::take(&mut self.stale) {
+                status.shadow_removed().await;
+            }
             return;
         }
         let shadow = running.and_then(Running::shadow);

@@ -122,6 +122,11 @@ impl StatusOf {
         self.write_raw(json!({ "shadow": shown })).await;
     }
 
+    /// Removes `status.shadow` (the spec has no shadow any more).
+    pub(super) async fn shadow_removed(&self) {
+        self.write_raw(json!({ "shadow": null })).await;
+    }
+
     async fn write(&self, mut status: serde_json::Value) {
         status["observedGeneration"] = json!(self.generation);
         self.write_raw(status).await;

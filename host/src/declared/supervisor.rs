@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::controller::{self, Declaration, Running};
 use super::rollout::{JUDGE_TICK, Judged, RolloutView};
+use super::shadow::Shadow;
 use super::shadowing::Shadowing;
 use super::status::{RolloutShown, StatusOf, now_rfc3339};
 use super::{Settings, kinds, observed};
@@ -213,6 +214,15 @@ impl Supervisor {
                 running
                     .slot()
                     .start_canary(plugin, Strategy::of(spec), spec.paused);
+                if spec.shadow_stable {
+                    let (shadow, comparisons) = Shadow::start_reporting(
+                        running.plugin(),
+                        self.declaration.clone(),
+                        self.settings.shared.clone(),
+                        self.resource.object_ref(&()),
+                    );
+                    running.slot().shadow_stable(shadow, comparisons);
+                }
                 running.reconcile_all();
                 self.history.clear();
                 self.show_rollout(
@@ -556,14 +566,6 @@ async fn declare(resource: &PluginController, settings: &Settings) -> Result<Dec
         ));
     }
     let spec = &resource.spec;
-    if spec.rollout.as_ref().is_some_and(|r| r.shadow_stable) {
-        return Err(Refusal::new(
-            "controller/rollout",
-            "spec.rollout.shadowStable is not available for a PluginController: its canary is \
-             judged on failures, refusals, writes, latency and stalls; to compare a new plugin's \
-             output with the serving one's, declare it in spec.shadow",
-        ));
-    }
     let declared: Vec<_> = spec.children.iter().map(|c| c.kind_ref()).collect();
     kinds::check_children(&declared, &settings.allowed_child_kinds)?;
     let read: Vec<_> = spec.observe.iter().map(|o| o.kind_ref()).collect();

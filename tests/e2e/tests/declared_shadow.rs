@@ -10,7 +10,11 @@
 //! - the misbehaving plugin (a ConfigMap the controller does not declare)
 //!   is refused by rule `child/kind`, named on the status and in one
 //!   Warning `ShadowOutputRefused` (rate-bounded), while the serving plugin
-//!   keeps converging.
+//!   keeps converging;
+//! - with `spec.rollout.shadowStable` the stable plugin shadows a canary:
+//!   the `v2` build as canary differs and is aborted by
+//!   `rollout/difference`; a rebuild of the stable plugin (the same code,
+//!   another digest) agrees and is promoted.
 //!
 //! A control plane of this binary's own and one manager, one test at a
 //! time: the three controllers serve the same parent kind, so each test
@@ -33,6 +37,7 @@ use local_control_plane::ControlPlaneOptions;
 use serde_json::json;
 use tokio::sync::OnceCell;
 use wasm_operator::crd::controller::{PluginController, ShadowStatus};
+use wasm_operator::crd::plugin::RolloutStatus;
 use wasm_operator::runtime::digest_of;
 use wasm_operator::telemetry::metrics::Metrics;
 
@@ -60,7 +65,30 @@ async fn setup(prefix: &str) -> Result<(TestEnv, Arc<Metrics>)> {
         })
         .await?
         .clone();
+    clean_slate(&env.client).await?;
     Ok((env, metrics))
+}
+
+/// Removes every controller and Memcached an earlier test left (one that
+/// failed before its clean-up), so this test's controller is alone.
+async fn clean_slate(client: &Client) -> Result<()> {
+    let controllers: Api<PluginController> = Api::all(client.clone());
+    for controller in controllers.list(&ListParams::default()).await?.items {
+        controllers
+            .delete(&controller.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    let parents: Api<DynamicObject> = Api::all_with(client.clone(), &memcacheds());
+    for parent in parents.list(&ListParams::default()).await?.items {
+        let namespace = parent.namespace().unwrap_or_default();
+        Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &memcacheds())
+            .delete(&parent.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    wait_for("no Memcached left", Duration::from_secs(30), || async {
+        Ok(parents.list(&ListParams::default()).await?.items.is_empty())
+    })
+    .await
 }
 
 /// Copies `from` to `dir/name` (each plugin file a path of its own).
@@ -82,6 +110,8 @@ async fn declare_with_shadow(
     spec["shadow"] = json!({"source": {"file": {"path": shadow.display().to_string()}}});
     declare(client, name, spec).await?;
     wait_state(client, name, "Serving").await?;
+    let digest = digest_of(&std::fs::read(shadow)?);
+    shadow_until(client, name, "the shadow running", |s| s.digest == digest).await?;
     Ok(())
 }
 
@@ -102,13 +132,15 @@ async fn shadow_until(
     what: &str,
     check: impl Fn(&ShadowStatus) -> bool,
 ) -> Result<ShadowStatus> {
-    wait_for(
+    let waited = wait_for(
         &format!("{name}'s status.shadow: {what}"),
         Duration::from_secs(60),
         || async { Ok(check(&shadow_of(client, name).await?)) },
     )
-    .await?;
-    shadow_of(client, name).await
+    .await;
+    let shown = shadow_of(client, name).await?;
+    waited.with_context(|| format!("status.shadow is {shown:?}"))?;
+    Ok(shown)
 }
 
 async fn create_memcached(env: &TestEnv, name: &str, size: i64) -> Result<()> {
@@ -309,6 +341,113 @@ async fn a_refused_shadow_is_named_by_rule_while_the_serving_plugin_converges() 
     let state = api.get(name).await?.status.unwrap_or_default();
     assert_eq!(state.state, "Serving", "{state:?}");
     clean_up(&env, name).await
+}
+
+#[tokio::test]
+async fn shadow_stable_aborts_a_canary_that_differs_and_promotes_one_that_agrees() -> Result<()> {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (env, _metrics) = setup("shadow-stable").await?;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("memcached.wasm");
+    let v1_bytes = std::fs::read(plugin("memcached-plugin", &[]))?;
+    let v1 = place(&v1_bytes, &path)?;
+    let name = "memcached-shadow-stable";
+    let mut spec = memcached_controller(&path);
+    spec["rollout"] = json!({
+        "steps": [50], "stepSeconds": 2, "minReconciles": 1,
+        "maxLatencyIncreasePercent": 10000, "maxWritesIncreasePercent": 10000,
+        "shadowStable": true, "maxDifferencePercent": 10,
+    });
+    declare(&env.client, name, spec).await?;
+    wait_state(&env.client, name, "Serving").await?;
+    let parents = ["s0", "s1", "s2", "s3", "s4", "s5"];
+    for parent in parents {
+        create_memcached(&env, parent, 1).await?;
+    }
+    for parent in parents {
+        deployment(&env, parent, 1).await?;
+    }
+
+    // The v2 build adds an annotation: its outputs differ from v1's.
+    let v2 = place(&std::fs::read(plugin("memcached-plugin", &["v2"]))?, &path)?;
+    let aborted = rollout_until(&env.client, name, "Aborted", &v2).await?;
+    assert_eq!(
+        aborted.rule.as_deref(),
+        Some("rollout/difference"),
+        "{aborted:?}"
+    );
+    assert!(
+        aborted
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("differed from the stable shadow")),
+        "{aborted:?}"
+    );
+
+    // The same code with another digest (a custom section appended, as a
+    // rebuild with other metadata would be): no output differs.
+    let mut rebuilt = v1_bytes.clone();
+    rebuilt.extend_from_slice(&[0, 12, 4]);
+    rebuilt.extend_from_slice(b"noterebuild");
+    let rebuilt = place(&rebuilt, &path)?;
+    assert_ne!(rebuilt, v1);
+    let promoted = rollout_until(&env.client, name, "Promoted", &rebuilt).await?;
+    assert!(
+        promoted.history.iter().all(|h| h.verdict != "Aborted"),
+        "{promoted:?}"
+    );
+    // The aborted canary's annotation is gone again from its cohort.
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
+    wait_for(
+        "no Deployment annotated by v2",
+        Duration::from_secs(60),
+        || async {
+            for parent in parents {
+                if deployments
+                    .get(parent)
+                    .await?
+                    .annotations()
+                    .contains_key(BUILD_ANNOTATION)
+                {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        },
+    )
+    .await?;
+    clean_up(&env, name).await
+}
+
+/// Puts `bytes` at `path` in one rename (the file source sees whole files
+/// only); their digest.
+fn place(bytes: &[u8], path: &Path) -> Result<String> {
+    let staged = path.with_extension("new");
+    std::fs::write(&staged, bytes)?;
+    std::fs::rename(&staged, path)?;
+    Ok(digest_of(bytes))
+}
+
+/// Waits until the rollout of `canary` on `name` reaches `phase`.
+async fn rollout_until(
+    client: &Client,
+    name: &str,
+    phase: &str,
+    canary: &str,
+) -> Result<RolloutStatus> {
+    let api: Api<PluginController> = Api::all(client.clone());
+    let rollout = || async { anyhow::Ok(api.get(name).await?.status.and_then(|s| s.rollout)) };
+    wait_for(
+        &format!("{name}'s rollout of {canary} {phase}"),
+        Duration::from_secs(90),
+        || async {
+            Ok(rollout()
+                .await?
+                .is_some_and(|r| r.phase == phase && r.canary.as_deref() == Some(canary)))
+        },
+    )
+    .await?;
+    Ok(rollout().await?.unwrap_or_default())
 }
 
 /// The `ShadowOutputRefused` Warnings on the controller `name` (cluster
