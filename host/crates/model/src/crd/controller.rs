@@ -265,21 +265,27 @@ pub struct ShadowStatus {
     pub since: String,
     /// Calls made (agreed + differed + refused + failed).
     #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
     pub calls: u64,
     /// Outputs equal to the serving plugin's.
     #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
     pub agreed: u64,
     /// Outputs that differ from the serving plugin's.
     #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
     pub differed: u64,
     /// Outputs a host rule refused (not compared).
     #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
     pub refused: u64,
     /// Calls that failed (trap, deadline, error returned).
     #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
     pub failed: u64,
     /// Calls not made: the shadow's queue was full.
     #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
     pub dropped: u64,
     /// The last difference, in short.
     #[serde(default, skip_serializing_if = "Option::is_none")]
