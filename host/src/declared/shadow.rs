@@ -25,14 +25,16 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::checks::{self, Declared, Parent, Plan};
-use super::controller::{Declaration, Shared};
+use super::kinds::ResolvedKind;
+use crate::apply::policy::PolicyConfig;
 use crate::crd::controller::{ShadowFinding, ShadowStatus};
 use crate::locks::{MutexExt, RwLockExt};
 use crate::plugin_text;
 use crate::runtime::LoadedPlugin;
 use crate::runtime::bindings::v3;
 use crate::tasks::AbortOnDrop;
-use crate::telemetry::events::QueuedEvent;
+use crate::telemetry::events::{EventSink, QueuedEvent};
+use crate::telemetry::metrics::Metrics;
 
 /// The reason of the Warning Event an output the rules refuse records.
 pub const REFUSED_REASON: &str = "ShadowOutputRefused";
@@ -46,6 +48,24 @@ const SHOWN_MAX: usize = 512;
 
 /// Children named in one part of a difference before the rest are counted.
 const NAMES_SHOWN: usize = 5;
+
+/// The rules a controller's shadow is held to, and where it reports: its
+/// declaration's, as the serving plugin's.
+#[derive(Clone)]
+pub struct ShadowRules {
+    /// The `PluginController`'s name.
+    pub controller: String,
+    /// The parent kind.
+    pub parent: ResolvedKind,
+    /// The child kinds with their bounds (most children, most bytes).
+    pub children: Vec<(ResolvedKind, u32, u32)>,
+    /// The pod policy pod templates in children are held to.
+    pub policy: PolicyConfig,
+    /// The host's metrics.
+    pub metrics: Arc<Metrics>,
+    /// Where Events go.
+    pub events: EventSink,
+}
 
 /// Where a controller's shadow sits: none, or one running.
 #[derive(Default)]
@@ -112,8 +132,7 @@ impl ShadowCall {
 /// when this is dropped; a call running ends at its deadline).
 pub struct Shadow {
     plugin: Arc<LoadedPlugin>,
-    declaration: Declaration,
-    shared: Shared,
+    rules: ShadowRules,
     calls: mpsc::Sender<ShadowCall>,
     figures: Arc<ShadowFigures>,
     reporting: bool,
@@ -124,16 +143,15 @@ pub struct Shadow {
 pub const REPORTED_COMPARISONS: usize = 1024;
 
 impl Shadow {
-    /// Starts `plugin` as the shadow of `declaration` with room for `queue`
+    /// Starts `plugin` as a shadow held to `rules` with room for `queue`
     /// waiting calls; refusals are Warnings on `regarding` (the resource).
     pub fn start(
         plugin: Arc<LoadedPlugin>,
-        declaration: Declaration,
-        shared: Shared,
+        rules: ShadowRules,
         queue: usize,
         regarding: ObjectReference,
     ) -> Arc<Self> {
-        Self::start_with(plugin, (declaration, shared), queue, regarding, None)
+        Self::start_with(plugin, rules, queue, regarding, None)
     }
 
     /// The stable plugin as a shadow on a canary's cohort
@@ -143,25 +161,18 @@ impl Shadow {
     /// and kept out of the `spec.shadow` metrics and Events.
     pub fn start_reporting(
         stable: Arc<LoadedPlugin>,
-        declaration: Declaration,
-        shared: Shared,
+        rules: ShadowRules,
         regarding: ObjectReference,
     ) -> (Arc<Self>, mpsc::Receiver<bool>) {
         let (report, reports) = mpsc::channel(REPORTED_COMPARISONS);
         let queue = crate::crd::controller::DEFAULT_SHADOW_QUEUE as usize;
-        let shadow = Self::start_with(
-            stable,
-            (declaration, shared),
-            queue,
-            regarding,
-            Some(report),
-        );
+        let shadow = Self::start_with(stable, rules, queue, regarding, Some(report));
         (shadow, reports)
     }
 
     fn start_with(
         plugin: Arc<LoadedPlugin>,
-        (declaration, shared): (Declaration, Shared),
+        rules: ShadowRules,
         queue: usize,
         regarding: ObjectReference,
         report: Option<mpsc::Sender<bool>>,
@@ -171,8 +182,7 @@ impl Shadow {
         let reporting = report.is_some();
         let worker = Worker {
             plugin: plugin.clone(),
-            declaration: declaration.clone(),
-            shared: shared.clone(),
+            rules: rules.clone(),
             figures: figures.clone(),
             regarding,
             events: Mutex::new(EventBound::default()),
@@ -181,8 +191,7 @@ impl Shadow {
         let task = tokio::spawn(worker.run(waiting));
         Arc::new(Self {
             plugin,
-            declaration,
-            shared,
+            rules,
             calls,
             figures,
             reporting,
@@ -204,9 +213,9 @@ impl Shadow {
                 self.figures.dropped.fetch_add(1, Ordering::Relaxed);
                 self.figures.touch();
                 if !self.reporting {
-                    self.shared
+                    self.rules
                         .metrics
-                        .declared_shadow(&self.declaration.name, "dropped", &[]);
+                        .declared_shadow(&self.rules.controller, "dropped", &[]);
                 }
                 None
             }
@@ -317,8 +326,7 @@ impl EventBound {
 /// The task that calls the shadow, one call at a time.
 struct Worker {
     plugin: Arc<LoadedPlugin>,
-    declaration: Declaration,
-    shared: Shared,
+    rules: ShadowRules,
     figures: Arc<ShadowFigures>,
     regarding: ObjectReference,
     events: Mutex<EventBound>,
@@ -352,7 +360,7 @@ impl Worker {
         let differed = match outcome {
             Outcome::Agreed => false,
             Outcome::Differed(differences) => {
-                tracing::debug!(controller = %self.declaration.name, object, differences = %summary(differences), "the canary's output differs from the stable plugin's");
+                tracing::debug!(controller = %self.rules.controller, object, differences = %summary(differences), "the canary's output differs from the stable plugin's");
                 true
             }
             Outcome::Failed(_) => true,
@@ -376,12 +384,12 @@ impl Worker {
             Ok(output) => output,
             Err(err) => return Outcome::Failed(err.to_string()),
         };
-        let declaration = &self.declaration;
+        let rules = &self.rules;
         let declared = Declared {
-            controller: &declaration.name,
-            parent: &declaration.parent,
-            children: &declaration.children,
-            policy: &declaration.policy,
+            controller: &rules.controller,
+            parent: &rules.parent,
+            children: &rules.children,
+            policy: &rules.policy,
         };
         let about = Parent {
             name: &name,
@@ -394,7 +402,7 @@ impl Worker {
                 message: refusal.message,
             },
             Ok(shadow) => {
-                let kinds: Vec<&str> = declaration
+                let kinds: Vec<&str> = rules
                     .children
                     .iter()
                     .map(|(kind, ..)| kind.declared.kind.as_str())
@@ -413,9 +421,9 @@ impl Worker {
     /// a refusal in a Warning (rate-bounded).
     fn count(&self, object: &str, outcome: Outcome) {
         let figures = &self.figures;
-        let controller = self.declaration.name.as_str();
+        let controller = self.rules.controller.as_str();
         let shadow = self.plugin.describe();
-        let metrics = &self.shared.metrics;
+        let metrics = &self.rules.metrics;
         match outcome {
             Outcome::Agreed => {
                 figures.agreed.fetch_add(1, Ordering::Relaxed);
@@ -461,7 +469,7 @@ impl Worker {
         if held > 0 {
             note.push_str(&format!("; {held} more refusals since the last such Event"));
         }
-        self.shared.events.send(QueuedEvent {
+        self.rules.events.send(QueuedEvent {
             event: Event {
                 type_: EventType::Warning,
                 reason: REFUSED_REASON.into(),
@@ -470,7 +478,7 @@ impl Worker {
                 secondary: None,
             },
             regarding: self.regarding.clone(),
-            object: self.declaration.name.clone(),
+            object: self.rules.controller.clone(),
         });
     }
 }

@@ -16,8 +16,8 @@ use kube::Resource;
 use tokio::sync::mpsc;
 
 use super::Settings;
-use super::controller::Running;
-use super::shadow::Shadow;
+use super::controller::{Declaration, Running, Shared};
+use super::shadow::{Shadow, ShadowRules};
 use super::status::{StatusOf, now_rfc3339};
 use crate::crd::controller::{PluginController, ShadowSpec};
 use crate::crd::plugin::PluginRefusal;
@@ -135,8 +135,7 @@ impl Shadowing {
         tracing::info!(controller = %running.declaration().name, shadow = %plugin.describe(), queue, "the shadow plugin runs beside the serving one; nothing of it is applied");
         running.set_shadow(Some(Shadow::start(
             plugin,
-            running.declaration().clone(),
-            settings.shared.clone(),
+            rules(running.declaration(), &settings.shared),
             queue,
             resource.object_ref(&()),
         )));
@@ -194,6 +193,18 @@ impl Shadowing {
         figures.last_refusal = self.last_refusal.clone();
         status.shadow(&figures).await;
         self.shown = Some((version, now));
+    }
+}
+
+/// The rules a shadow of `declaration` is held to, and where it reports.
+pub(super) fn rules(declaration: &Declaration, shared: &Shared) -> ShadowRules {
+    ShadowRules {
+        controller: declaration.name.clone(),
+        parent: declaration.parent.clone(),
+        children: declaration.children.clone(),
+        policy: declaration.policy.clone(),
+        metrics: shared.metrics.clone(),
+        events: shared.events.clone(),
     }
 }
 

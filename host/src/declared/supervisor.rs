@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 use super::controller::{self, Declaration, Running};
 use super::rollout::{JUDGE_TICK, Judged, RolloutView};
 use super::shadow::Shadow;
-use super::shadowing::Shadowing;
+use super::shadowing::{self, Shadowing};
 use super::status::{RolloutShown, StatusOf, now_rfc3339};
 use super::{Settings, kinds, observed};
 use crate::apply::policy::PolicyConfig;
@@ -217,8 +217,7 @@ impl Supervisor {
                 if spec.shadow_stable {
                     let (shadow, comparisons) = Shadow::start_reporting(
                         running.plugin(),
-                        self.declaration.clone(),
-                        self.settings.shared.clone(),
+                        shadowing::rules(&self.declaration, &self.settings.shared),
                         self.resource.object_ref(&()),
                     );
                     running.slot().shadow_stable(shadow, comparisons);
