@@ -31,6 +31,8 @@ pub const HOST_REASONS: &[&str] = &[
     // released for losing its label (declared).
     "FailedApply",
     "ReleasedChild",
+    // A declared controller's shadow output refused by a rule (declared::shadow).
+    "ShadowOutputRefused",
     // Objects the host cannot read (controller::watch).
     "InvalidObject",
     // A controlled pod that lost its labels alive (controller::strays).

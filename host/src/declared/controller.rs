@@ -45,6 +45,7 @@ use super::kinds::ResolvedKind;
 use super::observed::{Meta, ObservedCaches, ObservedKind};
 use super::rollout::Slot;
 use super::sharding;
+use super::shadow::{Shadow, ShadowSeat};
 use crate::judging::tally::Sample;
 
 /// A declaration resolved: what one controller serves and within which rules.
@@ -124,6 +125,17 @@ impl Running {
     pub fn declaration(&self) -> &Declaration {
         &self.context.declaration
     }
+
+    /// Runs `shadow` beside the serving plugin from the next reconcile on
+    /// (`None`: no shadow).
+    pub fn set_shadow(&self, shadow: Option<Arc<Shadow>>) {
+        self.context.shadow.set(shadow);
+    }
+
+    /// The shadow running, if any.
+    pub fn shadow(&self) -> Option<Arc<Shadow>> {
+        self.context.shadow.get()
+    }
 }
 
 struct Context {
@@ -139,6 +151,7 @@ struct Context {
     parents: convert_v3::Records,
     observed: Vec<Arc<ObservedCaches>>,
     failures: Mutex<HashMap<String, u32>>,
+    shadow: ShadowSeat,
 }
 
 /// Why one reconcile failed.
@@ -220,6 +233,7 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         parents,
         observed,
         failures: Mutex::new(HashMap::new()),
+        shadow: ShadowSeat::default(),
     });
     let workers = context.declaration.workers;
     let run = controller
@@ -447,6 +461,19 @@ async fn reconcile_once(
     let (output, lent) = plugin
         .reconcile_generic_lent(input, object_key(parent))
         .await;
+    // `spec.shadow`, and the stable plugin beside a canary (`shadowStable`).
+    let shadows: Vec<_> = if output.is_ok() {
+        [
+            ctx.shadow.get(),
+            ctx.slot.stable_shadow_for(plugin.digest()),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|shadow| shadow.reserve(lent.as_ref()))
+        .collect()
+    } else {
+        Vec::new()
+    };
     put_back(ctx, lent);
     let output = output.map_err(Failure::Plugin)?;
     let owned_names: Vec<BTreeMap<String, String>> = owned
@@ -470,6 +497,10 @@ async fn reconcile_once(
     };
     let mut plan =
         checks::check(&declared, &about, &owned_names, output).map_err(Failure::Refused)?;
+    for shadow in shadows {
+        // Off the write path: the shadow's worker calls it and compares.
+        shadow.send(&about, &owned_names, &plan);
+    }
     if plan.status.as_ref() == parent.data.get("status") {
         // The status the plugin gives is stored already: no write.
         plan.status = None;

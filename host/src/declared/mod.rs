@@ -24,6 +24,8 @@ pub mod observed;
 pub mod rbac;
 pub mod rollout;
 pub mod sharding;
+pub mod shadow;
+mod shadowing;
 mod status;
 mod supervisor;
 pub mod tenants;

@@ -9,12 +9,17 @@
 //! the canary stays with it while the rollout goes on. Parents whose latest
 //! reconcile under the stable plugin failed when the rollout began are
 //! judged on neither side. Whatever the plugin, its output is held to the
-//! same declaration and pod policy: a canary cannot loosen them.
+//! same declaration and pod policy: a canary cannot loosen them. With
+//! `shadowStable` the stable plugin runs as a shadow on the canary's
+//! cohort ([`super::shadow`]) and the share of differing outputs is judged.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc;
+
+use super::shadow::Shadow;
 use crate::judging::plan::{AbortReason, Steps, Strategy, Verdict};
 use crate::judging::tally::Sample;
 use crate::locks::{MutexExt, RwLockExt};
@@ -39,6 +44,9 @@ pub struct Slot {
 struct Canary {
     plugin: Arc<LoadedPlugin>,
     steps: Steps,
+    /// The stable plugin as a shadow on the cohort (`shadowStable`), and
+    /// its comparisons (true: the outputs differed).
+    stable_shadow: Option<(Arc<Shadow>, mpsc::Receiver<bool>)>,
 }
 
 /// A rollout as the status shows it.
@@ -119,7 +127,31 @@ impl Slot {
         let mut steps =
             Steps::start(plugin.digest().to_string(), stable, strategy, excused).unchecked();
         steps.paused = paused;
-        *self.canary.lock_unpoisoned() = Some(Canary { plugin, steps });
+        *self.canary.lock_unpoisoned() = Some(Canary {
+            plugin,
+            steps,
+            stable_shadow: None,
+        });
+    }
+
+    /// Runs `shadow` (the stable plugin, reporting) beside the canary on
+    /// its cohort (`shadowStable`): its comparisons are judged
+    /// (`rollout/difference`). Dropped with the canary.
+    pub fn shadow_stable(&self, shadow: Arc<Shadow>, comparisons: mpsc::Receiver<bool>) {
+        if let Some(canary) = self.canary.lock_unpoisoned().as_mut() {
+            canary.stable_shadow = Some((shadow, comparisons));
+        }
+    }
+
+    /// The stable shadow to offer a call to when the plugin `digest` (the
+    /// one that served it) is the canary.
+    pub fn stable_shadow_for(&self, digest: &str) -> Option<Arc<Shadow>> {
+        let canary = self.canary.lock_unpoisoned();
+        let canary = canary.as_ref().filter(|c| c.plugin.digest() == digest)?;
+        canary
+            .stable_shadow
+            .as_ref()
+            .map(|(shadow, _)| shadow.clone())
     }
 
     /// Records how the reconcile of parent `uid` by the plugin `digest`
@@ -163,6 +195,11 @@ impl Slot {
         let Some(canary) = slot.as_mut() else {
             return (Judged::Hold, String::new());
         };
+        if let Some((_, comparisons)) = canary.stable_shadow.as_mut() {
+            while let Ok(differed) = comparisons.try_recv() {
+                canary.steps.record_comparison(differed);
+            }
+        }
         let (verdict, figures) = canary.steps.judge(now, &[]);
         let judged = match verdict {
             Verdict::Hold => Judged::Hold,

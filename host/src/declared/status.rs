@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::controller::Declaration;
 use super::kinds;
-use crate::crd::controller::PluginController;
+use crate::crd::controller::{PluginController, ShadowStatus};
 use crate::crd::plugin::{PluginRefusal, RolloutStatus, RolloutStepRecord};
 use crate::locks::MutexExt;
 use crate::refusal::Refusal;
@@ -140,6 +140,30 @@ impl StatusOf {
             }
         }
         self.write_raw(json!({ "rollout": rollout })).await;
+    }
+
+    /// Shows the shadow plugin's figures (`status.shadow`), whole: a field
+    /// it does not hold is removed.
+    pub(super) async fn shadow(&self, shadow: &ShadowStatus) {
+        let mut shown = json!(shadow);
+        for field in [
+            "plugin",
+            "digest",
+            "since",
+            "lastDifference",
+            "lastRefused",
+            "lastRefusal",
+        ] {
+            if shown.get(field).is_none() {
+                shown[field] = serde_json::Value::Null;
+            }
+        }
+        self.write_raw(json!({ "shadow": shown })).await;
+    }
+
+    /// Removes `status.shadow` (the spec has no shadow any more).
+    pub(super) async fn shadow_removed(&self) {
+        self.write_raw(json!({ "shadow": null })).await;
     }
 
     async fn write(&self, mut status: serde_json::Value) {

@@ -18,6 +18,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::controller::{self, Declaration, Running};
 use super::rollout::{JUDGE_TICK, Judged, RolloutView};
+use super::shadow::Shadow;
+use super::shadowing::{self, Shadowing};
 use super::status::{RolloutShown, StatusOf, now_rfc3339};
 use super::tenants::{self, Registration, Tenancy};
 use super::{Settings, kinds, observed};
@@ -65,6 +67,7 @@ pub(super) async fn supervise(
             return;
         }
     };
+    let resource_of_shadow = resource.clone();
     let mut supervisor = Supervisor {
         aborted: aborted_at_this_generation(&resource),
         resource,
@@ -75,6 +78,7 @@ pub(super) async fn supervise(
         history: Vec::new(),
         tenancy,
         registration: None,
+        shadowing: Shadowing::new(&resource_of_shadow),
     };
     supervisor.run(actions).await;
     supervisor.status.settle().await;
@@ -95,6 +99,8 @@ struct Supervisor {
     tenancy: Arc<Tenancy>,
     /// A tenant's namespaces taken from its base while it serves.
     registration: Option<Registration>,
+    /// The shadow plugin (`spec.shadow`).
+    shadowing: Shadowing,
 }
 
 impl Supervisor {
@@ -134,6 +140,7 @@ impl Supervisor {
                 None
             }
         };
+        self.open_shadow().await;
         self.follow(&mut rx, &mut actions).await;
     }
 
@@ -156,9 +163,15 @@ impl Supervisor {
                     // the resource goes.
                     None => source_open = false,
                 },
+                candidate = self.shadowing.next() => {
+                    if let Some(candidate) = candidate {
+                        self.on_shadow_candidate(candidate).await;
+                    }
+                }
                 _ = tick.tick() => {
                     self.status.flush().await;
                     self.judge().await;
+                    self.shadowing.show(self.running.as_ref(), &self.status).await;
                 }
                 changed = actions.changed(), if actions_open => match changed {
                     Ok(()) => {
@@ -221,6 +234,14 @@ impl Supervisor {
                 running
                     .slot()
                     .start_canary(plugin, Strategy::of(spec), spec.paused);
+                if spec.shadow_stable {
+                    let (shadow, comparisons) = Shadow::start_reporting(
+                        running.plugin(),
+                        shadowing::rules(&self.declaration, &self.settings.shared),
+                        self.resource.object_ref(&()),
+                    );
+                    running.slot().shadow_stable(shadow, comparisons);
+                }
                 running.reconcile_all();
                 self.history.clear();
                 self.show_rollout(
@@ -242,10 +263,75 @@ impl Supervisor {
                     let events = self.settings.shared.events.clone();
                     self.registration = Some(self.tenancy.register(&self.resource, events));
                 }
+                self.shadowing
+                    .started(self.running.as_ref(), &self.settings, &self.resource);
             }
         }
         tracing::info!(controller = %name, plugin = %plugin.describe(), from, "serving");
         self.status.serving(&self.declaration, &plugin).await;
+    }
+
+    /// Opens the shadow's source (`spec.shadow`) and offers its first bytes.
+    async fn open_shadow(&mut self) {
+        match self.shadowing.open(&self.settings).await {
+            Ok(Some(bytes)) => {
+                let label = self.shadowing.label();
+                self.offer_shadow(bytes, &label).await;
+            }
+            Ok(None) => {}
+            Err(refusal) => self.refuse_shadow("", &refusal).await,
+        }
+    }
+
+    async fn on_shadow_candidate(&mut self, candidate: Candidate) {
+        if let Some(refused) = &candidate.refusal {
+            self.refuse_shadow(&refused.digest, &refused.refusal).await;
+            return;
+        }
+        self.offer_shadow(candidate.bytes, &candidate.source).await;
+    }
+
+    /// Vets `bytes` as the serving plugin's are (the shadow's own pin) and
+    /// runs them as the shadow.
+    async fn offer_shadow(&mut self, bytes: Vec<u8>, from: &str) {
+        let digest = digest_of(&bytes);
+        if self.shadowing.holds(self.running.as_ref(), &digest) {
+            return;
+        }
+        let pin = self.shadowing.pin().map(str::to_string);
+        let vetted = match load_pinned(&self.settings.runtime, &bytes, from, pin.as_deref()).await {
+            Ok(plugin) => admit(plugin, &self.resource),
+            Err(refusal) => Err(refusal),
+        };
+        match vetted {
+            Ok(plugin) => {
+                self.shadowing.serve(
+                    plugin,
+                    self.running.as_ref(),
+                    &self.settings,
+                    &self.resource,
+                );
+                self.shadowing
+                    .show(self.running.as_ref(), &self.status)
+                    .await;
+            }
+            Err(refusal) => self.refuse_shadow(&digest, &refusal).await,
+        }
+    }
+
+    /// A shadow candidate refused: the log, `status.shadow.lastRefusal`, a
+    /// Warning; what serves (and the shadow running) stays.
+    async fn refuse_shadow(&mut self, digest: &str, refusal: &Refusal) {
+        tracing::warn!(controller = %self.resource.name_any(), digest, "shadow plugin refused: {refusal}");
+        self.shadowing.refused(digest, refusal);
+        self.shadowing
+            .show(self.running.as_ref(), &self.status)
+            .await;
+        self.event(
+            true,
+            "PluginRefused",
+            &format!("shadow plugin refused (the serving plugin is not affected): {refusal}"),
+        );
     }
 
     fn rolls_out(&self) -> bool {
@@ -508,13 +594,6 @@ async fn declare(
     }
     let spec = &resource.spec;
     super::sharding::check_rollout(resource, settings.shared.shards.as_ref())?;
-    if spec.rollout.as_ref().is_some_and(|r| r.shadow_stable) {
-        return Err(Refusal::new(
-            "controller/rollout",
-            "spec.rollout.shadowStable is not available for a PluginController yet: its canary is \
-             judged on failures, refusals, writes, latency and stalls; remove shadowStable",
-        ));
-    }
     let declared: Vec<_> = spec.children.iter().map(|c| c.kind_ref()).collect();
     kinds::check_children(&declared, &settings.allowed_child_kinds)?;
     let read: Vec<_> = spec.observe.iter().map(|o| o.kind_ref()).collect();

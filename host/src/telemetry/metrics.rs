@@ -99,6 +99,24 @@ pub struct ControllerLabels {
     pub controller: String,
 }
 
+/// `{controller,outcome}` of `wasm_operator_declared_shadow_outcomes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowOutcomeLabels {
+    /// The `PluginController`'s name.
+    pub controller: String,
+    /// `agreed`, `differed`, `refused`, `failed` or `dropped`.
+    pub outcome: String,
+}
+
+/// `{controller,part}` of `wasm_operator_declared_shadow_differences_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowPartLabels {
+    /// The `PluginController`'s name.
+    pub controller: String,
+    /// `creates`, `updates`, `deletes`, `status`, `events` or `requeue`.
+    pub part: String,
+}
+
 /// `{controller,result}` of `controller_runtime_reconcile_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
@@ -245,6 +263,12 @@ pub struct Metrics {
     pub plugin_call_duration: HistogramFamily<PluginCallLabels>,
     /// `wasm_operator_plugin_call_outcomes_total{plugin,version,digest,outcome}`.
     pub plugin_call_outcomes: Family<PluginOutcomeLabels, Counter>,
+    /// `wasm_operator_declared_shadow_calls_total{controller}`.
+    pub declared_shadow_calls: Family<ControllerLabels, Counter>,
+    /// `wasm_operator_declared_shadow_outcomes_total{controller,outcome}`.
+    pub declared_shadow_outcomes: Family<ShadowOutcomeLabels, Counter>,
+    /// `wasm_operator_declared_shadow_differences_total{controller,part}`.
+    pub declared_shadow_differences: Family<ShadowPartLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -293,6 +317,9 @@ impl Default for Metrics {
             leader_status: Family::default(),
             plugin_call_duration: Family::new_with_constructor(plugin_call_histogram),
             plugin_call_outcomes: Family::default(),
+            declared_shadow_calls: Family::default(),
+            declared_shadow_outcomes: Family::default(),
+            declared_shadow_differences: Family::default(),
         }
     }
 }
@@ -345,6 +372,64 @@ impl Metrics {
         );
         self.register_plugins(r);
         self.register_writes(r);
+        self.register_declared_shadows(r);
+    }
+
+    /// Declared controllers' shadow plugins, by controller.
+    fn register_declared_shadows(&self, r: &mut Registry) {
+        r.register(
+            "declared_shadow_calls",
+            "Calls of a declared controller's shadow plugin (made, not dropped)",
+            self.declared_shadow_calls.clone(),
+        );
+        r.register(
+            "declared_shadow_outcomes",
+            "A declared controller's shadow calls by outcome: agreed, differed, refused (by a host rule), failed, dropped (queue full)",
+            self.declared_shadow_outcomes.clone(),
+        );
+        r.register(
+            "declared_shadow_differences",
+            "A declared controller's shadow outputs that differed, by part (creates, updates, deletes, status, events, requeue)",
+            self.declared_shadow_differences.clone(),
+        );
+    }
+
+    /// Counts one shadow call of the declared controller `controller` that
+    /// ended with `outcome` (`dropped`: not made), and for a difference the
+    /// `parts` that differed.
+    pub fn declared_shadow(&self, controller: &str, outcome: &str, parts: &[&str]) {
+        if outcome != "dropped" {
+            self.declared_shadow_calls
+                .get_or_create(&ControllerLabels {
+                    controller: controller.to_string(),
+                })
+                .inc();
+        }
+        self.declared_shadow_outcomes
+            .get_or_create(&ShadowOutcomeLabels {
+                controller: controller.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        for part in parts {
+            self.declared_shadow_differences
+                .get_or_create(&ShadowPartLabels {
+                    controller: controller.to_string(),
+                    part: (*part).to_string(),
+                })
+                .inc();
+        }
+    }
+
+    /// A declared controller's shadow calls that ended with `outcome` so
+    /// far (tests, logs).
+    pub fn declared_shadow_outcome(&self, controller: &str, outcome: &str) -> u64 {
+        self.declared_shadow_outcomes
+            .get_or_create(&ShadowOutcomeLabels {
+                controller: controller.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .get()
     }
 
     /// The plugin's series: calls, outcomes, swaps, rollbacks, the shadow.

@@ -161,6 +161,7 @@ pub fn start_manager(plane: &'static local_control_plane::ControlPlane) -> Resul
 pub struct Manager {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Manager {
@@ -175,6 +176,8 @@ impl Manager {
             .enable_all()
             .build()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let metrics = Arc::new(Metrics::default());
+        let theirs = metrics.clone();
         let thread = std::thread::spawn(move || {
             runtime.block_on(async move {
                 let client = match plane.client().await {
@@ -182,7 +185,7 @@ impl Manager {
                     Err(err) => return eprintln!("the manager's client: {err:#}"),
                 };
                 tokio::select! {
-                    () = run_manager(client, cache_dir) => {}
+                    () = run_manager(client, cache_dir, theirs) => {}
                     _ = stopped => {}
                 }
             });
@@ -191,7 +194,13 @@ impl Manager {
         Ok(Self {
             stop: Some(stop),
             thread: Some(thread),
+            metrics,
         })
+    }
+
+    /// The manager's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 }
 
@@ -209,8 +218,7 @@ impl Drop for Manager {
 /// `declared::run` as `run --plugin-controllers` sets it up: Events, the
 /// host's policy, plugin files from any path (the file-root rule has tests
 /// of its own).
-async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>) {
-    let metrics = Arc::new(Metrics::default());
+async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>, metrics: Arc<Metrics>) {
     let writer = EventWriter::new(
         client.clone(),
         Reporter {

@@ -89,6 +89,11 @@ pub struct PluginControllerSpec {
     /// second, bursts of 5000); each namespace gets a fair share of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_budget: Option<WriteBudgetSpec>,
+    /// A plugin run beside the serving one on the same input, after it and
+    /// off the write path: its output is checked by the same rules and
+    /// compared with the serving plugin's, never applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowSpec>,
 }
 
 /// The prefix of the Namespace label by which an admin opts a namespace in
@@ -137,6 +142,36 @@ pub struct TenantStatus {
     /// What to do about them.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+}
+
+/// Most shadow calls that may wait for the shadow plugin by default.
+pub const DEFAULT_SHADOW_QUEUE: u32 = 8;
+
+/// A shadow plugin: where its bytes come from and how they are trusted, as
+/// `spec.source`, `spec.digest` and `spec.verification` say for the
+/// serving plugin. The limits and pod policy are the resource's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowSpec {
+    /// Exactly one of `oci`, `configMap` or `file`.
+    pub source: PluginSourceSpec,
+    /// Only bytes with this digest may load (`sha256:` and 64 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Signatures the bytes must carry (OCI sources only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationSpec>,
+    /// Shadow calls that may wait (default 8); more are dropped and counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub queue: Option<u32>,
+}
+
+impl ShadowSpec {
+    /// Shadow calls that may wait.
+    pub fn queue(&self) -> usize {
+        self.queue.unwrap_or(DEFAULT_SHADOW_QUEUE).clamp(1, 1024) as usize
+    }
 }
 
 /// A kind by its API version and name.
@@ -270,6 +305,73 @@ pub struct PluginControllerStatus {
     /// A tenant's namespaces (with `spec.tenant`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<TenantStatus>,
+    /// The shadow plugin and how its outputs compared (with `spec.shadow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowStatus>,
+}
+
+/// A shadow plugin's figures: counted by the replica that runs the
+/// controller since the shadow started there.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowStatus {
+    /// The shadow, `name@version (sha256:…)` (empty while none runs).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plugin: String,
+    /// Its digest.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
+    /// When it started (RFC 3339): the counts are since then.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub since: String,
+    /// Calls made (agreed + differed + refused + failed).
+    #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
+    pub calls: u64,
+    /// Outputs equal to the serving plugin's.
+    #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
+    pub agreed: u64,
+    /// Outputs that differ from the serving plugin's.
+    #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
+    pub differed: u64,
+    /// Outputs a host rule refused (not compared).
+    #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
+    pub refused: u64,
+    /// Calls that failed (trap, deadline, error returned).
+    #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
+    pub failed: u64,
+    /// Calls not made: the shadow's queue was full.
+    #[serde(default)]
+    #[schemars(extend("format" = "int64"))]
+    pub dropped: u64,
+    /// The last difference, in short.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_difference: Option<ShadowFinding>,
+    /// The last output refused, with its rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refused: Option<ShadowFinding>,
+    /// The last shadow artifact refused (digest pin, signature, contract…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refusal: Option<PluginRefusal>,
+}
+
+/// One call of the shadow worth showing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowFinding {
+    /// The parent, `namespace/name`.
+    pub object: String,
+    /// The rule that refused the output (refusals only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// What differed, or why it was refused (escaped, bounded).
+    pub message: String,
+    /// When (RFC 3339).
+    pub time: String,
 }
 
 #[cfg(test)]
