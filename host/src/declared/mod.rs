@@ -17,6 +17,7 @@ pub mod budget;
 pub mod checks;
 pub mod children;
 pub mod controller;
+pub mod gone;
 pub mod kinds;
 pub mod observed;
 pub mod owners;
