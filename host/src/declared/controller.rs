@@ -35,13 +35,14 @@ use crate::telemetry::metrics::Metrics;
 
 use super::applied::AppliedMemory;
 use super::apply::{self, ApplyError, ParentRef, Target, Written};
-use super::budget::{self, WriteBudget};
+use super::budget::WriteBudget;
 use super::checks::{self, CONTROLLER_LABEL, Declared, Parent, Plan};
 use super::children::ChildKind;
 use super::gone::{self, ParentMemory};
 use super::kinds::ResolvedKind;
 use super::observed::{Meta, ObservedCaches, ObservedKind};
 use super::rollout::Slot;
+use super::status_fields::{self, CheckedField};
 use crate::judging::tally::Sample;
 
 /// A declaration resolved: what one controller serves and within which rules.
@@ -59,6 +60,10 @@ pub struct Declaration {
     pub policy: PolicyConfig,
     /// Reconciles at once.
     pub workers: u16,
+    /// The status fields the host checks (`spec.checkedStatus`).
+    pub checked_status: Vec<CheckedField>,
+    /// The write budget.
+    pub write_budget: super::WriteRate,
 }
 
 /// What every controller of a host shares.
@@ -180,6 +185,7 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         &declaration.parent.declared.kind,
         PARENT_RECORDS_KEPT,
     );
+    let context_budget = declaration.write_budget;
     let context = Arc::new(Context {
         field_manager: format!("wasm-operator/{}", declaration.name),
         child_kinds: declaration
@@ -193,7 +199,7 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         applied: AppliedMemory::default(),
         children,
         expectations,
-        budget: WriteBudget::new(budget::DEFAULT_PER_SECOND, budget::DEFAULT_BURST),
+        budget: WriteBudget::new(context_budget.per_second, context_budget.burst),
         parents,
         observed,
         failures: Mutex::new(HashMap::new()),
@@ -381,6 +387,7 @@ async fn reconcile_once(
         return Ok((Action::requeue(again), None));
     }
     let input = input(ctx, parent, &owned);
+    let shown = status_fields::Snapshot::of(&ctx.declaration.checked_status, &input);
     let (output, lent) = plugin
         .reconcile_generic_lent(input, object_key(parent))
         .await;
@@ -410,6 +417,10 @@ async fn reconcile_once(
     if plan.status.as_ref() == parent.data.get("status") {
         // The status the plugin gives is stored already: no write.
         plan.status = None;
+    }
+    if let Some(status) = &plan.status {
+        status_fields::check(&ctx.declaration.checked_status, &shown, status)
+            .map_err(Failure::Refused)?;
     }
     let written = apply_plan(ctx, &target, &parent_ref, &plan).await?;
     for (warning, reason, message) in &plan.events {

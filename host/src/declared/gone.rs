@@ -24,6 +24,8 @@ use tokio::sync::mpsc;
 
 /// How often the memories are swept against the parent cache.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// How often the entries kept are counted (besides after each change).
+pub const COUNT_EVERY: Duration = Duration::from_secs(5);
 
 /// What the parent watch said about parents going.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +94,8 @@ pub fn on_event(to: mpsc::UnboundedSender<Seen>) -> impl Fn(&watcher::Event<Dyna
 
 /// Forgets parents as the watch says they go, and sweeps the memories
 /// against `store` every `every` once a full list is in; `counted` gets
-/// the entries kept after each change. Ends when the watch is dropped.
+/// the entries kept after each change and every [`COUNT_EVERY`]. Ends when
+/// the watch is dropped.
 pub async fn forget_gone<M: ParentMemory>(
     mut seen: mpsc::UnboundedReceiver<Seen>,
     store: Store<DynamicObject>,
@@ -101,8 +104,10 @@ pub async fn forget_gone<M: ParentMemory>(
     counted: impl Fn(usize),
 ) {
     let mut listed = false;
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sweeps = tokio::time::interval(every);
+    sweeps.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut counts = tokio::time::interval(COUNT_EVERY.min(every));
+    counts.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             next = seen.recv() => match next {
@@ -113,11 +118,12 @@ pub async fn forget_gone<M: ParentMemory>(
                 }
                 None => return,
             },
-            _ = ticks.tick() => {
+            _ = sweeps.tick() => {
                 if listed {
                     memory.keep_only(&Present::of(&store));
                 }
             }
+            _ = counts.tick() => {}
         }
         counted(memory.entries());
     }

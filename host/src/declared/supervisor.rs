@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 use super::controller::{self, Declaration, Running};
 use super::rollout::{JUDGE_TICK, Judged, RolloutView};
 use super::status::{RolloutShown, StatusOf, now_rfc3339};
-use super::{Settings, kinds, observed};
+use super::{Settings, kinds, observed, status_fields};
 use crate::apply::policy::PolicyConfig;
 use crate::crd::controller::PluginController;
 use crate::crd::plugin::RolloutStepRecord;
@@ -503,6 +503,7 @@ async fn declare(resource: &PluginController, settings: &Settings) -> Result<Dec
         let kind = kinds::resolve(&settings.shared.client, &read.kind_ref()).await?;
         observed.push(observed::ObservedKind { kind, through });
     }
+    let checked_status = status_fields::resolve(&spec.checked_status, &declared, &read)?;
     Ok(Declaration {
         name,
         parent,
@@ -510,6 +511,8 @@ async fn declare(resource: &PluginController, settings: &Settings) -> Result<Dec
         observed,
         policy: pod_policy(resource, &settings.policy),
         workers: settings.workers,
+        checked_status,
+        write_budget: settings.write_budget,
     })
 }
 

@@ -24,6 +24,13 @@
 //! | `big-status` | a status of 70 000 bytes | `status/body` |
 //! | `many-events` | 9 Normal `Spam` Events | `events/count` |
 //! | `reserved-reason` | a Normal `SuccessfulCreate` Event | `events/reserved-reason` |
+//! | `lie-count` | `status.configMaps: 5` (it has one) | `status/observed-fields`, with `spec.checkedStatus` counting ConfigMaps |
+//! | `lie-generation` | `status.observedGeneration` 2^63-1 | `status/observed-fields` (always) |
+//!
+//! And one mode that breaks no output rule but writes without end:
+//! `churn` behaves, plus a `status.tick` that changes on every call (the
+//! input's `now`), so each reconcile writes the status and its watch event
+//! wakes the next (held by `writes/budget`).
 //!
 //! Build: `cargo build --release --target wasm32-wasip2 -p misbehaving-controller-plugin`.
 
@@ -72,7 +79,7 @@ impl Guest for Plugin {
             .to_string();
         let good = child("v1", "ConfigMap", &name, json!({"data": {"value": value}}));
         let (mut apply, mut events) = (vec![good.clone()], Vec::new());
-        let mut big_status = false;
+        let (mut big_status, mut lie, mut tick) = (false, None, None);
         match misbehave {
             "bad-name" => apply.push(child("v1", "ConfigMap", "Not_A_Name", json!({}))),
             "host-label" => {
@@ -94,6 +101,14 @@ impl Guest for Plugin {
                 }
             }
             "big-status" => big_status = true,
+            "lie-count" => lie = Some(("configMaps", json!(5))),
+            "lie-generation" => lie = Some(("observedGeneration", json!(i64::MAX))),
+            "churn" => {
+                tick = Some(format!(
+                    "{}.{:09}",
+                    input.now.seconds, input.now.nanoseconds
+                ))
+            }
             "many-events" => events.extend((0..9).map(|i| event("Spam", &format!("event {i}")))),
             "reserved-reason" => events.push(event("SuccessfulCreate", "created, honestly")),
             _ => apply = vec![single(misbehave, &name, &value)?],
@@ -113,6 +128,12 @@ impl Guest for Plugin {
         let mut status = json!({"value": held.unwrap_or_default()});
         if big_status {
             status["padding"] = json!("x".repeat(70_000));
+        }
+        if let Some((field, value)) = lie {
+            status[field] = value;
+        }
+        if let Some(tick) = tick {
+            status["tick"] = json!(tick);
         }
         let current = parent.get("status").cloned().unwrap_or(Value::Null);
         Ok(ReconcileOutput {
