@@ -201,9 +201,11 @@ async fn a_plugin_writing_without_end_is_held_to_the_budget_while_a_neighbour_co
     )
     .await?;
     // The neighbour keeps its own parents' (the gauge is counted every 5 s).
-    wait_for("the neighbour's entries counted", Duration::from_secs(30), || async {
-        Ok(entries(&metrics, "neighbour") >= 3)
-    })
+    wait_for(
+        "the neighbour's entries counted",
+        Duration::from_secs(30),
+        || async { Ok(entries(&metrics, "neighbour") >= 3) },
+    )
     .await?;
     Ok(())
 }
