@@ -604,6 +604,22 @@ impl Expectations {
         self.publish(&state);
     }
 
+    /// Keeps only the owners (uids) `keep` answers true for (the others
+    /// are gone).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        let mut state = self.lock();
+        let gone: Vec<String> = state
+            .owners
+            .keys()
+            .filter(|owner| !keep(owner))
+            .cloned()
+            .collect();
+        for owner in gone {
+            state.remove(&owner);
+        }
+        self.publish(&state);
+    }
+
     /// How many Jinghzhus have pending entries (for tests and metrics).
     pub fn len(&self) -> usize {
         self.lock().owners.len()
@@ -887,6 +903,12 @@ mod tests {
         e.forget("a");
         assert!(e.satisfied("a", |_| None));
         assert!(e.is_empty());
+        e.expect_creations("c", 1);
+        e.expect_creations("d", 1);
+        e.retain(|owner| owner == "d");
+        assert_eq!(e.len(), 1);
+        assert!(e.satisfied("c", |_| None), "c was dropped");
+        assert!(!e.satisfied("d", |_| None), "d kept its expectation");
     }
 
     #[test]

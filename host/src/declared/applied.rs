@@ -57,6 +57,23 @@ impl AppliedMemory {
     pub fn forget_parent(&self, parent: &str) {
         self.by_parent.lock_unpoisoned().remove(parent);
     }
+
+    /// Keeps only the parents (uids) `keep` answers true for.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.by_parent
+            .lock_unpoisoned()
+            .retain(|parent, _| keep(parent));
+    }
+
+    /// How many parents have children remembered.
+    pub fn len(&self) -> usize {
+        self.by_parent.lock_unpoisoned().len()
+    }
+
+    /// True when no parent has.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 fn digest(value: &Value) -> u64 {
@@ -88,5 +105,14 @@ mod tests {
         memory.remember("p", 0, "a", &v2);
         memory.forget_parent("p");
         assert!(!memory.same("p", 0, "a", &v2));
+        memory.remember("p", 0, "a", &v2);
+        memory.remember("q", 0, "a", &v2);
+        assert_eq!(memory.len(), 2);
+        memory.retain(|parent| parent == "q");
+        assert_eq!(memory.len(), 1);
+        assert!(
+            memory.same("q", 0, "a", &v2),
+            "a kept parent keeps its memory"
+        );
     }
 }

@@ -41,11 +41,13 @@ use super::apply::{self, ApplyError, ParentRef, Target, Written};
 use super::budget::WriteBudget;
 use super::checks::{self, CONTROLLER_LABEL, Declared, Parent, Plan};
 use super::children::ChildKind;
+use super::gone::{self, ParentMemory};
 use super::kinds::ResolvedKind;
 use super::observed::{Meta, ObservedCaches, ObservedKind};
 use super::rollout::Slot;
-use super::sharding;
 use super::shadow::{Shadow, ShadowSeat};
+use super::sharding;
+use super::status_fields::{self, CheckedField};
 use crate::judging::tally::Sample;
 
 /// A declaration resolved: what one controller serves and within which rules.
@@ -67,6 +69,8 @@ pub struct Declaration {
     pub route: super::tenants::Route,
     /// Its write budget: writes per second, burst.
     pub write_budget: (u32, u32),
+    /// The status fields the host checks (`spec.checkedStatus`).
+    pub checked_status: Vec<CheckedField>,
 }
 
 impl Declaration {
@@ -178,6 +182,8 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
     let parent = declaration.parent.resource.clone();
     let writer = Writer::new(parent.clone());
     let reader = writer.as_reader();
+    let parent_cache = writer.as_reader();
+    let (gone_to, gone_seen) = tokio::sync::mpsc::unbounded_channel();
     let parents = watcher(
         Api::<DynamicObject>::all_with(client.clone(), &parent),
         watcher::Config::default(),
@@ -185,6 +191,14 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
     .default_backoff()
     .modify(|obj| obj.managed_fields_mut().clear())
     .reflect(writer)
+    .inspect({
+        let observe = gone::on_event(gone_to);
+        move |event| {
+            if let Ok(event) = event {
+                observe(event);
+            }
+        }
+    })
     .applied_objects();
     let mut controller = Controller::for_stream_with(parents, reader, parent);
     let selector = format!("{CONTROLLER_LABEL}={}", declaration.family());
@@ -241,7 +255,10 @@ pub fn start(declaration: Declaration, plugin: Arc<LoadedPlugin>, shared: Shared
         .with_config(ControllerConfig::default().concurrency(workers))
         .run(reconcile, error_policy, context.clone())
         .for_each(|_| async {});
-    let task = tokio::spawn(run);
+    let forgetting = forget_gone(gone_seen, parent_cache, context.clone());
+    let task = tokio::spawn(async move {
+        futures::join!(run, forgetting);
+    });
     Running {
         context,
         reconcile_all,
@@ -396,8 +413,8 @@ fn sample_of(result: &Result<(Action, Option<Written>), Failure>) -> Option<Samp
     }
 }
 
-/// Most parent input records kept (a parent's is dropped when it is seen
-/// terminating; one deleted outright stays until it is pushed out).
+/// Most parent input records kept (a parent's is dropped when it goes,
+/// [`gone`]).
 const PARENT_RECORDS_KEPT: usize = 4096;
 
 /// How long a parent's reconciles wait for the caches to show the host's
@@ -423,10 +440,7 @@ async fn reconcile_once(
         // The garbage collector deletes the children through their owner
         // references; a parent routed to a tenant (or back) is another
         // controller's, which writes what it applied afresh.
-        ctx.slot.forget(&uid);
-        ctx.applied.forget_parent(&uid);
-        ctx.expectations.forget(&uid);
-        ctx.parents.forget(&uid);
+        ParentMemory::forget(ctx, &uid, &object_key(parent));
         return Ok((Action::await_change(), None));
     }
     let name = parent.name_any();
@@ -458,6 +472,7 @@ async fn reconcile_once(
         return Ok((Action::requeue(again), None));
     }
     let input = input(ctx, parent, &owned);
+    let shown = status_fields::Snapshot::of(&ctx.declaration.checked_status, &input);
     let (output, lent) = plugin
         .reconcile_generic_lent(input, object_key(parent))
         .await;
@@ -504,6 +519,10 @@ async fn reconcile_once(
     if plan.status.as_ref() == parent.data.get("status") {
         // The status the plugin gives is stored already: no write.
         plan.status = None;
+    }
+    if let Some(status) = &plan.status {
+        status_fields::check(&ctx.declaration.checked_status, &shown, status)
+            .map_err(Failure::Refused)?;
     }
     let written = apply_plan(ctx, &target, &parent_ref, &plan).await?;
     for (warning, reason, message) in &plan.events {
@@ -762,5 +781,47 @@ fn publish(
 }
 
 fn object_key(obj: &DynamicObject) -> String {
-    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+    gone::key_of(obj)
+}
+
+/// Forgets the parents that go ([`gone`]), the entries kept counted in
+/// `wasm_operator_declared_parent_entries`.
+async fn forget_gone(
+    seen: tokio::sync::mpsc::UnboundedReceiver<gone::Seen>,
+    cache: Store<DynamicObject>,
+    ctx: Arc<Context>,
+) {
+    let counted = |entries: usize| {
+        ctx.shared
+            .metrics
+            .declared_parent_entries(&ctx.declaration.name, entries);
+    };
+    gone::forget_gone(seen, cache, ctx.as_ref(), gone::SWEEP_EVERY, counted).await;
+}
+
+impl ParentMemory for Context {
+    fn forget(&self, uid: &str, key: &str) {
+        self.slot.forget(uid);
+        self.applied.forget_parent(uid);
+        self.expectations.forget(uid);
+        self.parents.forget(uid);
+        self.failures.lock_unpoisoned().remove(key);
+    }
+
+    fn keep_only(&self, present: &gone::Present) {
+        let kept = |uid: &str| present.uids.contains(uid);
+        self.applied.retain(kept);
+        self.expectations.retain(kept);
+        self.parents.retain(kept);
+        self.failures
+            .lock_unpoisoned()
+            .retain(|key, _| present.keys.contains(key));
+    }
+
+    fn entries(&self) -> usize {
+        self.applied.len()
+            + self.expectations.len()
+            + self.parents.len()
+            + self.failures.lock_unpoisoned().len()
+    }
 }

@@ -19,14 +19,16 @@ pub mod budget;
 pub mod checks;
 pub mod children;
 pub mod controller;
+pub mod gone;
 pub mod kinds;
 pub mod observed;
 pub mod rbac;
 pub mod rollout;
-pub mod sharding;
 pub mod shadow;
 mod shadowing;
+pub mod sharding;
 mod status;
+pub mod status_fields;
 mod supervisor;
 pub mod tenants;
 
@@ -61,6 +63,27 @@ pub struct Settings {
     pub allowed_child_kinds: Vec<String>,
     /// Reconciles at once per controller.
     pub workers: u16,
+    /// Each controller's write budget.
+    pub write_budget: WriteRate,
+}
+
+/// A controller's write budget: writes per second after a burst
+/// (`--controller-writes-per-second`, `--controller-write-burst`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteRate {
+    /// Writes per second once the burst is spent.
+    pub per_second: u32,
+    /// Writes at once.
+    pub burst: u32,
+}
+
+impl Default for WriteRate {
+    fn default() -> Self {
+        Self {
+            per_second: budget::DEFAULT_PER_SECOND,
+            burst: budget::DEFAULT_BURST,
+        }
+    }
 }
 
 /// Follows every `PluginController` until the host stops.

@@ -22,7 +22,7 @@ use super::shadow::Shadow;
 use super::shadowing::{self, Shadowing};
 use super::status::{RolloutShown, StatusOf, now_rfc3339};
 use super::tenants::{self, Registration, Tenancy};
-use super::{Settings, kinds, observed};
+use super::{Settings, kinds, observed, status_fields};
 use crate::apply::policy::PolicyConfig;
 use crate::crd::controller::PluginController;
 use crate::crd::plugin::RolloutStepRecord;
@@ -52,13 +52,16 @@ pub(super) async fn supervise(
     let status =
         StatusOf::new(&resource, &settings.shared.client).sharded(settings.shared.shards.clone());
     // A tenant within its base's declaration; any other alone on its kind.
-    let resource = match tenants::admit_declaration(&resource, &settings.shared.client).await {
-        Ok(effective) => effective,
-        Err(refusal) => {
-            refuse(&resource, &settings, &status, "", &refusal).await;
-            return;
-        }
-    };
+    let resource =
+        match tenants::admit_declaration(&resource, &settings.shared.client, settings.write_budget)
+            .await
+        {
+            Ok(effective) => effective,
+            Err(refusal) => {
+                refuse(&resource, &settings, &status, "", &refusal).await;
+                return;
+            }
+        };
     let declaration = match declare(&resource, &settings, &tenancy).await {
         Ok(declaration) => declaration,
         Err(refusal) => {
@@ -614,6 +617,7 @@ async fn declare(
         observed.push(observed::ObservedKind { kind, through });
     }
     let route = tenancy.route(&name, spec.tenant.as_ref().map(|t| t.of.as_str()));
+    let checked_status = status_fields::resolve(&spec.checked_status, &declared, &read)?;
     Ok(Declaration {
         name,
         parent,
@@ -622,7 +626,8 @@ async fn declare(
         policy: pod_policy(resource, &settings.policy),
         workers: settings.workers,
         route,
-        write_budget: tenants::write_budget(spec),
+        checked_status,
+        write_budget: tenants::write_budget(spec, settings.write_budget),
     })
 }
 

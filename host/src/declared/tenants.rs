@@ -37,7 +37,6 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::budget;
 use crate::crd::controller::{
     PluginController, PluginControllerSpec, TENANT_LABEL_PREFIX, WriteBudgetSpec,
 };
@@ -66,6 +65,7 @@ pub mod rules {
 pub async fn admit_declaration(
     resource: &PluginController,
     client: &Client,
+    default_budget: super::WriteRate,
 ) -> Result<PluginController, Refusal> {
     let all = list_all(client).await?;
     match &resource.spec.tenant {
@@ -85,7 +85,16 @@ pub async fn admit_declaration(
                         ),
                     )
                 })?;
-            effective(resource, base)
+            // The base's budget as it serves: the host's default
+            // (`--controller-writes-per-second`, `--controller-write-burst`)
+            // where its spec says nothing.
+            let mut base = base.clone();
+            let (per_second, burst) = write_budget(&base.spec, default_budget);
+            base.spec.write_budget = Some(WriteBudgetSpec {
+                per_second: Some(per_second),
+                burst: Some(burst),
+            });
+            effective(resource, &base)
         }
         None => {
             parent_not_taken(resource, &all.items)?;
@@ -285,7 +294,9 @@ fn narrower_budget(
     tenant: &PluginControllerSpec,
     base: &PluginControllerSpec,
 ) -> Result<Option<WriteBudgetSpec>, String> {
-    let (per_second, burst) = write_budget(base);
+    // The base's own budget: `admit_declaration` filled in the host's
+    // default for the parts it leaves out.
+    let (per_second, burst) = write_budget(base, super::WriteRate::default());
     let asked = tenant.write_budget.clone().unwrap_or_default();
     let asked_rate = asked.per_second.unwrap_or(per_second);
     let asked_burst = asked.burst.unwrap_or(burst);
@@ -302,14 +313,11 @@ fn narrower_budget(
 }
 
 /// A declaration's write budget: writes per second and burst.
-pub fn write_budget(spec: &PluginControllerSpec) -> (u32, u32) {
+pub fn write_budget(spec: &PluginControllerSpec, default: super::WriteRate) -> (u32, u32) {
     let asked = spec.write_budget.clone().unwrap_or_default();
     (
-        asked
-            .per_second
-            .unwrap_or(budget::DEFAULT_PER_SECOND)
-            .max(1),
-        asked.burst.unwrap_or(budget::DEFAULT_BURST).max(1),
+        asked.per_second.unwrap_or(default.per_second).max(1),
+        asked.burst.unwrap_or(default.burst).max(1),
     )
 }
 
@@ -686,8 +694,11 @@ mod tests {
             (Some(500), Some(32))
         );
         assert_eq!(
-            write_budget(&spec_of(spec.write_budget)),
-            (10, budget::DEFAULT_BURST)
+            write_budget(
+                &spec_of(spec.write_budget),
+                crate::declared::WriteRate::default()
+            ),
+            (10, crate::declared::budget::DEFAULT_BURST)
         );
     }
 

@@ -179,6 +179,17 @@ pub struct RunArgs {
         requires = "plugin_controllers"
     )]
     pub allow_child_kinds: Vec<String>,
+    /// With --plugin-controllers: writes (child applies that change
+    /// something, deletes, status writes) all reconciles of one
+    /// PluginController together may make per second once its burst is
+    /// spent; a plan over it waits, with a Warning WriteBudgetExceeded
+    /// (rule writes/budget).
+    #[arg(long, env = "WASM_OPERATOR_CONTROLLER_WRITES_PER_SECOND", default_value_t = crate::declared::budget::DEFAULT_PER_SECOND, value_parser = clap::value_parser!(u32).range(1..), requires = "plugin_controllers")]
+    pub controller_writes_per_second: u32,
+    /// With --plugin-controllers: writes one PluginController's reconciles
+    /// may make at once (its bucket's size).
+    #[arg(long, env = "WASM_OPERATOR_CONTROLLER_WRITE_BURST", default_value_t = crate::declared::budget::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..), requires = "plugin_controllers")]
+    pub controller_write_burst: u32,
     /// The quiet interval of plugin sources, in seconds: a change after
     /// this long without one (or one swap back to the plugin before)
     /// swaps at once; a source that moves again sooner is flapping, held

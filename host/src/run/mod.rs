@@ -499,6 +499,10 @@ async fn start_declared(
         policy: policy.clone(),
         allowed_child_kinds: args.allow_child_kinds.clone(),
         workers: args.workers,
+        write_budget: crate::declared::WriteRate {
+            per_second: args.controller_writes_per_second,
+            burst: args.controller_write_burst,
+        },
     };
     let synced = synced.unwrap_or_default();
     let task = tokio::spawn(async move {

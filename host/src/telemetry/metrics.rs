@@ -242,6 +242,9 @@ pub struct Metrics {
     pub plugin_objects: Family<PluginObjectsLabels, Gauge>,
     /// Other replicas' rollout figures the judge left out, by why.
     pub rollout_figures_ignored: Family<ReasonLabels, Counter>,
+    /// `wasm_operator_declared_parent_entries{controller}`: what a declared
+    /// controller keeps per parent between reconciles, all memories together.
+    pub declared_parent_entries: Family<ControllerLabels, Gauge>,
 
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: Family<ResultLabels, Counter>,
@@ -305,6 +308,7 @@ impl Default for Metrics {
             fenced_writes: Family::default(),
             plugin_objects: Family::default(),
             rollout_figures_ignored: Family::default(),
+            declared_parent_entries: Family::default(),
             budget_exceeded: Counter::default(),
             pods_relabelled: Counter::default(),
             reconcile_total: Family::default(),
@@ -515,6 +519,11 @@ impl Metrics {
             self.rollout_figures_ignored.clone(),
         );
         r.register(
+            "declared_parent_entries",
+            "Entries a declared controller keeps per parent between reconciles (applied children, input records, expectations, failure counts), by controller",
+            self.declared_parent_entries.clone(),
+        );
+        r.register(
             "plugin_call_outcomes",
             "Plugin reconcile calls by outcome (ok, error, deadline, memory, trap, host, rejected)",
             self.plugin_call_outcomes.clone(),
@@ -532,6 +541,16 @@ impl Metrics {
                 })
                 .set(i64::try_from(value).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Sets the entries the declared controller `controller` keeps per
+    /// parent.
+    pub fn declared_parent_entries(&self, controller: &str, entries: usize) {
+        self.declared_parent_entries
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_string(),
+            })
+            .set(i64::try_from(entries).unwrap_or(i64::MAX));
     }
 
     /// Drops the series of a tenant `resource` no longer served.

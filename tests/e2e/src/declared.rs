@@ -15,7 +15,7 @@ use local_control_plane::ControlPlaneOptions;
 use serde_json::{Value, json};
 use wasm_operator::apply::policy::PolicyConfig;
 use wasm_operator::crd::controller::PluginController;
-use wasm_operator::declared::{self, Settings, Shared};
+use wasm_operator::declared::{self, Settings, Shared, WriteRate};
 use wasm_operator::delivery::resource::opener::SourceOpener;
 use wasm_operator::registry::bounded::FileRules;
 use wasm_operator::runtime::{Runtime, RuntimeConfig};
@@ -120,6 +120,7 @@ pub fn memcached_controller(plugin_path: &std::path::Path) -> Value {
         "parent": {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached"},
         "children": [{"apiVersion": "apps/v1", "kind": "Deployment", "maxCount": 2}],
         "observe": [{"apiVersion": "v1", "kind": "Pod", "through": [{"apiVersion": "apps/v1", "kind": "ReplicaSet"}]}],
+        "checkedStatus": [{"field": "nodes", "namesOf": {"apiVersion": "v1", "kind": "Pod"}}],
         "source": {"file": {"path": plugin_path.display().to_string()}},
     })
 }
@@ -171,12 +172,28 @@ impl Manager {
         plane: &'static local_control_plane::ControlPlane,
         cache_dir: Option<std::path::PathBuf>,
     ) -> Result<Self> {
+        Self::start_with(
+            plane,
+            cache_dir,
+            WriteRate::default(),
+            Arc::new(Metrics::default()),
+        )
+    }
+
+    /// [`Manager::start`] with each controller's write budget `write_budget`
+    /// (`run --controller-writes-per-second`, `--controller-write-burst`),
+    /// counting in `metrics`.
+    pub fn start_with(
+        plane: &'static local_control_plane::ControlPlane,
+        cache_dir: Option<std::path::PathBuf>,
+        write_budget: WriteRate,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let metrics = Arc::new(Metrics::default());
         let theirs = metrics.clone();
         let thread = std::thread::spawn(move || {
             runtime.block_on(async move {
@@ -185,7 +202,7 @@ impl Manager {
                     Err(err) => return eprintln!("the manager's client: {err:#}"),
                 };
                 tokio::select! {
-                    () = run_manager(client, cache_dir, theirs) => {}
+                    () = run_manager(client, cache_dir, write_budget, theirs) => {}
                     _ = stopped => {}
                 }
             });
@@ -218,7 +235,12 @@ impl Drop for Manager {
 /// `declared::run` as `run --plugin-controllers` sets it up: Events, the
 /// host's policy, plugin files from any path (the file-root rule has tests
 /// of its own).
-async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>, metrics: Arc<Metrics>) {
+async fn run_manager(
+    client: Client,
+    cache_dir: Option<std::path::PathBuf>,
+    write_budget: WriteRate,
+    metrics: Arc<Metrics>,
+) {
     let writer = EventWriter::new(
         client.clone(),
         Reporter {
@@ -256,6 +278,7 @@ async fn run_manager(client: Client, cache_dir: Option<std::path::PathBuf>, metr
         policy: PolicyConfig::default(),
         allowed_child_kinds: Vec::new(),
         workers: 4,
+        write_budget,
     };
     let _worker = worker;
     declared::run(settings).await;

@@ -3,7 +3,9 @@
 //! the parent's `spec.misbehave`): each gets a Warning naming the rule,
 //! nothing of its output is written (its good ConfigMap, its status, its
 //! Events), and a neighbour parent of the same controller converges before
-//! and after. A declaration naming a kind the API server does not serve is
+//! and after. The status rules among them: a status claiming more
+//! ConfigMaps than the parent has (`spec.checkedStatus`) or a generation
+//! nobody wrote is refused by `status/observed-fields`. A declaration naming a kind the API server does not serve is
 //! refused by name while the host keeps serving; a controller
 //! removed at run time closes its watches and leaves new parents alone.
 //!
@@ -59,12 +61,14 @@ async fn setup(prefix: &str) -> Result<TestEnv> {
 }
 
 /// The misbehaving plugin's controller of `kind`: ConfigMap children (at
-/// most [`MAX_CONFIGMAPS`] a parent).
+/// most [`MAX_CONFIGMAPS`] a parent), `status.configMaps` checked as their
+/// number.
 fn controller_of(kind: &str) -> Value {
     let path = plugin("misbehaving-controller-plugin", &[]);
     json!({
         "parent": {"apiVersion": "e2e.wasm-operator.io/v1", "kind": kind},
         "children": [{"apiVersion": "v1", "kind": "ConfigMap", "maxCount": MAX_CONFIGMAPS}],
+        "checkedStatus": [{"field": "configMaps", "countOf": {"apiVersion": "v1", "kind": "ConfigMap"}}],
         "source": {"file": {"path": path.display().to_string()}},
     })
 }
@@ -145,6 +149,8 @@ async fn each_output_rule_refuses_its_offender_whole_while_the_neighbour_converg
         ("big-status", "status/body"),
         ("many-events", "events/count"),
         ("reserved-reason", "events/reserved-reason"),
+        ("lie-count", "status/observed-fields"),
+        ("lie-generation", "status/observed-fields"),
     ];
     for (mode, _) in cases {
         create(

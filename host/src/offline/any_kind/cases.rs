@@ -19,6 +19,7 @@ use super::input::{self, State};
 use super::output::Outcome;
 use super::simulate::{self, UidSerial};
 use crate::declared::checks::{self, Parent, Plan};
+use crate::declared::status_fields;
 use crate::offline::diff::diff;
 use crate::offline::fixtures::{Blessed, CaseResult, Mode, bless, case_name, case_now, cases};
 use crate::refusal::Refusal;
@@ -105,6 +106,16 @@ pub fn check(
     };
     let plan = checks::check(&declaration.declared(), &about, &owned, output).map_err(refused)?;
     simulate::settle(state, &plan, &declaration.name).map_err(refused)?;
+    // As the host: a status equal to the stored one is not written, so
+    // not checked.
+    if let Some(status) = &plan.status
+        && Some(status) != state.parent.data.get("status")
+    {
+        let fields = &declaration.checked_status;
+        let shown =
+            status_fields::Snapshot::of(fields, &state.input(declaration, SystemTime::UNIX_EPOCH));
+        status_fields::check(fields, &shown, status).map_err(refused)?;
+    }
     Ok(plan)
 }
 

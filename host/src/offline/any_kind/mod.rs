@@ -28,6 +28,7 @@ use crate::apply::policy::PolicyConfig;
 use crate::crd::controller::PluginController;
 use crate::declared::checks::Declared;
 use crate::declared::kinds::{self, ResolvedKind};
+use crate::declared::status_fields::{self, CheckedField};
 
 /// The file a fixtures directory (or the directory above it) holds the
 /// declaration in, when `--controller` is not given.
@@ -49,6 +50,8 @@ pub struct OfflineDeclaration {
     pub observed: Vec<(ResolvedKind, Vec<ResolvedKind>)>,
     /// The pod policy pod templates in children are held to.
     pub policy: PolicyConfig,
+    /// The status fields the host checks (`spec.checkedStatus`).
+    pub checked_status: Vec<CheckedField>,
 }
 
 impl OfflineDeclaration {
@@ -156,6 +159,14 @@ pub fn from_resource(
         .clone()
         .filter(|n| !n.is_empty())
         .with_context(|| format!("{} has no metadata.name", file.display()))?;
+    let observed: Vec<_> = spec.observe.iter().map(|o| o.kind_ref()).collect();
+    let checked_status = status_fields::resolve(&spec.checked_status, &declared, &observed)
+        .map_err(|refusal| {
+            anyhow::anyhow!(
+                "the host would refuse the declaration in {}: {refusal}",
+                file.display()
+            )
+        })?;
     let mut policy = PolicyConfig::default();
     if let Some(asked) = &spec.pod_policy {
         policy.policy = crate::delivery::resource::pod_policy_of(asked).stricter_of(policy.policy);
@@ -186,6 +197,7 @@ pub fn from_resource(
             })
             .collect(),
         policy,
+        checked_status,
     })
 }
 
@@ -334,6 +346,43 @@ spec:
             refusal.message.contains("controlled by X x"),
             "{}",
             refusal.message
+        );
+    }
+
+    #[test]
+    fn a_status_naming_pods_it_was_not_given_is_refused_offline_too() {
+        let mut resource: PluginController = serde_yaml::from_str(CONTROLLER).expect("controller");
+        resource.spec.checked_status = vec![crate::crd::controller::CheckedStatusSpec {
+            field: "nodes".into(),
+            names_of: Some(crate::crd::controller::KindRef {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+            }),
+            ..Default::default()
+        }];
+        let declaration =
+            from_resource(&resource, Path::new("controller.yaml"), &[]).expect("declaration");
+        let state = input::from_objects(objects(), &declaration).expect("state");
+        let output = |nodes: serde_json::Value| crate::runtime::bindings::v3::ReconcileOutput {
+            apply: Vec::new(),
+            delete: Vec::new(),
+            status_json: Some(json!({"nodes": nodes}).to_string()),
+            requeue_after_ms: None,
+            events: Vec::new(),
+        };
+        assert!(
+            cases::check(
+                &declaration,
+                &state,
+                output(json!(["cache-1-b", "cache-1-a"]))
+            )
+            .is_ok()
+        );
+        let refused = cases::check(&declaration, &state, output(json!(["cache-1-a", "stray"])))
+            .expect_err("a pod of someone else's");
+        assert!(
+            refused.to_string().contains("`status/observed-fields`"),
+            "{refused}"
         );
     }
 }

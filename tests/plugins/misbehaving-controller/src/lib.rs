@@ -24,6 +24,13 @@
 //! | `big-status` | a status of 70 000 bytes | `status/body` |
 //! | `many-events` | 9 Normal `Spam` Events | `events/count` |
 //! | `reserved-reason` | a Normal `SuccessfulCreate` Event | `events/reserved-reason` |
+//! | `lie-count` | `status.configMaps: 5` (it has one) | `status/observed-fields`, with `spec.checkedStatus` counting ConfigMaps |
+//! | `lie-generation` | `status.observedGeneration` 2^63-1 | `status/observed-fields` (always) |
+//!
+//! And one mode that breaks no output rule but writes without end:
+//! `churn` behaves, plus a `status.tick` that changes on every call (the
+//! input's `now`), so each reconcile writes the status and its watch event
+//! wakes the next (held by `writes/budget`).
 //!
 //! `churn` behaves but writes a new `status.tick` (the input's `now`) on
 //! every call and asks to be called again in 20 ms: a noisy tenant of the
@@ -76,7 +83,7 @@ impl Guest for Plugin {
             .to_string();
         let good = child("v1", "ConfigMap", &name, json!({"data": {"value": value}}));
         let (mut apply, mut events) = (vec![good.clone()], Vec::new());
-        let (mut big_status, mut churn) = (false, false);
+        let (mut big_status, mut lie, mut tick) = (false, None, None);
         match misbehave {
             "bad-name" => apply.push(child("v1", "ConfigMap", "Not_A_Name", json!({}))),
             "host-label" => {
@@ -98,7 +105,14 @@ impl Guest for Plugin {
                 }
             }
             "big-status" => big_status = true,
-            "churn" => churn = true,
+            "lie-count" => lie = Some(("configMaps", json!(5))),
+            "lie-generation" => lie = Some(("observedGeneration", json!(i64::MAX))),
+            "churn" => {
+                tick = Some(format!(
+                    "{}.{:09}",
+                    input.now.seconds, input.now.nanoseconds
+                ))
+            }
             "many-events" => events.extend((0..9).map(|i| event("Spam", &format!("event {i}")))),
             "reserved-reason" => events.push(event("SuccessfulCreate", "created, honestly")),
             _ => apply = vec![single(misbehave, &name, &value)?],
@@ -119,11 +133,13 @@ impl Guest for Plugin {
         if big_status {
             status["padding"] = json!("x".repeat(70_000));
         }
-        if churn {
-            status["tick"] = json!(format!(
-                "{}.{:09}",
-                input.now.seconds, input.now.nanoseconds
-            ));
+        if let Some((field, value)) = lie {
+            status[field] = value;
+        }
+        // Churn: a new status on every call, asked again 20 ms later.
+        let churn = tick.is_some();
+        if let Some(tick) = tick {
+            status["tick"] = json!(tick);
         }
         let current = parent.get("status").cloned().unwrap_or(Value::Null);
         Ok(ReconcileOutput {

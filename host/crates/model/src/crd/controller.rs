@@ -94,6 +94,14 @@ pub struct PluginControllerSpec {
     /// compared with the serving plugin's, never applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowSpec>,
+    /// Fields of the parent's status the host checks against what it
+    /// observed before it writes a status: the names or the number of the
+    /// objects of a child or observed kind the plugin was given. A status
+    /// that says otherwise is refused whole (`status/observed-fields`).
+    /// `status.observedGeneration` is always checked.
+    #[schemars(length(max = 16))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checked_status: Vec<CheckedStatusSpec>,
 }
 
 /// The prefix of the Namespace label by which an admin opts a namespace in
@@ -172,6 +180,28 @@ impl ShadowSpec {
     pub fn queue(&self) -> usize {
         self.queue.unwrap_or(DEFAULT_SHADOW_QUEUE).clamp(1, 1024) as usize
     }
+}
+
+/// One status field the host checks: exactly one of `namesOf`, `countOf`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckedStatusSpec {
+    /// Its path under `status`, keys joined by dots (`nodes`,
+    /// `children.deployments`).
+    #[schemars(length(min = 1, max = 253))]
+    pub field: String,
+    /// The field is a list of the names of the objects of this kind (a
+    /// declared child or observed kind) the parent's reconcile was given,
+    /// each once, in any order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names_of: Option<KindRef>,
+    /// The field is the number of those objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count_of: Option<KindRef>,
+    /// Count terminating objects too (default: those with a
+    /// `deletionTimestamp` are left out).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_terminating: bool,
 }
 
 /// A kind by its API version and name.
