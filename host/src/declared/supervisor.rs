@@ -51,17 +51,18 @@ pub(super) async fn supervise(
 ) {
     let status =
         StatusOf::new(&resource, &settings.shared.client).sharded(settings.shared.shards.clone());
-    // A tenant within its base's declaration; any other alone on its kind.
-    let resource =
-        match tenants::admit_declaration(&resource, &settings.shared.client, settings.write_budget)
-            .await
-        {
-            Ok(effective) => effective,
-            Err(refusal) => {
-                refuse(&resource, &settings, &status, "", &refusal).await;
-                return;
-            }
-        };
+    // A tenant is declared within its base's declaration; any other is
+    // checked on its own first (what is wrong with a resource is said
+    // before that another serves its kind), then must be alone on its kind.
+    let is_tenant = resource.spec.tenant.is_some();
+    let resource = if is_tenant {
+        match admitted(&resource, &settings, &status).await {
+            Some(effective) => effective,
+            None => return,
+        }
+    } else {
+        resource
+    };
     let declaration = match declare(&resource, &settings, &tenancy).await {
         Ok(declaration) => declaration,
         Err(refusal) => {
@@ -70,6 +71,9 @@ pub(super) async fn supervise(
             return;
         }
     };
+    if !is_tenant && admitted(&resource, &settings, &status).await.is_none() {
+        return;
+    }
     let resource_of_shadow = resource.clone();
     let mut supervisor = Supervisor {
         aborted: aborted_at_this_generation(&resource),
@@ -580,6 +584,24 @@ fn admit(
         loaded.narrow_limits(deadline, memory);
     }
     Ok(plugin)
+}
+
+/// `resource` as it may serve ([`tenants::admit_declaration`]): a tenant
+/// within its base's declaration, any other alone on its parent kind; a
+/// refusal is shown and `None` returned.
+async fn admitted(
+    resource: &PluginController,
+    settings: &Settings,
+    status: &StatusOf,
+) -> Option<PluginController> {
+    match tenants::admit_declaration(resource, &settings.shared.client, settings.write_budget).await
+    {
+        Ok(effective) => Some(effective),
+        Err(refusal) => {
+            refuse(resource, settings, status, "", &refusal).await;
+            None
+        }
+    }
 }
 
 /// Checks and resolves the resource's kinds and policy.

@@ -308,13 +308,30 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
             .create(&PostParams::default(), &memcached(name, 1)?)
             .await?;
     }
+    // UIDs are random: a few more parents until they fall in at least three
+    // shards held by at least two replicas (8 nearly always do).
+    let spread_of = |shards: &BTreeMap<String, u32>| {
+        let spread: BTreeSet<u32> = shards.values().copied().collect();
+        let used = owned
+            .iter()
+            .filter(|o| spread.iter().any(|s| o.contains(s)))
+            .count();
+        (spread, used)
+    };
+    loop {
+        let (spread, used) = spread_of(&parent_shards(&env, &names).await?);
+        if (spread.len() >= 3 && used >= 2) || names.len() >= 3 * PARENTS {
+            break;
+        }
+        let name = format!("cache-{}", names.len());
+        parents
+            .create(&PostParams::default(), &memcached(&name, 1)?)
+            .await?;
+        names.push(name);
+    }
     wait_converged(&env, &names, 1).await?;
     let shards = parent_shards(&env, &names).await?;
-    let spread: BTreeSet<u32> = shards.values().copied().collect();
-    let replicas_used = owned
-        .iter()
-        .filter(|o| spread.iter().any(|s| o.contains(s)))
-        .count();
+    let (spread, replicas_used) = spread_of(&shards);
     assert!(
         spread.len() >= 3 && replicas_used >= 2,
         "the parents fall in shards {spread:?}: too few to test the split ({owned:?})"
@@ -374,7 +391,8 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
             )
             .await?;
     }
-    for i in PARENTS..PARENTS + 2 {
+    let first_new = names.len();
+    for i in first_new..first_new + 2 {
         let name = format!("cache-{i}");
         parents
             .create(&PostParams::default(), &memcached(&name, 2)?)
