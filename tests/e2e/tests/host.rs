@@ -614,6 +614,19 @@ async fn ready_until_status(env: &TestEnv, name: &str, desired: u32) -> anyhow::
     }
 }
 
+/// `count()` once it has not moved for 300 ms.
+async fn settled(count: impl Fn() -> u64) -> u64 {
+    let mut last = count();
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = count();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
 /// Issue 42, edits first: the pod event that settles its owner (every
 /// desired pod live and Ready) queues it at once instead of after the
 /// pod-event window, so a scale edit's settled status follows its last
@@ -644,11 +657,14 @@ async fn a_settling_pod_event_does_not_wait_for_the_pod_window() -> anyhow::Resu
     env.create("web", 1, &[]).await?;
     let mut waits = vec![ready_until_status(&env, "web", 1).await?];
     for desired in [2, 3] {
-        let before = host.metrics.status_patches.get();
+        // The host counts a status patch once its answer is in, so the test
+        // can see the status before the count moves: take the count once
+        // it holds still.
+        let before = settled(|| host.metrics.status_patches.get()).await;
         env.scale("web", desired).await?;
         waits.push(ready_until_status(&env, "web", desired).await?);
         env.wait_converged("web", desired, CONVERGE).await?;
-        let patches = host.metrics.status_patches.get() - before;
+        let patches = settled(|| host.metrics.status_patches.get()).await - before;
         assert_eq!(patches, 1, "status patches for the edit to {desired}");
     }
     println!("last pod ready -> status shows it: {waits:?} (pod window {WINDOW:?})");
