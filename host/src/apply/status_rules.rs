@@ -123,8 +123,9 @@ fn pod_list_differs(listed: &[String], live: &BTreeSet<String>) -> Option<String
     Some(format!("status.podList {}", parts.join(", ")))
 }
 
-/// Up to [`NAMES_QUOTED`] names, escaped and cut, then how many more.
-fn quoted(names: &[&str]) -> String {
+/// Up to [`NAMES_QUOTED`] names, escaped and cut, then how many more: how
+/// a status rule's message names the objects a status got wrong.
+pub fn quoted(names: &[&str]) -> String {
     let mut text = names
         .iter()
         .take(NAMES_QUOTED)

@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use crate::apply::status_rules::quoted;
 use crate::crd::controller::{CheckedStatusSpec, KindRef};
 use crate::refusal::Refusal;
 use crate::runtime::bindings::v3;
@@ -39,10 +40,6 @@ pub const RULE: &str = crate::apply::status_rules::RULE;
 /// The rule id of a `spec.checkedStatus` the host cannot check.
 pub const DECLARATION_RULE: &str = "controller/checked-status";
 
-/// Most names quoted in one refusal.
-const NAMES_QUOTED: usize = 3;
-/// Longest name quoted (escaped).
-const NAME_QUOTED_LEN: usize = 64;
 /// Most keys in a declared field's path.
 const MAX_DEPTH: usize = 8;
 
@@ -283,20 +280,6 @@ fn type_of(value: &Value) -> &'static str {
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
     }
-}
-
-/// Up to [`NAMES_QUOTED`] names, escaped and cut, then how many more.
-fn quoted(names: &[&str]) -> String {
-    let mut text = names
-        .iter()
-        .take(NAMES_QUOTED)
-        .map(|name| format!("{:?}", crate::plugin_text::escape(name, NAME_QUOTED_LEN)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > NAMES_QUOTED {
-        text.push_str(&format!(" and {} more", names.len() - NAMES_QUOTED));
-    }
-    text
 }
 
 #[cfg(test)]
