@@ -158,14 +158,12 @@ async fn a_labelled_namespace_is_served_by_the_tenant_and_goes_back_to_the_base(
         },
     )
     .await?;
-    let warnings =
-        e2e_tests::refusal_events(client, "default", "PluginController", "team-a").await?;
-    if !warnings
-        .iter()
-        .any(|m| m.contains("[tenant/namespace-not-allowed]") && m.contains(&asked_only))
-    {
-        bail!("no Warning names the namespace not opted in: {warnings:?}");
-    }
+    warning_naming(
+        client,
+        "team-a",
+        &["[tenant/namespace-not-allowed]", &asked_only],
+    )
+    .await?;
 
     // The label removed: back to the base's plugin, at once.
     label(client, &opted, key, None).await?;
@@ -200,6 +198,24 @@ async fn refused(client: &Client, name: &str) -> Result<(String, String)> {
         .and_then(|s| s.last_refusal)
         .context("no lastRefusal")?;
     Ok((last.rule, last.message))
+}
+
+/// Waits for a `PluginRefused` Warning on the PluginController `name` whose
+/// message holds every one of `needles` (the host sends Events from a queue,
+/// after the status is written).
+async fn warning_naming(client: &Client, name: &str, needles: &[&str]) -> Result<()> {
+    wait_for(
+        &format!("a PluginRefused Warning on {name} naming {needles:?}"),
+        Duration::from_secs(30),
+        || async {
+            let warnings =
+                e2e_tests::refusal_events(client, "default", "PluginController", name).await?;
+            Ok(warnings
+                .iter()
+                .any(|m| needles.iter().all(|needle| m.contains(needle))))
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -246,14 +262,7 @@ async fn a_tenant_loosening_its_base_and_a_rival_of_the_kind_are_refused_by_name
                 "{name}: refused by {rule} ({message}), expected tenant/looser-than-base naming {names}"
             );
         }
-        let warnings =
-            e2e_tests::refusal_events(client, "default", "PluginController", name).await?;
-        if !warnings
-            .iter()
-            .any(|m| m.contains("[tenant/looser-than-base]"))
-        {
-            bail!("{name}: no Warning names the rule: {warnings:?}");
-        }
+        warning_naming(client, name, &["[tenant/looser-than-base]"]).await?;
     }
     // Within the base: served (and it inherits the base's restricted policy).
     declare(

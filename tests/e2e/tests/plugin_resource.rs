@@ -1065,13 +1065,24 @@ async fn a_flapping_resource_source_says_so_and_settles() -> anyhow::Result<()> 
                 .is_some_and(|p| p.digest() == digest_of(&v1)))
     })
     .await?;
-    let warned = e2e_tests::events_on(&env.client, "default", "JinghzhuPlugin", &name)
-        .await?
-        .into_iter()
-        .any(|e| {
-            e.reason.as_deref() == Some("PluginSourceFlapping")
-                && e.message.is_some_and(|m| m.contains("swap/flapping"))
-        });
+    // Events go out from a queue after the status: wait for the Warning.
+    let warned = wait_for(
+        "a PluginSourceFlapping Warning naming swap/flapping",
+        Duration::from_secs(30),
+        || async {
+            Ok(
+                e2e_tests::events_on(&env.client, "default", "JinghzhuPlugin", &name)
+                    .await?
+                    .into_iter()
+                    .any(|e| {
+                        e.reason.as_deref() == Some("PluginSourceFlapping")
+                            && e.message.is_some_and(|m| m.contains("swap/flapping"))
+                    }),
+            )
+        },
+    )
+    .await
+    .is_ok();
     println!(
         "8 moves 0.7 s apart: Flapping condition seen, settled on v1, swaps {}",
         host.metrics.plugin_swaps.get()
