@@ -52,7 +52,7 @@ pub struct ReconcileArgs {
     pub input: Vec<PathBuf>,
     /// A directory of golden cases (<case>/input.yaml, <case>/expected.yaml,
     /// optional <case>/now) to check, with an idempotence check each (for a
-    /// contract 0.3 plugin also the host's rules of --controller: docs/any-kind.md).
+    /// contract 0.3 plugin also the host's rules of --controller: docs/writing-controllers.md).
     #[arg(long, value_name = "DIR")]
     pub fixtures: Option<PathBuf>,
     /// With --fixtures: write the plugin's proposals to expected.yaml instead of comparing.

@@ -62,7 +62,7 @@ pub struct RecordArgs {
     pub plugin: Option<PathBuf>,
     /// Record the parents of this declared controller (a PluginController
     /// file) instead of Jinghzhus: each with its children and observed
-    /// objects, for a contract 0.3 plugin (docs/any-kind.md).
+    /// objects, for a contract 0.3 plugin (docs/writing-controllers.md).
     #[arg(long, value_name = "FILE")]
     pub controller: Option<PathBuf>,
     /// With --controller: a sensitive child kind the admin allows

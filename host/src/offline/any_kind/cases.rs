@@ -152,7 +152,7 @@ fn compare(path: &Path, outcome: &Outcome) -> Result<()> {
         .with_context(|| format!("reading {} (create it with --bless)", path.display()))?;
     let expected: Outcome = serde_yaml::from_str(&text).with_context(|| {
         format!(
-            "{} is not an outcome in the shape of docs/any-kind.md (apply, delete, status, \
+            "{} is not an outcome in the shape of docs/writing-controllers.md (apply, delete, status, \
              requeueAfterMs, events, error; `reconcile --bless` writes one)",
             path.display()
         )

@@ -4,7 +4,7 @@
 //! plugin's output, or a directory of golden cases checked as the host
 //! would check the output in a cluster (`declared::checks`, the rule named
 //! on a refusal), compared with `expected.yaml`, then run on for
-//! idempotence. The format is `docs/any-kind.md`, "Test a 0.3 plugin
+//! idempotence. The format is `docs/writing-controllers.md`, "Test a 0.3 plugin
 //! without a cluster".
 //!
 //! - [`input`]: reading objects into the state a reconcile sees.
