@@ -753,7 +753,7 @@ fn median(mut values: Vec<Duration>) -> Duration {
     values[values.len() / 2]
 }
 
-/// The figures in docs/operating.md: takeover after `kill -9` and after SIGTERM
+/// The figures in docs/performance.md: takeover after `kill -9` and after SIGTERM
 /// (median of 5 each) and the standby's memory next to the leader's, with
 /// 20 objects of 5 pods in the caches. Run with
 /// `cargo test -p e2e-tests --test deploy measure -- --ignored --nocapture`.
