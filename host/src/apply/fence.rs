@@ -19,7 +19,7 @@
 //! clock is read right before it. What it cannot cover: a write that passed
 //! the check and was handed to the HTTP client an instant before the stop
 //! (microseconds of CPU work between the check and the socket), and a clock
-//! that stops with the process (see docs/operating.md).
+//! that stops with the process (see docs/replicas.md, "Fencing").
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -34,7 +34,7 @@
 //! through the controller's backoff, reading the cache afresh. Errors with
 //! no answer (a connect failure, a reset, a read timeout) are never
 //! repeated by the client, for any method (kube's policy looks at answers
-//! only). See `docs/operating.md`, "When the control plane misbehaves".
+//! only). See `docs/faults.md`, "When the control plane misbehaves".
 
 use std::time::Duration;
 

@@ -18,7 +18,7 @@
 //! upgrade path); pods would keep the label either way. Tried on
 //! kube-apiserver v1.36.3 with the gate on: Jinghzhu lists and watches are
 //! filtered exactly as [`fnv1a64`] predicts, but a custom resource's list
-//! does not echo `shardInfo` (docs/operating.md, "Not yet"; the figures are in
+//! does not echo `shardInfo` (docs/replicas.md, "Not yet"; the figures are in
 //! docs/performance.md).
 //!
 //! The label value is `<shard>-of-<count>` (`jinghzhu.io/shard: 7-of-32`):

@@ -40,7 +40,7 @@
 //! exact counts; when it is not 0 the failure prints every time from A's
 //! resuming (the bound, the renewals, the late writes) and A's log.
 //!
-//! What it shows and what it does not (docs/operating.md, "Fencing"): with
+//! What it shows and what it does not (docs/replicas.md, "Fencing"): with
 //! the fence on, the leader case passes and A's reconciles that reach a
 //! write after the lapse are refused (`wasm_operator_fenced_writes_total`,
 //! 5 and 8 in two runs). With the fence switched off it passed too (7 of 7

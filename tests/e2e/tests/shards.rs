@@ -613,7 +613,7 @@ fn sharded_list_options() -> local_control_plane::ControlPlaneOptions {
     }
 }
 
-/// What docs/operating.md says about KEP-5866 ("Not yet"), checked on the
+/// What docs/replicas.md says about KEP-5866 ("Not yet"), checked on the
 /// local control plane: the server's `shardRange` over a Jinghzhu's UID
 /// selects exactly the objects whose FNV-1a 64 ([`fnv1a64`], the hash of our
 /// shards) falls in the range, and a custom resource's list does not say it
@@ -665,7 +665,7 @@ async fn the_api_server_s_shard_range_selects_jinghzhus_by_our_hash() -> Result<
     );
     assert!(
         list["metadata"].get("shardInfo").is_none(),
-        "the list now says it was sharded ({}): a client can tell; revisit KEP-5866 in docs/operating.md",
+        "the list now says it was sharded ({}): a client can tell; revisit KEP-5866 in docs/replicas.md",
         list["metadata"]
     );
     Ok(())

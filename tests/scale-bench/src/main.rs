@@ -73,8 +73,8 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     workers: u16,
     /// `--workers` of each replica when the host runs several (default:
-    /// `--workers` divided by the replica count, rounded up, as the
-    /// operating guide advises).
+    /// `--workers` divided by the replica count, rounded up, as
+    /// docs/replicas.md advises).
     #[arg(long)]
     replica_workers: Option<u16>,
     /// Seconds to watch a converged set for reconciles.

@@ -97,7 +97,7 @@ pub struct RunOptions {
 impl RunOptions {
     /// Each replica's `--workers`: all of `workers` for one replica; with
     /// several, `replica_workers`, or else `workers` divided by the replica
-    /// count, rounded up, as docs/operating.md advises (replicas' workers
+    /// count, rounded up, as docs/replicas.md advises (replicas' workers
     /// add up, and more of them reconcile each object more often while its
     /// pods come up).
     pub fn workers_per_replica(&self) -> u16 {

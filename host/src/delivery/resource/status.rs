@@ -8,7 +8,7 @@
 //! fields (conditions, digest, state) are applied with `force` and show the
 //! last writer's view. A replica that stops gracefully removes its entry
 //! ([`StatusWriter::leave`]); the entry of a replica that crashed is
-//! pruned by [`super::prune`] when sharded (see docs/operating.md). When the list is full (256 entries), the status is
+//! pruned by [`super::prune`] when sharded (see docs/replicas.md). When the list is full (256 entries), the status is
 //! written without this replica's entry rather than not at all.
 
 use std::collections::BTreeMap;
