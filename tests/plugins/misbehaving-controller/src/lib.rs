@@ -66,90 +66,98 @@ impl Guest for Plugin {
     }
 
     fn reconcile(input: ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
-        let parent: Value =
-            serde_json::from_str(&input.parent.body_json).map_err(|err| ReconcileError {
-                message: format!("the parent's body is not JSON: {err}"),
-                retryable: false,
-            })?;
-        let name = input.parent.metadata.name.clone();
-        let misbehave = parent
-            .pointer("/spec/misbehave")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let value = parent
-            .pointer("/spec/value")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let good = child("v1", "ConfigMap", &name, json!({"data": {"value": value}}));
-        let (mut apply, mut events) = (vec![good.clone()], Vec::new());
-        let (mut big_status, mut lie, mut tick) = (false, None, None);
-        match misbehave {
-            "bad-name" => apply.push(child("v1", "ConfigMap", "Not_A_Name", json!({}))),
-            "host-label" => {
-                let mut labelled = child("v1", "ConfigMap", &format!("{name}-labelled"), json!({}));
-                labelled.labels.push(KeyValue {
-                    key: "wasm-operator.io/controller".into(),
-                    value: "someone-else".into(),
-                });
-                apply.push(labelled);
-            }
-            "duplicate" => apply.push(good),
-            "too-many" => {
-                let count = parent
-                    .pointer("/spec/count")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(1);
-                for i in 0..count {
-                    apply.push(child("v1", "ConfigMap", &format!("{name}-{i}"), json!({})));
-                }
-            }
-            "big-status" => big_status = true,
-            "lie-count" => lie = Some(("configMaps", json!(5))),
-            "lie-generation" => lie = Some(("observedGeneration", json!(i64::MAX))),
-            "churn" => {
-                tick = Some(format!(
-                    "{}.{:09}",
-                    input.now.seconds, input.now.nanoseconds
-                ))
-            }
-            "many-events" => events.extend((0..9).map(|i| event("Spam", &format!("event {i}")))),
-            "reserved-reason" => events.push(event("SuccessfulCreate", "created, honestly")),
-            _ => apply = vec![single(misbehave, &name, &value)?],
-        }
-        let held = input
-            .children
-            .iter()
-            .filter(|kind| kind.kind == "ConfigMap")
-            .flat_map(|kind| kind.objects.iter())
-            .find(|obj| obj.metadata.name == name)
-            .and_then(|obj| serde_json::from_str::<Value>(&obj.body_json).ok())
-            .and_then(|body| {
-                body.pointer("/data/value")
-                    .and_then(Value::as_str)
-                    .map(String::from)
-            });
-        let mut status = json!({"value": held.unwrap_or_default()});
-        if big_status {
-            status["padding"] = json!("x".repeat(70_000));
-        }
-        if let Some((field, value)) = lie {
-            status[field] = value;
-        }
-        // Churn: a new status on every call, asked again 20 ms later.
-        let churn = tick.is_some();
-        if let Some(tick) = tick {
-            status["tick"] = json!(tick);
-        }
-        let current = parent.get("status").cloned().unwrap_or(Value::Null);
-        Ok(ReconcileOutput {
-            apply,
-            delete: Vec::new(),
-            status_json: (current != status).then(|| status.to_string()),
-            requeue_after_ms: churn.then_some(20),
-            events,
-        })
+        let output = reconcile(&input);
+        // The host calls every reconcile in a fresh instance and drops it
+        // after: freeing the input's strings one by one would be wasted work.
+        std::mem::forget(input);
+        output
     }
+}
+
+fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> {
+    let parent: Value =
+        serde_json::from_str(&input.parent.body_json).map_err(|err| ReconcileError {
+            message: format!("the parent's body is not JSON: {err}"),
+            retryable: false,
+        })?;
+    let name = input.parent.metadata.name.clone();
+    let misbehave = parent
+        .pointer("/spec/misbehave")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let value = parent
+        .pointer("/spec/value")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let good = child("v1", "ConfigMap", &name, json!({"data": {"value": value}}));
+    let (mut apply, mut events) = (vec![good.clone()], Vec::new());
+    let (mut big_status, mut lie, mut tick) = (false, None, None);
+    match misbehave {
+        "bad-name" => apply.push(child("v1", "ConfigMap", "Not_A_Name", json!({}))),
+        "host-label" => {
+            let mut labelled = child("v1", "ConfigMap", &format!("{name}-labelled"), json!({}));
+            labelled.labels.push(KeyValue {
+                key: "wasm-operator.io/controller".into(),
+                value: "someone-else".into(),
+            });
+            apply.push(labelled);
+        }
+        "duplicate" => apply.push(good),
+        "too-many" => {
+            let count = parent
+                .pointer("/spec/count")
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            for i in 0..count {
+                apply.push(child("v1", "ConfigMap", &format!("{name}-{i}"), json!({})));
+            }
+        }
+        "big-status" => big_status = true,
+        "lie-count" => lie = Some(("configMaps", json!(5))),
+        "lie-generation" => lie = Some(("observedGeneration", json!(i64::MAX))),
+        "churn" => {
+            tick = Some(format!(
+                "{}.{:09}",
+                input.now.seconds, input.now.nanoseconds
+            ))
+        }
+        "many-events" => events.extend((0..9).map(|i| event("Spam", &format!("event {i}")))),
+        "reserved-reason" => events.push(event("SuccessfulCreate", "created, honestly")),
+        _ => apply = vec![single(misbehave, &name, &value)?],
+    }
+    let held = input
+        .children
+        .iter()
+        .filter(|kind| kind.kind == "ConfigMap")
+        .flat_map(|kind| kind.objects.iter())
+        .find(|obj| obj.metadata.name == name)
+        .and_then(|obj| serde_json::from_str::<Value>(&obj.body_json).ok())
+        .and_then(|body| {
+            body.pointer("/data/value")
+                .and_then(Value::as_str)
+                .map(String::from)
+        });
+    let mut status = json!({"value": held.unwrap_or_default()});
+    if big_status {
+        status["padding"] = json!("x".repeat(70_000));
+    }
+    if let Some((field, value)) = lie {
+        status[field] = value;
+    }
+    // Churn: a new status on every call, asked again 20 ms later.
+    let churn = tick.is_some();
+    if let Some(tick) = tick {
+        status["tick"] = json!(tick);
+    }
+    let current = parent.get("status").cloned().unwrap_or(Value::Null);
+    Ok(ReconcileOutput {
+        apply,
+        delete: Vec::new(),
+        status_json: (current != status).then(|| status.to_string()),
+        requeue_after_ms: churn.then_some(20),
+        events,
+    })
 }
 
 /// The one child of the modes that propose a single object.
