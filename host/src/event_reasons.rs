@@ -33,6 +33,8 @@ pub const HOST_REASONS: &[&str] = &[
     "ReleasedChild",
     // A declared controller's shadow output refused by a rule (declared::shadow).
     "ShadowOutputRefused",
+    // A declared controller's shadow calls dropped for a full queue (declared::shadow).
+    "ShadowCallsDropped",
     // Objects the host cannot read (controller::watch).
     "InvalidObject",
     // A controlled pod that lost its labels alive (controller::strays).

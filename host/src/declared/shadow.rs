@@ -12,7 +12,9 @@
 //! ([`ShadowFigures`]), in the metrics labelled with the controller, and
 //! shown on the resource's `status.shadow` by the supervisor; an output a
 //! rule refuses is a Warning `ShadowOutputRefused` on the resource naming
-//! the rule, at most one a minute.
+//! the rule, and calls dropped for a full queue a Warning
+//! `ShadowCallsDropped` naming [`QUEUE_FULL_RULE`], each at most one a
+//! minute.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,8 +42,15 @@ use crate::telemetry::metrics::Metrics;
 pub const REFUSED_REASON: &str = "ShadowOutputRefused";
 
 /// Most one Warning `ShadowOutputRefused` per controller this often (the
-/// next says how many were held back).
+/// next says how many were held back); the same for `ShadowCallsDropped`.
 pub const REFUSED_EVENT_EVERY: Duration = Duration::from_secs(60);
+
+/// The reason of the Warning Event calls dropped for a full queue record.
+pub const DROPPED_REASON: &str = "ShadowCallsDropped";
+
+/// The rule a call is dropped by when the shadow's queue is full (the
+/// shadow is slower than the serving plugin's reconciles).
+pub const QUEUE_FULL_RULE: &str = "shadow/queue-full";
 
 /// Bytes of a difference or a refusal shown on the status and in an Event.
 const SHOWN_MAX: usize = 512;
@@ -136,6 +145,9 @@ pub struct Shadow {
     calls: mpsc::Sender<ShadowCall>,
     figures: Arc<ShadowFigures>,
     reporting: bool,
+    /// Where the `ShadowCallsDropped` Warnings go, and their bound.
+    regarding: ObjectReference,
+    dropped_events: Mutex<EventBound>,
     _worker: AbortOnDrop,
 }
 
@@ -184,7 +196,7 @@ impl Shadow {
             plugin: plugin.clone(),
             rules: rules.clone(),
             figures: figures.clone(),
-            regarding,
+            regarding: regarding.clone(),
             events: Mutex::new(EventBound::default()),
             report,
         };
@@ -195,6 +207,8 @@ impl Shadow {
             calls,
             figures,
             reporting,
+            regarding,
+            dropped_events: Mutex::new(EventBound::default()),
             _worker: AbortOnDrop::from(task),
         })
     }
@@ -216,11 +230,40 @@ impl Shadow {
                     self.rules
                         .metrics
                         .declared_shadow(&self.rules.controller, "dropped", &[]);
+                    self.dropped_event(&input.parent.metadata);
                 }
                 None
             }
             Err(mpsc::error::TrySendError::Closed(_)) => None,
         }
+    }
+
+    /// A Warning naming [`QUEUE_FULL_RULE`], unless one went within the
+    /// last minute (never waits: the Event queue drops when full).
+    fn dropped_event(&self, parent: &v3::ObjectMeta) {
+        let Some(held) = self.dropped_events.lock_unpoisoned().admit(Instant::now()) else {
+            return;
+        };
+        let object = format!("{}/{}", parent.namespace, parent.name);
+        tracing::warn!(controller = %self.rules.controller, object, shadow = %self.plugin.describe(),
+            rule = QUEUE_FULL_RULE, "the shadow's queue is full; shadow calls are dropped");
+        let note = dropped_note(
+            &self.plugin.describe(),
+            self.calls.max_capacity(),
+            &object,
+            held,
+        );
+        self.rules.events.send(QueuedEvent {
+            event: Event {
+                type_: EventType::Warning,
+                reason: DROPPED_REASON.into(),
+                note: Some(plugin_text::escape_within(&note, 1024)),
+                action: "Shadow".into(),
+                secondary: None,
+            },
+            regarding: self.regarding.clone(),
+            object: self.rules.controller.clone(),
+        });
     }
 
     /// The shadow plugin.
@@ -300,7 +343,25 @@ impl ShadowFigures {
     }
 }
 
-/// Holds `ShadowOutputRefused` Events to one per [`REFUSED_EVENT_EVERY`].
+/// The note of a `ShadowCallsDropped` Warning: the call for `object`
+/// dropped, `held` more since the last such Event.
+fn dropped_note(shadow: &str, queue: usize, object: &str, held: u64) -> String {
+    let mut note = format!(
+        "shadow plugin {shadow}: its queue of {queue} calls is full, so its call for {object} \
+         is dropped by rule {QUEUE_FULL_RULE} (the shadow is slower than the serving plugin's \
+         reconciles; nothing is compared for that call; the serving plugin is not affected; \
+         a larger spec.shadow.queue holds longer bursts)"
+    );
+    if held > 0 {
+        note.push_str(&format!(
+            "; {held} more calls dropped since the last such Event"
+        ));
+    }
+    note
+}
+
+/// Holds one kind of shadow Warning (`ShadowOutputRefused`,
+/// `ShadowCallsDropped`) to one per [`REFUSED_EVENT_EVERY`].
 #[derive(Default)]
 struct EventBound {
     last: Option<Instant>,
@@ -804,6 +865,20 @@ mod tests {
         let text = summary(&differences(&serving, &shadow, &[], &[]));
         assert!(!text.contains('\n'), "{text}");
         assert!(text.len() <= SHOWN_MAX + 8, "{}", text.len());
+    }
+
+    #[test]
+    fn a_dropped_call_names_the_rule_the_queue_and_the_drops_held() {
+        let first = dropped_note("shadow.wasm", 8, "ns/a", 0);
+        assert!(first.contains(QUEUE_FULL_RULE), "{first}");
+        assert!(first.contains("queue of 8 calls"), "{first}");
+        assert!(first.contains("ns/a"), "{first}");
+        assert!(!first.contains("since the last"), "{first}");
+        let later = dropped_note("shadow.wasm", 8, "ns/b", 41);
+        assert!(
+            later.ends_with("; 41 more calls dropped since the last such Event"),
+            "{later}"
+        );
     }
 
     #[test]

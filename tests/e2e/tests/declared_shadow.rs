@@ -14,7 +14,13 @@
 //! - with `spec.rollout.shadowStable` the stable plugin shadows a canary:
 //!   the `v2` build as canary differs and is aborted by
 //!   `rollout/difference`; a rebuild of the stable plugin (the same code,
-//!   another digest) agrees and is promoted.
+//!   another digest) agrees and is promoted;
+//! - a slow shadow (the misbehaving plugin's `slow` build, each call ended
+//!   by the host's deadline) behind a queue of one: its calls are dropped
+//!   (`status.shadow.dropped`, the metric, one Warning `ShadowCallsDropped`
+//!   naming `shadow/queue-full`) while the serving plugin's parents
+//!   converge at the pace they had without it, and a neighbour controller
+//!   converges too.
 //!
 //! A control plane of this binary's own and one manager, one test at a
 //! time: the three controllers serve the same parent kind, so each test
@@ -22,11 +28,12 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use e2e_tests::declared::{
-    Manager, apply_crd, crd_file, declare, memcached_controller, memcacheds, wait_state,
+    Manager, apply_crd, crd_file, declare, memcached_controller, memcacheds, trial_crd, trials,
+    wait_state,
 };
 use e2e_tests::{ControlPlaneSlot, TestEnv, events_on, own_control_plane, plugin, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -450,14 +457,17 @@ async fn rollout_until(
     Ok(rollout().await?.unwrap_or_default())
 }
 
-/// The `ShadowOutputRefused` Warnings on the controller `name` (cluster
-/// scoped: its Events are in `default`), counting each Event's repeats.
+/// The `ShadowOutputRefused` Warnings on the controller `name`.
 async fn shadow_refusals(client: &Client, name: &str) -> Result<Vec<String>> {
+    shadow_warnings(client, name, "ShadowOutputRefused").await
+}
+
+/// The Warnings `reason` on the controller `name` (cluster scoped: its
+/// Events are in `default`), counting each Event's repeats.
+async fn shadow_warnings(client: &Client, name: &str, reason: &str) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     for event in events_on(client, "default", "PluginController", name).await? {
-        if event.type_.as_deref() == Some("Warning")
-            && event.reason.as_deref() == Some("ShadowOutputRefused")
-        {
+        if event.type_.as_deref() == Some("Warning") && event.reason.as_deref() == Some(reason) {
             let repeats = event.count.unwrap_or(1).max(1);
             for _ in 0..repeats {
                 notes.push(event.message.clone().unwrap_or_default());
@@ -465,4 +475,189 @@ async fn shadow_refusals(client: &Client, name: &str) -> Result<Vec<String>> {
         }
     }
     Ok(notes)
+}
+
+/// Parents of the slow shadow's test: enough that a serving path waiting
+/// a shadow call (a second) in each reconcile, four workers at a time,
+/// would take about 20 s (two reconciles a parent), a shadow's one call at
+/// a time much longer.
+const PACED: usize = 40;
+
+/// The misbehaving plugin at `path` serving `kind` (ConfigMap children).
+fn trial_controller(kind: &str, path: &Path) -> serde_json::Value {
+    json!({
+        "parent": {"apiVersion": "e2e.wasm-operator.io/v1", "kind": kind},
+        "children": [{"apiVersion": "v1", "kind": "ConfigMap", "maxCount": 2}],
+        "source": {"file": {"path": path.display().to_string()}},
+    })
+}
+
+/// Creates the parents `names` of `kind` (in `api`) holding `value`.
+async fn create_trials(
+    api: &Api<DynamicObject>,
+    kind: &str,
+    names: &[String],
+    value: &str,
+) -> Result<()> {
+    for name in names {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "e2e.wasm-operator.io/v1", "kind": kind,
+            "metadata": {"name": name}, "spec": {"value": value}
+        }))?;
+        api.create(&PostParams::default(), &object).await?;
+    }
+    Ok(())
+}
+
+/// Waits until every parent of `api` named in `names` shows `value` in its
+/// status (its ConfigMap holds it: the plugin's convergence); how long.
+async fn converged(api: &Api<DynamicObject>, names: &[String], value: &str) -> Result<Duration> {
+    let started = Instant::now();
+    wait_for(
+        &format!("{} parents with status.value {value:?}", names.len()),
+        Duration::from_secs(120),
+        || async {
+            let shown = api.list(&ListParams::default()).await?.items;
+            Ok(names.iter().all(|name| {
+                shown.iter().any(|p| {
+                    p.name_any() == *name && p.data.pointer("/status/value") == Some(&json!(value))
+                })
+            }))
+        },
+    )
+    .await?;
+    Ok(started.elapsed())
+}
+
+/// Sets every parent's `spec.value` to `value` and measures how long until
+/// all have converged again.
+async fn pace(api: &Api<DynamicObject>, names: &[String], value: &str) -> Result<Duration> {
+    let started = Instant::now();
+    for name in names {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": value}})),
+        )
+        .await?;
+    }
+    converged(api, names, value).await?;
+    Ok(started.elapsed())
+}
+
+#[tokio::test]
+async fn a_slow_shadow_drops_calls_while_the_serving_plugin_keeps_its_pace() -> Result<()> {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (env, metrics) = setup("shadow-slow").await?;
+    apply_crd(&env.client, trial_crd("Paced", "paceds")).await?;
+    apply_crd(&env.client, trial_crd("Steady", "steadies")).await?;
+    let dir = tempfile::tempdir()?;
+    let built = plugin("misbehaving-controller-plugin", &[]);
+    let serving = placed(&built, dir.path(), "serving.wasm")?;
+    let slow = placed(
+        &plugin("misbehaving-controller-plugin", &["slow"]),
+        dir.path(),
+        "slow.wasm",
+    )?;
+    let name = "paced-shadow-slow";
+    declare(&env.client, name, trial_controller("Paced", &serving)).await?;
+    wait_state(&env.client, name, "Serving").await?;
+    let paced: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.namespace,
+        &trials("Paced", "paceds"),
+    );
+    let names: Vec<String> = (0..PACED).map(|i| format!("paced-{i:02}")).collect();
+    create_trials(&paced, "Paced", &names, "a").await?;
+    converged(&paced, &names, "a").await?;
+
+    // The pace of the same parents without a shadow, then with the slow
+    // shadow behind a queue of one.
+    let without = pace(&paced, &names, "b").await?;
+    let mut spec = trial_controller("Paced", &serving);
+    spec["shadow"] = json!({
+        "source": {"file": {"path": slow.display().to_string()}},
+        "queue": 1,
+    });
+    let shadowed_at = Instant::now();
+    declare(&env.client, name, spec).await?;
+    let digest = digest_of(&std::fs::read(&slow)?);
+    let started = shadow_until(&env.client, name, "the slow shadow running", |s| {
+        s.digest == digest
+    })
+    .await?;
+    let with = pace(&paced, &names, "c").await?;
+    // Generous for a loaded machine, and still well under a serving path
+    // that waits for the shadow (see PACED).
+    let bound = without * 3 + Duration::from_secs(5);
+    assert!(
+        with <= bound,
+        "with the slow shadow the parents took {with:?}, without {without:?} (bound {bound:?})"
+    );
+
+    let shown = shadow_until(&env.client, name, "calls dropped and failed", |s| {
+        s.dropped > started.dropped && s.failed >= 1
+    })
+    .await?;
+    assert_eq!(
+        (shown.agreed, shown.differed, shown.refused),
+        (0, 0, 0),
+        "every slow call ends at the deadline: {shown:?}"
+    );
+    assert!(
+        metrics.declared_shadow_outcome(name, "dropped") >= shown.dropped,
+        "the metric counts every drop the status shows: {shown:?}"
+    );
+    wait_for(
+        "the ShadowCallsDropped Warning",
+        Duration::from_secs(30),
+        || async {
+            Ok(!shadow_warnings(&env.client, name, "ShadowCallsDropped")
+                .await?
+                .is_empty())
+        },
+    )
+    .await?;
+    let warnings = shadow_warnings(&env.client, name, "ShadowCallsDropped").await?;
+    let minutes = shadowed_at.elapsed().as_secs() / 60 + 1;
+    assert!(
+        !warnings.is_empty() && warnings.len() as u64 <= minutes,
+        "one Warning a minute ({minutes} minutes): {warnings:?}"
+    );
+    assert!(warnings[0].contains("shadow/queue-full"), "{warnings:?}");
+
+    // The host is up: a neighbour converges, and so does the serving
+    // plugin once more, the shadow still slow beside it.
+    let neighbour = "steady-neighbour";
+    declare(&env.client, neighbour, trial_controller("Steady", &serving)).await?;
+    wait_state(&env.client, neighbour, "Serving").await?;
+    let steady: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.namespace,
+        &trials("Steady", "steadies"),
+    );
+    let steadies: Vec<String> = (0..3).map(|i| format!("steady-{i}")).collect();
+    create_trials(&steady, "Steady", &steadies, "n").await?;
+    converged(&steady, &steadies, "n").await?;
+    pace(&paced, &names, "d").await?;
+    let state = Api::<PluginController>::all(env.client.clone())
+        .get(name)
+        .await?
+        .status
+        .unwrap_or_default();
+    assert_eq!(state.state, "Serving", "{state:?}");
+    eprintln!(
+        "paced {PACED} parents: without a shadow {without:?}, with the slow shadow {with:?}; {shown:?}"
+    );
+
+    let controllers: Api<PluginController> = Api::all(env.client.clone());
+    controllers
+        .delete(neighbour, &DeleteParams::default())
+        .await?;
+    controllers.delete(name, &DeleteParams::default()).await?;
+    for api in [&paced, &steady] {
+        api.delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await?;
+    }
+    Ok(())
 }

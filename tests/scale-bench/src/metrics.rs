@@ -57,6 +57,76 @@ pub fn reconciles(samples: &[Sample]) -> Option<u64> {
         .map(|v| v.round() as u64)
 }
 
+/// The reconcile time histogram both the host and controller-runtime keep.
+pub const RECONCILE_TIME: &str = "controller_runtime_reconcile_time_seconds";
+
+/// What a latency histogram says, all its label sets together.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Latency {
+    /// Observations.
+    pub count: f64,
+    /// Their mean, seconds (the histogram's sum over its count).
+    pub mean: f64,
+    /// The median and the 99th percentile, seconds, interpolated linearly
+    /// within their bucket (as Prometheus's `histogram_quantile`).
+    pub p50: f64,
+    /// See `p50`.
+    pub p99: f64,
+}
+
+/// The histogram `metric` of `samples` (its label sets added up), `None`
+/// without observations.
+pub fn latency(samples: &[Sample], metric: &str) -> Option<Latency> {
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for sample in samples.iter().filter(|s| s.metric == metric) {
+        if let Value::Histogram(counts) = &sample.value {
+            for bucket in counts {
+                match buckets.iter_mut().find(|(le, _)| *le == bucket.less_than) {
+                    Some((_, n)) => *n += bucket.count,
+                    None => buckets.push((bucket.less_than, bucket.count)),
+                }
+            }
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let count = sum(samples, &format!("{metric}_count"))?;
+    let total = sum(samples, &format!("{metric}_sum"))?;
+    if count <= 0.0 {
+        return None;
+    }
+    Some(Latency {
+        count,
+        mean: total / count,
+        p50: quantile(&buckets, 0.5),
+        p99: quantile(&buckets, 0.99),
+    })
+}
+
+/// The `q` quantile of cumulative `buckets` (upper bound, count).
+fn quantile(buckets: &[(f64, f64)], q: f64) -> f64 {
+    let Some(&(_, total)) = buckets.last() else {
+        return f64::NAN;
+    };
+    let rank = q * total;
+    let mut below = (0.0, 0.0);
+    for &(le, n) in buckets {
+        if n >= rank {
+            if le.is_infinite() {
+                return below.0;
+            }
+            let within = n - below.1;
+            let share = if within > 0.0 {
+                (rank - below.1) / within
+            } else {
+                1.0
+            };
+            return below.0 + (le - below.0) * share;
+        }
+        below = (le, n);
+    }
+    below.0
+}
+
 /// `GET http://<addr>/metrics` (HTTP/1.0, so the body ends at connection close).
 pub async fn fetch(addr: SocketAddr) -> Result<String> {
     get(addr, "/metrics").await
@@ -117,6 +187,27 @@ mod tests {
             controller_runtime_reconcile_total{controller=\"jinghzhu\",result=\"error\"} 2\n\
             wasm_operator_reconciles_total 100\n";
         assert_eq!(reconciles(&parse(text).expect("parse")), Some(9));
+    }
+
+    #[test]
+    fn a_histogram_gives_its_mean_and_interpolated_quantiles_over_labels() {
+        let text = "# TYPE t histogram\n\
+            t_bucket{controller=\"a\",le=\"0.1\"} 40\n\
+            t_bucket{controller=\"a\",le=\"1\"} 50\n\
+            t_bucket{controller=\"a\",le=\"+Inf\"} 50\n\
+            t_sum{controller=\"a\"} 5\n\
+            t_count{controller=\"a\"} 50\n\
+            t_bucket{controller=\"b\",le=\"0.1\"} 40\n\
+            t_bucket{controller=\"b\",le=\"1\"} 50\n\
+            t_bucket{controller=\"b\",le=\"+Inf\"} 50\n\
+            t_sum{controller=\"b\"} 5\n\
+            t_count{controller=\"b\"} 50\n";
+        let shown = latency(&parse(text).expect("parse"), "t").expect("observed");
+        assert_eq!(shown.count, 100.0);
+        assert!((shown.mean - 0.1).abs() < 1e-9, "{shown:?}");
+        assert!((shown.p50 - 0.0625).abs() < 1e-9, "{shown:?}");
+        assert!((shown.p99 - 0.955).abs() < 1e-9, "{shown:?}");
+        assert_eq!(latency(&parse("other 1\n").expect("parse"), "t"), None);
     }
 
     #[test]

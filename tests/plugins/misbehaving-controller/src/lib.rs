@@ -36,6 +36,13 @@
 //! every call and asks to be called again in 20 ms: a noisy tenant of the
 //! write budget (held by `writes/namespace-budget`).
 //!
+//! Built with the feature `slow`, every call first sleeps `spec.sleepMs`
+//! milliseconds (default [`SLOW_DEFAULT_MS`], past the host's default
+//! deadline of one second, which ends the call), then behaves as above: a
+//! slow plugin, for a shadow whose queue fills (`shadow/queue-full`) while
+//! the unslowed build serves the same parents. It sleeps rather than spins,
+//! so it holds a call's time, not a CPU.
+//!
 //! Build: `cargo build --release --target wasm32-wasip2 -p misbehaving-controller-plugin`.
 
 mod bindings {
@@ -56,6 +63,10 @@ use bindings::wasm_operator::controller::types::{
 use serde_json::{Value, json};
 
 struct Plugin;
+
+/// How long a call of the `slow` build sleeps when the parent's
+/// `spec.sleepMs` does not say.
+pub const SLOW_DEFAULT_MS: u64 = 5_000;
 
 impl Guest for Plugin {
     fn info() -> PluginInfo {
@@ -80,6 +91,13 @@ fn reconcile(input: &ReconcileInput) -> Result<ReconcileOutput, ReconcileError> 
             message: format!("the parent's body is not JSON: {err}"),
             retryable: false,
         })?;
+    if cfg!(feature = "slow") {
+        let sleep = parent
+            .pointer("/spec/sleepMs")
+            .and_then(Value::as_u64)
+            .unwrap_or(SLOW_DEFAULT_MS);
+        std::thread::sleep(std::time::Duration::from_millis(sleep));
+    }
     let name = input.parent.metadata.name.clone();
     let misbehave = parent
         .pointer("/spec/misbehave")

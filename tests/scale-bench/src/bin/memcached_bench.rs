@@ -4,6 +4,9 @@
 //! Memcached entries of tests/scale-bench/results/log-2026-11.md).
 //!
 //! `cargo run --release -p scale-bench --bin memcached-bench -- --objects 1000 --rounds 3`
+//!
+//! `--compare shadow`: the host alone against the host with the same plugin
+//! as its shadow (`spec.shadow`), alternating; no peer is built or run.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,11 +14,21 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Parser;
 use scale_bench::artifacts::{self, Profile};
-use scale_bench::memcached::{self, Controllers, Options};
+use scale_bench::memcached::{self, Comparison, Controllers, Options};
+
+/// What the rounds compare.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Compare {
+    /// The host against the controller-runtime peer.
+    Peer,
+    /// The host with a shadow (the same plugin) against the host alone.
+    Shadow,
+}
 
 /// Runs the host with the memcached plugin and the controller-runtime peer,
-/// host then peer each round, and prints every run, the medians and the
-/// ratios host ÷ peer.
+/// host then peer each round (or the host alone then with a shadow), and
+/// prints every run, the medians and the ratios host ÷ peer (host+shadow ÷
+/// host).
 #[derive(Debug, Parser)]
 #[command(name = "memcached-bench")]
 struct Args {
@@ -53,6 +66,9 @@ struct Args {
     /// Run this controller-runtime peer instead of building one.
     #[arg(long)]
     peer: Option<PathBuf>,
+    /// What the rounds compare.
+    #[arg(long, value_enum, default_value = "peer")]
+    compare: Compare,
     /// Where the runs' logs go; results.json is written beside them.
     #[arg(long, default_value = "tests/scale-bench/results/logs/memcached")]
     logs: PathBuf,
@@ -75,6 +91,11 @@ async fn main() -> Result<()> {
     };
     let profile = args.build_profile;
     let (host, plugin, peer) = (args.host.clone(), args.plugin.clone(), args.peer.clone());
+    let comparison = match args.compare {
+        Compare::Peer => Comparison::PEER,
+        Compare::Shadow => Comparison::SHADOW,
+    };
+    let with_peer = comparison == Comparison::PEER;
     let controllers = tokio::task::spawn_blocking(move || -> Result<Controllers> {
         let host = match host {
             Some(host) => host,
@@ -86,7 +107,12 @@ async fn main() -> Result<()> {
         Ok(Controllers {
             host,
             plugin: plugin.map_or_else(artifacts::memcached_plugin, Ok)?,
-            peer: peer.map_or_else(artifacts::memcached_peer, Ok)?,
+            // Not run when comparing the host with and without a shadow.
+            peer: match peer {
+                Some(peer) => peer,
+                None if with_peer => artifacts::memcached_peer()?,
+                None => PathBuf::new(),
+            },
         })
     })
     .await??;
@@ -101,7 +127,7 @@ async fn main() -> Result<()> {
         settle: Duration::from_secs(3),
         log_dir: logs.clone(),
     };
-    let results = memcached::run_rounds(&controllers, &options, args.rounds).await?;
+    let results = memcached::run_rounds(&controllers, &options, args.rounds, comparison).await?;
     std::fs::create_dir_all(&logs)?;
     std::fs::write(
         logs.join("results.json"),
@@ -109,6 +135,6 @@ async fn main() -> Result<()> {
     )?;
     println!("{}", scale_bench::command_line(" --bin memcached-bench"));
     println!("{}", memcached::table(&results));
-    println!("{}", memcached::summary(&results));
+    println!("{}", memcached::summary(&results, comparison));
     Ok(())
 }

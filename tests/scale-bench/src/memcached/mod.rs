@@ -7,6 +7,14 @@
 //! CPU seconds and RSS, and its API requests (from the audit log of its
 //! own ServiceAccount), then the medians and the ratios host ÷ peer.
 //!
+//! With `--compare shadow` the rounds alternate the host alone and the host
+//! with the same plugin declared as its shadow (`spec.shadow`, from a
+//! ConfigMap of its own), the ratios being host+shadow ÷ host: what a
+//! shadow costs the serving path. Every run also reads the serving
+//! reconciles' latency from the controller's
+//! `controller_runtime_reconcile_time_seconds` (a shadow call is not a
+//! reconcile: it is not in it).
+//!
 //! - [`run`](mod@run): one measured run.
 //! - [`converge`]: when a Memcached has converged.
 //! - [`audit`]: the controller's requests from the audit log.
@@ -32,6 +40,9 @@ pub enum Side {
     Host,
     /// The controller-runtime Memcached operator.
     Peer,
+    /// The host with the memcached plugin, and the same plugin as its
+    /// shadow (`spec.shadow`).
+    HostShadow,
 }
 
 impl Side {
@@ -40,6 +51,44 @@ impl Side {
         match self {
             Side::Host => "host",
             Side::Peer => "controller-runtime",
+            Side::HostShadow => "host+shadow",
+        }
+    }
+
+    /// Whether this side is the host (alone or with a shadow).
+    pub fn is_host(self) -> bool {
+        matches!(self, Side::Host | Side::HostShadow)
+    }
+}
+
+/// What a run of rounds compares: `measured` against `against`, run in
+/// that order in each round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Comparison {
+    /// The side whose figures are the numerators.
+    pub measured: Side,
+    /// The side it is divided by.
+    pub against: Side,
+}
+
+impl Comparison {
+    /// The host against the controller-runtime peer.
+    pub const PEER: Self = Self {
+        measured: Side::Host,
+        against: Side::Peer,
+    };
+    /// The host with a shadow against the host alone, the host alone first.
+    pub const SHADOW: Self = Self {
+        measured: Side::HostShadow,
+        against: Side::Host,
+    };
+
+    /// The sides in the order each round runs them.
+    fn order(self) -> [Side; 2] {
+        if self == Self::SHADOW {
+            [Side::Host, Side::HostShadow]
+        } else {
+            [self.measured, self.against]
         }
     }
 }
@@ -117,18 +166,37 @@ pub struct RunResult {
     pub requests: audit::Counts,
     /// CPU seconds of the control plane's processes and the harness.
     pub cpu_others_converge_secs: BTreeMap<String, f64>,
+    /// The serving reconciles' latency when converged (all reconciles
+    /// since the controller started), `None` when it has no such metric.
+    pub reconcile: Option<ReconcileLatency>,
+    /// The shadow's calls by outcome (`agreed`, `dropped`, …), with a shadow.
+    pub shadow_outcomes: BTreeMap<String, u64>,
 }
 
-/// Runs `rounds` rounds of host then peer; each run's table row goes to
-/// stderr as it ends.
+/// The serving reconciles' latency, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ReconcileLatency {
+    /// Reconciles.
+    pub count: u64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Median (interpolated within its bucket).
+    pub p50_ms: f64,
+    /// 99th percentile (interpolated within its bucket).
+    pub p99_ms: f64,
+}
+
+/// Runs `rounds` rounds of the two sides of `comparison`, alternating;
+/// each run's table row goes to stderr as it ends.
 pub async fn run_rounds(
     controllers: &Controllers,
     options: &Options,
     rounds: usize,
+    comparison: Comparison,
 ) -> Result<Vec<RunResult>> {
     let mut results = Vec::new();
     for round in 0..rounds {
-        for side in [Side::Host, Side::Peer] {
+        for side in comparison.order() {
             let result = run::run(side, controllers, options, round).await?;
             eprintln!("{}", table(std::slice::from_ref(&result)));
             results.push(result);
@@ -156,13 +224,22 @@ pub fn median(values: &[f64]) -> f64 {
 type Figure = fn(&RunResult) -> f64;
 
 /// The measured figures of a run, by column.
-const COLUMNS: [(&str, Figure); 6] = [
+const COLUMNS: [(&str, Figure); 9] = [
     ("converge s", |r| r.converge_secs),
     ("CPU s", |r| r.cpu_converge_secs),
     ("RSS idle MiB", |r| r.rss_idle_mib),
     ("RSS converged MiB", |r| r.rss_converged_mib),
     ("RSS peak MiB", |r| r.rss_peak_mib),
     ("writes", |r| r.writes as f64),
+    ("reconcile mean ms", |r| {
+        r.reconcile.map_or(f64::NAN, |l| l.mean_ms)
+    }),
+    ("reconcile p50 ms", |r| {
+        r.reconcile.map_or(f64::NAN, |l| l.p50_ms)
+    }),
+    ("reconcile p99 ms", |r| {
+        r.reconcile.map_or(f64::NAN, |l| l.p99_ms)
+    }),
 ];
 
 /// One row per run.
@@ -192,20 +269,30 @@ pub fn table(results: &[RunResult]) -> String {
             .filter(|(key, _)| audit::is_write(key))
             .map(|(key, n)| format!("{key} {n}"))
             .collect();
-        let _ = writeln!(out, " {} | {} |", r.reads, writes.join(", "));
+        let mut writes = writes.join(", ");
+        if !r.shadow_outcomes.is_empty() {
+            let outcomes: Vec<String> = r
+                .shadow_outcomes
+                .iter()
+                .map(|(outcome, n)| format!("{outcome} {n}"))
+                .collect();
+            let _ = write!(writes, "; shadow calls: {}", outcomes.join(", "));
+        }
+        let _ = writeln!(out, " {} | {writes} |", r.reads);
     }
     out
 }
 
-/// Medians of each side and the ratios host ÷ peer: of the medians, and
-/// the median of the rounds' own ratios (each round's host run against the
-/// peer run right after it).
-pub fn summary(results: &[RunResult]) -> String {
+/// Medians of each side and the ratios measured ÷ against (host ÷ peer,
+/// host+shadow ÷ host): of the medians, and the median of the rounds' own
+/// ratios (each round's two runs, one right after the other).
+pub fn summary(results: &[RunResult], comparison: Comparison) -> String {
     let of =
         |side: Side| -> Vec<&RunResult> { results.iter().filter(|r| r.side == side).collect() };
-    let (host, peer) = (of(Side::Host), of(Side::Peer));
-    let mut out = String::from(
-        "| figure | host median | controller-runtime median | host ÷ peer (medians) | host ÷ peer (median of rounds) | rounds' ratios |\n|---|---|---|---|---|---|\n",
+    let (host, peer) = (of(comparison.measured), of(comparison.against));
+    let (a, b) = (comparison.measured, comparison.against);
+    let mut out = format!(
+        "| figure | {a} median | {b} median | {a} ÷ {b} (medians) | {a} ÷ {b} (median of rounds) | rounds' ratios |\n|---|---|---|---|---|---|\n",
     );
     for (name, value) in COLUMNS {
         let h = median(&host.iter().map(|r| value(r)).collect::<Vec<_>>());
@@ -232,7 +319,9 @@ pub fn summary(results: &[RunResult]) -> String {
 }
 
 fn figure(value: f64) -> String {
-    if value.fract() == 0.0 || value.abs() >= 100.0 {
+    if value.is_nan() {
+        "-".to_owned()
+    } else if value.fract() == 0.0 || value.abs() >= 100.0 {
         format!("{value:.0}")
     } else {
         format!("{value:.1}")
@@ -264,6 +353,8 @@ mod tests {
                 ("watch pods".to_owned(), 5),
             ]),
             cpu_others_converge_secs: BTreeMap::new(),
+            reconcile: None,
+            shadow_outcomes: BTreeMap::new(),
         }
     }
 
@@ -284,7 +375,7 @@ mod tests {
             result(Side::Host, 2, 12.0, 20),
             result(Side::Peer, 2, 12.0, 20),
         ];
-        let summary = summary(&results);
+        let summary = summary(&results, Comparison::PEER);
         let converge = summary
             .lines()
             .find(|l| l.starts_with("| converge s"))
@@ -304,7 +395,7 @@ mod tests {
         let table = table(&results[..1]);
         assert!(
             table.contains(
-                "| host | 1 | 10 | 1.00 | 10 | 2 | 10 | 20 | 25 | 20 | 5 | patch deployments 20 |"
+                "| host | 1 | 10 | 1.00 | 10 | 2 | 10 | 20 | 25 | 20 | - | - | - | 5 | patch deployments 20 |"
             ),
             "{table}"
         );

@@ -1,9 +1,10 @@
 //! One measured run of the Memcached workload: a fresh local control plane
 //! with the Deployment and ReplicaSet controllers and an audit log of the
 //! controller's own user, the Memcached CRD, one controller (the host with
-//! the memcached plugin declared, or the controller-runtime peer) running
-//! as a ServiceAccount, then N Memcacheds created at once and measured
-//! until every one has converged.
+//! the memcached plugin declared, alone or with the same plugin as its
+//! shadow, or the controller-runtime peer) running as a ServiceAccount,
+//! then N Memcacheds created at once and measured until every one has
+//! converged; then the controller's metrics are read.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ use wasm_operator::crd::controller::PluginController;
 
 use super::audit;
 use super::converge::{self, Progress};
-use super::{Controllers, Options, RunResult, Side};
+use super::{Controllers, Options, ReconcileLatency, RunResult, Side};
 use crate::procstat;
 
 /// The namespace the Memcacheds live in (and the controller's account).
@@ -37,6 +38,10 @@ const ACCOUNT: &str = "controller";
 /// Where the host reads its plugin from (examples/memcached/controller.yaml).
 const PLUGIN_NAMESPACE: &str = "wasm-operator";
 const PLUGIN_CONFIGMAP: &str = "memcached-plugin";
+/// Where the host reads the shadow plugin from (the same bytes).
+const SHADOW_CONFIGMAP: &str = "memcached-plugin-shadow";
+/// The declared controller's name.
+const CONTROLLER: &str = "memcached";
 
 /// Runs `side` once on a fresh control plane.
 pub async fn run(
@@ -100,7 +105,8 @@ async fn measure(
     .await?;
     create_namespace(&client, NAMESPACE).await?;
     let kubeconfig = controller_account(cp, &client).await?;
-    let mut process = start(side, controllers, options, &client, &kubeconfig, dir).await?;
+    let (mut process, metrics_addr) =
+        start(side, controllers, options, &client, &kubeconfig, dir).await?;
     tokio::time::sleep(options.settle).await;
     let pid = process.pid();
     let rss_idle = procstat::memory(pid)?.rss;
@@ -122,6 +128,7 @@ async fn measure(
     let memory = procstat::memory(pid)?;
     let cpu_others_converge_secs =
         procstat::cpu_difference(&others_before, &procstat::cpu_seconds_by_name(&others));
+    let samples = crate::metrics::parse(&crate::metrics::fetch(metrics_addr).await?)?;
     process.stop(Duration::from_secs(5));
     let requests = audit::count_file(audit_log, from, to)?;
     eprintln!(
@@ -146,7 +153,36 @@ async fn measure(
         reads: audit::reads(&requests),
         requests,
         cpu_others_converge_secs,
+        reconcile: reconcile_latency(&samples),
+        shadow_outcomes: shadow_outcomes(&samples),
     })
+}
+
+/// The serving reconciles' latency from the controller's metrics.
+fn reconcile_latency(samples: &[prometheus_parse::Sample]) -> Option<ReconcileLatency> {
+    let latency = crate::metrics::latency(samples, crate::metrics::RECONCILE_TIME)?;
+    Some(ReconcileLatency {
+        count: latency.count.round() as u64,
+        mean_ms: latency.mean * 1e3,
+        p50_ms: latency.p50 * 1e3,
+        p99_ms: latency.p99 * 1e3,
+    })
+}
+
+/// The host's `wasm_operator_declared_shadow_outcomes_total` by outcome.
+fn shadow_outcomes(samples: &[prometheus_parse::Sample]) -> BTreeMap<String, u64> {
+    let mut outcomes = BTreeMap::new();
+    for sample in samples
+        .iter()
+        .filter(|s| s.metric == "wasm_operator_declared_shadow_outcomes_total")
+    {
+        if let (Some(outcome), Some(n)) =
+            (sample.labels.get("outcome"), crate::metrics::number(sample))
+        {
+            *outcomes.entry(outcome.to_owned()).or_insert(0) += n.round() as u64;
+        }
+    }
+    outcomes
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -198,7 +234,8 @@ async fn controller_account(cp: &ControlPlane, client: &Client) -> Result<PathBu
 }
 
 /// Starts the controller of `side` and waits until it serves: the host's
-/// `PluginController` `Serving`, the peer's workers started.
+/// `PluginController` `Serving` (and its shadow running, with one), the
+/// peer's workers started. Returns it and its metrics address.
 async fn start(
     side: Side,
     controllers: &Controllers,
@@ -206,21 +243,27 @@ async fn start(
     client: &Client,
     kubeconfig: &Path,
     dir: &Path,
-) -> Result<Supervised> {
+) -> Result<(Supervised, std::net::SocketAddr)> {
     let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let workers = options.workers.to_string();
     let mut cmd = match side {
-        Side::Host => {
+        Side::Host | Side::HostShadow => {
             create_namespace(client, PLUGIN_NAMESPACE).await?;
             let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), PLUGIN_NAMESPACE);
             let bytes = std::fs::read(&controllers.plugin)
                 .with_context(|| format!("reading {}", controllers.plugin.display()))?;
-            configmaps
-                .create(
-                    &PostParams::default(),
-                    &e2e_tests::plugin_configmap(PLUGIN_CONFIGMAP, bytes),
-                )
-                .await?;
+            let mut names = vec![PLUGIN_CONFIGMAP];
+            if side == Side::HostShadow {
+                names.push(SHADOW_CONFIGMAP);
+            }
+            for name in names {
+                configmaps
+                    .create(
+                        &PostParams::default(),
+                        &e2e_tests::plugin_configmap(name, bytes.clone()),
+                    )
+                    .await?;
+            }
             let mut cmd = Command::new(&controllers.host);
             cmd.args(["run", "--plugin-controllers", "--workers", &workers])
                 .env("WASM_OPERATOR_PRECOMPILED_DIR", dir.join("precompiled"));
@@ -241,16 +284,45 @@ async fn start(
     let mut process = Supervised::spawn(side.name(), cmd, &log)
         .with_context(|| format!("starting the {side}"))?;
     match side {
-        Side::Host => {
-            let declaration = declaration()?;
-            e2e_tests::declared::declare(client, "memcached", declaration).await?;
-            e2e_tests::declared::wait_state(client, "memcached", "Serving")
+        Side::Host | Side::HostShadow => {
+            let mut declaration = declaration()?;
+            if side == Side::HostShadow {
+                declaration["shadow"] = json!({"source": {"configMap": {
+                    "namespace": PLUGIN_NAMESPACE, "name": SHADOW_CONFIGMAP, "key": "plugin.wasm",
+                }}});
+            }
+            e2e_tests::declared::declare(client, CONTROLLER, declaration).await?;
+            e2e_tests::declared::wait_state(client, CONTROLLER, "Serving")
                 .await
                 .with_context(|| format!("the host's log:\n{}", process.log_tail(20)))?;
+            if side == Side::HostShadow {
+                wait_shadow(client)
+                    .await
+                    .with_context(|| format!("the host's log:\n{}", process.log_tail(20)))?;
+            }
         }
         Side::Peer => wait_for_line(&mut process, &log, "Starting workers").await?,
     }
-    Ok(process)
+    Ok((process, metrics_addr))
+}
+
+/// Waits (60 s at most) until the controller's `status.shadow` shows its
+/// shadow running.
+async fn wait_shadow(client: &Client) -> Result<()> {
+    let api: Api<PluginController> = Api::all(client.clone());
+    e2e_tests::wait_for(
+        "the shadow running (status.shadow.digest)",
+        Duration::from_secs(60),
+        || async {
+            Ok(api
+                .get(CONTROLLER)
+                .await?
+                .status
+                .and_then(|s| s.shadow)
+                .is_some_and(|s| !s.digest.is_empty()))
+        },
+    )
+    .await
 }
 
 /// The `spec` of examples/memcached/controller.yaml.
