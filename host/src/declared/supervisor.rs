@@ -21,7 +21,7 @@ use super::shadow::Shadow;
 use super::shadowing::{self, Shadowing};
 use super::status::{RolloutShown, StatusOf, now_rfc3339};
 use super::tenants::{self, Registration, Tenancy};
-use super::voice::{self, Standing, Voice};
+use super::voice::{Standing, Voice};
 use super::{Settings, kinds, observed, status_fields};
 use crate::apply::policy::PolicyConfig;
 use crate::crd::controller::PluginController;
@@ -50,7 +50,11 @@ pub(super) async fn supervise(
 ) {
     let status =
         StatusOf::new(&resource, &settings.shared.client).sharded(settings.shared.shards.clone());
-    let voice = voice::of(&resource, &settings);
+    let voice = Arc::new(Voice::new(
+        &resource,
+        settings.shared.events.clone(),
+        settings.shared.shards.clone(),
+    ));
     // A tenant is declared within its base's declaration; any other is
     // checked on its own first (what is wrong with a resource is said
     // before that another serves its kind), then must be alone on its kind.
@@ -58,7 +62,7 @@ pub(super) async fn supervise(
     let resource = if is_tenant {
         match admitted(&resource, &settings, &status, &voice).await {
             Some(effective) => effective,
-            None => return voice::stand(&status, &voice).await,
+            None => return stand(&status, &voice).await,
         }
     } else {
         resource
@@ -67,7 +71,7 @@ pub(super) async fn supervise(
         Ok(declaration) => declaration,
         Err(refusal) => {
             refuse(&resource, &voice, &status, "", &refusal).await;
-            return voice::stand(&status, &voice).await;
+            return stand(&status, &voice).await;
         }
     };
     if !is_tenant
@@ -75,7 +79,7 @@ pub(super) async fn supervise(
             .await
             .is_none()
     {
-        return voice::stand(&status, &voice).await;
+        return stand(&status, &voice).await;
     }
     let resource_of_shadow = resource.clone();
     let mut supervisor = Supervisor {
@@ -92,7 +96,7 @@ pub(super) async fn supervise(
         voice,
     };
     supervisor.run(actions).await;
-    voice::stand(&supervisor.status, &supervisor.voice).await;
+    stand(&supervisor.status, &supervisor.voice).await;
 }
 
 struct Supervisor {
@@ -528,6 +532,23 @@ impl Supervisor {
 
     async fn refuse(&self, digest: &str, refusal: &Refusal) {
         refuse(&self.resource, &self.voice, &self.status, digest, refusal).await;
+    }
+}
+
+/// Once a supervisor is done (a refusal, or its source gone): sends the
+/// status kept for the holder of shard 0 when this replica comes to hold
+/// it, and, sharded, keeps looking every second whether this replica came
+/// to speak for the resource, to say again what stands
+/// ([`Voice::hand_over`]), until the resource changes or goes (its task is
+/// dropped then).
+async fn stand(status: &StatusOf, voice: &Voice) {
+    if voice.shards().is_none() {
+        return status.settle().await;
+    }
+    loop {
+        status.flush().await;
+        voice.hand_over();
+        tokio::time::sleep(JUDGE_TICK).await;
     }
 }
 

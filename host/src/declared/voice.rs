@@ -10,12 +10,11 @@
 //! of a tenant's namespaces) is kept by every replica until it is
 //! withdrawn, and a replica that comes to speak (it took shard 0) says it
 //! again once, so a hand-over of shard 0 loses nothing: its status is
-//! flushed by [`super::status::StatusOf`], its standing Warnings here.
+//! flushed by the status writer (`StatusOf`), its standing Warnings here.
 //! Events about parents are not this room's: they come from the replica
 //! reconciling the parent, the holder of the parent's shard.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
@@ -210,32 +209,6 @@ impl Voice {
             regarding: self.regarding.clone(),
             object: self.name.clone(),
         });
-    }
-}
-
-/// The voice of `resource` on this host.
-pub(super) fn of(resource: &PluginController, settings: &super::Settings) -> Arc<Voice> {
-    let shared = &settings.shared;
-    Arc::new(Voice::new(
-        resource,
-        shared.events.clone(),
-        shared.shards.clone(),
-    ))
-}
-
-/// Once a supervisor is done (a refusal, or its source gone): sends the
-/// status kept for the holder of shard 0 when this replica comes to hold
-/// it, and, sharded, keeps looking every second whether this replica came
-/// to speak, to say again what stands, until the resource changes or goes
-/// (its task is dropped then).
-pub(super) async fn stand(status: &super::status::StatusOf, voice: &Voice) {
-    if voice.shards.is_none() {
-        return status.settle().await;
-    }
-    loop {
-        status.flush().await;
-        voice.hand_over();
-        tokio::time::sleep(super::rollout::JUDGE_TICK).await;
     }
 }
 
