@@ -31,6 +31,7 @@ mod status;
 pub mod status_fields;
 mod supervisor;
 pub mod tenants;
+mod voice;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -18,7 +18,9 @@
 //!   sync turns shards active instead;
 //! - [`writes_resource_status`]: the `PluginController` status is written
 //!   by the holder of shard 0 only (the replica that judges the Jinghzhu
-//!   path's rollouts and prunes its status);
+//!   path's rollouts and prunes its status), and that replica alone sends
+//!   the Events about the resource, a tenant's `status.tenant` included
+//!   (the room `voice` of this module's parent);
 //! - [`check_rollout`]: `spec.rollout` is refused under shards (no replica
 //!   sees every parent's reconciles, so none could judge a canary on them).
 

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use tokio::sync::{mpsc, watch};
 
@@ -22,6 +21,7 @@ use super::shadow::Shadow;
 use super::shadowing::{self, Shadowing};
 use super::status::{RolloutShown, StatusOf, now_rfc3339};
 use super::tenants::{self, Registration, Tenancy};
+use super::voice::{Standing, Voice};
 use super::{Settings, kinds, observed, status_fields};
 use crate::apply::policy::PolicyConfig;
 use crate::crd::controller::PluginController;
@@ -33,7 +33,6 @@ use crate::judging::plan::Strategy;
 use crate::refusal::Refusal;
 use crate::runtime::{LoadedPlugin, digest_of};
 use crate::tasks::AbortOnDrop;
-use crate::telemetry::events::QueuedEvent;
 
 /// Judged steps kept in `status.rollout.history`.
 pub const HISTORY_KEPT: usize = 32;
@@ -51,14 +50,19 @@ pub(super) async fn supervise(
 ) {
     let status =
         StatusOf::new(&resource, &settings.shared.client).sharded(settings.shared.shards.clone());
+    let voice = Arc::new(Voice::new(
+        &resource,
+        settings.shared.events.clone(),
+        settings.shared.shards.clone(),
+    ));
     // A tenant is declared within its base's declaration; any other is
     // checked on its own first (what is wrong with a resource is said
     // before that another serves its kind), then must be alone on its kind.
     let is_tenant = resource.spec.tenant.is_some();
     let resource = if is_tenant {
-        match admitted(&resource, &settings, &status).await {
+        match admitted(&resource, &settings, &status, &voice).await {
             Some(effective) => effective,
-            None => return,
+            None => return stand(&status, &voice).await,
         }
     } else {
         resource
@@ -66,13 +70,16 @@ pub(super) async fn supervise(
     let declaration = match declare(&resource, &settings, &tenancy).await {
         Ok(declaration) => declaration,
         Err(refusal) => {
-            refuse(&resource, &settings, &status, "", &refusal).await;
-            status.settle().await;
-            return;
+            refuse(&resource, &voice, &status, "", &refusal).await;
+            return stand(&status, &voice).await;
         }
     };
-    if !is_tenant && admitted(&resource, &settings, &status).await.is_none() {
-        return;
+    if !is_tenant
+        && admitted(&resource, &settings, &status, &voice)
+            .await
+            .is_none()
+    {
+        return stand(&status, &voice).await;
     }
     let resource_of_shadow = resource.clone();
     let mut supervisor = Supervisor {
@@ -86,9 +93,10 @@ pub(super) async fn supervise(
         tenancy,
         registration: None,
         shadowing: Shadowing::new(&resource_of_shadow),
+        voice,
     };
     supervisor.run(actions).await;
-    supervisor.status.settle().await;
+    stand(&supervisor.status, &supervisor.voice).await;
 }
 
 struct Supervisor {
@@ -108,6 +116,8 @@ struct Supervisor {
     registration: Option<Registration>,
     /// The shadow plugin (`spec.shadow`).
     shadowing: Shadowing,
+    /// Says the Events about the resource (sharded: from one replica).
+    voice: Arc<Voice>,
 }
 
 impl Supervisor {
@@ -177,6 +187,7 @@ impl Supervisor {
                 }
                 _ = tick.tick() => {
                     self.status.flush().await;
+                    self.voice.hand_over();
                     self.judge().await;
                     self.shadowing.show(self.running.as_ref(), &self.status).await;
                 }
@@ -267,14 +278,15 @@ impl Supervisor {
                     self.settings.shared.clone(),
                 ));
                 if self.resource.spec.tenant.is_some() {
-                    let events = self.settings.shared.events.clone();
-                    self.registration = Some(self.tenancy.register(&self.resource, events));
+                    let voice = self.voice.clone();
+                    self.registration = Some(self.tenancy.register(&self.resource, voice));
                 }
                 self.shadowing
                     .started(self.running.as_ref(), &self.settings, &self.resource);
             }
         }
         tracing::info!(controller = %name, plugin = %plugin.describe(), from, "serving");
+        self.voice.withdraw(Standing::Plugin);
         self.status.serving(&self.declaration, &plugin).await;
     }
 
@@ -312,6 +324,7 @@ impl Supervisor {
         };
         match vetted {
             Ok(plugin) => {
+                self.voice.withdraw(Standing::Shadow);
                 self.shadowing.serve(
                     plugin,
                     self.running.as_ref(),
@@ -334,10 +347,12 @@ impl Supervisor {
         self.shadowing
             .show(self.running.as_ref(), &self.status)
             .await;
-        self.event(
+        self.voice.state(
+            Standing::Shadow,
             true,
             "PluginRefused",
             &format!("shadow plugin refused (the serving plugin is not affected): {refusal}"),
+            "Vet",
         );
     }
 
@@ -434,7 +449,7 @@ impl Supervisor {
                         history: &self.history,
                     })
                     .await;
-                self.event(false, "RolloutPromoted", &message);
+                self.voice.say(false, "RolloutPromoted", &message, "Vet");
             }
             Judged::Aborted(canary, reason) => {
                 running.reconcile_all();
@@ -516,18 +531,24 @@ impl Supervisor {
     }
 
     async fn refuse(&self, digest: &str, refusal: &Refusal) {
-        refuse(
-            &self.resource,
-            &self.settings,
-            &self.status,
-            digest,
-            refusal,
-        )
-        .await;
+        refuse(&self.resource, &self.voice, &self.status, digest, refusal).await;
     }
+}
 
-    fn event(&self, warning: bool, reason: &str, note: &str) {
-        event(&self.resource, &self.settings, warning, reason, note);
+/// Once a supervisor is done (a refusal, or its source gone): sends the
+/// status kept for the holder of shard 0 when this replica comes to hold
+/// it, and, sharded, keeps looking every second whether this replica came
+/// to speak for the resource, to say again what stands
+/// ([`Voice::hand_over`]), until the resource changes or goes (its task is
+/// dropped then).
+async fn stand(status: &StatusOf, voice: &Voice) {
+    if voice.shards().is_none() {
+        return status.settle().await;
+    }
+    loop {
+        status.flush().await;
+        voice.hand_over();
+        tokio::time::sleep(JUDGE_TICK).await;
     }
 }
 
@@ -593,12 +614,13 @@ async fn admitted(
     resource: &PluginController,
     settings: &Settings,
     status: &StatusOf,
+    voice: &Voice,
 ) -> Option<PluginController> {
     match tenants::admit_declaration(resource, &settings.shared.client, settings.write_budget).await
     {
         Ok(effective) => Some(effective),
         Err(refusal) => {
-            refuse(resource, settings, status, "", &refusal).await;
+            refuse(resource, voice, status, "", &refusal).await;
             None
         }
     }
@@ -671,46 +693,17 @@ fn source_label(resource: &PluginController) -> String {
     crate::delivery::resource::source_label(&resource.spec.source)
 }
 
-/// Says a refusal: the log, the status, a Warning Event on the resource.
+/// Says a refusal: the log, the status, a Warning Event on the resource
+/// (it stands until a plugin serves).
 async fn refuse(
     resource: &PluginController,
-    settings: &Settings,
+    voice: &Voice,
     status: &StatusOf,
     digest: &str,
     refusal: &Refusal,
 ) {
     tracing::warn!(controller = %resource.name_any(), digest, "refused: {refusal}");
     status.refused(digest, refusal).await;
-    event(
-        resource,
-        settings,
-        true,
-        "PluginRefused",
-        &format!("{refusal}"),
-    );
-}
-
-/// An Event on the resource.
-fn event(
-    resource: &PluginController,
-    settings: &Settings,
-    warning: bool,
-    reason: &str,
-    note: &str,
-) {
-    settings.shared.events.send(QueuedEvent {
-        event: Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(note.to_string()),
-            action: "Vet".into(),
-            secondary: None,
-        },
-        regarding: resource.object_ref(&()),
-        object: resource.name_any(),
-    });
+    let note = format!("{refusal}");
+    voice.state(Standing::Plugin, true, "PluginRefused", &note, "Vet");
 }

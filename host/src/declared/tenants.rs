@@ -31,12 +31,12 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::watcher::{self, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::voice::{Standing, Voice};
 use crate::crd::controller::{
     PluginController, PluginControllerSpec, TENANT_LABEL_PREFIX, WriteBudgetSpec,
 };
@@ -44,7 +44,6 @@ use crate::delivery::resource::pod_policy_of;
 use crate::locks::{MutexExt, RwLockExt};
 use crate::refusal::Refusal;
 use crate::tasks::AbortOnDrop;
-use crate::telemetry::events::{EventSink, QueuedEvent};
 
 pub use crate::delivery::resource::tenants::NAMESPACE_RULE;
 
@@ -377,11 +376,12 @@ impl Tenancy {
     }
 
     /// `tenant` serves from now on (its registration undoes it); its
-    /// namespaces are reported on its status and as Events.
-    pub fn register(
+    /// namespaces are reported on its status and as Events, by the replica
+    /// that speaks for it (`voice`).
+    pub(super) fn register(
         self: &Arc<Self>,
         tenant: &PluginController,
-        events: EventSink,
+        voice: Arc<Voice>,
     ) -> Registration {
         let asked = tenant.spec.tenant.clone().unwrap_or_default();
         let name = tenant.name_any();
@@ -395,7 +395,7 @@ impl Tenancy {
             tenancy: self.clone(),
             api: Api::all(self.client.clone()),
             resource: tenant.clone(),
-            events,
+            voice,
         };
         let task = tokio::spawn(reporter.run());
         Registration {
@@ -562,35 +562,58 @@ impl Route {
 }
 
 /// Says a tenant's namespaces on its status and, when some are refused,
-/// as a Warning, each time they change.
+/// as a Warning, each time they change. Sharded, the replica that speaks
+/// for the resource does (the holder of shard 0); one that comes to speak
+/// writes the status again, and its voice says the Warning again.
 struct Reporter {
     tenancy: Arc<Tenancy>,
     api: Api<PluginController>,
     resource: PluginController,
-    events: EventSink,
+    voice: Arc<Voice>,
 }
 
 impl Reporter {
     async fn run(self) {
         let mut changed = self.tenancy.changed.subscribe();
+        let mut shards = self.voice.shards().map(crate::shards::Shards::subscribe);
         let asked = self.resource.spec.tenant.clone().unwrap_or_default();
         let name = self.resource.name_any();
         let mut last = None;
+        let mut written = false;
         loop {
+            let speaks = self.voice.speaks();
             if self.tenancy.state.read_unpoisoned().synced {
                 let view = self.tenancy.view(&name, &asked.of, &asked.namespaces);
-                if last.as_ref() != Some(&view) {
-                    self.report(&asked.of, &view).await;
+                if last.as_ref() != Some(&view) || (speaks && !written) {
+                    written = speaks;
+                    self.report(&asked.of, &view, last.as_ref() != Some(&view), speaks)
+                        .await;
                     last = Some(view);
                 }
             }
-            if changed.changed().await.is_err() {
-                return;
+            written &= speaks;
+            let shards_changed = async {
+                match shards.as_mut() {
+                    Some(shards) => shards.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                open = changed.changed() => if open.is_err() { return },
+                open = shards_changed => if !open { shards = None },
             }
         }
     }
 
-    async fn report(&self, base: &str, (serving, refused): &(Vec<String>, Vec<String>)) {
+    /// Writes `status.tenant` when this replica `speaks`; when the view
+    /// `is_new`, says (or withdraws) the Warning naming the refused.
+    async fn report(
+        &self,
+        base: &str,
+        (serving, refused): &(Vec<String>, Vec<String>),
+        is_new: bool,
+        speaks: bool,
+    ) {
         let name = self.resource.name_any();
         let message = if refused.is_empty() {
             String::new()
@@ -607,26 +630,24 @@ impl Reporter {
             "rule": (!refused.is_empty()).then_some(NAMESPACE_RULE),
             "message": message,
         }}});
-        if let Err(err) = self
-            .api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
+        if speaks
+            && let Err(err) = self
+                .api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
         {
             tracing::warn!(controller = %name, "writing status.tenant: {err}");
         }
+        if !is_new {
+            return;
+        }
         tracing::info!(controller = %name, ?serving, ?refused, "tenant namespaces");
-        if !refused.is_empty() {
-            self.events.send(QueuedEvent {
-                event: Event {
-                    type_: EventType::Warning,
-                    reason: "PluginRefused".into(),
-                    note: Some(message),
-                    action: "Route".into(),
-                    secondary: None,
-                },
-                regarding: self.resource.object_ref(&()),
-                object: name,
-            });
+        if refused.is_empty() {
+            self.voice.withdraw(Standing::TenantNamespaces);
+        } else {
+            let what = Standing::TenantNamespaces;
+            self.voice
+                .state(what, true, "PluginRefused", &message, "Route");
         }
     }
 }

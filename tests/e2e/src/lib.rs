@@ -11,6 +11,7 @@ pub mod faults;
 pub mod hostile_registry;
 pub mod memory;
 pub mod previous_host;
+pub mod sharded;
 pub mod watched_host;
 
 use std::sync::Arc;

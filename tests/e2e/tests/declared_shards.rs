@@ -17,19 +17,19 @@
 //! otherwise reconcile the same resources.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use e2e_tests::declared::{
     apply_crd, crd_file, declare, memcacheds, wait_state, with_workload_controllers,
 };
-use e2e_tests::watched_host::WatchedHost;
+use e2e_tests::sharded::{Replica, check_one_writer_per_shard, wait_balanced};
 use e2e_tests::{ControlPlaneSlot, TestEnv, own_control_plane, plugin, plugin_configmap, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use wasm_operator::crd::controller::PluginController;
 use wasm_operator::declared::sharding::ROLLOUT_RULE;
 use wasm_operator::shards::hash::shard_of;
@@ -40,150 +40,6 @@ const SHARDS: u32 = 6;
 const CONTROLLER: &str = "memcached-sharded";
 const PARENTS: usize = 8;
 const CONVERGE: Duration = Duration::from_secs(180);
-
-/// One replica: the process and its name.
-struct Replica {
-    name: String,
-    host: WatchedHost,
-}
-
-impl Replica {
-    fn start(env: &TestEnv, dir: &std::path::Path, name: &str) -> Result<Self> {
-        let kubeconfig = env.control_plane.kubeconfig_path().display().to_string();
-        let args: Vec<String> = [
-            "--plugin-controllers",
-            "--shards",
-            &SHARDS.to_string(),
-            "--leader-elect-identity",
-            name,
-            "--leader-elect-namespace",
-            &env.namespace,
-            "--leader-elect-lease-duration",
-            "4s",
-            "--leader-elect-renew-deadline",
-            "3s",
-            "--leader-elect-retry-period",
-            "1s",
-            "--shutdown-timeout-secs",
-            "30",
-        ]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-        let host = WatchedHost::start(
-            std::path::Path::new(BIN),
-            name,
-            dir,
-            &args,
-            &[
-                ("KUBECONFIG", kubeconfig),
-                (
-                    "RUST_LOG",
-                    std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-                ),
-            ],
-            512 * 1024 * 1024,
-        )?;
-        Ok(Self {
-            name: name.to_string(),
-            host,
-        })
-    }
-
-    /// The shards active here (`/status`'s `shards.owned`).
-    async fn owned(&self) -> BTreeSet<u32> {
-        let Some((200, body)) = self.host.get("/status").await else {
-            return BTreeSet::new();
-        };
-        serde_json::from_str::<Value>(&body)
-            .ok()
-            .and_then(|status| status.pointer("/shards/owned").cloned())
-            .and_then(|owned| serde_json::from_value(owned).ok())
-            .unwrap_or_default()
-    }
-
-    /// This replica's declared writes by shard, for [`CONTROLLER`].
-    async fn writes(&self) -> Result<BTreeMap<u32, u64>> {
-        let Some((200, body)) = self.host.get("/metrics").await else {
-            bail!("{}: /metrics did not answer", self.name);
-        };
-        Ok(declared_writes(&body, CONTROLLER))
-    }
-
-    /// Reconciles it skipped for a shard it does not hold.
-    async fn skipped(&self) -> u64 {
-        let Some((200, body)) = self.host.get("/metrics").await else {
-            return 0;
-        };
-        body.lines()
-            .find_map(|line| line.strip_prefix("wasm_operator_shard_skipped_reconciles_total "))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .map_or(0, |value| value as u64)
-    }
-}
-
-/// `wasm_operator_shard_declared_writes_total{controller,shard}` of one
-/// controller, from a Prometheus text page.
-fn declared_writes(page: &str, controller: &str) -> BTreeMap<u32, u64> {
-    let mut writes = BTreeMap::new();
-    for line in page.lines() {
-        let Some(rest) = line.strip_prefix("wasm_operator_shard_declared_writes_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.split_once("} ") else {
-            continue;
-        };
-        let label = |name: &str| {
-            labels.split(',').find_map(|pair| {
-                let (key, value) = pair.split_once('=')?;
-                (key == name).then(|| value.trim_matches('"').to_string())
-            })
-        };
-        if label("controller").as_deref() != Some(controller) {
-            continue;
-        }
-        if let (Some(shard), Ok(count)) = (
-            label("shard").and_then(|s| s.parse::<u32>().ok()),
-            value.trim().parse::<f64>(),
-        ) {
-            writes.insert(shard, count as u64);
-        }
-    }
-    writes
-}
-
-/// Waits until `replicas` hold every shard between them, each active on
-/// exactly one, in fair shares; their owned sets.
-async fn wait_balanced(replicas: &[&Replica]) -> Result<Vec<BTreeSet<u32>>> {
-    let n = replicas.len();
-    let (lo, hi) = (SHARDS as usize / n, (SHARDS as usize).div_ceil(n));
-    let started = Instant::now();
-    let mut last = Vec::new();
-    while started.elapsed() < Duration::from_secs(90) {
-        let mut sets = Vec::new();
-        for replica in replicas {
-            sets.push(replica.owned().await);
-        }
-        let all: usize = sets.iter().map(BTreeSet::len).sum();
-        let distinct: BTreeSet<u32> = sets.iter().flatten().copied().collect();
-        if all == SHARDS as usize
-            && distinct.len() == SHARDS as usize
-            && sets.iter().all(|s| (lo..=hi).contains(&s.len()))
-        {
-            return Ok(sets);
-        }
-        last = sets;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let tails: Vec<String> = replicas
-        .iter()
-        .map(|r| format!("--- {}:\n{}", r.name, r.host.log_tail(15)))
-        .collect();
-    bail!(
-        "the shards never balanced over {n} replicas: last {last:?}\n{}",
-        tails.join("\n")
-    )
-}
 
 /// A Memcached of `size`.
 fn memcached(name: &str, size: i64) -> Result<DynamicObject> {
@@ -232,39 +88,6 @@ async fn parent_shards(env: &TestEnv, names: &[String]) -> Result<BTreeMap<Strin
     Ok(shards)
 }
 
-/// Checks that every shard of `parents` was written by exactly one of
-/// `replicas`, the one whose `owned` set holds it.
-async fn check_one_writer_per_shard(
-    replicas: &[&Replica],
-    owned: &[BTreeSet<u32>],
-    parents: &BTreeMap<String, u32>,
-) -> Result<()> {
-    let mut writes = Vec::new();
-    for replica in replicas {
-        writes.push(replica.writes().await?);
-    }
-    for (parent, shard) in parents {
-        let writers: Vec<&str> = replicas
-            .iter()
-            .zip(&writes)
-            .filter(|(_, w)| w.get(shard).is_some_and(|n| *n > 0))
-            .map(|(r, _)| r.name.as_str())
-            .collect();
-        let holder: Vec<&str> = replicas
-            .iter()
-            .zip(owned)
-            .filter(|(_, o)| o.contains(shard))
-            .map(|(r, _)| r.name.as_str())
-            .collect();
-        if writers.len() != 1 || writers != holder {
-            bail!(
-                "{parent} (shard {shard}): written by {writers:?}, held by {holder:?}; writes {writes:?}"
-            );
-        }
-    }
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Result<()> {
     let plane = own_control_plane(&PLANE, with_workload_controllers).await?;
@@ -280,9 +103,9 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
         )
         .await?;
     let dir = tempfile::tempdir()?;
-    let a = Replica::start(&env, dir.path(), "replica-a")?;
-    let b = Replica::start(&env, dir.path(), "replica-b")?;
-    let c = Replica::start(&env, dir.path(), "replica-c")?;
+    let a = Replica::start(BIN.as_ref(), &env, dir.path(), "replica-a", SHARDS)?;
+    let b = Replica::start(BIN.as_ref(), &env, dir.path(), "replica-b", SHARDS)?;
+    let c = Replica::start(BIN.as_ref(), &env, dir.path(), "replica-c", SHARDS)?;
     let owned = wait_balanced(&[&a, &b, &c]).await?;
     let source = json!({"configMap": {"namespace": env.namespace, "name": "memcached-plugin"}});
     declare(
@@ -336,7 +159,7 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
         spread.len() >= 3 && replicas_used >= 2,
         "the parents fall in shards {spread:?}: too few to test the split ({owned:?})"
     );
-    check_one_writer_per_shard(&[&a, &b, &c], &owned, &shards).await?;
+    check_one_writer_per_shard(CONTROLLER, &[&a, &b, &c], &owned, &shards).await?;
     for replica in [&a, &b, &c] {
         assert!(
             replica.skipped().await > 0,
@@ -380,7 +203,10 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
     assert!(status.success(), "{stopped_name} exited with {status}");
     let [(first, _), (second, _)] =
         <[_; 2]>::try_from(replicas).map_err(|_| anyhow::anyhow!("two replicas left"))?;
-    let before = [first.writes().await?, second.writes().await?];
+    let before = [
+        first.writes(CONTROLLER).await?,
+        second.writes(CONTROLLER).await?,
+    ];
     let owned = wait_balanced(&[&first, &second]).await?;
     for name in &names {
         parents
@@ -401,7 +227,10 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
     }
     wait_converged(&env, &names, 2).await?;
     let shards = parent_shards(&env, &names).await?;
-    let after = [first.writes().await?, second.writes().await?];
+    let after = [
+        first.writes(CONTROLLER).await?,
+        second.writes(CONTROLLER).await?,
+    ];
     for (parent, shard) in &shards {
         if !stopped_shards.contains(shard) {
             continue;
@@ -442,13 +271,4 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
     );
     second.host.terminate(Duration::from_secs(60)).await?;
     Ok(())
-}
-
-#[test]
-fn declared_writes_are_read_by_controller_and_shard() {
-    let page = "# TYPE wasm_operator_shard_declared_writes counter\n\
-        wasm_operator_shard_declared_writes_total{controller=\"x\",shard=\"2\"} 5\n\
-        wasm_operator_shard_declared_writes_total{controller=\"y\",shard=\"3\"} 1\n\
-        wasm_operator_shard_declared_writes_total{controller=\"x\",shard=\"4\"} 0\n";
-    assert_eq!(declared_writes(page, "x"), BTreeMap::from([(2, 5), (4, 0)]));
 }
