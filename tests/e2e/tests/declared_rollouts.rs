@@ -33,7 +33,7 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use local_control_plane::ControlPlaneOptions;
 use serde_json::{Value, json};
 use wasm_operator::crd::controller::PluginController;
-use wasm_operator::crd::plugin::RolloutStatus;
+use wasm_operator::crd::plugin::{ReplicaRollout, ReplicaStatus, RolloutFigures, RolloutStatus};
 use wasm_operator::delivery::resource::rollout_cli::{RolloutAction, apply_to_controller};
 use wasm_operator::judging::plan::in_cohort;
 use wasm_operator::runtime::digest_of;
@@ -380,6 +380,42 @@ async fn every_replica_serves(
     .await
 }
 
+/// The name of the entry [`plant_entry`] writes.
+const PLANTED: &str = "planted";
+
+/// Writes a `status.replicas` entry of `name` under a field manager that
+/// is no replica's, claiming that every reconcile of the canary `digest`
+/// at its first step was refused.
+async fn plant_entry(client: &Client, name: &str, digest: &str) -> Result<()> {
+    let entry = ReplicaStatus {
+        name: PLANTED.into(),
+        digest: "sha256:planted".into(),
+        state: "Serving".into(),
+        rollout: Some(ReplicaRollout {
+            canary: digest.into(),
+            step: 1,
+            canary_figures: RolloutFigures {
+                reconciles: 50,
+                objects: 2,
+                rejected: 50,
+                ..RolloutFigures::default()
+            },
+            stable_figures: RolloutFigures::default(),
+        }),
+        ..ReplicaStatus::default()
+    };
+    let body = json!({
+        "apiVersion": "wasm-operator.io/v1alpha1", "kind": "PluginController",
+        "metadata": {"name": name},
+        "status": {"replicas": [entry]},
+    });
+    let params = PatchParams::apply("e2e-planter").force();
+    Api::<PluginController>::all(client.clone())
+        .patch_status(name, &params, &Patch::Apply(&body))
+        .await?;
+    Ok(())
+}
+
 /// Puts `bytes` in the ConfigMap `name` (the plugin source).
 async fn publish(configmaps: &Api<ConfigMap>, name: &str, bytes: Vec<u8>) -> Result<String> {
     let digest = digest_of(&bytes);
@@ -426,12 +462,11 @@ async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()>
     deployments_by(&env, &parents, None).await?;
     every_replica_serves(&env.client, &name, &names, &v1).await?;
 
-    let v2 = publish(
-        &configmaps,
-        source,
-        std::fs::read(plugin("memcached-plugin", &["v2"]))?,
-    )
-    .await?;
+    let v2_bytes = std::fs::read(plugin("memcached-plugin", &["v2"]))?;
+    // An entry no replica wrote, claiming the canary's cohort refused
+    // everything: were it counted, v2 would be aborted.
+    plant_entry(&env.client, &name, &digest_of(&v2_bytes)).await?;
+    let v2 = publish(&configmaps, source, v2_bytes).await?;
     let promoted = phase_is(&env.client, &name, "Promoted", &v2).await;
     let promoted = match promoted {
         Ok(promoted) => promoted,
@@ -454,6 +489,19 @@ async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()>
     );
     deployments_by(&env, &parents, Some("v2")).await?;
     every_replica_serves(&env.client, &name, &names, &v2).await?;
+    let api: Api<PluginController> = Api::all(env.client.clone());
+    let entries = api.get(&name).await?.status.unwrap_or_default().replicas;
+    assert!(
+        entries.iter().all(|e| e.name != PLANTED),
+        "the judge removes the planted entry: {entries:?}"
+    );
+    let warnings = refusal_events(&env.client, "default", "PluginController", &name).await?;
+    assert!(
+        warnings
+            .iter()
+            .any(|m| m.contains("rollout/figures-not-counted") && m.contains(PLANTED)),
+        "{warnings:?}"
+    );
 
     // Proposals refused on the other replicas' cohort abort the canary.
     let refused = publish(
