@@ -452,5 +452,11 @@ mod tests {
             version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["children"]["maxItems"],
             16
         );
+        // Each replica applies its own entry: a map list keyed by name, bounded.
+        let replicas =
+            &version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["replicas"];
+        assert_eq!(replicas["x-kubernetes-list-type"], "map");
+        assert_eq!(replicas["x-kubernetes-list-map-keys"][0], "name");
+        assert_eq!(replicas["maxItems"], 256);
     }
 }
