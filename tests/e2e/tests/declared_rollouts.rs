@@ -487,6 +487,7 @@ async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()>
         [("1/2", 50, "Passed"), ("2/2", 100, "Promoted")],
         "{promoted:?}"
     );
+    assert_eq!(promoted.judge.as_deref(), Some(names[judge]));
     deployments_by(&env, &parents, Some("v2")).await?;
     every_replica_serves(&env.client, &name, &names, &v2).await?;
     let api: Api<PluginController> = Api::all(env.client.clone());
