@@ -19,6 +19,7 @@ pub mod budget;
 pub mod checks;
 pub mod children;
 pub mod controller;
+mod fleet;
 pub mod gone;
 pub mod kinds;
 pub mod observed;
@@ -129,6 +130,7 @@ pub async fn run_reporting(settings: Settings, health: &crate::telemetry::health
                         *seen = action;
                         changed
                     });
+                    running.seen.send_replace(Arc::new(resource));
                     continue;
                 }
                 tracing::info!(controller = %name, ?generation, "starting the declared controller");
@@ -177,6 +179,9 @@ struct Supervised {
     generation: Option<i64>,
     /// The rollout-action annotation, as last seen.
     actions: tokio::sync::watch::Sender<Option<String>>,
+    /// The resource as last seen (its status: a sharded rollout's
+    /// replicas' figures and the judge's decisions).
+    seen: tokio::sync::watch::Sender<Arc<PluginController>>,
     _task: AbortOnDrop,
 }
 
@@ -187,16 +192,18 @@ impl Supervised {
         tenancy: &Arc<tenants::Tenancy>,
     ) -> Self {
         let (actions, asked) = tokio::sync::watch::channel(rollout_action(resource));
+        let (seen, last_seen) = tokio::sync::watch::channel(Arc::new(resource.clone()));
         let task = tokio::spawn(supervisor::supervise(
             resource.clone(),
             settings.clone(),
-            asked,
+            (asked, last_seen),
             tenancy.clone(),
         ));
         Self {
             resource: resource.clone(),
             generation: resource.metadata.generation,
             actions,
+            seen,
             _task: AbortOnDrop::new(task.abort_handle()),
         }
     }

@@ -1,9 +1,11 @@
 //! The plugin slot of one declared controller: the stable plugin and, with
 //! `spec.rollout`, a canary on a growing cohort of the parents, each step
 //! judged against the stable plugin over the other parents
-//! ([`crate::judging::plan`]). One replica runs a declared controller (the
-//! leader), so the figures are this process's own: nothing read back from
-//! the cluster steers the judge.
+//! ([`crate::judging::plan`]). Unsharded, one replica runs a declared
+//! controller and judges on its own figures. Sharded, each replica
+//! publishes its figures ([`Slot::figures`]), the holder of shard 0 judges
+//! on its own plus the others' ([`Slot::judge`], see [`super::fleet`]) and
+//! every other replica follows its decision ([`Slot::follow`]).
 //!
 //! The cohort is a stable hash of the parent's UID; a parent that joined
 //! the canary stays with it while the rollout goes on. Parents whose latest
@@ -20,10 +22,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::shadow::Shadow;
+use crate::crd::plugin::ReplicaRollout;
 use crate::judging::plan::{AbortReason, Steps, Strategy, Verdict};
 use crate::judging::tally::Sample;
 use crate::locks::{MutexExt, RwLockExt};
 use crate::runtime::LoadedPlugin;
+use crate::slot::canary::Followed;
 
 /// How often a canary's step is judged.
 pub const JUDGE_TICK: Duration = Duration::from_secs(1);
@@ -187,62 +191,134 @@ impl Slot {
         })
     }
 
-    /// Judges the step going on at `now`; a promotion makes the canary the
-    /// stable plugin, an abort drops it. Returns the decision and the
-    /// figures it was made on.
-    pub fn judge(&self, now: Instant) -> (Judged, String) {
+    /// This replica's figures for the step going on, for its entry in
+    /// `status.replicas` (sharded).
+    pub fn figures(&self) -> Option<ReplicaRollout> {
+        let mut slot = self.canary.lock_unpoisoned();
+        let canary = slot.as_mut()?;
+        canary.drain_comparisons();
+        let (canary_figures, stable_figures) = canary.steps.figures(Instant::now());
+        Some(ReplicaRollout {
+            canary: canary.plugin.digest().to_string(),
+            step: u32::try_from(canary.steps.step().0).unwrap_or(u32::MAX),
+            canary_figures,
+            stable_figures,
+        })
+    }
+
+    /// Judges the step going on at `now` on this replica's figures and
+    /// `others` (the other replicas' entries: those of this canary and
+    /// step count); a promotion makes the canary the stable plugin, an
+    /// abort drops it. Returns the decision and the figures it was made on.
+    pub fn judge(&self, now: Instant, others: &[ReplicaRollout]) -> (Judged, String) {
         let mut slot = self.canary.lock_unpoisoned();
         let Some(canary) = slot.as_mut() else {
             return (Judged::Hold, String::new());
         };
-        if let Some((_, comparisons)) = canary.stable_shadow.as_mut() {
-            while let Ok(differed) = comparisons.try_recv() {
-                canary.steps.record_comparison(differed);
-            }
-        }
-        let (verdict, figures) = canary.steps.judge(now, &[]);
+        canary.drain_comparisons();
+        let step = u32::try_from(canary.steps.step().0).unwrap_or(u32::MAX);
+        let theirs: Vec<_> = others
+            .iter()
+            .filter(|r| r.canary == canary.plugin.digest() && r.step == step)
+            .map(|r| (r.canary_figures, r.stable_figures))
+            .collect();
+        let (verdict, figures) = canary.steps.judge(now, &theirs);
         let judged = match verdict {
             Verdict::Hold => Judged::Hold,
             Verdict::Starved if canary.steps.report_starved() => Judged::Starved,
             Verdict::Starved => Judged::Hold,
             Verdict::Advance { .. } => Judged::Advanced,
             Verdict::Promote => {
-                let promoted = canary.plugin.clone();
-                *slot = None;
                 drop(slot);
-                *self.stable.write_unpoisoned() = promoted.clone();
-                self.failing.lock_unpoisoned().clear();
-                Judged::Promoted(promoted)
+                return (self.conclude(true), figures);
             }
             Verdict::Abort(reason) => {
-                let aborted = canary.plugin.clone();
-                *slot = None;
-                Judged::Aborted(aborted, reason)
+                drop(slot);
+                return (self.conclude_aborted(reason), figures);
             }
         };
         (judged, figures)
+    }
+
+    /// Follows the judge's decision on the canary `digest` (read from the
+    /// status): its step, begun some time ago (the cohort grows, never
+    /// shrinks), or its promotion or abort. `None`: nothing changed here,
+    /// or another canary (or none) rolls out here.
+    pub fn follow(&self, digest: &str, decision: Followed) -> Option<Judged> {
+        let mut slot = self.canary.lock_unpoisoned();
+        let canary = slot.as_mut().filter(|c| c.plugin.digest() == digest)?;
+        match decision {
+            Followed::Step { step, ago } => {
+                let before = canary.steps.step().0;
+                canary.steps.follow(step, ago);
+                (canary.steps.step().0 > before).then_some(Judged::Advanced)
+            }
+            Followed::Promoted => {
+                drop(slot);
+                Some(self.conclude(true))
+            }
+            Followed::Aborted(reason) => {
+                drop(slot);
+                Some(self.conclude_aborted(reason))
+            }
+        }
+    }
+
+    /// Ends the rollout going on: `promote` makes the canary the stable
+    /// plugin, else it is dropped (with no reason given: see
+    /// [`Slot::conclude_aborted`]).
+    fn conclude(&self, promote: bool) -> Judged {
+        let mut slot = self.canary.lock_unpoisoned();
+        let Some(canary) = slot.take() else {
+            return Judged::Hold;
+        };
+        drop(slot);
+        if promote {
+            *self.stable.write_unpoisoned() = canary.plugin.clone();
+            self.failing.lock_unpoisoned().clear();
+            return Judged::Promoted(canary.plugin);
+        }
+        Judged::Aborted(
+            canary.plugin,
+            AbortReason {
+                rule: "rollout/manual-abort",
+                message: String::new(),
+            },
+        )
+    }
+
+    /// Drops the canary, aborted for `reason`.
+    fn conclude_aborted(&self, reason: AbortReason) -> Judged {
+        match self.conclude(false) {
+            Judged::Aborted(plugin, _) => Judged::Aborted(plugin, reason),
+            other => other,
+        }
     }
 
     /// Ends the rollout by a person's decision: `promote` makes the canary
     /// stable, else it is aborted (`rollout/manual-abort`). `None` when no
     /// rollout of `digest` goes on.
     pub fn decide(&self, digest: &str, promote: bool) -> Option<Judged> {
-        let mut slot = self.canary.lock_unpoisoned();
-        let canary = slot.as_ref().filter(|c| c.plugin.digest() == digest)?;
-        let plugin = canary.plugin.clone();
-        *slot = None;
+        let slot = self.canary.lock_unpoisoned();
+        slot.as_ref().filter(|c| c.plugin.digest() == digest)?;
         drop(slot);
         if promote {
-            *self.stable.write_unpoisoned() = plugin.clone();
-            self.failing.lock_unpoisoned().clear();
-            return Some(Judged::Promoted(plugin));
+            return Some(self.conclude(true));
         }
-        Some(Judged::Aborted(
-            plugin,
-            AbortReason {
-                rule: "rollout/manual-abort",
-                message: "aborted by the rollout-action annotation".into(),
-            },
-        ))
+        Some(self.conclude_aborted(AbortReason {
+            rule: "rollout/manual-abort",
+            message: "aborted by the rollout-action annotation".into(),
+        }))
+    }
+}
+
+impl Canary {
+    /// Counts the stable shadow's comparisons reported so far.
+    fn drain_comparisons(&mut self) {
+        if let Some((_, comparisons)) = self.stable_shadow.as_mut() {
+            while let Ok(differed) = comparisons.try_recv() {
+                self.steps.record_comparison(differed);
+            }
+        }
     }
 }

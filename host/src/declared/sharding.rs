@@ -20,20 +20,14 @@
 //!   by the holder of shard 0 only (the replica that judges the Jinghzhu
 //!   path's rollouts and prunes its status), and that replica alone sends
 //!   the Events about the resource, a tenant's `status.tenant` included
-//!   (the room `voice` of this module's parent);
-//! - [`check_rollout`]: `spec.rollout` is refused under shards (no replica
-//!   sees every parent's reconciles, so none could judge a canary on them).
+//!   (the room `voice` of this module's parent), and judges a
+//!   controller's canary on every replica's figures ([`super::fleet`]).
 
 use kube::runtime::controller::Action;
 use std::time::Duration;
 
 use crate::apply::fence::{Hold, Validity, WriteFence};
-use crate::crd::controller::PluginController;
-use crate::refusal::Refusal;
 use crate::shards::{ShardGuard, ShardHold, Shards};
-
-/// The rule refusing `spec.rollout` on a sharded host.
-pub const ROLLOUT_RULE: &str = "controller/rollout-sharded";
 
 /// How soon a parent is looked at again when its shard is active here but
 /// its hold lapsed for a moment (a renewal that came back late).
@@ -91,23 +85,6 @@ pub fn writes_resource_status(shards: Option<&Shards>) -> bool {
     shards.is_none_or(|shards| shards.hold_of(STATUS_SHARD).valid_now())
 }
 
-/// Refuses `spec.rollout` on a sharded host, with what to do instead.
-pub fn check_rollout(resource: &PluginController, shards: Option<&Shards>) -> Result<(), Refusal> {
-    match (&resource.spec.rollout, shards) {
-        (Some(_), Some(shards)) => Err(Refusal::new(
-            ROLLOUT_RULE,
-            format!(
-                "spec.rollout is not available while the host runs with --shards {}: each \
-                 replica reconciles only its shards' parents, so no replica sees enough of the \
-                 canary's reconciles to judge it; remove spec.rollout (a new plugin then swaps \
-                 in on every replica), or serve this controller from an unsharded host",
-                shards.count()
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// On a host of declared controllers only: turns each taken shard active
 /// at once. The declared watches are not narrowed by shard, so a taken
 /// shard's parents and children are in the caches already; writes made by
@@ -153,27 +130,5 @@ mod tests {
             "shard 0 not held: another replica writes the resource's status"
         );
         assert!(writes_resource_status(None), "unsharded: always");
-    }
-
-    #[test]
-    fn a_rollout_is_refused_only_when_sharded() {
-        let mut resource: PluginController = serde_json::from_value(serde_json::json!({
-            "apiVersion": "wasm-operator.io/v1alpha1",
-            "kind": "PluginController",
-            "metadata": {"name": "c"},
-            "spec": {
-                "parent": {"apiVersion": "example.com/v1", "kind": "Thing"},
-                "source": {"file": {"path": "/p.wasm"}},
-                "rollout": {"steps": [10, 50]},
-            }
-        }))
-        .expect("a PluginController");
-        let shards = Shards::new(4, "me", "default", "wasm-operator");
-        let refusal = check_rollout(&resource, Some(&shards)).expect_err("sharded");
-        assert_eq!(refusal.rule, ROLLOUT_RULE);
-        assert!(refusal.message.contains("--shards 4"), "{refusal}");
-        assert!(check_rollout(&resource, None).is_ok());
-        resource.spec.rollout = None;
-        assert!(check_rollout(&resource, Some(&shards)).is_ok());
     }
 }

@@ -129,6 +129,8 @@ impl StatusOf {
             observed_generation: self.generation,
             step_started: Some(now_rfc3339()),
             history: shown.history.to_vec(),
+            // Sharded: the replica that judges (the holder of shard 0).
+            judge: self.shards.as_ref().map(|s| s.identity().to_string()),
             ..RolloutStatus::default()
         };
         let mut rollout = json!(status);

@@ -7,7 +7,8 @@
 //! remembers it across restarts of the host; an edit of the spec is a
 //! retry). After a restart the stable plugin of the status serves again,
 //! from the precompiled cache, and a newer artifact starts its rollout
-//! from the first step.
+//! from the first step. Sharded, the holder of shard 0 judges the canary
+//! on every replica's figures and the others follow it ([`super::fleet`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::{mpsc, watch};
 
 use super::controller::{self, Declaration, Running};
+use super::fleet::{self, Fleet};
 use super::rollout::{JUDGE_TICK, Judged, RolloutView};
 use super::shadow::Shadow;
 use super::shadowing::{self, Shadowing};
@@ -45,7 +47,10 @@ pub const ABORTED_RULE: &str = "rollout/aborted";
 pub(super) async fn supervise(
     resource: PluginController,
     settings: Settings,
-    actions: watch::Receiver<Option<String>>,
+    (actions, seen): (
+        watch::Receiver<Option<String>>,
+        watch::Receiver<Arc<PluginController>>,
+    ),
     tenancy: Arc<Tenancy>,
 ) {
     let status =
@@ -82,6 +87,7 @@ pub(super) async fn supervise(
         return stand(&status, &voice).await;
     }
     let resource_of_shadow = resource.clone();
+    let fleet = sharded_rollout(&resource, &settings, &declaration);
     let mut supervisor = Supervisor {
         aborted: aborted_at_this_generation(&resource),
         resource,
@@ -94,6 +100,8 @@ pub(super) async fn supervise(
         registration: None,
         shadowing: Shadowing::new(&resource_of_shadow),
         voice,
+        seen,
+        fleet,
     };
     supervisor.run(actions).await;
     stand(&supervisor.status, &supervisor.voice).await;
@@ -118,6 +126,11 @@ struct Supervisor {
     shadowing: Shadowing,
     /// Says the Events about the resource (sharded: from one replica).
     voice: Arc<Voice>,
+    /// The resource as last seen (its status: the judge's decisions).
+    seen: watch::Receiver<Arc<PluginController>>,
+    /// Sharded with `spec.rollout`: this replica's side of the fleet's
+    /// rollout.
+    fleet: Option<Fleet>,
 }
 
 impl Supervisor {
@@ -245,6 +258,9 @@ impl Supervisor {
     }
 
     async fn serve(&mut self, plugin: Arc<LoadedPlugin>, from: &str) {
+        if self.fleet.is_some() && self.rolls_out() && self.decided(&plugin).await {
+            return;
+        }
         let name = &self.declaration.name;
         match (&self.running, &self.resource.spec.rollout) {
             (Some(running), Some(spec)) => {
@@ -397,12 +413,68 @@ impl Supervisor {
 
     /// Judges the canary's step; acts on the verdict.
     async fn judge(&mut self) {
+        if self.fleet.is_some() {
+            self.judge_sharded().await;
+            return;
+        }
         let Some(running) = &self.running else { return };
         let Some(before) = running.slot().view() else {
             return;
         };
-        let (judged, figures) = running.slot().judge(Instant::now());
+        let (judged, figures) = running.slot().judge(Instant::now(), &[]);
         self.on_judged(&before, judged, &figures).await;
+    }
+
+    /// Sharded: the judge's tick, or a follower's ([`super::fleet`]).
+    async fn judge_sharded(&mut self) {
+        let (Some(fleet), Some(running)) = (self.fleet.as_mut(), &self.running) else {
+            return;
+        };
+        let seen = self.seen.borrow().clone();
+        let tick = fleet.tick(running.slot(), &seen).await;
+        for warning in &tick.warnings {
+            self.voice.say(true, "PluginRefused", warning, "Vet");
+        }
+        let Some(decided) = tick.decided else { return };
+        self.on_judged(&decided.before, decided.judged, &decided.figures)
+            .await;
+        if let Some(history) = decided.history {
+            self.history = history;
+        }
+    }
+
+    /// Sharded: a canary the judge decided on already (this replica saw
+    /// its bytes late) is not rolled out again here: one it promoted
+    /// serves at once, one it aborted is refused. False: not decided.
+    async fn decided(&mut self, plugin: &Arc<LoadedPlugin>) -> bool {
+        let seen = self.seen.borrow().clone();
+        let phase = fleet::decision(&seen, plugin.digest()).map(|r| r.phase.clone());
+        let Some(running) = &self.running else {
+            return false;
+        };
+        match phase.as_deref() {
+            Some("Promoted") => {
+                running.swap(plugin.clone());
+                tracing::info!(controller = %self.declaration.name, plugin = %plugin.describe(), "serving the canary the judge promoted");
+                self.status.serving(&self.declaration, plugin).await;
+                true
+            }
+            Some("Aborted") => {
+                self.aborted = Some(plugin.digest().to_string());
+                let refusal = Refusal::new(
+                    ABORTED_RULE,
+                    format!(
+                        "{} was aborted as a canary of this PluginController by the judging \
+                         replica; it is not rolled out again until a new digest or an edit of \
+                         spec (a retry)",
+                        plugin.digest()
+                    ),
+                );
+                self.refuse(plugin.digest(), &refusal).await;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Acts on what was judged of the rollout `before`.
@@ -552,6 +624,22 @@ async fn stand(status: &StatusOf, voice: &Voice) {
     }
 }
 
+/// Sharded with `spec.rollout`: the replica's side of the fleet's rollout.
+fn sharded_rollout(
+    resource: &PluginController,
+    settings: &Settings,
+    declaration: &Declaration,
+) -> Option<Fleet> {
+    resource.spec.rollout.as_ref()?;
+    let shards = settings.shared.shards.clone()?;
+    Some(Fleet::new(
+        settings.shared.client.clone(),
+        &resource.name_any(),
+        shards,
+        declaration.parent.resource.clone(),
+    ))
+}
+
 /// The canary aborted at the resource's generation now, as its status says.
 fn aborted_at_this_generation(resource: &PluginController) -> Option<String> {
     resource
@@ -640,7 +728,6 @@ async fn declare(
         ));
     }
     let spec = &resource.spec;
-    super::sharding::check_rollout(resource, settings.shared.shards.as_ref())?;
     let declared: Vec<_> = spec.children.iter().map(|c| c.kind_ref()).collect();
     kinds::check_children(&declared, &settings.allowed_child_kinds)?;
     let read: Vec<_> = spec.observe.iter().map(|o| o.kind_ref()).collect();

@@ -4,28 +4,40 @@
 //! aborted by the judge, every parent stays on the stable plugin, and after
 //! a restart of the host the stable plugin serves again while the aborted
 //! canary stays refused; a person's abort through `wasm-operator rollout
-//! --controller` ends a rollout too.
+//! --controller` ends a rollout too. Under `--shards`, three replicas
+//! judge a canary on their summed figures: the holder of shard 0 (which
+//! reconciles no parent here) promotes a canary that behaves and aborts
+//! one whose proposals are refused, and every replica serves the verdict's
+//! plugin.
 //!
 //! A control plane of this binary's own (no other declared controllers
 //! compete for its parents), and one test at a time.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result, bail};
 use e2e_tests::declared::{
     Manager, apply_crd, crd_file, declare, memcached_controller, memcacheds, wait_state,
 };
-use e2e_tests::{ControlPlaneSlot, TestEnv, own_control_plane, plugin, refusal_events, wait_for};
+use e2e_tests::watched_host::WatchedHost;
+use e2e_tests::{
+    ControlPlaneSlot, TestEnv, own_control_plane, plugin, plugin_configmap, refusal_events,
+    wait_for,
+};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use local_control_plane::ControlPlaneOptions;
 use serde_json::{Value, json};
 use wasm_operator::crd::controller::PluginController;
-use wasm_operator::crd::plugin::RolloutStatus;
+use wasm_operator::crd::plugin::{ReplicaRollout, ReplicaStatus, RolloutFigures, RolloutStatus};
 use wasm_operator::delivery::resource::rollout_cli::{RolloutAction, apply_to_controller};
+use wasm_operator::judging::plan::in_cohort;
 use wasm_operator::runtime::digest_of;
+use wasm_operator::shards::hash::shard_of;
 
 static PLANE: ControlPlaneSlot = ControlPlaneSlot::new();
 
@@ -245,5 +257,271 @@ async fn a_person_aborts_a_declared_controllers_canary() -> Result<()> {
     let aborted = phase_is(&env.client, &name, "Aborted", &v2).await?;
     assert_eq!(aborted.rule.as_deref(), Some("rollout/manual-abort"));
     deployments_by(&env, &["a", "b"], None).await?;
+    Ok(())
+}
+
+const HOST_BIN: &str = env!("CARGO_BIN_EXE_wasm-operator-under-test");
+
+/// Shards of the sharded test: one per replica.
+const SHARDS: u32 = 3;
+
+/// `wasm-operator run --plugin-controllers --shards 3` as the replica `name`.
+fn sharded_replica(env: &TestEnv, dir: &Path, name: &str) -> Result<WatchedHost> {
+    let kubeconfig = env.control_plane.kubeconfig_path().display().to_string();
+    let args: Vec<String> = [
+        "--plugin-controllers",
+        "--shards",
+        &SHARDS.to_string(),
+        "--leader-elect-identity",
+        name,
+        "--leader-elect-namespace",
+        &env.namespace,
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "1s",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    let log = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+    WatchedHost::start(
+        Path::new(HOST_BIN),
+        name,
+        dir,
+        &args,
+        &[("KUBECONFIG", kubeconfig), ("RUST_LOG", log)],
+        512 * 1024 * 1024,
+    )
+}
+
+/// The shards active on `host` (`/status`'s `shards.owned`).
+async fn owned(host: &WatchedHost) -> BTreeSet<u32> {
+    let Some((200, body)) = host.get("/status").await else {
+        return BTreeSet::new();
+    };
+    serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|status| status.pointer("/shards/owned").cloned())
+        .and_then(|owned| serde_json::from_value(owned).ok())
+        .unwrap_or_default()
+}
+
+/// Waits until each of `hosts` holds one shard; the index of the one
+/// holding shard 0 (the judge).
+async fn judge_of(hosts: &[&WatchedHost]) -> Result<usize> {
+    wait_for(
+        "the shards split one to a replica",
+        Duration::from_secs(90),
+        || async {
+            let mut sets = Vec::new();
+            for host in hosts {
+                sets.push(owned(host).await);
+            }
+            let all: BTreeSet<u32> = sets.iter().flatten().copied().collect();
+            Ok(sets.iter().all(|s| s.len() == 1) && all.len() == SHARDS as usize)
+        },
+    )
+    .await?;
+    for (index, host) in hosts.iter().enumerate() {
+        if owned(host).await.contains(&0) {
+            return Ok(index);
+        }
+    }
+    bail!("no replica holds shard 0")
+}
+
+/// Memcacheds of shards other than 0 (whose holder judges), at least two
+/// in the canary's cohort at 50% and two out of it; their names.
+async fn parents_off_the_judge(env: &TestEnv) -> Result<Vec<String>> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &memcacheds());
+    let (mut kept, mut cohort) = (Vec::new(), 0);
+    for i in 0..60 {
+        if cohort >= 2 && kept.len() - cohort >= 2 {
+            return Ok(kept);
+        }
+        let name = format!("p{i}");
+        create_memcacheds(env, &[&name]).await?;
+        let uid = api.get(&name).await?.uid().context("a parent's uid")?;
+        if shard_of(&uid, SHARDS) == 0 {
+            api.delete(&name, &DeleteParams::default()).await?;
+            continue;
+        }
+        cohort += usize::from(in_cohort(&uid, 50));
+        kept.push(name);
+    }
+    bail!("60 parents never gave two in and two out of the cohort off shard 0")
+}
+
+/// Waits until every replica of `names` has an entry in the status that
+/// serves `digest` with no rollout going on.
+async fn every_replica_serves(
+    client: &Client,
+    name: &str,
+    names: &[&str],
+    digest: &str,
+) -> Result<()> {
+    let api: Api<PluginController> = Api::all(client.clone());
+    wait_for(
+        &format!("{names:?} serving {digest}"),
+        Duration::from_secs(60),
+        || async {
+            let entries = api.get(name).await?.status.unwrap_or_default().replicas;
+            Ok(names.iter().all(|replica| {
+                entries
+                    .iter()
+                    .any(|e| e.name == *replica && e.digest == digest && e.rollout.is_none())
+            }))
+        },
+    )
+    .await
+}
+
+/// The name of the entry [`plant_entry`] writes.
+const PLANTED: &str = "planted";
+
+/// Writes a `status.replicas` entry of `name` under a field manager that
+/// is no replica's, claiming that every reconcile of the canary `digest`
+/// at its first step was refused.
+async fn plant_entry(client: &Client, name: &str, digest: &str) -> Result<()> {
+    let entry = ReplicaStatus {
+        name: PLANTED.into(),
+        digest: "sha256:planted".into(),
+        state: "Serving".into(),
+        rollout: Some(ReplicaRollout {
+            canary: digest.into(),
+            step: 1,
+            canary_figures: RolloutFigures {
+                reconciles: 50,
+                objects: 2,
+                rejected: 50,
+                ..RolloutFigures::default()
+            },
+            stable_figures: RolloutFigures::default(),
+        }),
+        ..ReplicaStatus::default()
+    };
+    let body = json!({
+        "apiVersion": "wasm-operator.io/v1alpha1", "kind": "PluginController",
+        "metadata": {"name": name},
+        "status": {"replicas": [entry]},
+    });
+    let params = PatchParams::apply("e2e-planter").force();
+    Api::<PluginController>::all(client.clone())
+        .patch_status(name, &params, &Patch::Apply(&body))
+        .await?;
+    Ok(())
+}
+
+/// Puts `bytes` in the ConfigMap `name` (the plugin source).
+async fn publish(configmaps: &Api<ConfigMap>, name: &str, bytes: Vec<u8>) -> Result<String> {
+    let digest = digest_of(&bytes);
+    let body = plugin_configmap(name, bytes);
+    configmaps
+        .patch(
+            name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    Ok(digest)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()> {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let (env, _plane) = setup("sharded").await?;
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let source = "memcached-plugin";
+    let v1 = publish(
+        &configmaps,
+        source,
+        std::fs::read(plugin("memcached-plugin", &[]))?,
+    )
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let names = ["replica-a", "replica-b", "replica-c"];
+    let hosts = [
+        sharded_replica(&env, dir.path(), names[0])?,
+        sharded_replica(&env, dir.path(), names[1])?,
+        sharded_replica(&env, dir.path(), names[2])?,
+    ];
+    let judge = judge_of(&hosts.iter().collect::<Vec<_>>()).await?;
+    let name = format!("{}-memcached", env.namespace);
+    let mut spec = with_rollout(Path::new("/unused"));
+    spec["source"] = json!({"configMap": {"namespace": env.namespace, "name": source}});
+    declare(&env.client, &name, spec).await?;
+    wait_state(&env.client, &name, "Serving").await?;
+    // The judge holds shard 0 and reconciles none of these: a step can
+    // pass (or fail) only on the figures the other replicas publish.
+    let parents = parents_off_the_judge(&env).await?;
+    let parents: Vec<&str> = parents.iter().map(String::as_str).collect();
+    deployments_by(&env, &parents, None).await?;
+    every_replica_serves(&env.client, &name, &names, &v1).await?;
+
+    let v2_bytes = std::fs::read(plugin("memcached-plugin", &["v2"]))?;
+    // An entry no replica wrote, claiming the canary's cohort refused
+    // everything: were it counted, v2 would be aborted.
+    plant_entry(&env.client, &name, &digest_of(&v2_bytes)).await?;
+    let v2 = publish(&configmaps, source, v2_bytes).await?;
+    let promoted = phase_is(&env.client, &name, "Promoted", &v2).await;
+    let promoted = match promoted {
+        Ok(promoted) => promoted,
+        Err(err) => bail!(
+            "{err:#}\n--- judge {}:\n{}",
+            names[judge],
+            hosts[judge].log_tail(30)
+        ),
+    };
+    println!("promoted: {:?}", promoted.history);
+    let steps: Vec<(&str, u32, &str)> = promoted
+        .history
+        .iter()
+        .map(|h| (h.step.as_str(), h.weight, h.verdict.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [("1/2", 50, "Passed"), ("2/2", 100, "Promoted")],
+        "{promoted:?}"
+    );
+    assert_eq!(promoted.judge.as_deref(), Some(names[judge]));
+    deployments_by(&env, &parents, Some("v2")).await?;
+    every_replica_serves(&env.client, &name, &names, &v2).await?;
+    let api: Api<PluginController> = Api::all(env.client.clone());
+    let entries = api.get(&name).await?.status.unwrap_or_default().replicas;
+    assert!(
+        entries.iter().all(|e| e.name != PLANTED),
+        "the judge removes the planted entry: {entries:?}"
+    );
+    let warnings = refusal_events(&env.client, "default", "PluginController", &name).await?;
+    assert!(
+        warnings
+            .iter()
+            .any(|m| m.contains("rollout/figures-not-counted") && m.contains(PLANTED)),
+        "{warnings:?}"
+    );
+
+    // Proposals refused on the other replicas' cohort abort the canary.
+    let refused = publish(
+        &configmaps,
+        source,
+        std::fs::read(plugin("misbehaving-controller-plugin", &[]))?,
+    )
+    .await?;
+    let aborted = phase_is(&env.client, &name, "Aborted", &refused).await?;
+    assert_eq!(
+        aborted.rule.as_deref(),
+        Some("rollout/rejected-proposals"),
+        "{aborted:?}"
+    );
+    every_replica_serves(&env.client, &name, &names, &v2).await?;
+    deployments_by(&env, &parents, Some("v2")).await?;
+    assert_eq!(serving_digest(&env.client, &name).await?, v2);
+    for host in hosts {
+        host.terminate(Duration::from_secs(30)).await?;
+    }
     Ok(())
 }

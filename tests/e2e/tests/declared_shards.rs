@@ -9,8 +9,7 @@
 //! parents keep converging on the others; one killed (`kill -9`) keeps its
 //! Leases until they expire, and the changes made meanwhile converge once
 //! the last replica takes its shards (taking a shard re-queues every
-//! parent). A `spec.rollout` is refused under shards, said on the
-//! resource's status by the holder of shard 0.
+//! parent). Canary rollouts under shards are `declared_rollouts`'.
 //!
 //! A binary of its own (a control plane of its own, with the workload
 //! controllers): the in-process manager of the `declared` tests would
@@ -31,7 +30,6 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt, ResourceExt};
 use serde_json::json;
 use wasm_operator::crd::controller::PluginController;
-use wasm_operator::declared::sharding::ROLLOUT_RULE;
 use wasm_operator::shards::hash::shard_of;
 
 static PLANE: ControlPlaneSlot = ControlPlaneSlot::new();
@@ -167,26 +165,6 @@ async fn sharded_replicas_split_the_declared_parents_and_hand_them_over() -> Res
             replica.name
         );
     }
-
-    // Under shards a canary cannot be judged: refused, with the rule.
-    declare(
-        &env.client,
-        "memcached-canary",
-        json!({
-            "parent": {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached"},
-            "children": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-            "source": source,
-            "rollout": {"steps": [10, 50]},
-        }),
-    )
-    .await?;
-    let refused = wait_state(&env.client, "memcached-canary", "Refused").await?;
-    let rule = refused
-        .status
-        .and_then(|s| s.last_refusal)
-        .map(|r| r.rule)
-        .unwrap_or_default();
-    assert_eq!(rule, ROLLOUT_RULE);
 
     // The replica holding the most parents stops: its shards go to the
     // others, and its parents keep converging (a new size, new parents).

@@ -9,7 +9,7 @@
 //!   base and of the tenant), and the tenant's plugin made the tenant
 //!   namespace's Deployments.
 //! - The tenant also asks for a namespace not labelled for it, and a second
-//!   controller asks for a canary (refused under shards): each
+//!   controller asks for a cluster-scoped child kind (refused): each
 //!   `PluginRefused` Warning comes once, from the holder of shard 0
 //!   (`reportingInstance`, the replica's `POD_NAME`), though every replica
 //!   comes to the same refusal.
@@ -38,7 +38,8 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 use wasm_operator::crd::controller::{PluginController, TENANT_LABEL_PREFIX};
-use wasm_operator::declared::sharding::{ROLLOUT_RULE, STATUS_SHARD};
+use wasm_operator::declared::kinds::rules::CLUSTER_SCOPED;
+use wasm_operator::declared::sharding::STATUS_SHARD;
 use wasm_operator::declared::tenants::NAMESPACE_RULE;
 use wasm_operator::shards::hash::shard_of;
 
@@ -47,7 +48,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_wasm-operator-under-test");
 const SHARDS: u32 = 3;
 const BASE: &str = "memcached-base";
 const TENANT: &str = "memcached-team";
-const CANARY: &str = "memcached-canary";
+const CLUSTER_ROLE: &str = "memcached-cluster-role";
 /// The annotation the Memcached plugin built with `v2` (the tenant's)
 /// sets on its Deployments.
 const BUILD_ANNOTATION: &str = "cache.example.com/plugin-build";
@@ -270,24 +271,27 @@ async fn one_replica_speaks_for_a_plugin_controller_and_tenants_are_sharded() ->
     )
     .await?;
 
-    // Every replica refuses the canary and the tenant's unlabelled
-    // namespace; the holder of shard 0 alone says so.
+    // Every replica refuses a controller asking for a cluster-scoped child
+    // kind and the tenant's unlabelled namespace; the holder of shard 0
+    // alone says so.
     declare(
         client,
-        CANARY,
+        CLUSTER_ROLE,
         json!({
             "parent": {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached"},
-            "children": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "children": [
+                {"apiVersion": "apps/v1", "kind": "Deployment"},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"},
+            ],
             "source": v1,
-            "rollout": {"steps": [10, 50]},
         }),
     )
     .await?;
-    let refused = wait_state(client, CANARY, "Refused").await?;
+    let refused = wait_state(client, CLUSTER_ROLE, "Refused").await?;
     let rule = refused.status.and_then(|s| s.last_refusal).map(|r| r.rule);
-    assert_eq!(rule.as_deref(), Some(ROLLOUT_RULE));
+    assert_eq!(rule.as_deref(), Some(CLUSTER_SCOPED));
     let once = BTreeMap::from([(first_speaker.clone(), 1)]);
-    refused_once_by(client, CANARY, &once).await?;
+    refused_once_by(client, CLUSTER_ROLE, &once).await?;
     refused_once_by(client, TENANT, &once).await?;
 
     // The holder of shard 0 stops: the replica taking shard 0 says each
@@ -303,7 +307,7 @@ async fn one_replica_speaks_for_a_plugin_controller_and_tenants_are_sharded() ->
     let owned = wait_balanced(&left).await?;
     let next_speaker = speaker(&left, &owned)?.name.clone();
     let twice = BTreeMap::from([(first_speaker, 1), (next_speaker, 1)]);
-    refused_once_by(client, CANARY, &twice).await?;
+    refused_once_by(client, CLUSTER_ROLE, &twice).await?;
     refused_once_by(client, TENANT, &twice).await?;
     let parents: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &team.namespace, &memcacheds());

@@ -12,9 +12,18 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::crd::plugin::{JinghzhuPlugin, ReplicaRollout, RolloutFigures};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::crd::plugin::{
+    JinghzhuPlugin, ReplicaRollout, ReplicaStatus, RolloutFigures, RolloutStatus,
+};
+use crate::judging::criteria;
+use crate::judging::plan::AbortReason;
 use crate::leader::Leadership;
 use crate::shards::Shards;
+use crate::slot::canary::Followed;
 
 /// The shard whose holder judges rollouts (the one whose holder prunes).
 pub const JUDGING_SHARD: u32 = 0;
@@ -129,23 +138,42 @@ pub struct Counted {
 }
 
 /// The figures the other replicas published in `resource`'s status that
-/// the judge counts: an entry counts only while its replica is one of
-/// `live`, only as written by its replica's own field manager, and only
-/// within what that replica could have seen (no more objects than
-/// `objects_bound`, the fleet's; its counts consistent with each other).
+/// the judge counts (see [`entries_counted`]).
 pub fn others_figures(
     resource: Option<&JinghzhuPlugin>,
     replica: &str,
     live: &[String],
     objects_bound: u64,
 ) -> Counted {
-    let mut counted = Counted::default();
     let Some(resource) = resource else {
-        return counted;
+        return Counted::default();
     };
-    let owned = own_entries(resource);
     let entries = resource.status.as_ref().map(|s| s.replicas.as_slice());
-    for entry in entries.unwrap_or_default() {
+    entries_counted(
+        &resource.metadata,
+        entries.unwrap_or_default(),
+        replica,
+        live,
+        objects_bound,
+    )
+}
+
+/// The figures of the other replicas' `entries` (a resource's
+/// `status.replicas`, whose metadata is `meta`) that the judge counts: an
+/// entry counts only while its replica is one of `live`, only as written by
+/// its replica's own field manager, and only within what that replica could
+/// have seen (no more objects than `objects_bound`, the fleet's; its counts
+/// consistent with each other).
+pub fn entries_counted(
+    meta: &ObjectMeta,
+    entries: &[ReplicaStatus],
+    replica: &str,
+    live: &[String],
+    objects_bound: u64,
+) -> Counted {
+    let mut counted = Counted::default();
+    let owned = own_entries(meta);
+    for entry in entries {
         let Some(figures) = entry.rollout.as_ref().filter(|_| entry.name != replica) else {
             continue;
         };
@@ -197,10 +225,10 @@ fn consistent(figures: RolloutFigures) -> RolloutFigures {
 
 /// The names of the `status.replicas` entries written by their replica's
 /// own field manager (`wasm-operator/<name>` owns the entry keyed by
-/// `name`, as `metadata.managedFields` records it).
-pub fn own_entries(resource: &JinghzhuPlugin) -> std::collections::HashSet<String> {
+/// `name`, as the resource's `metadata.managedFields` records it).
+pub fn own_entries(meta: &ObjectMeta) -> std::collections::HashSet<String> {
     let mut own = std::collections::HashSet::new();
-    for managed in resource.metadata.managed_fields.iter().flatten() {
+    for managed in meta.managed_fields.iter().flatten() {
         let Some(name) = managed
             .manager
             .as_deref()
@@ -220,6 +248,80 @@ pub fn own_entries(resource: &JinghzhuPlugin) -> std::collections::HashSet<Strin
         }
     }
     own
+}
+
+/// The judge's `rollout` if it is of the canary `digest` at `generation`
+/// (the resource's now): a decision for another canary, or one made
+/// before an edit of the spec (a retry), is not this one's.
+pub fn decided_for<'a>(
+    rollout: Option<&'a RolloutStatus>,
+    generation: Option<i64>,
+    digest: &str,
+) -> Option<&'a RolloutStatus> {
+    rollout.filter(|r| r.canary.as_deref() == Some(digest) && r.observed_generation == generation)
+}
+
+/// How long ago an RFC 3339 time was (zero when unreadable or ahead).
+pub fn since(time: Option<&str>) -> Duration {
+    time.and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .and_then(|t| {
+            let ago = k8s_openapi::jiff::Timestamp::now().duration_since(t);
+            Duration::try_from(ago).ok()
+        })
+        .unwrap_or_default()
+}
+
+/// `step/steps` → the step.
+pub fn step_of(rollout: &RolloutStatus) -> usize {
+    rollout
+        .step
+        .as_deref()
+        .and_then(|s| s.split_once('/'))
+        .and_then(|(step, _)| step.parse().ok())
+        .unwrap_or(1)
+}
+
+/// What a replica that does not judge makes of the judge's `rollout`.
+pub fn followed(rollout: &RolloutStatus) -> Option<Followed> {
+    match rollout.phase.as_str() {
+        "Progressing" | "Paused" => Some(Followed::Step {
+            step: step_of(rollout),
+            ago: since(rollout.step_started.as_deref()),
+        }),
+        "Promoted" => Some(Followed::Promoted),
+        "Aborted" => Some(Followed::Aborted(AbortReason {
+            rule: criteria::rule_named(rollout.rule.as_deref().unwrap_or_default()),
+            message: rollout.message.clone().unwrap_or_default(),
+        })),
+        _ => None,
+    }
+}
+
+/// How many objects `api` lists (no replica can have seen more), asked
+/// with a one-item list; `None` when the list failed or took longer than
+/// `timeout`.
+pub async fn count_objects<K>(api: kube::Api<K>, timeout: Duration) -> Option<u64>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let listed = tokio::time::timeout(
+        timeout,
+        api.list_metadata(&kube::api::ListParams::default().limit(1)),
+    )
+    .await;
+    let Ok(Ok(list)) = listed else {
+        return None;
+    };
+    Some(
+        match (
+            list.metadata.remaining_item_count,
+            list.metadata.continue_.as_deref(),
+        ) {
+            (Some(rest), _) => u64::try_from(rest).unwrap_or(0) + list.items.len() as u64,
+            (None, None | Some("")) => list.items.len() as u64,
+            (None, Some(_)) => u64::MAX,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -326,7 +428,7 @@ mod tests {
             ]
         );
         assert!(others_figures(None, "me", &live, 20).figures.is_empty());
-        let owned = own_entries(&resource);
+        let owned = own_entries(&resource.metadata);
         assert!(owned.contains("live") && !owned.contains("planted") && !owned.contains("quiet"));
     }
 }

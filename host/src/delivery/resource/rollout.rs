@@ -11,17 +11,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::fleet::{followed, since, step_of};
 use super::{Driver, fleet, status};
 use crate::crd::plugin::{
     JinghzhuPlugin, PluginMode, RolloutSpec, RolloutStatus, RolloutStepRecord,
 };
 use crate::delivery::swapper;
-use crate::judging::criteria;
-use crate::judging::plan::{AbortReason, Strategy};
+use crate::judging::plan::Strategy;
 use crate::plugin_text;
 use crate::refusal::Refusal;
 use crate::runtime::LoadedPlugin;
-use crate::slot::canary::{CanaryStart, Followed, RolloutChange, RolloutView};
+use crate::slot::canary::{CanaryStart, RolloutChange, RolloutView};
 
 /// The annotation by which a person promotes or aborts a canary:
 /// `promote sha256:…` or `abort sha256:…` (the canary's digest, so a
@@ -66,10 +66,8 @@ pub(super) enum Offer {
 /// current generation, if any.
 fn judged<'a>(resource: Option<&'a JinghzhuPlugin>, digest: &str) -> Option<&'a RolloutStatus> {
     let resource = resource?;
-    let rollout = resource.status.as_ref()?.rollout.as_ref()?;
-    (rollout.canary.as_deref() == Some(digest)
-        && rollout.observed_generation == resource.metadata.generation)
-        .then_some(rollout)
+    let rollout = resource.status.as_ref()?.rollout.as_ref();
+    fleet::decided_for(rollout, resource.metadata.generation, digest)
 }
 
 /// The rollout the judge wrote at the resource's current generation, for
@@ -90,26 +88,6 @@ fn fleet_stable(rollout: &RolloutStatus) -> Option<&str> {
     }
 }
 
-/// How long ago an RFC 3339 time was (zero when unreadable or ahead).
-fn since(time: Option<&str>) -> Duration {
-    time.and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-        .and_then(|t| {
-            let ago = k8s_openapi::jiff::Timestamp::now().duration_since(t);
-            Duration::try_from(ago).ok()
-        })
-        .unwrap_or_default()
-}
-
-/// `step/steps` → the step.
-fn step_of(rollout: &RolloutStatus) -> usize {
-    rollout
-        .step
-        .as_deref()
-        .and_then(|s| s.split_once('/'))
-        .and_then(|(step, _)| step.parse().ok())
-        .unwrap_or(1)
-}
-
 /// The `jinghzhu.io/rollout-action` annotation of `resource`, if any.
 fn rollout_action(resource: &JinghzhuPlugin) -> Option<String> {
     resource
@@ -118,22 +96,6 @@ fn rollout_action(resource: &JinghzhuPlugin) -> Option<String> {
         .as_ref()
         .and_then(|a| a.get(ROLLOUT_ACTION_ANNOTATION))
         .cloned()
-}
-
-/// What a follower makes of the judge's `rollout`.
-fn followed(rollout: &RolloutStatus) -> Option<Followed> {
-    match rollout.phase.as_str() {
-        "Progressing" | "Paused" => Some(Followed::Step {
-            step: step_of(rollout),
-            ago: since(rollout.step_started.as_deref()),
-        }),
-        "Promoted" => Some(Followed::Promoted),
-        "Aborted" => Some(Followed::Aborted(AbortReason {
-            rule: criteria::rule_named(rollout.rule.as_deref().unwrap_or_default()),
-            message: rollout.message.clone().unwrap_or_default(),
-        })),
-        _ => None,
-    }
 }
 
 /// A driver's side of its resource's rollout: `driver.rollout()`.
@@ -390,21 +352,9 @@ impl RolloutSide<'_> {
             return count;
         }
         let api: kube::Api<crate::crd::Jinghzhu> = kube::Api::all(self.driver.client.clone());
-        let listed = tokio::time::timeout(
-            JUDGE_READ_TIMEOUT,
-            api.list_metadata(&kube::api::ListParams::default().limit(1)),
-        )
-        .await;
-        let count = match listed {
-            Ok(Ok(list)) => match (
-                list.metadata.remaining_item_count,
-                list.metadata.continue_.as_deref(),
-            ) {
-                (Some(rest), _) => u64::try_from(rest).unwrap_or(0) + list.items.len() as u64,
-                (None, None | Some("")) => list.items.len() as u64,
-                (None, Some(_)) => u64::MAX,
-            },
-            _ => self
+        let count = match fleet::count_objects(api, JUDGE_READ_TIMEOUT).await {
+            Some(count) => count,
+            None => self
                 .driver
                 .fleet_objects
                 .map_or(u64::MAX, |(count, _)| count),
@@ -465,7 +415,7 @@ impl RolloutSide<'_> {
             return;
         };
         self.driver.planted_checked = Some(Instant::now());
-        let own = fleet::own_entries(&resource);
+        let own = fleet::own_entries(&resource.metadata);
         let entries = resource.status.as_ref().map(|s| s.replicas.as_slice());
         let planted: Vec<(usize, String)> = entries
             .unwrap_or_default()
@@ -735,6 +685,7 @@ impl RolloutSide<'_> {
 mod tests {
     use super::*;
     use crate::crd::plugin::JinghzhuPluginStatus;
+    use crate::slot::canary::Followed;
 
     fn resource_at(generation: i64, rollout: RolloutStatus) -> JinghzhuPlugin {
         let mut resource = JinghzhuPlugin::new("p", Default::default());

@@ -390,23 +390,7 @@ impl StatusWriter {
         name: &str,
         entries: &[(usize, String)],
     ) -> Result<(), String> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let url = format!(
-            "/apis/{}/{}/{name}/status",
-            JinghzhuPlugin::api_version(&()),
-            JinghzhuPlugin::plural(&())
-        );
-        let request = http::Request::patch(url)
-            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
-            .body(removal_patch(entries).to_string().into_bytes())
-            .map_err(|err| format!("building the patch: {err}"))?;
-        client
-            .request::<JinghzhuPlugin>(request)
-            .await
-            .map(|_| ())
-            .map_err(|err| err.to_string())
+        remove_entries_of::<JinghzhuPlugin>(client, name, entries).await
     }
 
     /// Records a `PluginRefused` Warning Event on the resource.
@@ -583,6 +567,39 @@ fn strip_nulls(value: serde_json::Value) -> serde_json::Value {
         }
         other => other,
     }
+}
+
+/// Removes the entries at these indexes of the `status.replicas` of the
+/// cluster-scoped resource `name` of kind `K`, each if it still names its
+/// replica, in one JSON patch: all of them or none (an entry that moved
+/// meanwhile refuses the whole patch). Indexes may come in any order; they
+/// are removed from the last so a removal does not move the ones still to
+/// come.
+pub async fn remove_entries_of<K>(
+    client: &Client,
+    name: &str,
+    entries: &[(usize, String)],
+) -> Result<(), String>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let url = format!(
+        "/apis/{}/{}/{name}/status",
+        K::api_version(&()),
+        K::plural(&())
+    );
+    let request = http::Request::patch(url)
+        .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+        .body(removal_patch(entries).to_string().into_bytes())
+        .map_err(|err| format!("building the patch: {err}"))?;
+    client
+        .request::<serde_json::Value>(request)
+        .await
+        .map(|_| ())
+        .map_err(|err| err.to_string())
 }
 
 /// The JSON patch removing these `status.replicas` entries: for each, from

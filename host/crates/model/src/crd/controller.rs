@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::plugin::{
-    PluginCondition, PluginLimitsSpec, PluginRefusal, PluginSourceSpec, PodPolicySpec, RolloutSpec,
-    RolloutStatus, VerificationSpec,
+    PluginCondition, PluginLimitsSpec, PluginRefusal, PluginSourceSpec, PodPolicySpec,
+    ReplicaStatus, RolloutSpec, RolloutStatus, VerificationSpec,
 };
 
 /// The annotation by which a person promotes or aborts a controller's
@@ -338,6 +338,13 @@ pub struct PluginControllerStatus {
     /// The shadow plugin and how its outputs compared (with `spec.shadow`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowStatus>,
+    /// Sharded (`--shards`) with `spec.rollout`: each replica's entry, the
+    /// plugin it serves and its figures for the canary's step, written by
+    /// that replica alone (its own field manager); the holder of shard 0
+    /// judges the canary on their sum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::plugin::replicas_schema")]
+    pub replicas: Vec<ReplicaStatus>,
 }
 
 /// A shadow plugin's figures: counted by the replica that runs the
@@ -445,5 +452,11 @@ mod tests {
             version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["children"]["maxItems"],
             16
         );
+        // Each replica applies its own entry: a map list keyed by name, bounded.
+        let replicas =
+            &version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["replicas"];
+        assert_eq!(replicas["x-kubernetes-list-type"], "map");
+        assert_eq!(replicas["x-kubernetes-list-map-keys"][0], "name");
+        assert_eq!(replicas["maxItems"], 256);
     }
 }

@@ -728,7 +728,9 @@ fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Sch
     })
 }
 
-fn replicas_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+/// `status.replicas`: a map list keyed by `name` (each replica applies its
+/// own entry), at most 256 entries.
+pub(crate) fn replicas_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut items = generator.subschema_for::<ReplicaStatus>();
     inline(generator, &mut items);
     schemars::json_schema!({
