@@ -48,7 +48,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_wasm-operator-under-test");
 const SHARDS: u32 = 3;
 const BASE: &str = "memcached-base";
 const TENANT: &str = "memcached-team";
-const CLUSTER_ROLE: &str = "memcached-cluster-role";
+const CLUSTER_SCOPED_CHILD: &str = "memcached-priority-class";
 /// The annotation the Memcached plugin built with `v2` (the tenant's)
 /// sets on its Deployments.
 const BUILD_ANNOTATION: &str = "cache.example.com/plugin-build";
@@ -276,22 +276,22 @@ async fn one_replica_speaks_for_a_plugin_controller_and_tenants_are_sharded() ->
     // alone says so.
     declare(
         client,
-        CLUSTER_ROLE,
+        CLUSTER_SCOPED_CHILD,
         json!({
             "parent": {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached"},
             "children": [
                 {"apiVersion": "apps/v1", "kind": "Deployment"},
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"},
+                {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"},
             ],
             "source": v1,
         }),
     )
     .await?;
-    let refused = wait_state(client, CLUSTER_ROLE, "Refused").await?;
+    let refused = wait_state(client, CLUSTER_SCOPED_CHILD, "Refused").await?;
     let rule = refused.status.and_then(|s| s.last_refusal).map(|r| r.rule);
     assert_eq!(rule.as_deref(), Some(CLUSTER_SCOPED));
     let once = BTreeMap::from([(first_speaker.clone(), 1)]);
-    refused_once_by(client, CLUSTER_ROLE, &once).await?;
+    refused_once_by(client, CLUSTER_SCOPED_CHILD, &once).await?;
     refused_once_by(client, TENANT, &once).await?;
 
     // The holder of shard 0 stops: the replica taking shard 0 says each
@@ -307,7 +307,7 @@ async fn one_replica_speaks_for_a_plugin_controller_and_tenants_are_sharded() ->
     let owned = wait_balanced(&left).await?;
     let next_speaker = speaker(&left, &owned)?.name.clone();
     let twice = BTreeMap::from([(first_speaker, 1), (next_speaker, 1)]);
-    refused_once_by(client, CLUSTER_ROLE, &twice).await?;
+    refused_once_by(client, CLUSTER_SCOPED_CHILD, &twice).await?;
     refused_once_by(client, TENANT, &twice).await?;
     let parents: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &team.namespace, &memcacheds());
