@@ -13,13 +13,8 @@ use std::path::{Path, PathBuf};
 use crate::crd::controller::KindRef;
 
 use super::controller::{CONTROLLER_YAML, CRD_YAML, ControllerScaffold, SAMPLE_YAML, WIT};
+use super::go_common;
 use super::kinds::Shape;
-
-macro_rules! embed {
-    ($dir:literal, [$($file:literal),* $(,)?]) => {
-        &[$(($file, include_str!(concat!("../../../", $dir, "/", $file)))),*]
-    };
-}
 
 /// The Go controller SDK, as in `plugins/go/controller` (its tests stay in
 /// this repository), bindings included.
@@ -44,19 +39,11 @@ const SDK: &[(&str, &str)] = embed!(
     ]
 );
 
-const GO_MOD: &str = include_str!("../../../plugins/go/go.mod");
-const GO_SUM: &str = include_str!("../../../plugins/go/go.sum");
-const TOOLCHAIN: &str = include_str!("../../../plugins/go/toolchain.sh");
-const GITIGNORE: &str = include_str!("template/go/gitignore");
 const README: &str = include_str!("template/go-controller/README.md.tmpl");
-const BUILD: &str = include_str!("template/go-controller/build.sh");
 const TEST: &str = include_str!("template/go-controller/test.sh");
 const MAIN: &str = include_str!("template/go-controller/main.go");
 const PLUGIN: &str = include_str!("template/go-controller/plugin.go.tmpl");
 const PLUGIN_TEST: &str = include_str!("template/go-controller/plugin_test.go");
-
-/// The module path of `plugins/go`, replaced by the project's.
-const GO_MODULE: &str = "github.com/wasm-operator/wasm-operator/plugins/go";
 
 /// The files of the Go project `name` (also its module path).
 pub fn go_files(
@@ -73,14 +60,9 @@ pub fn go_files(
             .replace("{{children_calls}}", &children_calls(scaffold))
             .replace("{{child_fns}}", &child_fns(scaffold))
     };
-    let module = |text: &str| text.replace(GO_MODULE, name);
-    let mut files: Vec<(PathBuf, String)> = vec![
+    let mut files = go_common::files(name, "controller", fill);
+    files.extend([
         ("README.md".into(), fill(README)),
-        (".gitignore".into(), GITIGNORE.to_string()),
-        ("go.mod".into(), module(GO_MOD)),
-        ("go.sum".into(), GO_SUM.to_string()),
-        ("toolchain.sh".into(), TOOLCHAIN.to_string()),
-        ("build.sh".into(), fill(BUILD)),
         ("test.sh".into(), TEST.to_string()),
         ("cmd/plugin/main.go".into(), fill(MAIN)),
         (
@@ -92,9 +74,12 @@ pub fn go_files(
         ("controller.yaml".into(), fill(CONTROLLER_YAML)),
         ("crd.yaml".into(), fill(CRD_YAML)),
         ("sample.yaml".into(), fill(SAMPLE_YAML)),
-    ];
+    ]);
     for (path, text) in SDK {
-        files.push((Path::new("controller").join(path), module(text)));
+        files.push((
+            Path::new("controller").join(path),
+            go_common::with_module(text, name),
+        ));
     }
     files
 }

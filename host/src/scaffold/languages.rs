@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::go_common;
 use crate::runtime::bindings::v2::WIT_PACKAGE;
 
 /// The language of a scaffolded plugin.
@@ -38,12 +39,6 @@ const DEFAULT_POD_SPEC: &str = include_str!("../../../wit/default-pod-spec.json"
 const FIXTURE_INPUT: &str = include_str!("template/fixtures/scale-up/input.yaml");
 const FIXTURE_EXPECTED: &str = include_str!("template/fixtures/scale-up/expected.yaml");
 const FIXTURE_NOW: &str = include_str!("template/fixtures/scale-up/now");
-
-macro_rules! embed {
-    ($dir:literal, [$($file:literal),* $(,)?]) => {
-        &[$(($file, include_str!(concat!("../../../", $dir, "/", $file)))),*]
-    };
-}
 
 /// The Python SDK, as in `plugins/python/sdk`.
 const PYTHON_SDK: &[(&str, &str)] = embed!(
@@ -124,15 +119,10 @@ const GO_BINDINGS: &[(&str, &str)] = embed!(
 );
 
 const GO_LOGIC: &str = include_str!("../../../plugins/go/replicaset/replicaset.go");
-const GO_MOD: &str = include_str!("../../../plugins/go/go.mod");
-const GO_SUM: &str = include_str!("../../../plugins/go/go.sum");
-const GO_TOOLCHAIN: &str = include_str!("../../../plugins/go/toolchain.sh");
-const GO_BUILD: &str = include_str!("template/go/build.sh");
 const GO_TEST: &str = include_str!("template/go/test.sh");
 const GO_MAIN: &str = include_str!("template/go/main.go");
 const GO_TEST_FIXTURES: &str = include_str!("template/go/fixtures_test.go");
 const GO_TEST_PLUGIN: &str = include_str!("template/go/plugin_test.go");
-const GO_GITIGNORE: &str = include_str!("template/go/gitignore");
 const GO_README: &str = include_str!("template/go/README.md.tmpl");
 
 const PY_LOGIC: &str = include_str!("../../../plugins/python/replicaset/replicaset.py");
@@ -166,8 +156,6 @@ const JS_README: &str = include_str!("template/js/README.md.tmpl");
 const PY_EXAMPLE_NAME: &str = "PLUGIN_NAME = \"replicaset-py\"";
 const JS_EXAMPLE_NAME: &str = "export const PLUGIN_NAME = 'replicaset-js';";
 const GO_EXAMPLE_NAME: &str = "const PluginName = \"replicaset-go\"";
-/// The module path of `plugins/go`, replaced by the project's.
-const GO_MODULE: &str = "github.com/wasm-operator/wasm-operator/plugins/go";
 /// The example logic's package, renamed `plugin` in a project.
 const GO_EXAMPLE_PACKAGE: &str = "package replicaset";
 /// The name of the example JavaScript package, replaced in the lockfile.
@@ -267,17 +255,13 @@ pub fn js_files(name: &str, host_version: &str) -> Vec<(PathBuf, String)> {
 
 /// The files of a Go plugin project named `name` (also its module path).
 pub fn go_files(name: &str, host_version: &str) -> Vec<(PathBuf, String)> {
-    let module = |text: &str| text.replace(GO_MODULE, name).replace("{{module}}", name);
+    let module = |text: &str| go_common::with_module(text, name).replace("{{module}}", name);
     let logic = module(GO_LOGIC)
         .replacen(GO_EXAMPLE_PACKAGE, "package plugin", 1)
         .replace(GO_EXAMPLE_NAME, &format!("const PluginName = {name:?}"));
-    let mut files: Vec<(PathBuf, String)> = vec![
+    let mut files = go_common::files(name, "operator", |t| fill(t, name, host_version));
+    files.extend([
         ("README.md".into(), fill(GO_README, name, host_version)),
-        (".gitignore".into(), GO_GITIGNORE.to_string()),
-        ("go.mod".into(), module(GO_MOD)),
-        ("go.sum".into(), GO_SUM.to_string()),
-        ("toolchain.sh".into(), GO_TOOLCHAIN.to_string()),
-        ("build.sh".into(), fill(GO_BUILD, name, host_version)),
         ("test.sh".into(), GO_TEST.to_string()),
         (
             "cmd/plugin/main.go".into(),
@@ -286,7 +270,7 @@ pub fn go_files(name: &str, host_version: &str) -> Vec<(PathBuf, String)> {
         ("plugin/plugin.go".into(), logic),
         ("plugin/fixtures_test.go".into(), module(GO_TEST_FIXTURES)),
         ("plugin/plugin_test.go".into(), module(GO_TEST_PLUGIN)),
-    ];
+    ]);
     for (path, text) in GO_SDK {
         files.push((Path::new("sdk").join(path), module(text)));
     }
@@ -360,7 +344,7 @@ mod tests {
         assert!(logic.contains("package plugin\n"));
         for (path, text) in &go {
             assert!(
-                !text.contains(GO_MODULE),
+                !text.contains(go_common::GO_MODULE),
                 "{} still imports this repository's module",
                 path.display()
             );

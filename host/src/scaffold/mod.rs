@@ -25,8 +25,17 @@
 //! - a local checkout (`--sdk-path`): what tests and in-repo users use, and
 //!   the only choice without access to the git host.
 
+/// `&[(path, text)]` of the files `$file` under the repository's `$dir`,
+/// embedded in this binary.
+macro_rules! embed {
+    ($dir:literal, [$($file:literal),* $(,)?]) => {
+        &[$(($file, include_str!(concat!("../../../", $dir, "/", $file)))),*]
+    };
+}
+
 pub mod controller;
 pub mod git;
+mod go_common;
 pub mod go_controller;
 pub mod kinds;
 pub mod languages;

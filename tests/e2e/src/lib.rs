@@ -8,6 +8,7 @@ pub mod declared;
 pub mod deploy;
 pub mod endless_list;
 pub mod faults;
+pub mod go_plugins;
 pub mod hostile_registry;
 pub mod memory;
 pub mod previous_host;

@@ -29,6 +29,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use e2e_tests::go_plugins::{bindings_match_the_wit, go_test, run_in};
 use e2e_tests::{HostOptions, RunningHost, TestEnv, plugin, wait_for};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -130,75 +131,19 @@ fn javascript_sdk_and_plugin_unit_tests_pass_natively() -> Result<()> {
     Ok(())
 }
 
-/// `plugins/go`, with its toolchain's runtime package linked in
-/// (`toolchain.sh`, a warm cache: no download).
-fn go_plugin_dir() -> Result<PathBuf> {
-    let dir = workspace_root().join("plugins/go");
-    run_in(&dir, "./toolchain.sh", &[])?;
-    Ok(dir)
-}
-
 #[test]
 fn go_sdk_and_plugin_unit_tests_pass_natively() -> Result<()> {
-    let dir = go_plugin_dir()?;
-    let mut go = Command::new("go");
-    go.args(["test", "./sdk/...", "./replicaset/..."])
-        .current_dir(&dir);
-    let text = run_suite(go, "go test in plugins/go", "ok ")?;
+    let text = go_test(
+        &["./sdk/...", "./replicaset/..."],
+        &["sdk", "sdk/fixtures", "replicaset"],
+    )?;
     println!("go test:\n{text}");
-    ensure!(!text.contains("FAIL"), "{text}");
-    let module = "github.com/wasm-operator/wasm-operator/plugins/go";
-    for package in ["sdk", "sdk/fixtures", "replicaset"] {
-        let ok = format!("ok  \t{module}/{package}\t");
-        ensure!(
-            text.lines().any(|l| l.starts_with(&ok)),
-            "go test ran no test of {package}:\n{text}"
-        );
-    }
     Ok(())
-}
-
-/// Every file under `dir`, as paths relative to it, sorted.
-fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(next) = pending.pop() {
-        for entry in std::fs::read_dir(&next)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                out.push(path.strip_prefix(dir)?.to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 #[test]
 fn go_bindings_are_what_wit_bindgen_generates_from_the_wit() -> Result<()> {
-    let dir = go_plugin_dir()?;
-    let fresh = tempfile::TempDir::new()?;
-    run_in(&dir, "./gen-bindings.sh", &[path(fresh.path())])?;
-    for part in ["imports", "exports/wit_exports"] {
-        let generated = fresh.path().join(part);
-        let committed = dir.join("bindings").join(part);
-        let names = files_under(&generated)?;
-        ensure!(!names.is_empty(), "wit-bindgen generated nothing in {part}");
-        ensure!(
-            names == files_under(&committed)?,
-            "plugins/go/bindings/{part} holds other files than wit-bindgen generates: run plugins/go/gen-bindings.sh"
-        );
-        for name in names {
-            ensure!(
-                std::fs::read(generated.join(&name))? == std::fs::read(committed.join(&name))?,
-                "plugins/go/bindings/{part}/{} differs from what wit-bindgen generates: run plugins/go/gen-bindings.sh",
-                name.display()
-            );
-        }
-    }
-    Ok(())
+    bindings_match_the_wit("plugins/go")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -510,27 +455,6 @@ async fn hot_swap_rust_python_js_go_rust_while_scaling_loses_no_event() -> Resul
     .await?;
     host.stop().await;
     Ok(())
-}
-
-/// Runs `script` (with `args`) in `dir` and fails with its output unless it
-/// succeeds.
-fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .with_context(|| format!("starting {program} in {}", dir.display()))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    ensure!(
-        out.status.success(),
-        "{program} {args:?} in {} failed:\n{text}",
-        dir.display()
-    );
-    Ok(text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

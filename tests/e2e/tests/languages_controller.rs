@@ -17,11 +17,12 @@
 //! own, and one declared controllers' manager.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use e2e_tests::declared::{apply_crd, declare, resource, start_manager, status_field, wait_state};
+use e2e_tests::go_plugins::{bindings_match_the_wit, go_test, run_in};
 use e2e_tests::{ControlPlaneSlot, TestEnv, own_control_plane, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -29,102 +30,25 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt, Resource, ResourceExt};
 use serde_json::{Value, json};
-use wasm_artifacts::workspace_root;
 use wasm_operator::cli::execute_args;
 use wasm_operator::crd::controller::PluginController;
 
 static PLANE: ControlPlaneSlot = ControlPlaneSlot::new();
 
-/// Runs `program ARGS...` in `dir` and fails with its output unless it
-/// succeeds; returns the output.
-fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .with_context(|| format!("starting {program} in {}", dir.display()))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    ensure!(
-        out.status.success(),
-        "{program} {args:?} in {} failed:\n{text}",
-        dir.display()
-    );
-    Ok(text)
-}
-
 fn path(p: &Path) -> &str {
     p.to_str().unwrap_or_default()
 }
 
-/// `plugins/go`, with its toolchain's runtime package linked in
-/// (`toolchain.sh`, a warm cache: no download).
-fn go_plugin_dir() -> Result<PathBuf> {
-    let dir = workspace_root().join("plugins/go");
-    run_in(&dir, "./toolchain.sh", &[])?;
-    Ok(dir)
-}
-
 #[test]
 fn go_controller_sdk_tests_pass_natively() -> Result<()> {
-    let dir = go_plugin_dir()?;
-    let text = run_in(&dir, "go", &["test", "-count=1", "./controller/..."])?;
+    let text = go_test(&["./controller/..."], &["controller"])?;
     println!("go test:\n{text}");
-    ensure!(!text.contains("FAIL"), "{text}");
-    let ok = "ok  \tgithub.com/wasm-operator/wasm-operator/plugins/go/controller\t";
-    ensure!(
-        text.lines().any(|l| l.starts_with(ok)),
-        "go test ran no test of the controller SDK:\n{text}"
-    );
     Ok(())
-}
-
-/// Every file under `dir`, as paths relative to it, sorted.
-fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(next) = pending.pop() {
-        for entry in std::fs::read_dir(&next)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                out.push(path.strip_prefix(dir)?.to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 #[test]
 fn go_controller_bindings_are_what_wit_bindgen_generates_from_the_wit() -> Result<()> {
-    let dir = go_plugin_dir()?.join("controller");
-    let fresh = tempfile::TempDir::new()?;
-    run_in(&dir, "./gen-bindings.sh", &[path(fresh.path())])?;
-    for part in ["imports", "exports/wit_exports"] {
-        let generated = fresh.path().join(part);
-        let committed = dir.join("bindings").join(part);
-        let names = files_under(&generated)?;
-        ensure!(!names.is_empty(), "wit-bindgen generated nothing in {part}");
-        ensure!(
-            names == files_under(&committed)?,
-            "plugins/go/controller/bindings/{part} holds other files than wit-bindgen generates: \
-             run plugins/go/controller/gen-bindings.sh"
-        );
-        for name in names {
-            ensure!(
-                std::fs::read(generated.join(&name))? == std::fs::read(committed.join(&name))?,
-                "plugins/go/controller/bindings/{part}/{} differs from what wit-bindgen generates: \
-                 run plugins/go/controller/gen-bindings.sh",
-                name.display()
-            );
-        }
-    }
-    Ok(())
+    bindings_match_the_wit("plugins/go/controller")
 }
 
 /// The scaffold's name, parent and children.

@@ -10,78 +10,28 @@
 package main
 
 import (
-	"flag"
-	"os"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/wasm-operator/wasm-operator/tests/peers/controller-runtime/internal/peer"
 )
 
-func main() {
-	var (
-		workers     int
-		namespace   string
-		metricsAddr string
-	)
-	flag.IntVar(&workers, "workers", 4, "reconciles running at once (MaxConcurrentReconciles)")
-	flag.StringVar(&namespace, "namespace", "", "watch only this namespace (default: all)")
-	flag.StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9090", "serve Prometheus /metrics here")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	setupLog := ctrl.Log.WithName("setup")
+func main() { peer.Main("controller-runtime-peer", run) }
 
-	if err := run(workers, namespace, metricsAddr); err != nil {
-		setupLog.Error(err, "controller-runtime-peer stopped")
-		os.Exit(1)
-	}
-}
+// indexByController indexes a pod by the name of its Jinghzhu controller.
+var indexByController = peer.ControllerIndex(GroupVersion, "Jinghzhu")
 
-func run(workers int, namespace, metricsAddr string) error {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := AddToScheme(scheme); err != nil {
-		return err
-	}
-
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return err
-	}
-	// Unthrottled, like the host's kube client: a negative QPS disables
-	// client-go's token bucket.
-	cfg.QPS = -1
-
-	cacheOpts := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedBy})},
-		},
-	}
-	if namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:         scheme,
-		Cache:          cacheOpts,
-		Metrics:        metricsserver.Options{BindAddress: metricsAddr},
-		LeaderElection: false,
+func run(f peer.Flags) error {
+	mgr, err := peer.NewManager(f, AddToScheme, map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedBy})},
 	})
 	if err != nil {
 		return err
 	}
-
 	ctx := ctrl.SetupSignalHandler()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, ownerIndex, indexByController); err != nil {
 		return err
@@ -95,21 +45,10 @@ func run(workers int, namespace, metricsAddr string) error {
 		For(&Jinghzhu{}).
 		Owns(&corev1.Pod{}).
 		Named("jinghzhu").
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: f.Workers}).
 		Complete(reconciler)
 	if err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
-}
-
-// indexByController indexes a pod by the name of its Jinghzhu controller.
-func indexByController(obj client.Object) []string {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller &&
-			ref.APIVersion == GroupVersion.String() && ref.Kind == "Jinghzhu" {
-			return []string{ref.Name}
-		}
-	}
-	return nil
 }

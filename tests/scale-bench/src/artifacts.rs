@@ -109,8 +109,11 @@ pub fn go_peer_dir() -> PathBuf {
 
 /// Builds (or finds in the cache) the controller-runtime peer.
 pub fn controller_runtime_peer() -> Result<PathBuf> {
-    let source = go_peer_dir();
-    go_command_cached(".", "controller-runtime-peer", &source_hash(&source)?)
+    go_command_cached(
+        ".",
+        "controller-runtime-peer",
+        &module_hash(&go_peer_dir())?,
+    )
 }
 
 /// Builds (or finds in the cache) the controller-runtime Memcached peer
@@ -118,7 +121,7 @@ pub fn controller_runtime_peer() -> Result<PathBuf> {
 pub fn memcached_peer() -> Result<PathBuf> {
     let module = go_peer_dir();
     let package = module.join("cmd/memcached");
-    let hash = format!("{}-{}", source_hash(&module)?, &source_hash(&package)?[..8]);
+    let hash = format!("{}-{}", module_hash(&module)?, &source_hash(&package)?[..8]);
     go_command_cached("./cmd/memcached", "memcached-peer", &hash)
 }
 
@@ -209,6 +212,13 @@ fn go_command_cached(package: &str, name: &str, hash: &str) -> Result<PathBuf> {
     }
     fs::rename(&staging, &binary)?;
     Ok(binary)
+}
+
+/// A digest of what every peer of the module `module` builds from: its
+/// top-level files and the package the peers share (`internal/peer`).
+fn module_hash(module: &Path) -> Result<String> {
+    let shared = source_hash(&module.join("internal/peer"))?;
+    Ok(format!("{}-{}", source_hash(module)?, &shared[..8]))
 }
 
 /// A hash of the `go.mod`, `go.sum` and `.go` files of `dir` (names and contents).

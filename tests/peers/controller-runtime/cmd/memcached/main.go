@@ -13,45 +13,24 @@ package main
 
 import (
 	"context"
-	"flag"
-	"os"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/wasm-operator/wasm-operator/tests/peers/controller-runtime/internal/peer"
 )
 
-func main() {
-	var (
-		workers     int
-		namespace   string
-		metricsAddr string
-	)
-	flag.IntVar(&workers, "workers", 4, "reconciles running at once (MaxConcurrentReconciles)")
-	flag.StringVar(&namespace, "namespace", "", "watch only this namespace (default: all, as the host)")
-	flag.StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9090", "serve Prometheus /metrics here (0 for none)")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(workers, namespace, metricsAddr); err != nil {
-		ctrl.Log.WithName("setup").Error(err, "memcached-peer stopped")
-		os.Exit(1)
-	}
-}
+func main() { peer.Main("memcached-peer", run) }
 
 // podMetadata is the type of the pods the operator watches: metadata only.
 func podMetadata() *metav1.PartialObjectMetadata {
@@ -60,35 +39,10 @@ func podMetadata() *metav1.PartialObjectMetadata {
 	return pod
 }
 
-func run(workers int, namespace, metricsAddr string) error {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := AddToScheme(scheme); err != nil {
-		return err
-	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return err
-	}
-	// Unthrottled, like the host's kube client.
-	cfg.QPS = -1
-	cacheOpts := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedBy})},
-			podMetadata():        {Label: labels.SelectorFromSet(labels.Set{nameLabel: appName})},
-		},
-	}
-	if namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:         scheme,
-		Cache:          cacheOpts,
-		Metrics:        metricsserver.Options{BindAddress: metricsAddr},
-		LeaderElection: false,
+func run(f peer.Flags) error {
+	mgr, err := peer.NewManager(f, AddToScheme, map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedBy})},
+		podMetadata():        {Label: labels.SelectorFromSet(labels.Set{nameLabel: appName})},
 	})
 	if err != nil {
 		return err
@@ -106,7 +60,7 @@ func run(workers int, namespace, metricsAddr string) error {
 		Owns(&appsv1.Deployment{}).
 		Watches(podMetadata(), handler.EnqueueRequestsFromMapFunc(memcachedOfPod), builder.OnlyMetadata).
 		Named("memcached").
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: f.Workers}).
 		Complete(reconciler)
 	if err != nil {
 		return err
@@ -124,12 +78,4 @@ func memcachedOfPod(_ context.Context, pod client.Object) []reconcile.Request {
 }
 
 // indexByController indexes a Deployment by the name of its Memcached controller.
-func indexByController(obj client.Object) []string {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller &&
-			ref.APIVersion == GroupVersion.String() && ref.Kind == "Memcached" {
-			return []string{ref.Name}
-		}
-	}
-	return nil
-}
+var indexByController = peer.ControllerIndex(GroupVersion, "Memcached")
