@@ -271,8 +271,9 @@ pub struct LeaderElectionArgs {
     /// (`<lease-name>-shard-07`); every replica holds a fair share and
     /// caches and reconciles only those. With --plugin-controllers the
     /// declared controllers' parents are split by the same shards (every
-    /// replica watches them all and reconciles those of its shards; a
-    /// `spec.rollout` is refused). The same on every replica; the
+    /// replica watches them all and reconciles those of its shards; the
+    /// holder of shard 0 judges a canary on every replica's figures). The
+    /// same on every replica; the
     /// other `--leader-elect-*` flags set the Leases' namespace, timing and
     /// identity. 0: no sharding (with --leader-elect one replica does all).
     #[arg(long, env = "WASM_OPERATOR_SHARDS", default_value_t = 0, conflicts_with = "leader_elect", value_parser = clap::value_parser!(u32).range(0..=crate::shards::coordinator::MAX_SHARDS as i64))]
