@@ -13,7 +13,7 @@
 //! most 256), as on the `Jinghzhu` path.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Client, Resource};
@@ -23,29 +23,14 @@ use crate::crd::controller::PluginController;
 use crate::crd::plugin::{ReplicaRollout, ReplicaStatus, RolloutStatus, RolloutStepRecord};
 use crate::delivery::resource::FIELD_MANAGER_PREFIX;
 use crate::delivery::resource::fleet::{self, Ignored};
-use crate::delivery::resource::status::remove_entries_of;
+// The same pace as the Jinghzhu path's fleet.
+use crate::delivery::resource::rollout::{
+    ENTRY_RETRY_INTERVAL, FIGURES_INTERVAL, FLEET_COUNT_INTERVAL, JUDGE_READ_TIMEOUT,
+    PLANTED_INTERVAL,
+};
+use crate::delivery::resource::status::{REWRITE_INTERVAL, remove_entries_of};
 use crate::plugin_text;
 use crate::shards::Shards;
-
-/// The shortest time between two writes of a replica's entry.
-pub const FIGURES_INTERVAL: Duration = Duration::from_secs(2);
-
-/// An entry unchanged is written again after this long (a judge that
-/// removed it meanwhile sees it again).
-pub const REWRITE_INTERVAL: Duration = Duration::from_secs(60);
-
-/// How often a replica whose entry did not fit tries to write it again.
-pub const ENTRY_RETRY_INTERVAL: Duration = Duration::from_secs(5);
-
-/// How often the judge looks for entries no replica wrote.
-pub const PLANTED_INTERVAL: Duration = Duration::from_secs(5);
-
-/// How often the judge counts the cluster's parents (the bound of any
-/// replica's figures).
-pub const PARENTS_COUNT_INTERVAL: Duration = Duration::from_secs(30);
-
-/// The longest the judge waits for that count.
-pub const COUNT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One sharded replica's side of a controller's rollout.
 pub(super) struct Fleet {
@@ -228,16 +213,16 @@ impl Fleet {
     }
 
     /// How many parents the cluster holds (no replica can have seen more),
-    /// counted at most every [`PARENTS_COUNT_INTERVAL`]; unknown (no
+    /// counted at most every [`FLEET_COUNT_INTERVAL`]; unknown (no
     /// bound) until counted.
     async fn parents(&mut self) -> u64 {
         if let Some((count, at)) = self.parents_counted
-            && at.elapsed() < PARENTS_COUNT_INTERVAL
+            && at.elapsed() < FLEET_COUNT_INTERVAL
         {
             return count;
         }
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.parent);
-        let count = match fleet::count_objects(api, COUNT_TIMEOUT).await {
+        let count = match fleet::count_objects(api, JUDGE_READ_TIMEOUT).await {
             Some(count) => count,
             None => self.parents_counted.map_or(u64::MAX, |(count, _)| count),
         };

@@ -13,7 +13,6 @@
 //! A control plane of this binary's own (no other declared controllers
 //! compete for its parents), and one test at a time.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use anyhow::{Context as _, Result, bail};
 use e2e_tests::declared::{
     Manager, apply_crd, crd_file, declare, memcached_controller, memcacheds, wait_state,
 };
-use e2e_tests::watched_host::WatchedHost;
+use e2e_tests::sharded::{Replica, wait_balanced};
 use e2e_tests::{
     ControlPlaneSlot, TestEnv, own_control_plane, plugin, plugin_configmap, refusal_events,
     wait_for,
@@ -265,72 +264,14 @@ const HOST_BIN: &str = env!("CARGO_BIN_EXE_wasm-operator-under-test");
 /// Shards of the sharded test: one per replica.
 const SHARDS: u32 = 3;
 
-/// `wasm-operator run --plugin-controllers --shards 3` as the replica `name`.
-fn sharded_replica(env: &TestEnv, dir: &Path, name: &str) -> Result<WatchedHost> {
-    let kubeconfig = env.control_plane.kubeconfig_path().display().to_string();
-    let args: Vec<String> = [
-        "--plugin-controllers",
-        "--shards",
-        &SHARDS.to_string(),
-        "--leader-elect-identity",
-        name,
-        "--leader-elect-namespace",
-        &env.namespace,
-        "--leader-elect-lease-duration",
-        "4s",
-        "--leader-elect-renew-deadline",
-        "3s",
-        "--leader-elect-retry-period",
-        "1s",
-    ]
-    .iter()
-    .map(ToString::to_string)
-    .collect();
-    let log = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
-    WatchedHost::start(
-        Path::new(HOST_BIN),
-        name,
-        dir,
-        &args,
-        &[("KUBECONFIG", kubeconfig), ("RUST_LOG", log)],
-        512 * 1024 * 1024,
-    )
-}
-
-/// The shards active on `host` (`/status`'s `shards.owned`).
-async fn owned(host: &WatchedHost) -> BTreeSet<u32> {
-    let Some((200, body)) = host.get("/status").await else {
-        return BTreeSet::new();
-    };
-    serde_json::from_str::<Value>(&body)
-        .ok()
-        .and_then(|status| status.pointer("/shards/owned").cloned())
-        .and_then(|owned| serde_json::from_value(owned).ok())
-        .unwrap_or_default()
-}
-
-/// Waits until each of `hosts` holds one shard; the index of the one
+/// Waits until each of `replicas` holds one shard; the index of the one
 /// holding shard 0 (the judge).
-async fn judge_of(hosts: &[&WatchedHost]) -> Result<usize> {
-    wait_for(
-        "the shards split one to a replica",
-        Duration::from_secs(90),
-        || async {
-            let mut sets = Vec::new();
-            for host in hosts {
-                sets.push(owned(host).await);
-            }
-            let all: BTreeSet<u32> = sets.iter().flatten().copied().collect();
-            Ok(sets.iter().all(|s| s.len() == 1) && all.len() == SHARDS as usize)
-        },
-    )
-    .await?;
-    for (index, host) in hosts.iter().enumerate() {
-        if owned(host).await.contains(&0) {
-            return Ok(index);
-        }
-    }
-    bail!("no replica holds shard 0")
+async fn judge_of(replicas: &[&Replica]) -> Result<usize> {
+    let owned = wait_balanced(replicas).await?;
+    owned
+        .iter()
+        .position(|shards| shards.contains(&0))
+        .context("no replica holds shard 0")
 }
 
 /// Memcacheds of shards other than 0 (whose holder judges), at least two
@@ -444,11 +385,8 @@ async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()>
     .await?;
     let dir = tempfile::tempdir()?;
     let names = ["replica-a", "replica-b", "replica-c"];
-    let hosts = [
-        sharded_replica(&env, dir.path(), names[0])?,
-        sharded_replica(&env, dir.path(), names[1])?,
-        sharded_replica(&env, dir.path(), names[2])?,
-    ];
+    let start = |name: &str| Replica::start(Path::new(HOST_BIN), &env, dir.path(), name, SHARDS);
+    let hosts = [start(names[0])?, start(names[1])?, start(names[2])?];
     let judge = judge_of(&hosts.iter().collect::<Vec<_>>()).await?;
     let name = format!("{}-memcached", env.namespace);
     let mut spec = with_rollout(Path::new("/unused"));
@@ -473,7 +411,7 @@ async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()>
         Err(err) => bail!(
             "{err:#}\n--- judge {}:\n{}",
             names[judge],
-            hosts[judge].log_tail(30)
+            hosts[judge].host.log_tail(30)
         ),
     };
     println!("promoted: {:?}", promoted.history);
@@ -520,8 +458,8 @@ async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()>
     every_replica_serves(&env.client, &name, &names, &v2).await?;
     deployments_by(&env, &parents, Some("v2")).await?;
     assert_eq!(serving_digest(&env.client, &name).await?, v2);
-    for host in hosts {
-        host.terminate(Duration::from_secs(30)).await?;
+    for replica in hosts {
+        replica.host.terminate(Duration::from_secs(30)).await?;
     }
     Ok(())
 }
