@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 
 use super::rollout::{Judged, RolloutView, Slot};
 use crate::crd::controller::PluginController;
@@ -305,6 +305,37 @@ fn follow(slot: &Slot, before: RolloutView, resource: &PluginController) -> Opti
         ),
         history: Some(rollout.history.clone()),
     })
+}
+
+/// Removes `replica`'s entry from the `status.replicas` of every
+/// `PluginController` that has one (a replica stopping gracefully: its
+/// entry would otherwise stay for good, left out of every judgement as
+/// not live). One guarded patch per resource; errors are logged.
+pub async fn leave(client: &Client, replica: &str) {
+    let api: Api<PluginController> = Api::all(client.clone());
+    let resources = match api.list(&Default::default()).await {
+        Ok(list) => list.items,
+        Err(err) => {
+            tracing::warn!(error = %err, "could not list the PluginControllers to remove this replica's entries");
+            return;
+        }
+    };
+    for resource in resources {
+        let entries = resource.status.as_ref().map_or(&[][..], |s| &s.replicas);
+        let Some(index) = entries.iter().position(|r| r.name == replica) else {
+            continue;
+        };
+        let name = resource.name_any();
+        let entry = [(index, replica.to_string())];
+        match remove_entries_of::<PluginController>(client, &name, &entry).await {
+            Ok(()) => {
+                tracing::info!(controller = %name, replica, "removed this replica's entry from the PluginController status")
+            }
+            Err(err) => {
+                tracing::warn!(controller = %name, error = %err, "could not remove this replica's entry from the PluginController status")
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@ use crate::runtime::Runtime;
 use crate::tasks::AbortOnDrop;
 
 pub use controller::{Declaration, Running, Shared};
+pub use fleet::leave as leave_fleets;
 
 /// How the host runs declared controllers (from `run`'s flags).
 #[derive(Clone)]

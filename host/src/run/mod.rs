@@ -341,12 +341,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
 
     let runtime = serving_runtime(&args)?;
 
-    // The Lease identity when electing, so both name one replica.
-    let replica = election
-        .as_ref()
-        .or(sharding.as_ref().map(|config| &config.lease))
-        .map(|config| config.identity.clone())
-        .unwrap_or_else(leader::default_identity);
+    let replica = replica_name(election.as_ref(), sharding.as_ref());
     // Who judges canary rollouts is known once the election or shards
     // start, the router once the tenants are followed.
     let late = LateBound {
@@ -403,7 +398,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
 
     // Sharded, the Jinghzhu controller's shard sync turns taken shards
     // active for both (the declared watches already show every shard).
-    let _declared = start_declared(
+    let declared = start_declared(
         &args,
         &metrics,
         (&runtime_for_declared, &policy, leadership.clone()),
@@ -433,6 +428,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
     controller::run_routed(client.clone(), router, config, metrics, signal).await;
     // The shadow's queue is work nobody waits for: drop it with the controller.
     active.set_shadow(None, 0);
+    // The declared controllers stop first, so none writes its entry again.
+    drop(declared);
     let release = release_all(&args, &client, &replica, coordinator, elector);
     let timeout = Duration::from_secs(args.shutdown_timeout_secs);
     release_leases_within(stopping, timeout, release).await;
@@ -519,6 +516,18 @@ async fn start_declared(
     Ok(Some(AbortOnDrop::new(task.abort_handle())))
 }
 
+/// This replica's name in status entries: its Lease identity when electing
+/// or sharded, so both name one replica.
+fn replica_name(
+    election: Option<&LeaderElectionConfig>,
+    sharding: Option<&crate::shards::ShardConfig>,
+) -> String {
+    election
+        .or(sharding.map(|config| &config.lease))
+        .map(|config| config.identity.clone())
+        .unwrap_or_else(leader::default_identity)
+}
+
 /// Leader election's and sharding's settings from the flags, checked.
 fn replica_config(
     args: &RunArgs,
@@ -560,6 +569,7 @@ fn serving_runtime(args: &RunArgs) -> Result<Arc<Runtime>> {
 async fn run_declared_only(args: RunArgs) -> Result<()> {
     let policy = args.policy.config()?;
     let (election, sharding) = replica_config(&args)?;
+    let replica = replica_name(election.as_ref(), sharding.as_ref());
     let metrics = Arc::new(Metrics::default());
     let client = connect().await?;
     let runtime = serving_runtime(&args)?;
@@ -597,6 +607,7 @@ async fn run_declared_only(args: RunArgs) -> Result<()> {
         "declared controllers starting (no Jinghzhu plugin)"
     );
     shutdown_signal().await;
+    let coordinator_held = coordinator.is_some();
     if let Some(coordinator) = coordinator {
         // Draining: no reconcile starts, the running ones finish, then
         // each shard's Lease is released for its next holder.
@@ -611,6 +622,15 @@ async fn run_declared_only(args: RunArgs) -> Result<()> {
         }
     }
     drop(declared);
+    if coordinator_held {
+        let timeout = Duration::from_secs(args.shutdown_timeout_secs);
+        let leave = crate::declared::leave_fleets(&client, &replica);
+        if tokio::time::timeout(timeout, leave).await.is_err() {
+            tracing::warn!(
+                "shutting down: removing this replica's status.replicas entries took too long"
+            );
+        }
+    }
     if let Some(elector) = elector {
         let timeout = Duration::from_secs(args.shutdown_timeout_secs);
         if tokio::time::timeout(timeout, elector.release())
@@ -677,7 +697,8 @@ fn start_election(
 }
 
 /// What a stopping replica gives back: its shard and leader Leases, and its
-/// entries in its `JinghzhuPlugin`s' status.
+/// entries in its `JinghzhuPlugin`s' status (and, sharded with declared
+/// controllers, in their `PluginController`s').
 async fn release_all(
     args: &RunArgs,
     client: &kube::Client,
@@ -697,6 +718,9 @@ async fn release_all(
         .chain(&args.shadow_plugin_resource);
     for name in resources {
         crate::delivery::resource::status::StatusWriter::leave(client, name, replica).await;
+    }
+    if args.plugin_controllers && args.leader_election.shards > 0 {
+        crate::declared::leave_fleets(client, replica).await;
     }
 }
 

@@ -461,5 +461,13 @@ async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()>
     for replica in hosts {
         replica.host.terminate(Duration::from_secs(30)).await?;
     }
+    // A replica stopping gracefully takes its entry out of the status.
+    let api: Api<PluginController> = Api::all(env.client.clone());
+    let left = api.get(&name).await?.status.unwrap_or_default().replicas;
+    let left: Vec<&str> = left.iter().map(|e| e.name.as_str()).collect();
+    assert!(
+        left.iter().all(|entry| !names.contains(entry)),
+        "stopped replicas' entries are left in status.replicas: {left:?}"
+    );
     Ok(())
 }
