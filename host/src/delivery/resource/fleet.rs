@@ -223,6 +223,18 @@ fn consistent(figures: RolloutFigures) -> RolloutFigures {
     }
 }
 
+/// The `status.replicas` entries no replica wrote (not under their own
+/// replica's field manager), with their indexes, for one guarded removal.
+pub fn planted_entries(meta: &ObjectMeta, entries: &[ReplicaStatus]) -> Vec<(usize, String)> {
+    let own = own_entries(meta);
+    entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !own.contains(&e.name))
+        .map(|(index, e)| (index, e.name.clone()))
+        .collect()
+}
+
 /// The names of the `status.replicas` entries written by their replica's
 /// own field manager (`wasm-operator/<name>` owns the entry keyed by
 /// `name`, as the resource's `metadata.managedFields` records it).

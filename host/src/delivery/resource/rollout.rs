@@ -415,15 +415,8 @@ impl RolloutSide<'_> {
             return;
         };
         self.driver.planted_checked = Some(Instant::now());
-        let own = fleet::own_entries(&resource.metadata);
         let entries = resource.status.as_ref().map(|s| s.replicas.as_slice());
-        let planted: Vec<(usize, String)> = entries
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| !own.contains(&e.name))
-            .map(|(index, e)| (index, e.name.clone()))
-            .collect();
+        let planted = fleet::planted_entries(&resource.metadata, entries.unwrap_or_default());
         if planted.is_empty() {
             return;
         }
