@@ -89,6 +89,21 @@ async fn rollout_of(client: &Client, name: &str) -> Result<Option<RolloutStatus>
     Ok(api.get(name).await?.status.and_then(|s| s.rollout))
 }
 
+/// `promoted`'s history is the two steps of the test's rollout: 50 %
+/// passed, then 100 % promoted.
+fn assert_promoted_in_two_steps(promoted: &RolloutStatus) {
+    let steps: Vec<(&str, u32, &str)> = promoted
+        .history
+        .iter()
+        .map(|h| (h.step.as_str(), h.weight, h.verdict.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [("1/2", 50, "Passed"), ("2/2", 100, "Promoted")],
+        "{promoted:?}"
+    );
+}
+
 /// Waits until the rollout of `canary` reaches `phase`; returns its status.
 async fn phase_is(client: &Client, name: &str, phase: &str, canary: &str) -> Result<RolloutStatus> {
     wait_for(
@@ -168,16 +183,7 @@ async fn a_canary_is_promoted_and_a_refused_one_is_aborted_and_stays_aborted_aft
     assert_eq!(started.stable.as_deref(), Some(v1.as_str()));
     let promoted = phase_is(&env.client, &name, "Promoted", &v2).await?;
     println!("promoted: {:?}", promoted.message);
-    let steps: Vec<(&str, u32, &str)> = promoted
-        .history
-        .iter()
-        .map(|h| (h.step.as_str(), h.weight, h.verdict.as_str()))
-        .collect();
-    assert_eq!(
-        steps,
-        [("1/2", 50, "Passed"), ("2/2", 100, "Promoted")],
-        "{promoted:?}"
-    );
+    assert_promoted_in_two_steps(&promoted);
     deployments_by(&env, &names, Some("v2")).await?;
     assert_eq!(serving_digest(&env.client, &name).await?, v2);
 
@@ -415,16 +421,7 @@ async fn sharded_replicas_judge_a_canary_on_their_summed_figures() -> Result<()>
         ),
     };
     println!("promoted: {:?}", promoted.history);
-    let steps: Vec<(&str, u32, &str)> = promoted
-        .history
-        .iter()
-        .map(|h| (h.step.as_str(), h.weight, h.verdict.as_str()))
-        .collect();
-    assert_eq!(
-        steps,
-        [("1/2", 50, "Passed"), ("2/2", 100, "Promoted")],
-        "{promoted:?}"
-    );
+    assert_promoted_in_two_steps(&promoted);
     assert_eq!(promoted.judge.as_deref(), Some(names[judge]));
     deployments_by(&env, &parents, Some("v2")).await?;
     every_replica_serves(&env.client, &name, &names, &v2).await?;
